@@ -1,0 +1,107 @@
+package classify
+
+import (
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// ValidateKey checks the intent key rules: 1–255 characters (runes), valid UTF-8, every
+// character printable (unicode.IsPrint: no control characters, no NUL, no spaces other than
+// the ASCII space). The error says what is wrong and where.
+func ValidateKey(key string) error {
+	if key == "" {
+		return fmt.Errorf("intent key is empty; it needs 1 to %d characters", MaxKeyLength)
+	}
+	if !utf8.ValidString(key) {
+		return fmt.Errorf("intent key is not valid UTF-8")
+	}
+	if n := utf8.RuneCountInString(key); n > MaxKeyLength {
+		return fmt.Errorf("intent key is %d characters long; the limit is %d", n, MaxKeyLength)
+	}
+	pos := 0
+	for _, r := range key {
+		pos++
+		if !unicode.IsPrint(r) {
+			what := "a non-printable character"
+			if unicode.IsControl(r) {
+				what = "a control character"
+			}
+			return fmt.Errorf("intent key contains %s (%U) at character %d", what, r, pos)
+		}
+	}
+	return nil
+}
+
+var (
+	uuidPattern    = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	hexRunPattern  = regexp.MustCompile(`[0-9a-fA-F]{16,}`)
+	rfc3339Pattern = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}`)
+	// A ULID: 26 Crockford base32 characters whose first is 0–7 (48-bit time), standing alone
+	// in its token.
+	ulidPattern = regexp.MustCompile(`(?i)^[0-7][0-9a-hjkmnp-tv-z]{25}$`)
+)
+
+// Plausible unix times: 2001-09-09 up to the end of 2099, in seconds or milliseconds. Older or
+// later numbers with the same digit count are more likely phone or account numbers.
+const (
+	minUnixSeconds = 1_000_000_000
+	maxUnixSeconds = 4_102_444_800
+)
+
+// LooksRandom reports whether key looks like it names a request rather than a business fact,
+// which defeats the intent guard: every retry would compute a new key. It is a heuristic for a
+// warning, never a refusal. The key is random when it contains
+//   - a UUID (8-4-4-4-12 hex digits) anywhere;
+//   - a run of 16 or more hex digits that includes a letter a–f (a hash or a dash-less UUID;
+//     long all-digit runs are left alone, they are usually order or account numbers);
+//   - an RFC 3339 date-time ("2024-05-01T12:00:00Z"; a bare date is a business fact);
+//
+// or when a segment (the key split on ':', '/' and '|') is
+//   - a bare unix timestamp: exactly 10 or 13 digits within 2001–2099, and nothing else, so
+//     "req-1700000000" is not random by this rule (the digits are not the whole segment) while
+//     "req:1700000000" is;
+//   - or holds a ULID as a whole token (tokens split on anything but letters and digits;
+//     26 digits alone are not taken for a ULID).
+func LooksRandom(key string) bool {
+	if uuidPattern.MatchString(key) || rfc3339Pattern.MatchString(key) {
+		return true
+	}
+	for _, run := range hexRunPattern.FindAllString(key, -1) {
+		if strings.ContainsAny(run, "abcdefABCDEF") {
+			return true
+		}
+	}
+	segments := strings.FieldsFunc(key, func(r rune) bool { return r == ':' || r == '/' || r == '|' })
+	for _, seg := range segments {
+		if isUnixTimestamp(seg) {
+			return true
+		}
+		// Tokens inside a segment: "req_01ARZ3NDEKTSV4RRFFQ69G5FAV" holds a ULID.
+		for _, tok := range strings.FieldsFunc(seg, notAlphanumeric) {
+			if ulidPattern.MatchString(tok) && !allDigits(tok) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func notAlphanumeric(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }
+
+func isUnixTimestamp(s string) bool {
+	if (len(s) != 10 && len(s) != 13) || !allDigits(s) {
+		return false
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return false
+	}
+	if len(s) == 13 {
+		n /= 1000
+	}
+	return n >= minUnixSeconds && n < maxUnixSeconds
+}
