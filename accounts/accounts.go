@@ -1,0 +1,164 @@
+// Package accounts holds staff users, agent tokens, dashboard sessions and
+// the secrets that protect them. Storage adapters (queue/postgres,
+// queue/sqlite) implement Store next to the action tables, so one database
+// holds everything.
+package accounts
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Role is what a staff user may do.
+type Role string
+
+const (
+	RoleAdmin    Role = "admin"
+	RoleApprover Role = "approver"
+	RoleOps      Role = "ops"
+	RoleViewer   Role = "viewer"
+)
+
+// Roles lists every role.
+var Roles = []Role{RoleAdmin, RoleApprover, RoleOps, RoleViewer}
+
+// ParseRole validates a role name.
+func ParseRole(s string) (Role, error) {
+	for _, r := range Roles {
+		if string(r) == s {
+			return r, nil
+		}
+	}
+	return "", fmt.Errorf("role %q is not one of admin, approver, ops, viewer", s)
+}
+
+// CanDecide reports whether the role may approve and reject.
+func (r Role) CanDecide() bool { return r == RoleAdmin || r == RoleApprover }
+
+// CanResolve reports whether the role may resolve tickets.
+func (r Role) CanResolve() bool { return r == RoleAdmin || r == RoleOps }
+
+// CanAdminister reports whether the role may manage users and tokens.
+func (r Role) CanAdminister() bool { return r == RoleAdmin }
+
+// User is a staff member of the dashboard.
+type User struct {
+	ID                int64
+	Email             string
+	PasswordHash      string
+	Role              Role
+	CreatedAt         time.Time
+	PasswordChangedAt time.Time
+}
+
+// Token is an agent's bearer token; only its hash is stored.
+type Token struct {
+	ID        int64
+	Name      string
+	CreatedAt time.Time
+	RevokedAt *time.Time
+}
+
+// Session is a server-side dashboard session.
+type Session struct {
+	ID        string
+	UserID    int64 // 0 before login (it still carries the CSRF token)
+	Data      string
+	CreatedAt time.Time
+	ExpiresAt time.Time
+}
+
+// Errors.
+var (
+	ErrNotFound = errors.New("not found")
+	ErrExists   = errors.New("already exists")
+)
+
+// Store persists accounts.
+type Store interface {
+	UserCreate(ctx context.Context, u *User) (*User, error)                          // ErrExists for a taken email
+	UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error // also ends the user's sessions
+	UserSetRole(ctx context.Context, id int64, role Role) error
+	UserGetByEmail(ctx context.Context, email string) (*User, error) // case-insensitive
+	UserGetByID(ctx context.Context, id int64) (*User, error)
+	UserList(ctx context.Context) ([]*User, error)
+	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
+	UserCount(ctx context.Context) (int64, error)
+
+	TokenCreate(ctx context.Context, name, hash string, now time.Time) (*Token, error) // ErrExists for an active name
+	TokenGetByHash(ctx context.Context, hash string) (*Token, error)                   // active tokens only
+	TokenRevoke(ctx context.Context, name string, now time.Time) error                 // ErrNotFound when no active token has the name
+	TokenList(ctx context.Context) ([]*Token, error)
+
+	SessionGet(ctx context.Context, id string, now time.Time) (*Session, error) // ErrNotFound when absent or expired
+	SessionSave(ctx context.Context, s *Session) error                          // insert or update
+	SessionDelete(ctx context.Context, id string) error
+
+	LoginFailureAdd(ctx context.Context, subject string, at time.Time) error
+	LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error)
+	LoginFailureClear(ctx context.Context, subject string) error
+
+	SettingGet(ctx context.Context, key string) (string, error) // ErrNotFound
+	// SettingInit stores value under key unless the key exists, and returns
+	// the stored value: concurrent starters agree on one secret.
+	SettingInit(ctx context.Context, key, value string) (string, error)
+}
+
+// NewToken returns a new random agent token and the hash to store.
+func NewToken() (token, hash string) {
+	token = "apv_" + RandomString(32)
+	return token, HashToken(token)
+}
+
+// HashToken hashes a bearer token for lookup. Tokens carry 256 random bits,
+// so a fast hash is enough; a slow one would only cost every request.
+func HashToken(token string) string {
+	sum := sha256.Sum256([]byte(token))
+	return hex.EncodeToString(sum[:])
+}
+
+// RandomString returns n random bytes, URL-safe base64 encoded.
+func RandomString(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return base64.RawURLEncoding.EncodeToString(b)
+}
+
+// HashPassword hashes a staff password with bcrypt.
+func HashPassword(password string) (string, error) {
+	if len(password) < 8 {
+		return "", errors.New("password must be at least 8 characters")
+	}
+	if len(password) > 72 {
+		return "", errors.New("password must be at most 72 bytes")
+	}
+	h, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return "", fmt.Errorf("hash password: %w", err)
+	}
+	return string(h), nil
+}
+
+// CheckPassword reports whether password matches hash.
+func CheckPassword(hash, password string) bool {
+	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
+}
+
+// NormalizeEmail trims and lower-cases an email and checks its shape.
+func NormalizeEmail(email string) (string, error) {
+	e := strings.ToLower(strings.TrimSpace(email))
+	at := strings.IndexByte(e, '@')
+	if at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\r\n<>\"") || len(e) > 254 {
+		return "", fmt.Errorf("email %q is not a valid address", email)
+	}
+	return e, nil
+}

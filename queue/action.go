@@ -1,0 +1,165 @@
+// Package queue is the domain of approvals: actions keyed by intent, their
+// state machine, tickets, events, and the Service that drives them. It knows
+// nothing of HTTP or of any particular database; adapters in queue/postgres
+// and queue/sqlite implement Store.
+package queue
+
+import (
+	"encoding/json"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// State is where an action is in its life.
+type State string
+
+const (
+	StatePending    State = "pending"
+	StateApproved   State = "approved"
+	StateRejected   State = "rejected"
+	StateExpired    State = "expired"
+	StateCancelled  State = "cancelled"
+	StateInProgress State = "in_progress"
+	StateDone       State = "done"
+	StateFailed     State = "failed"
+	StateRecorded   State = "recorded"
+)
+
+// States lists every state, in lifecycle order.
+var States = []State{StatePending, StateApproved, StateRejected, StateExpired, StateCancelled,
+	StateInProgress, StateDone, StateFailed, StateRecorded}
+
+// Valid reports whether s is one of the defined states.
+func (s State) Valid() bool {
+	for _, v := range States {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// Final reports whether no transition leaves s (a long-poll answers at once).
+func (s State) Final() bool {
+	switch s {
+	case StateDone, StateFailed, StateRejected, StateExpired, StateCancelled, StateRecorded:
+		return true
+	}
+	return false
+}
+
+// Releases reports whether s frees the intent for a new attempt.
+func (s State) Releases() bool {
+	return s == StateExpired || s == StateCancelled || s == StateFailed
+}
+
+// HeldStates are the states that hold an intent key; the stores enforce one
+// action per key among them with a partial unique index.
+var HeldStates = []State{StatePending, StateApproved, StateRejected, StateInProgress, StateDone}
+
+// Action is one requested side effect.
+type Action struct {
+	ID              string          `json:"id"`
+	Tool            string          `json:"tool"`
+	Class           classify.Class  `json:"class"`
+	IntentKey       string          `json:"intent_key"`
+	Attempt         int             `json:"attempt"`
+	State           State           `json:"state"`
+	Payload         json.RawMessage `json:"payload"`
+	ApprovedPayload json.RawMessage `json:"approved_payload"`
+	Result          json.RawMessage `json:"result"`
+	Error           *string         `json:"error"`
+	RequestedBy     string          `json:"requested_by"`
+	DecidedBy       *string         `json:"decided_by"`
+	DecisionNote    *string         `json:"decision_note"`
+	CreatedAt       time.Time       `json:"created_at"`
+	DecidedAt       *time.Time      `json:"decided_at"`
+	ClaimedAt       *time.Time      `json:"claimed_at"`
+	FinishedAt      *time.Time      `json:"finished_at"`
+	ExpiresAt       *time.Time      `json:"expires_at"`
+	Ticket          *Ticket         `json:"ticket"`
+	Warnings        []string        `json:"warnings"`
+
+	// Spec is the tool definition as it was when the action was submitted;
+	// later changes of the tools file affect new submissions only.
+	Spec classify.Tool `json:"-"`
+	// ClaimedBy names who holds the claim while in_progress: the agent or
+	// "dispatcher" for a webhook delivery.
+	ClaimedBy *string `json:"-"`
+	// Channel is how it was submitted: "api" or "mcp".
+	Channel string `json:"-"`
+}
+
+// Agent returns the token name behind RequestedBy ("agent:NAME").
+func (a *Action) Agent() string {
+	const p = "agent:"
+	if len(a.RequestedBy) > len(p) && a.RequestedBy[:len(p)] == p {
+		return a.RequestedBy[len(p):]
+	}
+	return a.RequestedBy
+}
+
+// HasWebhook reports whether the dispatcher, not the agent, executes it.
+func (a *Action) HasWebhook() bool { return a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" }
+
+// TicketKind says why a ticket was opened.
+type TicketKind string
+
+const (
+	TicketStale    TicketKind = "stale"    // in_progress longer than claim_timeout
+	TicketConflict TicketKind = "conflict" // a report contradicted the stored outcome
+)
+
+// TicketState is open or resolved.
+type TicketState string
+
+const (
+	TicketOpen     TicketState = "open"
+	TicketResolved TicketState = "resolved"
+)
+
+// Ticket asks an operator to find out whether an effect happened.
+type Ticket struct {
+	ID         string      `json:"id"`
+	ActionID   string      `json:"-"`
+	Kind       TicketKind  `json:"kind"`
+	State      TicketState `json:"state"`
+	OpenedAt   time.Time   `json:"opened_at"`
+	ResolvedAt *time.Time  `json:"resolved_at"`
+	ResolvedBy *string     `json:"resolved_by"`
+	Outcome    *State      `json:"outcome"`
+	Note       *string     `json:"note"`
+}
+
+// Event is one entry of an action's append-only timeline.
+type Event struct {
+	ID       int64           `json:"id"`
+	ActionID string          `json:"action_id"`
+	Kind     string          `json:"kind"`
+	Actor    string          `json:"actor"`
+	Channel  string          `json:"channel,omitempty"`
+	At       time.Time       `json:"at"`
+	Data     json.RawMessage `json:"data,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventSubmitted       = "submitted"
+	EventReplayed        = "replayed"
+	EventReused          = "intent_key_reused"
+	EventInProgressSeen  = "in_progress_refused"
+	EventApproved        = "approved"
+	EventRejected        = "rejected"
+	EventCancelled       = "cancelled"
+	EventExpired         = "expired"
+	EventClaimed         = "claimed"
+	EventDelivery        = "delivery_started"
+	EventDeliveryResult  = "delivery_unknown"
+	EventCompleted       = "completed"
+	EventFailed          = "failed"
+	EventOutcomeConflict = "outcome_conflict"
+	EventTicketOpened    = "ticket_opened"
+	EventTicketResolved  = "ticket_resolved"
+	EventDecisionReplay  = "decision_replayed"
+)

@@ -1,0 +1,250 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/accounts"
+)
+
+const userSelect = `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users`
+
+func scanUser(row rowScanner) (*accounts.User, error) {
+	var u accounts.User
+	var role string
+	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, accounts.ErrNotFound
+		}
+		return nil, err
+	}
+	u.Role = accounts.Role(role)
+	return &u, nil
+}
+
+// UserCreate implements accounts.Store.
+func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
+	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
+VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at`,
+		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt))
+	if isUniqueViolation(err) {
+		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create user %s: %w", u.Email, err)
+	}
+	return got, nil
+}
+
+// UserSetPassword implements accounts.Store; it ends the user's sessions.
+func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1`, id, hash, now)
+		if err != nil {
+			return fmt.Errorf("set password: %w", err)
+		}
+		if tag.RowsAffected() == 0 {
+			return accounts.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1`, id)
+		return err
+	})
+}
+
+// UserSetRole implements accounts.Store.
+func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, id, string(role))
+	if err != nil {
+		return fmt.Errorf("set role: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
+// UserGetByEmail implements accounts.Store.
+func (s *Store) UserGetByEmail(ctx context.Context, email string) (*accounts.User, error) {
+	return scanUser(s.pool.QueryRow(ctx, userSelect+` WHERE lower(email) = lower($1)`, email))
+}
+
+// UserGetByID implements accounts.Store.
+func (s *Store) UserGetByID(ctx context.Context, id int64) (*accounts.User, error) {
+	return scanUser(s.pool.QueryRow(ctx, userSelect+` WHERE id = $1`, id))
+}
+
+// UserList implements accounts.Store.
+func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
+	rows, err := s.pool.Query(ctx, userSelect+` ORDER BY email`)
+	if err != nil {
+		return nil, fmt.Errorf("list users: %w", err)
+	}
+	defer rows.Close()
+	var out []*accounts.User
+	for rows.Next() {
+		u, err := scanUser(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, u)
+	}
+	return out, rows.Err()
+}
+
+// UserDelete implements accounts.Store; sessions go with the user.
+func (s *Store) UserDelete(ctx context.Context, id int64) error {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
+	if err != nil {
+		return fmt.Errorf("delete user: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
+// UserCount implements accounts.Store.
+func (s *Store) UserCount(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n)
+	return n, err
+}
+
+func scanToken(row rowScanner) (*accounts.Token, error) {
+	var t accounts.Token
+	if err := row.Scan(&t.ID, &t.Name, &t.CreatedAt, &t.RevokedAt); err != nil {
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil, accounts.ErrNotFound
+		}
+		return nil, err
+	}
+	return &t, nil
+}
+
+// TokenCreate implements accounts.Store.
+func (s *Store) TokenCreate(ctx context.Context, name, hash string, now time.Time) (*accounts.Token, error) {
+	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO agent_tokens (name, token_hash, created_at) VALUES ($1, $2, $3)
+RETURNING id, name, created_at, revoked_at`, name, hash, now))
+	if isUniqueViolation(err) {
+		return nil, fmt.Errorf("token %s: %w", name, accounts.ErrExists)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("create token %s: %w", name, err)
+	}
+	return t, nil
+}
+
+// TokenGetByHash implements accounts.Store.
+func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*accounts.Token, error) {
+	return scanToken(s.pool.QueryRow(ctx, `SELECT id, name, created_at, revoked_at FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL`, hash))
+}
+
+// TokenRevoke implements accounts.Store.
+func (s *Store) TokenRevoke(ctx context.Context, name string, now time.Time) error {
+	tag, err := s.pool.Exec(ctx, `UPDATE agent_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL`, name, now)
+	if err != nil {
+		return fmt.Errorf("revoke token %s: %w", name, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return fmt.Errorf("token %s: %w", name, accounts.ErrNotFound)
+	}
+	return nil
+}
+
+// TokenList implements accounts.Store.
+func (s *Store) TokenList(ctx context.Context) ([]*accounts.Token, error) {
+	rows, err := s.pool.Query(ctx, `SELECT id, name, created_at, revoked_at FROM agent_tokens ORDER BY created_at DESC, id DESC`)
+	if err != nil {
+		return nil, fmt.Errorf("list tokens: %w", err)
+	}
+	defer rows.Close()
+	var out []*accounts.Token
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// SessionGet implements accounts.Store.
+func (s *Store) SessionGet(ctx context.Context, id string, now time.Time) (*accounts.Session, error) {
+	var sess accounts.Session
+	var uid *int64
+	err := s.pool.QueryRow(ctx, `SELECT id, user_id, data, created_at, expires_at FROM sessions WHERE id = $1 AND expires_at > $2`, id, now).
+		Scan(&sess.ID, &uid, &sess.Data, &sess.CreatedAt, &sess.ExpiresAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, accounts.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get session: %w", err)
+	}
+	if uid != nil {
+		sess.UserID = *uid
+	}
+	return &sess, nil
+}
+
+// SessionSave implements accounts.Store.
+func (s *Store) SessionSave(ctx context.Context, sess *accounts.Session) error {
+	var uid *int64
+	if sess.UserID != 0 {
+		uid = &sess.UserID
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (id, user_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at`,
+		sess.ID, uid, sess.Data, sess.CreatedAt, sess.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("save session: %w", err)
+	}
+	return nil
+}
+
+// SessionDelete implements accounts.Store.
+func (s *Store) SessionDelete(ctx context.Context, id string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	return err
+}
+
+// LoginFailureAdd implements accounts.Store.
+func (s *Store) LoginFailureAdd(ctx context.Context, subject string, at time.Time) error {
+	_, err := s.pool.Exec(ctx, `INSERT INTO login_failures (subject, at) VALUES ($1, $2)`, subject, at)
+	return err
+}
+
+// LoginFailureCount implements accounts.Store.
+func (s *Store) LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error) {
+	var n int
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM login_failures WHERE subject = $1 AND at > $2`, subject, since).Scan(&n)
+	return n, err
+}
+
+// LoginFailureClear implements accounts.Store.
+func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1`, subject)
+	return err
+}
+
+// SettingGet implements accounts.Store.
+func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
+	var v string
+	err := s.pool.QueryRow(ctx, `SELECT value FROM settings WHERE key = $1`, key).Scan(&v)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", accounts.ErrNotFound
+	}
+	return v, err
+}
+
+// SettingInit implements accounts.Store.
+func (s *Store) SettingInit(ctx context.Context, key, value string) (string, error) {
+	if _, err := s.pool.Exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value); err != nil {
+		return "", fmt.Errorf("init setting %s: %w", key, err)
+	}
+	return s.SettingGet(ctx, key)
+}

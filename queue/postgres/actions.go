@@ -1,0 +1,450 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// actionColumns lists the action columns in scan order; prefix names the
+// table alias. ticketColumns follow them in full reads.
+func actionColumns(prefix string) string {
+	cols := []string{"id::text", "tool", "class", "intent_key", "attempt", "state", "payload",
+		"approved_payload", "result", "error", "requested_by", "channel", "decided_by",
+		"decision_note", "created_at", "decided_at", "claimed_at", "claimed_by", "finished_at",
+		"expires_at", "spec", "warnings"}
+	for i, c := range cols {
+		cols[i] = prefix + c
+	}
+	return strings.Join(cols, ", ")
+}
+
+const ticketColumns = `t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note`
+const noTicketColumns = `NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text`
+
+// selectAction reads actions with their current ticket: the open one if any,
+// else the most recent.
+var selectAction = `SELECT ` + actionColumns("a.") + `, ` + ticketColumns + `
+FROM actions a
+LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = a.id
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true`
+
+type rowScanner interface{ Scan(dest ...any) error }
+
+func scanAction(row rowScanner) (*queue.Action, error) {
+	var (
+		a                                         queue.Action
+		class, state                              string
+		payload, approved, result, spec, warnings []byte
+		tID, tKind, tState, tBy, tOutcome, tNote  *string
+		tOpened, tResolved                        *time.Time
+	)
+	err := row.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
+		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
+		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
+		&a.ExpiresAt, &spec, &warnings,
+		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
+	if err != nil {
+		return nil, err
+	}
+	a.Class = classify.Class(class)
+	a.State = queue.State(state)
+	a.Payload = json.RawMessage(payload)
+	a.ApprovedPayload = nullableJSON(approved)
+	a.Result = nullableJSON(result)
+	if err := json.Unmarshal(spec, &a.Spec); err != nil {
+		return nil, fmt.Errorf("decode tool snapshot of action %s: %w", a.ID, err)
+	}
+	if err := json.Unmarshal(warnings, &a.Warnings); err != nil {
+		return nil, fmt.Errorf("decode warnings of action %s: %w", a.ID, err)
+	}
+	if a.Warnings == nil {
+		a.Warnings = []string{}
+	}
+	utc(&a.CreatedAt)
+	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt)
+	if tID != nil {
+		t := &queue.Ticket{ID: *tID, ActionID: a.ID, Kind: queue.TicketKind(*tKind),
+			State: queue.TicketState(*tState), OpenedAt: tOpened.UTC(), ResolvedAt: tResolved,
+			ResolvedBy: tBy, Note: tNote}
+		utcp(t.ResolvedAt)
+		if tOutcome != nil {
+			o := queue.State(*tOutcome)
+			t.Outcome = &o
+		}
+		a.Ticket = t
+	}
+	return &a, nil
+}
+
+func nullableJSON(b []byte) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	return json.RawMessage(b)
+}
+
+func utc(t *time.Time) { *t = t.UTC() }
+
+func utcp(ts ...*time.Time) {
+	for _, t := range ts {
+		if t != nil {
+			*t = t.UTC()
+		}
+	}
+}
+
+func jsonArg(m json.RawMessage) any {
+	if m == nil {
+		return nil
+	}
+	return string(m)
+}
+
+var heldStates = func() string {
+	var b strings.Builder
+	for i, s := range queue.HeldStates {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString("'" + string(s) + "'")
+	}
+	return b.String()
+}()
+
+// submitSQL is claim-first in one statement: insert the action as the
+// holder of its key, or do nothing when a held action (or the same attempt
+// number) exists, and read the holder back. A holder committed after this
+// statement's snapshot is invisible to the read, so the caller retries.
+var submitSQL = `
+WITH ins AS (
+    INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
+        channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
+        spec, warnings)
+    SELECT $1, $2, $3, $4,
+        CASE WHEN $3 = 'at-least-once' THEN 1 ELSE
+            coalesce((SELECT max(attempt) FROM actions WHERE intent_key = $4 AND class <> 'at-least-once'), 0) + 1 END,
+        $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, $17, $18, $8, $9, $19 FROM ins
+)
+SELECT ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true FROM ins
+UNION ALL
+SELECT ` + actionColumns("a.") + `, ` + ticketColumns + `, false
+FROM actions a
+LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = a.id
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true
+WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (` + heldStates + `)
+  AND NOT EXISTS (SELECT 1 FROM ins)`
+
+// ActionSubmit implements queue.Store.
+func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, error) {
+	spec, err := json.Marshal(a.Spec)
+	if err != nil {
+		return nil, false, fmt.Errorf("encode tool snapshot: %w", err)
+	}
+	warnings := a.Warnings
+	if warnings == nil {
+		warnings = []string{}
+	}
+	warn, _ := json.Marshal(warnings)
+	for range 10 {
+		row := s.pool.QueryRow(ctx, submitSQL, a.ID, a.Tool, string(a.Class), a.IntentKey,
+			string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
+			a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
+			ev.Kind, ev.Actor, jsonArg(ev.Data))
+		var created bool
+		got, err := scanActionWith(row, &created)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Lost a race with a holder this snapshot cannot see, or with one
+			// released a moment ago: look again.
+			continue
+		}
+		if err != nil {
+			return nil, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+		}
+		return got, created, nil
+	}
+	return nil, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
+}
+
+func claimDeadline(a *queue.Action) *time.Time {
+	if a.ClaimedAt == nil {
+		return nil
+	}
+	d := a.ClaimedAt.Add(a.Spec.ClaimTimeout)
+	return &d
+}
+
+// scanActionWith scans an action row followed by extra columns.
+func scanActionWith(row pgx.Row, extra ...any) (*queue.Action, error) {
+	return scanAction(extraScanner{row, extra})
+}
+
+type extraScanner struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
+
+// ActionGetByID implements queue.Store.
+func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	if !validUUID(id) {
+		return nil, queue.ErrNotFound
+	}
+	a, err := scanAction(s.pool.QueryRow(ctx, selectAction+` WHERE a.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, queue.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get action %s: %w", id, err)
+	}
+	return a, nil
+}
+
+// validUUID keeps malformed ids away from the uuid cast, where they would be
+// a database error instead of a plain "not found".
+func validUUID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ActionList implements queue.Store.
+func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*queue.Action, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.IntentKey != "" {
+		where = append(where, "a.intent_key = "+arg(p.IntentKey))
+	}
+	if p.IntentKeyPrefix != "" {
+		where = append(where, "a.intent_key LIKE "+arg(likePrefix(p.IntentKeyPrefix)))
+	}
+	if p.State != "" {
+		where = append(where, "a.state = "+arg(string(p.State)))
+	}
+	if p.Tool != "" {
+		where = append(where, "a.tool = "+arg(p.Tool))
+	}
+	order, cmp := "DESC", "<"
+	if p.Oldest {
+		order, cmp = "ASC", ">"
+	}
+	if p.After != nil {
+		where = append(where, fmt.Sprintf("(a.created_at, a.id) %s (%s, %s::uuid)", cmp, arg(p.After.CreatedAt), arg(p.After.ID)))
+	}
+	q := selectAction
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	q += fmt.Sprintf(" ORDER BY a.created_at %s, a.id %s LIMIT %s", order, order, arg(limit))
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	defer rows.Close()
+	var out []*queue.Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list actions: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	return out, nil
+}
+
+func likePrefix(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+	return r.Replace(p) + "%"
+}
+
+// ActionTransition implements queue.Store. The update, its event and the
+// late-report ticket resolution are one statement; the read-back of the
+// action rides in the same pipelined batch, so a transition costs one round
+// trip.
+func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
+	if !validUUID(p.ID) {
+		return nil, queue.ErrNotFound
+	}
+	var (
+		sets []string
+		args = []any{p.ID, string(p.To), p.Now}
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	set := func(col string, v any) { sets = append(sets, col+" = "+arg(v)) }
+	if p.DecidedBy != nil {
+		set("decided_by", *p.DecidedBy)
+	}
+	if p.DecisionNote != nil {
+		set("decision_note", *p.DecisionNote)
+	}
+	if p.DecidedAt != nil {
+		set("decided_at", *p.DecidedAt)
+	}
+	if p.ApprovedPayload != nil {
+		set("approved_payload", string(p.ApprovedPayload))
+	}
+	if p.Result != nil {
+		set("result", string(p.Result))
+	}
+	if p.Error != nil {
+		set("error", *p.Error)
+	}
+	if p.ClaimedAt != nil {
+		set("claimed_at", *p.ClaimedAt)
+	}
+	if p.ClaimedBy != nil {
+		set("claimed_by", *p.ClaimedBy)
+	}
+	if p.ClaimDeadline != nil {
+		set("claim_deadline", *p.ClaimDeadline)
+	}
+	if p.FinishedAt != nil {
+		set("finished_at", *p.FinishedAt)
+	}
+	if p.ExpiresAt != nil {
+		set("expires_at", *p.ExpiresAt)
+	}
+	from := make([]string, len(p.From))
+	for i, st := range p.From {
+		from[i] = string(st)
+	}
+	cond := "id = $1 AND state = ANY(" + arg(from) + ")"
+	if p.Unexpired {
+		cond += " AND (expires_at IS NULL OR expires_at > $3)"
+	}
+	q := "WITH upd AS (UPDATE actions SET state = $2"
+	for _, st := range sets {
+		q += ", " + st
+	}
+	q += " WHERE " + cond + " RETURNING id), ev AS (INSERT INTO events (action_id, kind, actor, channel, at, data) SELECT id, " +
+		arg(p.Event.Kind) + ", " + arg(p.Event.Actor) + ", " + arg(p.Event.Channel) + ", $3, " + arg(jsonArg(p.Event.Data)) + "::jsonb FROM upd)"
+	if p.ResolveStaleTicket {
+		q += `, tk AS (UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + arg(p.Event.Actor) +
+			`, outcome = $2, note = 'late report from the agent' WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open')`
+	}
+	q += " SELECT count(*) FROM upd"
+
+	batch := &pgx.Batch{}
+	var n int
+	batch.Queue(q, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
+	var a *queue.Action
+	batch.Queue(selectAction+` WHERE a.id = $1`, p.ID).QueryRow(func(row pgx.Row) error {
+		var err error
+		a, err = scanAction(row)
+		return err
+	})
+	err := s.pool.SendBatch(ctx, batch).Close()
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, queue.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
+	}
+	if n == 0 {
+		return a, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, a.State, queue.ErrStateMismatch)
+	}
+	return a, nil
+}
+
+// ActionExpireDue implements queue.Store. SKIP LOCKED lets several sweepers
+// share the work instead of queueing behind each other.
+func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*queue.Action, error) {
+	q := `
+WITH due AS (
+    SELECT id FROM actions
+    WHERE state IN ('pending', 'approved') AND expires_at <= $1
+    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET state = 'expired', finished_at = $1,
+        decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
+        decided_at = CASE WHEN a.state = 'pending' THEN $1 ELSE a.decided_at END
+    FROM due WHERE a.id = due.id AND a.state IN ('pending', 'approved')
+    RETURNING a.*
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, 'expired', 'system', '', $1, NULL FROM upd
+)
+SELECT ` + actionColumns("upd.") + `, ` + noTicketColumns + ` FROM upd`
+	rows, err := s.pool.Query(ctx, q, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("expire due actions: %w", err)
+	}
+	defer rows.Close()
+	var out []*queue.Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, fmt.Errorf("expire due actions: %w", err)
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// ActionCountByState implements queue.Store.
+func (s *Store) ActionCountByState(ctx context.Context) (map[queue.State]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT state, count(*) FROM actions GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count actions: %w", err)
+	}
+	defer rows.Close()
+	out := map[queue.State]int64{}
+	for rows.Next() {
+		var st string
+		var n int64
+		if err := rows.Scan(&st, &n); err != nil {
+			return nil, err
+		}
+		out[queue.State(st)] = n
+	}
+	return out, rows.Err()
+}

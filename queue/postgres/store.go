@@ -1,0 +1,203 @@
+// Package postgres implements queue.Store and accounts.Store on PostgreSQL
+// with pgx. It is the production store: several server processes may share
+// one database, so every guard lives in the schema (partial unique indexes,
+// conditional updates) and changes are announced with LISTEN/NOTIFY.
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+	"github.com/pressly/goose/v3/lock"
+
+	"github.com/approvals/approvals/migrations"
+	"github.com/approvals/approvals/queue"
+)
+
+// Store is the PostgreSQL store.
+type Store struct {
+	pool    *pgxpool.Pool
+	hub     *queue.Hub
+	log     *slog.Logger
+	channel string
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// Options tune Open.
+type Options struct {
+	Logger *slog.Logger
+	// MaxConns caps the pool unless the URL sets pool_max_conns.
+	MaxConns int32
+}
+
+// Open connects, applies migrations under an advisory lock (so several
+// processes may start at once) and starts listening for changes.
+func Open(ctx context.Context, url string, opts Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if !strings.Contains(url, "pool_max_conns") {
+		cfg.MaxConns = 16
+		if opts.MaxConns > 0 {
+			cfg.MaxConns = opts.MaxConns
+		}
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
+	}
+	if err := Migrate(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("read current schema: %w", err)
+	}
+	lctx, cancel := context.WithCancel(context.Background())
+	s := &Store{pool: pool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{})}
+	ready := make(chan struct{})
+	go s.listen(lctx, ready)
+	select {
+	case <-ready:
+	case <-time.After(5 * time.Second):
+		// The listener keeps retrying in the background; waiters also re-read
+		// on a timer, so a slow LISTEN only delays wake-ups.
+		log.Warn("LISTEN not established within 5s; continuing")
+	}
+	return s, nil
+}
+
+// Migrate applies the embedded migrations under a PostgreSQL advisory lock.
+func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	db := stdlib.OpenDBFromPool(pool)
+	defer db.Close()
+	return migrate(ctx, db)
+}
+
+func migrate(ctx context.Context, db *sql.DB) error {
+	locker, err := lock.NewPostgresSessionLocker()
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(),
+		goose.WithSessionLocker(locker), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("apply migrations: %w", err)
+	}
+	return nil
+}
+
+// Pool exposes the pool for tests and benchmarks.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Ping checks that PostgreSQL answers.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
+// Subscribe delivers changes made by any process.
+func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+
+// Close stops listening, releases waiters and closes the pool.
+func (s *Store) Close() error {
+	s.cancel()
+	<-s.done
+	s.hub.Close()
+	s.pool.Close()
+	return nil
+}
+
+// listen holds one dedicated connection on LISTEN and republishes every
+// notification to the hub, reconnecting with backoff.
+func (s *Store) listen(ctx context.Context, ready chan struct{}) {
+	defer close(s.done)
+	backoff := 100 * time.Millisecond
+	for ctx.Err() == nil {
+		err := s.listenOnce(ctx, ready)
+		if ctx.Err() != nil {
+			return
+		}
+		s.log.Warn("change listener lost its connection; reconnecting", "err", err, "in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
+	}
+}
+
+func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return err
+	}
+	select {
+	case <-ready:
+	default:
+		close(ready)
+	}
+	for {
+		n, err := conn.Conn().WaitForNotification(ctx)
+		if err != nil {
+			// The connection may be mid-wait; never return it to the pool.
+			_ = conn.Conn().Close(context.Background())
+			return err
+		}
+		id, state, ok := strings.Cut(n.Payload, ":")
+		if ok {
+			s.hub.Publish(queue.Change{ActionID: id, State: queue.State(state)})
+		}
+	}
+}
+
+// withTx runs fn in a transaction. The rollback uses a context that survives
+// the cancellation of the request, so a cancelled request never leaves a
+// transaction open on a pooled connection.
+func (s *Store) withTx(ctx context.Context, fn func(tx pgx.Tx) error) error {
+	tx, err := s.pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit(ctx)
+}
+
+func isUniqueViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505"
+}

@@ -1,0 +1,237 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/queue"
+)
+
+const ticketSelect = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note FROM tickets t`
+
+func scanTicket(row rowScanner) (*queue.Ticket, error) {
+	var (
+		t           queue.Ticket
+		kind, state string
+		outcome     *string
+	)
+	if err := row.Scan(&t.ID, &t.ActionID, &kind, &state, &t.OpenedAt, &t.ResolvedAt, &t.ResolvedBy, &outcome, &t.Note); err != nil {
+		return nil, err
+	}
+	t.Kind, t.State = queue.TicketKind(kind), queue.TicketState(state)
+	t.OpenedAt = t.OpenedAt.UTC()
+	utcp(t.ResolvedAt)
+	if outcome != nil {
+		o := queue.State(*outcome)
+		t.Outcome = &o
+	}
+	return &t, nil
+}
+
+func collectTickets(rows pgx.Rows) ([]*queue.Ticket, error) {
+	defer rows.Close()
+	var out []*queue.Ticket
+	for rows.Next() {
+		t, err := scanTicket(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// TicketOpenStale implements queue.Store. The partial unique index
+// tickets_one_open makes concurrent sweeps open one ticket, not several.
+func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*queue.Ticket, error) {
+	rows, err := s.pool.Query(ctx, `
+WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
+      AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.action_id = a.id AND t.kind = 'stale' AND t.state = 'open')
+    ORDER BY a.claim_deadline LIMIT $2
+), ins AS (
+    INSERT INTO tickets (id, action_id, kind, state, opened_at)
+    SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT action_id, 'ticket_opened', 'system', '', $1, jsonb_build_object('ticket', id::text, 'kind', 'stale') FROM ins
+)
+SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`, now, limit)
+	if err != nil {
+		return nil, fmt.Errorf("open stale tickets: %w", err)
+	}
+	out, err := collectTickets(rows)
+	if err != nil {
+		return nil, fmt.Errorf("open stale tickets: %w", err)
+	}
+	return out, nil
+}
+
+// TicketOpenConflict implements queue.Store.
+func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
+	var t *queue.Ticket
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		// Lock order: the action, then its tickets.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, actionID); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
+			actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+			return err
+		}
+		var err error
+		t, err = scanTicket(tx.QueryRow(ctx, `
+INSERT INTO tickets (id, action_id, kind, state, opened_at) VALUES (gen_random_uuid(), $1, 'conflict', 'open', $2)
+ON CONFLICT DO NOTHING
+RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`, actionID, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			t, err = scanTicket(tx.QueryRow(ctx, ticketSelect+` WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open'`, actionID))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		data, _ := json.Marshal(map[string]string{"ticket": t.ID, "kind": string(queue.TicketConflict)})
+		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_opened', 'system', '', $2, $3)`,
+			actionID, now, string(data))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open conflict ticket for %s: %w", actionID, err)
+	}
+	return t, nil
+}
+
+// TicketGetByID implements queue.Store.
+func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, error) {
+	if !validUUID(id) {
+		return nil, queue.ErrNotFound
+	}
+	t, err := scanTicket(s.pool.QueryRow(ctx, ticketSelect+` WHERE t.id = $1`, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, queue.ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get ticket %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TicketList implements queue.Store.
+func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*queue.Ticket, error) {
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if p.State != "" {
+		where = append(where, "t.state = "+arg(string(p.State)))
+	}
+	if p.ActionID != "" {
+		if !validUUID(p.ActionID) {
+			return nil, nil
+		}
+		where = append(where, "t.action_id = "+arg(p.ActionID))
+	}
+	q := ticketSelect
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += " ORDER BY t.opened_at, t.id LIMIT " + arg(limit)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	out, err := collectTickets(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	return out, nil
+}
+
+// TicketCountOpen implements queue.Store.
+func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tickets WHERE state = 'open'`).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count open tickets: %w", err)
+	}
+	return n, nil
+}
+
+// TicketResolve implements queue.Store.
+func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (*queue.Action, *queue.Ticket, error) {
+	t, err := s.TicketGetByID(ctx, p.TicketID)
+	if err != nil {
+		return nil, nil, err
+	}
+	var notOpen bool
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		// Lock order: the action first, then the ticket, as every other path.
+		var state string
+		if err := tx.QueryRow(ctx, `SELECT state FROM actions WHERE id = $1 FOR UPDATE`, t.ActionID).Scan(&state); err != nil {
+			return err
+		}
+		cur, err := scanTicket(tx.QueryRow(ctx, ticketSelect+` WHERE t.id = $1 FOR UPDATE`, p.TicketID))
+		if err != nil {
+			return err
+		}
+		if cur.State != queue.TicketOpen {
+			notOpen, t = true, cur
+			return nil
+		}
+		if cur.Kind == queue.TicketStale {
+			var result, errText any
+			if p.Outcome == queue.StateDone {
+				result = jsonArg(p.Result)
+			} else {
+				errText = "resolved by operator: " + p.Note
+			}
+			tag, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::jsonb, result), error = coalesce($4, error), finished_at = $5
+WHERE id = $1 AND state = 'in_progress'`, t.ActionID, string(p.Outcome), result, errText, p.Now)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 0 {
+				return fmt.Errorf("action is %s, not in_progress: %w", state, queue.ErrStateMismatch)
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1`,
+			p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
+			return err
+		}
+		data, _ := json.Marshal(map[string]any{"ticket": p.TicketID, "kind": cur.Kind, "outcome": p.Outcome, "note": p.Note, "result": p.Result})
+		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_resolved', $2, 'dashboard', $3, $4)`,
+			t.ActionID, p.By, p.Now, string(data))
+		return err
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
+	}
+	a, aerr := s.ActionGetByID(ctx, t.ActionID)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	if notOpen {
+		return a, t, queue.ErrTicketNotOpen
+	}
+	t, err = s.TicketGetByID(ctx, p.TicketID)
+	return a, t, err
+}

@@ -1,0 +1,151 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+)
+
+// Store is the storage seam. Every state change is one conditional statement
+// checked by its row count, and intent uniqueness is a database constraint;
+// implementations must never check-then-write in Go. The conformance suite in
+// queue/storetest runs against every implementation.
+type Store interface {
+	// ActionSubmit inserts a as the holder of its intent key (claim-first) and
+	// records ev (kind submitted) for it in the same transaction; the store
+	// assigns a.Attempt (1 + the highest earlier attempt of the key). When the
+	// key is already held, nothing is inserted and the holder is returned with
+	// created=false. At-least-once actions (state recorded) are always
+	// inserted as attempt 1 and hold nothing.
+	ActionSubmit(ctx context.Context, a *Action, ev Event) (holder *Action, created bool, err error)
+	// ActionGetByID returns the action with its Ticket, or ErrNotFound.
+	ActionGetByID(ctx context.Context, id string) (*Action, error)
+	// ActionList returns actions matching p, in p's order, at most p.Limit.
+	ActionList(ctx context.Context, p ActionListParams) ([]*Action, error)
+	// ActionTransition moves one action from one of p.From to p.To in one
+	// conditional update and appends p.Event in the same transaction. When
+	// the action is not in p.From (or p.Unexpired fails), it returns the
+	// current action and an error wrapping ErrStateMismatch; ErrNotFound for
+	// an unknown id.
+	ActionTransition(ctx context.Context, p ActionTransitionParams) (*Action, error)
+	// ActionExpireDue moves pending and approved actions whose expires_at is
+	// at or before now to expired (decided_by stays as it was for approved
+	// ones, system for pending ones), with an event each.
+	ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*Action, error)
+	// ActionCountByState counts actions per state, for metrics.
+	ActionCountByState(ctx context.Context) (map[State]int64, error)
+
+	// EventInsert appends an event that changes no state (a replay, a refusal).
+	EventInsert(ctx context.Context, ev Event) error
+	// EventList returns events matching p, newest first.
+	EventList(ctx context.Context, p EventListParams) ([]Event, error)
+
+	// TicketOpenStale opens one stale ticket for every in_progress action
+	// whose claim deadline is at or before now and that has no open ticket of
+	// that kind, with a ticket_opened event each. Safe to run concurrently.
+	TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*Ticket, error)
+	// TicketOpenConflict records ev (an outcome_conflict report) and opens a
+	// conflict ticket for the action unless one is open already.
+	TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev Event) (*Ticket, error)
+	// TicketGetByID returns the ticket or ErrNotFound.
+	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
+	// TicketList returns tickets matching p, oldest first.
+	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
+	// TicketCountOpen counts open tickets.
+	TicketCountOpen(ctx context.Context) (int64, error)
+	// TicketResolve resolves an open ticket. For a stale ticket the action
+	// moves from in_progress to p.Outcome (with p.Result or p.Error); for a
+	// conflict ticket no state changes. It locks the action, then the ticket.
+	// A ticket that is not open: ErrTicketNotOpen with the current ticket.
+	TicketResolve(ctx context.Context, p TicketResolveParams) (*Action, *Ticket, error)
+
+	// Subscribe delivers a Change for every state change made through any
+	// process sharing the database, until cancel is called.
+	Subscribe() (changes <-chan Change, cancel func())
+	// Ping checks that storage is reachable.
+	Ping(ctx context.Context) error
+	// Close releases the store; waiters see their channels closed.
+	Close() error
+}
+
+// ActionListParams filters and orders a listing. Cursor-based keyset
+// pagination over (created_at, id).
+type ActionListParams struct {
+	IntentKey       string
+	IntentKeyPrefix string
+	State           State
+	Tool            string
+	// Oldest lists oldest first (the approval queue); default newest first.
+	Oldest bool
+	// After continues after this (created_at, id) position in the list order.
+	After *Cursor
+	Limit int
+}
+
+// Cursor is a keyset position.
+type Cursor struct {
+	CreatedAt time.Time
+	ID        string
+}
+
+// ActionTransitionParams describe one conditional state change. Nil fields
+// are left as they are.
+type ActionTransitionParams struct {
+	ID   string
+	From []State
+	To   State
+	Now  time.Time
+	// Unexpired adds "and expires_at is null or after Now" to the condition,
+	// so an approval cannot be given after expiry whether or not the sweep ran.
+	Unexpired bool
+
+	DecidedBy       *string
+	DecisionNote    *string
+	DecidedAt       *time.Time
+	ApprovedPayload json.RawMessage
+	Result          json.RawMessage
+	Error           *string
+	ClaimedAt       *time.Time
+	ClaimedBy       *string
+	ClaimDeadline   *time.Time
+	FinishedAt      *time.Time
+	ExpiresAt       *time.Time
+
+	Event Event
+	// ResolveStaleTicket resolves the action's open stale ticket, if any, in
+	// the same transaction (a late report from the agent), recording
+	// Event.Actor as resolver and To as the outcome.
+	ResolveStaleTicket bool
+}
+
+// EventListParams filters the event log.
+type EventListParams struct {
+	ActionID string
+	Kind     string
+	Actor    string
+	BeforeID int64 // keyset: events with id < BeforeID; 0 for the newest
+	Limit    int
+}
+
+// TicketListParams filters tickets.
+type TicketListParams struct {
+	State    TicketState // "" for all
+	ActionID string
+	Limit    int
+}
+
+// TicketResolveParams resolve one ticket.
+type TicketResolveParams struct {
+	TicketID string
+	Now      time.Time
+	By       string // user:EMAIL
+	Outcome  State  // done or failed
+	Result   json.RawMessage
+	Note     string
+}
+
+// Change tells subscribers that an action changed state.
+type Change struct {
+	ActionID string
+	State    State
+}
