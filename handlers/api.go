@@ -1,0 +1,282 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// API serves the agent REST API of contract section 4.
+type API struct {
+	Service  *queue.Service
+	Accounts accounts.Store
+	// MaxBody caps request bodies (APPROVALS_MAX_BODY).
+	MaxBody int64
+}
+
+const agentKey = "approvals.agent"
+
+// AgentAuth accepts only a valid, unrevoked agent bearer token; a dashboard
+// session cookie opens nothing here.
+func (h *API) AgentAuth(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		name, err := AuthenticateAgent(c.Request(), h.Accounts)
+		if err != nil {
+			return err
+		}
+		c.Set(agentKey, name)
+		return next(c)
+	}
+}
+
+// AuthenticateAgent returns the token name behind the request's bearer
+// token, or an unauthorized error. The MCP endpoint uses it too.
+func AuthenticateAgent(r *http.Request, store accounts.Store) (string, error) {
+	authz := r.Header.Get("Authorization")
+	scheme, token, ok := strings.Cut(authz, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
+	}
+	t, err := store.TokenGetByHash(r.Context(), accounts.HashToken(strings.TrimSpace(token)))
+	if err == accounts.ErrNotFound {
+		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.Name, nil
+}
+
+func agent(c echo.Context) string { s, _ := c.Get(agentKey).(string); return s }
+
+// Submit handles POST /api/v1/actions.
+func (h *API) Submit(c echo.Context) error {
+	body, err := readBody(c.Request().Body, h.MaxBody)
+	if err != nil {
+		return err
+	}
+	sb, err := DecodeSubmit(body, c.Request().Header.Get("Idempotency-Key"))
+	if err != nil {
+		return err
+	}
+	res, err := h.Service.Submit(c.Request().Context(), queue.SubmitRequest{
+		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api"})
+	if err != nil {
+		return err
+	}
+	if res.Created {
+		c.Response().Header().Set("Location", "/api/v1/actions/"+res.Action.ID)
+		return writeJSON(c, http.StatusCreated, res.Action)
+	}
+	c.Response().Header().Set("Idempotent-Replayed", "true")
+	return writeJSON(c, http.StatusOK, res.Action)
+}
+
+// GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.
+func (h *API) GetAction(c echo.Context) error {
+	var wait time.Duration
+	if w := c.QueryParam("wait"); w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as 30s")
+		}
+		if d > queue.MaxWait {
+			return queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
+		}
+		wait = d
+	}
+	var until queue.State
+	if s := c.QueryParam("state"); s != "" {
+		until = queue.State(s)
+		if !until.Valid() {
+			return queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
+		}
+	}
+	a, err := h.Service.Wait(c.Request().Context(), c.Param("id"), until, wait)
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a)
+}
+
+// ActionList is the body of GET /api/v1/actions.
+type ActionList struct {
+	Actions    []*queue.Action `json:"actions"`
+	NextCursor *string         `json:"next_cursor"`
+}
+
+// ListActions handles GET /api/v1/actions.
+func (h *API) ListActions(c echo.Context) error {
+	r, err := ParseListRequest(c.QueryParams().Get)
+	if err != nil {
+		return err
+	}
+	list, next, err := h.Service.List(c.Request().Context(), r)
+	if err != nil {
+		return err
+	}
+	out := ActionList{Actions: list}
+	if out.Actions == nil {
+		out.Actions = []*queue.Action{}
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return writeJSON(c, http.StatusOK, out)
+}
+
+// ParseListRequest reads the listing filters shared by the API and the
+// dashboard search.
+func ParseListRequest(get func(string) string) (queue.ListRequest, error) {
+	r := queue.ListRequest{IntentKey: get("intent_key"), Tool: get("tool"), Cursor: get("cursor"), Limit: 50}
+	if s := get("state"); s != "" {
+		r.State = queue.State(s)
+		if !r.State.Valid() {
+			return r, queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
+		}
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > 200 {
+			return r, queue.Errorf(queue.CodeInvalidRequest, "limit must be a whole number from 1 to 200")
+		}
+		r.Limit = n
+	}
+	return r, nil
+}
+
+// ToolView is one entry of GET /api/v1/tools.
+type ToolView struct {
+	Name        string               `json:"name"`
+	Class       classify.Class       `json:"class"`
+	Reason      string               `json:"reason"`
+	Description string               `json:"description"`
+	Intent      string               `json:"intent"`
+	Check       string               `json:"check"`
+	Guidance    string               `json:"guidance"`
+	Webhook     bool                 `json:"webhook"`
+	Annotations classify.Annotations `json:"annotations"`
+	Schema      json.RawMessage      `json:"schema"`
+}
+
+// ToolViews describes the registry for agents.
+func ToolViews(reg *classify.Registry) []ToolView {
+	tools := reg.Tools()
+	out := make([]ToolView, 0, len(tools))
+	for _, t := range tools {
+		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
+			Check: t.Check, Guidance: classify.Guidance(t.Class), Webhook: t.Executor != nil && t.Executor.Webhook != "",
+			Annotations: t.Annotations, Schema: t.Schema}
+		if v.Schema == nil {
+			v.Schema = json.RawMessage("null")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// Tools handles GET /api/v1/tools.
+func (h *API) Tools(c echo.Context) error {
+	return writeJSON(c, http.StatusOK, map[string]any{
+		"tools":    ToolViews(h.Service.Registry()),
+		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K).",
+	})
+}
+
+// Execute handles POST /api/v1/actions/{id}/execute.
+func (h *API) Execute(c echo.Context) error {
+	if _, err := h.emptyBody(c); err != nil {
+		return err
+	}
+	a, err := h.Service.Execute(c.Request().Context(), c.Param("id"), agent(c), "api")
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, a)
+}
+
+// Complete handles POST /api/v1/actions/{id}/complete.
+func (h *API) Complete(c echo.Context) error {
+	body, err := readBody(c.Request().Body, h.MaxBody)
+	if err != nil {
+		return err
+	}
+	raw, err := decodeObjectFields(body, map[string]bool{"result": true})
+	if err != nil {
+		return err
+	}
+	result, ok := raw["result"]
+	if !ok {
+		return queue.Errorf(queue.CodeInvalidRequest, "result is required")
+	}
+	res, err := h.Service.Complete(c.Request().Context(), c.Param("id"), agent(c), result, "api")
+	return h.drive(c, res, err)
+}
+
+// Fail handles POST /api/v1/actions/{id}/fail.
+func (h *API) Fail(c echo.Context) error {
+	body, err := readBody(c.Request().Body, h.MaxBody)
+	if err != nil {
+		return err
+	}
+	raw, err := decodeObjectFields(body, map[string]bool{"error": true})
+	if err != nil {
+		return err
+	}
+	var text string
+	if e, ok := raw["error"]; !ok || json.Unmarshal(e, &text) != nil || strings.TrimSpace(text) == "" {
+		return queue.Errorf(queue.CodeInvalidRequest, "error is required: a string saying why the effect definitely did not happen")
+	}
+	res, err := h.Service.Fail(c.Request().Context(), c.Param("id"), agent(c), text, "api")
+	return h.drive(c, res, err)
+}
+
+// Cancel handles POST /api/v1/actions/{id}/cancel.
+func (h *API) Cancel(c echo.Context) error {
+	if _, err := h.emptyBody(c); err != nil {
+		return err
+	}
+	res, err := h.Service.Cancel(c.Request().Context(), c.Param("id"), agent(c), "api")
+	return h.drive(c, res, err)
+}
+
+func (h *API) drive(c echo.Context, res queue.DriveResult, err error) error {
+	if err != nil {
+		return err
+	}
+	if res.Replayed {
+		c.Response().Header().Set("Idempotent-Replayed", "true")
+	}
+	return writeJSON(c, http.StatusOK, res.Action)
+}
+
+// emptyBody accepts no body or an empty JSON object.
+func (h *API) emptyBody(c echo.Context) ([]byte, error) {
+	body, err := readBody(c.Request().Body, h.MaxBody)
+	if err != nil || len(bytes.TrimSpace(body)) == 0 {
+		return body, err
+	}
+	_, err = decodeObjectFields(body, map[string]bool{})
+	return body, err
+}
+
+func writeJSON(c echo.Context, status int, v any) error {
+	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	c.Response().WriteHeader(status)
+	return jsonEncode(c, v)
+}
+
+func jsonEncode(c echo.Context, v any) error {
+	enc := json.NewEncoder(c.Response())
+	enc.SetEscapeHTML(true)
+	return enc.Encode(v)
+}

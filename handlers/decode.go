@@ -1,0 +1,170 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// SubmitBody is the body of POST /api/v1/actions.
+type SubmitBody struct {
+	Tool      string          `json:"tool"`
+	Payload   json.RawMessage `json:"payload"`
+	IntentKey string          `json:"intent_key,omitempty"`
+}
+
+// readBody reads at most max bytes; more is payload_too_large.
+func readBody(r io.Reader, max int64) ([]byte, error) {
+	b, err := io.ReadAll(io.LimitReader(r, max+1))
+	if err != nil {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "could not read the request body")
+	}
+	if int64(len(b)) > max {
+		return nil, queue.Errorf(queue.CodePayloadTooLarge, "request body is larger than %d bytes", max)
+	}
+	return b, nil
+}
+
+// DecodeSubmit parses and checks a submission body and the Idempotency-Key
+// header. Every failure is an invalid_request naming what is wrong; a
+// success guarantees valid UTF-8, a JSON object payload, no NUL character
+// anywhere and a well-formed key.
+func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
+	var sb SubmitBody
+	raw, err := decodeObjectFields(body, map[string]bool{"tool": true, "payload": true, "intent_key": true})
+	if err != nil {
+		return sb, err
+	}
+	toolRaw, ok := raw["tool"]
+	if !ok {
+		return sb, queue.Errorf(queue.CodeInvalidRequest, "tool is required")
+	}
+	if err := json.Unmarshal(toolRaw, &sb.Tool); err != nil {
+		return sb, queue.Errorf(queue.CodeInvalidRequest, "tool must be a string")
+	}
+	if sb.Tool == "" || len(sb.Tool) > 128 || !printable(sb.Tool) {
+		return sb, queue.Errorf(queue.CodeInvalidRequest, "tool must be 1-128 printable characters")
+	}
+	p, ok := raw["payload"]
+	if !ok {
+		return sb, queue.Errorf(queue.CodeInvalidRequest, "payload is required")
+	}
+	if t := bytes.TrimSpace(p); len(t) == 0 || t[0] != '{' {
+		return sb, queue.Errorf(queue.CodeInvalidRequest, "payload must be a JSON object")
+	}
+	sb.Payload = p
+	if k, ok := raw["intent_key"]; ok && string(bytes.TrimSpace(k)) != "null" {
+		if err := json.Unmarshal(k, &sb.IntentKey); err != nil {
+			return sb, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
+		}
+		if err := classify.ValidateKey(sb.IntentKey); err != nil {
+			return sb, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
+		}
+	}
+	if idempotencyKey != "" {
+		if err := classify.ValidateKey(idempotencyKey); err != nil {
+			return sb, queue.Errorf(queue.CodeInvalidRequest, "Idempotency-Key header: %v", err)
+		}
+		if sb.IntentKey != "" && sb.IntentKey != idempotencyKey {
+			return sb, queue.Errorf(queue.CodeInvalidRequest, "the Idempotency-Key header and intent_key differ; send one, or the same value in both")
+		}
+		sb.IntentKey = idempotencyKey
+	}
+	return sb, nil
+}
+
+// decodeObjectFields checks that body is one JSON object in valid UTF-8
+// with no NUL character in any string or key, and no field outside allowed.
+func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.RawMessage, error) {
+	if !utf8.Valid(body) {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid UTF-8")
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is empty; send a JSON object")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+	}
+	if dec.More() || !onlySpace(body[dec.InputOffset():]) {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body has data after the JSON object")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body must be a JSON object")
+	}
+	if path, ok := findNUL(v, ""); ok {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(body, &raw); err != nil {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+	}
+	for k := range raw {
+		if !allowed[k] {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "unknown field %q", k)
+		}
+	}
+	return raw, nil
+}
+
+func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return err.Error()
+}
+
+// findNUL reports the path of the first string or key holding U+0000,
+// which PostgreSQL's jsonb cannot store.
+func findNUL(v any, path string) (string, bool) {
+	name := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := v.(type) {
+	case string:
+		return path, strings.IndexByte(x, 0) >= 0
+	case map[string]any:
+		for k, e := range x {
+			if strings.IndexByte(k, 0) >= 0 {
+				return name("(a key)"), true
+			}
+			if p, ok := findNUL(e, name(k)); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, ok := findNUL(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+func printable(s string) bool {
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f || r == utf8.RuneError {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,379 @@
+package web_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+func email(customer, topic string) map[string]any {
+	return map[string]any{"tool": "send_customer_email", "payload": map[string]any{
+		"customer_id": customer, "topic": topic, "to": "c@example.com", "subject": "Hello", "body": "Hi there"}}
+}
+
+func refund(order string, amount float64) map[string]any {
+	return map[string]any{"tool": "issue_refund", "payload": map[string]any{"order_id": order, "line_id": 1, "amount": amount, "currency": "EUR"}}
+}
+
+func TestConcurrentSubmissionsOneIntent(t *testing.T) {
+	t.Parallel()
+	for _, servers := range []int{1, 3} {
+		t.Run(fmt.Sprintf("%d servers", servers), func(t *testing.T) {
+			t.Parallel()
+			e := startAPI(t)
+			bases := []string{e.base}
+			for range servers - 1 {
+				bases = append(bases, e.addServer())
+			}
+			body := email("c-100", "welcome")
+			res := runConcurrently(100, func(i int) resp {
+				r, err := e.try(bases[i%len(bases)], e.token, "POST", "/api/v1/actions", body)
+				if err != nil {
+					t.Error(err)
+				}
+				return r
+			})
+			created, replayed := 0, 0
+			ids := map[string]bool{}
+			for _, r := range res {
+				switch r.status {
+				case http.StatusCreated:
+					created++
+				case http.StatusOK:
+					replayed++
+					if r.header.Get("Idempotent-Replayed") != "true" {
+						t.Errorf("200 without Idempotent-Replayed: %s", r.body)
+					}
+				default:
+					t.Errorf("unexpected status %d: %s", r.status, r.body)
+				}
+				if r.status < 300 {
+					ids[r.action(t).ID] = true
+				}
+			}
+			if created != 1 || replayed != 99 || len(ids) != 1 {
+				t.Fatalf("created=%d replayed=%d distinct ids=%d; want 1, 99, 1", created, replayed, len(ids))
+			}
+			list := e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=email:c-100:welcome", nil)
+			var l struct{ Actions []queue.Action }
+			_ = json.Unmarshal(list.body, &l)
+			if len(l.Actions) != 1 {
+				t.Fatalf("stored actions for the intent: %d, want 1", len(l.Actions))
+			}
+		})
+	}
+}
+
+func TestSubmitTable(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	revoked := e.newToken("gone")
+	if err := e.store.TokenRevoke(t.Context(), "gone", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	// A held intent for the reuse rows.
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-1", "held")); r.status != 201 {
+		t.Fatalf("setup: %d %s", r.status, r.body)
+	}
+	big := `{"tool":"send_customer_email","payload":{"customer_id":"c","topic":"t","to":"a@b.co","subject":"s","body":"` + strings.Repeat("x", 300<<10) + `"}}`
+	long := strings.Repeat("k", 10<<10)
+	cases := []struct {
+		name   string
+		token  string
+		body   any
+		hdr    []string
+		status int
+		code   string
+		state  queue.State
+	}{
+		{"new at-most-once", e.token, email("c-2", "welcome"), nil, 201, "", queue.StatePending},
+		{"new exactly-once", e.token, refund("o-1", 5), nil, 201, "", queue.StateInProgress},
+		{"at-least-once", e.token, `{"tool":"invalidate_cache","payload":{"path":"/a"}}`, nil, 201, "", queue.StateRecorded},
+		{"at-least-once again", e.token, `{"tool":"invalidate_cache","payload":{"path":"/a"},"intent_key":"cache:/a"}`, nil, 201, "", queue.StateRecorded},
+		{"replay, key order and number spelling differ", e.token, `{"payload":{"body":"Hi there","subject":"Hello","to":"c@example.com","topic":"held","customer_id":"c-1"},"tool":"send_customer_email"}`, nil, 200, "", queue.StatePending},
+		{"held intent, other payload", e.token, email("c-1", "held"), nil, 0, "", ""},
+		{"held intent, other tool", e.token, `{"tool":"unlisted_mailer","payload":{"x":1},"intent_key":"email:c-1:held"}`, nil, 422, "intent_key_reused", ""},
+		{"supplied key differs from derived", e.token, `{"tool":"send_customer_email","intent_key":"email:c-9:x","payload":{"customer_id":"c-3","topic":"t","to":"a@b.co","subject":"s","body":"b"}}`, nil, 422, "intent_key_mismatch", ""},
+		{"no template and no key", e.token, `{"tool":"unlisted_mailer","payload":{"x":1}}`, nil, 400, "intent_key_required", ""},
+		{"schema failure", e.token, `{"tool":"send_customer_email","payload":{"customer_id":"c","topic":"t"}}`, nil, 422, "invalid_payload", ""},
+		{"template field of wrong type", e.token, `{"tool":"post_public_update","payload":{"channel":true,"slug":"x"}}`, nil, 422, "invalid_payload", ""},
+		{"template field missing", e.token, `{"tool":"post_public_update","payload":{"channel":"news"}}`, nil, 422, "invalid_payload", ""},
+		{"malformed JSON", e.token, `{"tool":`, nil, 400, "invalid_request", ""},
+		{"invalid UTF-8", e.token, []byte("{\"tool\":\"x\xff\",\"payload\":{}}"), nil, 400, "invalid_request", ""},
+		{"missing tool", e.token, `{"payload":{}}`, nil, 400, "invalid_request", ""},
+		{"tool of wrong type", e.token, `{"tool":7,"payload":{}}`, nil, 400, "invalid_request", ""},
+		{"payload not an object", e.token, `{"tool":"x","payload":[1]}`, nil, 400, "invalid_request", ""},
+		{"NUL in a payload string", e.token, `{"tool":"x","intent_key":"k","payload":{"a":"b\u0000c"}}`, nil, 400, "invalid_request", ""},
+		{"control character in key", e.token, `{"tool":"x","intent_key":"a\u0007b","payload":{}}`, nil, 400, "invalid_request", ""},
+		{"10 KB key", e.token, `{"tool":"x","intent_key":"` + long + `","payload":{}}`, nil, 400, "invalid_request", ""},
+		{"unknown field", e.token, `{"tool":"x","payload":{},"intent_key":"k","extra":1}`, nil, 400, "invalid_request", ""},
+		{"header and body keys differ", e.token, `{"tool":"x","payload":{},"intent_key":"k1"}`, []string{"Idempotency-Key", "k2"}, 400, "invalid_request", ""},
+		{"key in header", e.token, `{"tool":"unlisted_mailer","payload":{"x":1}}`, []string{"Idempotency-Key", "partner:42:hello"}, 201, "", queue.StatePending},
+		{"body over the limit", e.token, big, nil, 413, "payload_too_large", ""},
+		{"no token", "", email("c-4", "x"), nil, 401, "unauthorized", ""},
+		{"bad token", "apv_nope", email("c-4", "x"), nil, 401, "unauthorized", ""},
+		{"revoked token", revoked, email("c-4", "x"), nil, 401, "unauthorized", ""},
+	}
+	cases[5].body = map[string]any{"tool": "send_customer_email", "payload": map[string]any{
+		"customer_id": "c-1", "topic": "held", "to": "other@example.com", "subject": "Hello", "body": "Hi there"}}
+	cases[5].status, cases[5].code = 422, "intent_key_reused"
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := e.do(e.base, tc.token, "POST", "/api/v1/actions", tc.body, tc.hdr...)
+			if r.status != tc.status {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.status, r.body)
+			}
+			if tc.code != "" {
+				p := r.problem(t)
+				if string(p.Code) != tc.code || p.Detail == "" {
+					t.Fatalf("code %q detail %q, want code %q", p.Code, p.Detail, tc.code)
+				}
+				if tc.code == "intent_key_reused" && (p.Action == nil || p.Action.IntentKey != "email:c-1:held") {
+					t.Fatalf("reuse refusal must carry the holding action: %s", r.body)
+				}
+				return
+			}
+			if got := r.action(t).State; got != tc.state {
+				t.Fatalf("state %s, want %s", got, tc.state)
+			}
+		})
+	}
+}
+
+func TestExactlyOnceLifecycle(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	first := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-7", 12.5))
+	if first.status != 201 {
+		t.Fatalf("claim: %d %s", first.status, first.body)
+	}
+	a := first.action(t)
+	if a.State != queue.StateInProgress || a.Attempt != 1 || a.ClaimedAt == nil {
+		t.Fatalf("claim: %+v", a)
+	}
+	again := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-7", 12.50))
+	if again.status != 409 || again.problem(t).Code != queue.CodeInProgress || again.header.Get("Retry-After") == "" {
+		t.Fatalf("mid-flight: %d %v %s", again.status, again.header, again.body)
+	}
+	other := e.newToken("other")
+	if r := e.do(e.base, other, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"re_1"}}`); r.status != 403 {
+		t.Fatalf("another agent completing: %d %s", r.status, r.body)
+	}
+	done := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"re_1"}}`)
+	if done.status != 200 || done.action(t).State != queue.StateDone {
+		t.Fatalf("complete: %d %s", done.status, done.body)
+	}
+	rep := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"re_1"}}`)
+	if rep.status != 200 || rep.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat complete: %d %s", rep.status, rep.body)
+	}
+	replay := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-7", 12.5))
+	if replay.status != 200 || string(replay.action(t).Result) != `{"id": "re_1"}` && string(replay.action(t).Result) != `{"id":"re_1"}` {
+		t.Fatalf("replay after complete: %d %s", replay.status, replay.body)
+	}
+	conflict := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"re_2"}}`)
+	p := conflict.problem(t)
+	if conflict.status != 409 || p.Code != queue.CodeOutcomeConflict || p.Action.Ticket == nil || p.Action.Ticket.Kind != queue.TicketConflict {
+		t.Fatalf("contradicting complete: %d %s", conflict.status, conflict.body)
+	}
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/fail", `{"error":"declined"}`); r.status != 409 || r.problem(t).Code != queue.CodeOutcomeConflict {
+		t.Fatalf("fail on done: %d %s", r.status, r.body)
+	}
+	final, _ := e.svc.Get(t.Context(), a.ID)
+	if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"id":"re_1"}`)) {
+		t.Fatalf("the stored outcome changed: %s %s", final.State, final.Result)
+	}
+}
+
+func TestFailReleasesIntentAndOneReclaimWins(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-9", 3)).action(t)
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/fail", `{"error":"card declined"}`); r.status != 200 {
+		t.Fatalf("fail: %d %s", r.status, r.body)
+	}
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/fail", `{"error":"card declined"}`); r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat fail: %d %s", r.status, r.body)
+	}
+	second := e.addServer()
+	res := runConcurrently(40, func(i int) resp {
+		base := e.base
+		if i%2 == 1 {
+			base = second
+		}
+		r, err := e.try(base, e.token, "POST", "/api/v1/actions", refund("o-9", 3))
+		if err != nil {
+			t.Error(err)
+		}
+		return r
+	})
+	created := 0
+	for _, r := range res {
+		switch r.status {
+		case 201:
+			created++
+			if got := r.action(t).Attempt; got != 2 {
+				t.Errorf("new claim is attempt %d, want 2", got)
+			}
+		case 409:
+		default:
+			t.Errorf("status %d: %s", r.status, r.body)
+		}
+	}
+	if created != 1 {
+		t.Fatalf("%d callers won the re-claim, want exactly 1", created)
+	}
+}
+
+func TestLongPollWakesAcrossServers(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	other := e.addServer()
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-5", "poll")).action(t)
+	changed := make(chan time.Time, 1)
+	go func() {
+		time.Sleep(300 * time.Millisecond) // let the long-poll start waiting
+		r, err := e.try(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil)
+		if err != nil || r.status != 200 {
+			t.Errorf("cancel through the other server: %v %d %s", err, r.status, r.body)
+		}
+		changed <- time.Now()
+	}()
+	r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
+	answered := time.Now()
+	at := <-changed
+	if got := r.action(t).State; got != queue.StateCancelled {
+		t.Fatalf("long-poll answered %s, want cancelled", got)
+	}
+	if lag := answered.Sub(at); lag > time.Second {
+		t.Fatalf("long-poll answered %s after the change; want within a second", lag)
+	}
+}
+
+func TestReadsAndDriveErrors(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-6", "x")).action(t)
+	cases := []struct {
+		name, method, path string
+		body               any
+		status             int
+		code               string
+	}{
+		{"unknown id", "GET", "/api/v1/actions/does-not-exist", nil, 404, "not_found"},
+		{"unknown uuid", "GET", "/api/v1/actions/0190a0a0-0000-7000-8000-000000000000", nil, 404, "not_found"},
+		{"wait too long", "GET", "/api/v1/actions/" + a.ID + "?wait=61s", nil, 400, "invalid_request"},
+		{"wait not a duration", "GET", "/api/v1/actions/" + a.ID + "?wait=soon", nil, 400, "invalid_request"},
+		{"bad state", "GET", "/api/v1/actions/" + a.ID + "?wait=1s&state=nope", nil, 400, "invalid_request"},
+		{"limit too big", "GET", "/api/v1/actions?limit=201", nil, 400, "invalid_request"},
+		{"bad cursor", "GET", "/api/v1/actions?cursor=zzz", nil, 400, "invalid_request"},
+		{"execute pending", "POST", "/api/v1/actions/" + a.ID + "/execute", nil, 409, "invalid_transition"},
+		{"complete pending", "POST", "/api/v1/actions/" + a.ID + "/complete", `{"result":{}}`, 409, "invalid_transition"},
+		{"complete without result", "POST", "/api/v1/actions/" + a.ID + "/complete", `{}`, 400, "invalid_request"},
+		{"fail without error", "POST", "/api/v1/actions/" + a.ID + "/fail", `{"error":""}`, 400, "invalid_request"},
+		{"drive unknown", "POST", "/api/v1/actions/nope/cancel", nil, 404, "not_found"},
+	}
+	for _, tc := range cases {
+		r := e.do(e.base, e.token, tc.method, tc.path, tc.body)
+		if r.status != tc.status || string(r.problem(t).Code) != tc.code {
+			t.Errorf("%s: %d %s, want %d %s", tc.name, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	// A wait on a final state answers at once.
+	e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil)
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("repeat cancel: %d %s", r.status, r.body)
+	}
+	start := time.Now()
+	if r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil); r.action(t).State != queue.StateCancelled || time.Since(start) > 5*time.Second {
+		t.Fatalf("wait on a final state: %s after %s", r.body, time.Since(start))
+	}
+	// Attempt 2 after cancel, and the listing pages through both.
+	b := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-6", "x")).action(t)
+	if b.Attempt != 2 {
+		t.Fatalf("after cancel: attempt %d, want 2", b.Attempt)
+	}
+	page := e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=email:c-6:x&limit=1", nil)
+	var l struct {
+		Actions    []queue.Action
+		NextCursor *string `json:"next_cursor"`
+	}
+	_ = json.Unmarshal(page.body, &l)
+	if len(l.Actions) != 1 || l.Actions[0].ID != b.ID || l.NextCursor == nil {
+		t.Fatalf("first page: %s", page.body)
+	}
+	page = e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=email:c-6:x&limit=1&cursor="+*l.NextCursor, nil)
+	l.Actions, l.NextCursor = nil, nil
+	_ = json.Unmarshal(page.body, &l)
+	if len(l.Actions) != 1 || l.Actions[0].ID != a.ID || l.NextCursor != nil {
+		t.Fatalf("second page: %s", page.body)
+	}
+	if r := e.do(e.base, e.token, "GET", "/api/v1/tools", nil); r.status != 200 || !strings.Contains(string(r.body), "issue_refund") {
+		t.Fatalf("tools: %d %s", r.status, r.body)
+	}
+}
+
+func TestAgentExecutesApprovedActionOnce(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-8", "x")).action(t)
+	edited := `{"customer_id":"c-8","topic":"x","to":"c@example.com","subject":"Hello (edited)","body":"Hi there"}`
+	if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Payload: json.RawMessage(edited)}); err != nil {
+		t.Fatal(err)
+	}
+	res := runConcurrently(10, func(int) resp {
+		r, _ := e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/execute", nil)
+		return r
+	})
+	ok := 0
+	for _, r := range res {
+		switch {
+		case r.status == 200:
+			ok++
+			if !queue.JSONEqual(r.action(t).ApprovedPayload, []byte(edited)) {
+				t.Errorf("execute handed out %s, want the approved edit", r.action(t).ApprovedPayload)
+			}
+		case r.status == 409 && r.problem(t).Code == queue.CodeInProgress:
+		default:
+			t.Errorf("execute: %d %s", r.status, r.body)
+		}
+	}
+	if ok != 1 {
+		t.Fatalf("%d executes succeeded, want 1", ok)
+	}
+}
+
+func TestProbes(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": `approvals_submissions_total{class="at-most-once",outcome="created"} 1`} {
+		res, err := http.Get(e.base + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		_, _ = fmt.Fprint(&b, readAll(res))
+		if res.StatusCode != 200 || !strings.Contains(b.String(), want) {
+			t.Errorf("%s: %d, missing %q", path, res.StatusCode, want)
+		}
+	}
+}
+
+func readAll(res *http.Response) string {
+	defer res.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := res.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			return b.String()
+		}
+	}
+}

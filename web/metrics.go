@@ -1,0 +1,67 @@
+package web
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// Metrics are the Prometheus metrics of one server. Each server has its own
+// registry, so several servers can run in one test process.
+type Metrics struct {
+	Registry    *prometheus.Registry
+	submissions *prometheus.CounterVec
+	Deliveries  *prometheus.CounterVec
+}
+
+// NewMetrics registers the metrics; actions by state and open tickets are
+// read from the store at scrape time.
+func NewMetrics(store queue.Store) *Metrics {
+	m := &Metrics{Registry: prometheus.NewRegistry()}
+	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_submissions_total",
+		Help: "Action submissions by tool class and outcome (created, replayed, or the refusal code).",
+	}, []string{"class", "outcome"})
+	m.Deliveries = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_webhook_deliveries_total",
+		Help: "Webhook deliveries by outcome (done, failed, unknown).",
+	}, []string{"outcome"})
+	m.Registry.MustRegister(m.submissions, m.Deliveries, storeCollector{store},
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// OnSubmit counts one submission; pass it as queue.Options.OnSubmit.
+func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
+	m.submissions.WithLabelValues(string(class), outcome).Inc()
+}
+
+var (
+	actionsDesc = prometheus.NewDesc("approvals_actions", "Stored actions by state.", []string{"state"}, nil)
+	ticketsDesc = prometheus.NewDesc("approvals_tickets_open", "Open reconciliation tickets.", nil, nil)
+)
+
+type storeCollector struct{ store queue.Store }
+
+func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- actionsDesc
+	ch <- ticketsDesc
+}
+
+func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if counts, err := c.store.ActionCountByState(ctx); err == nil {
+		for _, st := range queue.States {
+			ch <- prometheus.MustNewConstMetric(actionsDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
+		}
+	}
+	if n, err := c.store.TicketCountOpen(ctx); err == nil {
+		ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(n))
+	}
+}

@@ -1,0 +1,115 @@
+// Package web assembles the HTTP surface: every route in one function, the
+// middleware, and the one error handler that maps domain errors to HTTP.
+package web
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/queue"
+)
+
+// Config is what a server needs.
+type Config struct {
+	Service  *queue.Service
+	Accounts accounts.Store
+	Metrics  *Metrics
+	Logger   *slog.Logger
+	// MaxBody caps request bodies, default 256 KiB.
+	MaxBody int64
+	// SessionSecret signs dashboard cookies; empty: generated once and kept
+	// in the database so every process shares it.
+	SessionSecret string
+	// MCP serves /mcp when set.
+	MCP http.Handler
+}
+
+// Server is one HTTP server of approvals.
+type Server struct {
+	cfg   Config
+	echo  *echo.Echo
+	log   *slog.Logger
+	store queue.Store
+	api   *handlers.API
+}
+
+// New builds the server and registers every route.
+func New(cfg Config) (*Server, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.MaxBody <= 0 {
+		cfg.MaxBody = 256 << 10
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = NewMetrics(cfg.Service.Store())
+	}
+	e := echo.New()
+	e.HideBanner, e.HidePort = true, true
+	s := &Server{cfg: cfg, echo: e, log: cfg.Logger, store: cfg.Service.Store(),
+		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
+	e.HTTPErrorHandler = s.errorHandler
+	e.Use(middleware.Recover())
+	e.Use(securityHeaders)
+	if err := s.routes(e); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Handler returns the HTTP handler.
+func (s *Server) Handler() http.Handler { return s.echo }
+
+// routes registers the whole URL surface.
+func (s *Server) routes(e *echo.Echo) error {
+	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
+	e.GET("/readyz", s.ready)
+	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})))
+
+	e.GET("/api/v1/openapi.json", handlers.OpenAPI)
+	api := e.Group("/api/v1", s.api.AgentAuth)
+	api.POST("/actions", s.api.Submit)
+	api.GET("/actions", s.api.ListActions)
+	api.GET("/actions/:id", s.api.GetAction)
+	api.POST("/actions/:id/execute", s.api.Execute)
+	api.POST("/actions/:id/complete", s.api.Complete)
+	api.POST("/actions/:id/fail", s.api.Fail)
+	api.POST("/actions/:id/cancel", s.api.Cancel)
+	api.GET("/tools", s.api.Tools)
+
+	if s.cfg.MCP != nil {
+		e.Any("/mcp", echo.WrapHandler(s.cfg.MCP))
+		e.Any("/mcp/*", echo.WrapHandler(s.cfg.MCP))
+	}
+	return s.registerDashboard(e)
+}
+
+func (s *Server) ready(c echo.Context) error {
+	if err := s.store.Ping(c.Request().Context()); err != nil {
+		return c.String(http.StatusServiceUnavailable, "storage unreachable\n")
+	}
+	return c.String(http.StatusOK, "ready\n")
+}
+
+// securityHeaders applies to every response: no inline script, no framing,
+// no sniffing.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		h := c.Response().Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		h.Set("X-Frame-Options", "DENY")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("Referrer-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+// ShutdownTimeout bounds how long in-flight requests may finish.
+const ShutdownTimeout = 30 * time.Second
