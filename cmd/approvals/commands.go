@@ -1,0 +1,182 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+)
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	var c config
+	fs := newFlags("migrate")
+	dbFlags(fs, &c)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	st, where, err := openStore(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	fmt.Fprintf(stdout, "migrations applied to %s\n", where)
+	return nil
+}
+
+func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "add" {
+		return errors.New("usage: approvals user add --email EMAIL --role ROLE [--update] (password on stdin)")
+	}
+	var (
+		c           config
+		email, role string
+		update      bool
+	)
+	fs := newFlags("user add")
+	dbFlags(fs, &c)
+	fs.StringVar(&email, "email", "", "email address")
+	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
+	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	email, err := accounts.NormalizeEmail(email)
+	if err != nil {
+		return fmt.Errorf("--email: %w", err)
+	}
+	r, err := accounts.ParseRole(role)
+	if err != nil {
+		return fmt.Errorf("--role: %w", err)
+	}
+	line, err := bufio.NewReader(stdin).ReadString('\n')
+	if err != nil && !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read password from stdin: %w", err)
+	}
+	password := strings.TrimRight(line, "\r\n")
+	if password == "" {
+		return errors.New("password: write it as one line on stdin")
+	}
+	hash, err := accounts.HashPassword(password)
+	if err != nil {
+		return fmt.Errorf("password: %w", err)
+	}
+	st, _, err := openStore(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	_, err = st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now})
+	switch {
+	case err == nil:
+		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
+		return nil
+	case !errors.Is(err, accounts.ErrExists):
+		return err
+	case !update:
+		return fmt.Errorf("user %s exists; pass --update to change the password and role", email)
+	}
+	u, err := st.UserGetByEmail(ctx, email)
+	if err != nil {
+		return err
+	}
+	if err := st.UserSetPassword(ctx, u.ID, hash, now); err != nil {
+		return err
+	}
+	if err := st.UserSetRole(ctx, u.ID, r); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
+	return nil
+}
+
+func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || (args[0] != "create" && args[0] != "revoke") {
+		return errors.New("usage: approvals token create|revoke --name NAME")
+	}
+	var (
+		c    config
+		name string
+	)
+	fs := newFlags("token " + args[0])
+	dbFlags(fs, &c)
+	fs.StringVar(&name, "name", "", "the agent's name")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if err := checkTokenName(name); err != nil {
+		return err
+	}
+	st, _, err := openStore(ctx, c.DatabaseURL)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	now := time.Now().UTC()
+	if args[0] == "revoke" {
+		if err := st.TokenRevoke(ctx, name, now); err != nil {
+			if errors.Is(err, accounts.ErrNotFound) {
+				return fmt.Errorf("no active token is named %q", name)
+			}
+			return err
+		}
+		return nil
+	}
+	token, hash := accounts.NewToken()
+	if _, err := st.TokenCreate(ctx, name, hash, now); err != nil {
+		if errors.Is(err, accounts.ErrExists) {
+			return fmt.Errorf("an active token is already named %q; revoke it first or choose another name", name)
+		}
+		return err
+	}
+	fmt.Fprintln(stdout, token)
+	return nil
+}
+
+// checkTokenName keeps agent names readable in "agent:NAME".
+func checkTokenName(name string) error {
+	if name == "" || len(name) > 64 {
+		return errors.New("--name: give the agent a name of 1-64 characters")
+	}
+	for _, r := range name {
+		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return fmt.Errorf("--name %q: use letters, digits, '-', '_' and '.'", name)
+		}
+	}
+	return nil
+}
+
+func toolsCmd(args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "check" {
+		return errors.New("usage: approvals tools check [FILE]")
+	}
+	path := env("APPROVALS_TOOLS")
+	if len(args) > 1 {
+		path = args[1]
+	}
+	if path == "" {
+		return errors.New("name a tools file: approvals tools check FILE (or set APPROVALS_TOOLS)")
+	}
+	reg, err := classify.Load(path, classify.Options{WebhookSecretSet: env("APPROVALS_WEBHOOK_SECRET") != ""})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s: %d tools, sha256 %s\n", path, len(reg.Tools()), reg.Hash)
+	for _, t := range reg.Tools() {
+		fmt.Fprintf(stdout, "%-28s %-14s %s\n", t.Name, t.Class, t.Reason)
+	}
+	return nil
+}

@@ -1,0 +1,61 @@
+// Command approvals makes AI agents' side effects safe: see README.md.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}
+
+const usage = `usage: approvals [command] [flags]
+
+commands:
+  serve                       run the server (the default)
+  migrate                     apply database migrations and exit
+  user add --email E --role R [--update]
+                              create or update a staff user; password on stdin
+  token create --name NAME    create an agent token; prints it once
+  token revoke --name NAME    revoke an agent token
+  tools check [FILE]          validate a tools file and show each tool's class
+
+Configuration (flags override environment): DATABASE_URL (--database-url),
+APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
+APPROVALS_SESSION_SECRET, APPROVALS_SWEEP_INTERVAL, APPROVALS_MAX_BODY.
+`
+
+// run is main without the process: tests call it.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	cmd := "serve"
+	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
+		cmd, args = args[0], args[1:]
+	}
+	var err error
+	switch cmd {
+	case "serve":
+		err = serve(ctx, args, stderr)
+	case "migrate":
+		err = migrateCmd(ctx, args, stdout)
+	case "user":
+		err = userCmd(ctx, args, stdin, stdout)
+	case "token":
+		err = tokenCmd(ctx, args, stdout)
+	case "tools":
+		err = toolsCmd(args, stdout)
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "approvals: unknown command %q\n\n%s", cmd, usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "approvals %s: %v\n", cmd, err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web"
+)
+
+// serve runs the server until SIGTERM or SIGINT: then it stops accepting and
+// claiming, lets in-flight requests and deliveries finish, closes storage
+// and returns nil (exit 0).
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	cfg, err := parseServeConfig(args)
+	if err != nil {
+		return err
+	}
+	log := slog.New(slog.NewTextHandler(stderr, nil))
+	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
+	}
+	return serveOn(ctx, cfg, ln, log)
+}
+
+// serveOn runs the server on ln until ctx ends. Tests call it on :0.
+func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger) error {
+	reg, err := loadTools(cfg.Tools, cfg.WebhookSecret)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	if cfg.Tools == "" {
+		log.Warn("no tools file (APPROVALS_TOOLS): every tool is treated as unregistered, at-most-once")
+	} else {
+		log.Info("tools loaded", "file", cfg.Tools, "sha256", reg.Hash, "tools", len(reg.Tools()))
+	}
+	st, where, err := openStore(ctx, cfg.DatabaseURL)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer st.Close()
+	log.Info("storage ready", "store", where)
+
+	metrics := web.NewMetrics(st)
+	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit})
+	app, err := newApp(ctx, cfg, svc, st, metrics, log)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	base := "http://" + ln.Addr().String()
+	if link, err := app.server.SetupURL(ctx, base); err != nil {
+		log.Warn("could not prepare the setup link", "err", err)
+	} else if link != "" {
+		log.Info("no users yet: open this one-time link to create the first admin", "url", link)
+	}
+
+	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	wg.Go(func() { svc.RunSweeper(workers, cfg.SweepInterval) })
+	app.startWorkers(workers, &wg)
+
+	hs := &http.Server{Handler: app.server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		stopWorkers()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests and deliveries")
+	stopWorkers() // no new claims; a delivery under way runs to its end
+	svc.Stop()    // long-polls answer now with the current state
+	sctx, cancel := context.WithTimeout(context.Background(), web.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown", "err", err)
+	}
+	wg.Wait()
+	log.Info("stopped")
+	return nil
+}
