@@ -221,7 +221,7 @@ func (s *Store) LoginFailureAdd(ctx context.Context, subject string, at time.Tim
 // LoginFailureCount implements accounts.Store.
 func (s *Store) LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error) {
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM login_failures WHERE subject = $1 AND at > $2`, subject, since).Scan(&n)
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM login_failures WHERE subject = $1 AND at >= $2`, subject, since).Scan(&n)
 	return n, err
 }
 

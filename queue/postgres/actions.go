@@ -179,6 +179,9 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		if err != nil {
 			return nil, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
+		if created {
+			a.Attempt = got.Attempt
+		}
 		return got, created, nil
 	}
 	return nil, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)

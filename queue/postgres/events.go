@@ -11,8 +11,14 @@ import (
 
 // EventInsert implements queue.Store.
 func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
+	if !validUUID(ev.ActionID) {
+		return queue.ErrNotFound
+	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
 		ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data))
+	if isForeignKeyViolation(err) {
+		return queue.ErrNotFound
+	}
 	if err != nil {
 		return fmt.Errorf("record %s event for %s: %w", ev.Kind, ev.ActionID, err)
 	}

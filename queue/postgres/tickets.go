@@ -79,17 +79,23 @@ SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_
 
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
+	if !validUUID(actionID) {
+		return nil, queue.ErrNotFound
+	}
 	var t *queue.Ticket
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		// Lock order: the action, then its tickets.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, actionID); err != nil {
+		tag, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, actionID)
+		if err != nil {
 			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return queue.ErrNotFound
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
 			actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
 			return err
 		}
-		var err error
 		t, err = scanTicket(tx.QueryRow(ctx, `
 INSERT INTO tickets (id, action_id, kind, state, opened_at) VALUES (gen_random_uuid(), $1, 'conflict', 'open', $2)
 ON CONFLICT DO NOTHING
@@ -106,6 +112,9 @@ RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolv
 			actionID, now, string(data))
 		return err
 	})
+	if errors.Is(err, queue.ErrNotFound) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("open conflict ticket for %s: %w", actionID, err)
 	}

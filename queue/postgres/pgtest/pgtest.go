@@ -79,7 +79,7 @@ func OpenURL(t testing.TB, u string) *postgres.Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	s, err := postgres.Open(ctx, u, postgres.Options{})
+	s, err := postgres.Open(ctx, u, postgres.Options{MaxConns: 8})
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}

@@ -1,0 +1,15 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/storetest"
+)
+
+// TestConformance runs the store conformance suite against PostgreSQL,
+// each subtest in its own schema.
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	storetest.Exercise(t, func(t *testing.T) storetest.Store { return pgtest.Open(t) })
+}
