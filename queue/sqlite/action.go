@@ -1,0 +1,487 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+const actionColumns = `id, tool, class, intent_key, attempt, state, payload, approved_payload, result, error,
+	requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
+	finished_at, expires_at, spec, warnings`
+
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAction(sc scanner) (*queue.Action, error) {
+	var (
+		a                                     queue.Action
+		class, state, payload, spec, warnings string
+		createdAt                             string
+		approved, result, errText             sql.NullString
+		decidedBy, note, claimedBy            sql.NullString
+		decidedAt, claimedAt, finishedAt      sql.NullString
+		expiresAt                             sql.NullString
+	)
+	err := sc.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload, &approved, &result, &errText,
+		&a.RequestedBy, &a.Channel, &decidedBy, &note, &createdAt, &decidedAt, &claimedAt, &claimedBy,
+		&finishedAt, &expiresAt, &spec, &warnings)
+	if err != nil {
+		return nil, err
+	}
+	a.Class = classify.Class(class)
+	a.State = queue.State(state)
+	a.Payload = json.RawMessage(payload)
+	a.ApprovedPayload = rawJSON(approved)
+	a.Result = rawJSON(result)
+	a.Error = ptrString(errText)
+	a.DecidedBy = ptrString(decidedBy)
+	a.DecisionNote = ptrString(note)
+	a.ClaimedBy = ptrString(claimedBy)
+	if a.CreatedAt, err = parseTime(createdAt); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		dst **time.Time
+		src sql.NullString
+	}{{&a.DecidedAt, decidedAt}, {&a.ClaimedAt, claimedAt}, {&a.FinishedAt, finishedAt}, {&a.ExpiresAt, expiresAt}} {
+		if *f.dst, err = parseNullTime(f.src); err != nil {
+			return nil, err
+		}
+	}
+	if err := json.Unmarshal([]byte(spec), &a.Spec); err != nil {
+		return nil, fmt.Errorf("action %s: stored tool definition: %w", a.ID, err)
+	}
+	if err := json.Unmarshal([]byte(warnings), &a.Warnings); err != nil {
+		return nil, fmt.Errorf("action %s: stored warnings: %w", a.ID, err)
+	}
+	return &a, nil
+}
+
+func actionNotFound(id string) error {
+	return queue.Errorf(queue.CodeNotFound, "action %s not found", id)
+}
+
+// getAction reads one action without its ticket.
+func getAction(ctx context.Context, q querier, id string) (*queue.Action, error) {
+	a, err := scanAction(q.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, actionNotFound(id)
+	}
+	return a, err
+}
+
+// getActionWithTicket reads one action and attaches its ticket.
+func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Action, error) {
+	a, err := getAction(ctx, q, id)
+	if err != nil {
+		return nil, err
+	}
+	if err := attachTickets(ctx, q, []*queue.Action{a}); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// ActionSubmit inserts a as the holder of its intent (claim-first). The
+// insert itself computes the attempt and is refused by the partial unique
+// index actions_held_intent when the key is held; only then is the holder
+// read. If the holder released the key in between (impossible while this
+// immediate transaction holds the write lock, but the loop keeps the logic
+// the same as on PostgreSQL), the insert is tried again.
+func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, error) {
+	if a == nil {
+		return nil, false, errors.New("submit action: nil action")
+	}
+	spec, err := json.Marshal(a.Spec)
+	if err != nil {
+		return nil, false, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
+	}
+	warnings := []byte("[]")
+	if len(a.Warnings) > 0 {
+		if warnings, err = json.Marshal(a.Warnings); err != nil {
+			return nil, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
+		}
+	}
+	channel := a.Channel
+	if channel == "" {
+		channel = "api"
+	}
+	// The schema wants a claim deadline for every in_progress action; an
+	// exactly-once action is claimed by its submission, so the deadline
+	// follows from the snapshot's claim_timeout.
+	var claimedAt, claimDeadline any
+	if a.ClaimedAt != nil {
+		claimedAt = fmtTime(*a.ClaimedAt)
+	}
+	if a.State == queue.StateInProgress {
+		at := a.CreatedAt
+		if a.ClaimedAt != nil {
+			at = *a.ClaimedAt
+		}
+		timeout := a.Spec.ClaimTimeout
+		if timeout <= 0 {
+			timeout = classify.DefaultClaimTimeout
+		}
+		claimedAt = fmtTime(at)
+		claimDeadline = fmtTime(at.Add(timeout))
+	}
+	// Recorded (at-least-once) actions hold nothing: attempt 1, always.
+	attemptExpr := `1`
+	if a.Class != classify.AtLeastOnce {
+		attemptExpr = `(SELECT COALESCE(MAX(attempt), 0) + 1 FROM actions WHERE intent_key = ?3 AND class <> 'at-least-once')`
+	}
+	insert := `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, approved_payload, result,
+		error, requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
+		claim_deadline, finished_at, expires_at, has_webhook, spec, warnings)
+	VALUES (?1, ?2, ?4, ?3, ` + attemptExpr + `, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+		?18, ?19, ?20, ?21, ?22, ?23)
+	ON CONFLICT DO NOTHING`
+	args := []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
+		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, channel,
+		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
+		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
+		boolInt(a.HasWebhook()), string(spec), string(warnings)}
+
+	var (
+		holder  *queue.Action
+		created bool
+	)
+	err = s.withTx(ctx, func(tx *sql.Tx) error {
+		for try := 0; try < 5; try++ {
+			n, err := rowsAffected(tx.ExecContext(ctx, insert, args...))
+			if err != nil {
+				return err
+			}
+			if n == 1 {
+				ev.ActionID = a.ID
+				if ev.At.IsZero() {
+					ev.At = a.CreatedAt
+				}
+				if _, err := insertEvent(ctx, tx, ev); err != nil {
+					return err
+				}
+				holder, err = getAction(ctx, tx, a.ID)
+				created = true
+				return err
+			}
+			if a.Class != classify.AtLeastOnce {
+				holder, err = heldAction(ctx, tx, a.IntentKey)
+				if err == nil {
+					return attachTickets(ctx, tx, []*queue.Action{holder})
+				}
+				if !errors.Is(err, queue.ErrNotFound) {
+					return err
+				}
+			}
+			// No holder: either the key was released in between, or the
+			// conflict was on the action id itself.
+			if existing, err := getAction(ctx, tx, a.ID); err == nil {
+				return fmt.Errorf("action id %s is already taken by intent %q", a.ID, existing.IntentKey)
+			}
+		}
+		return fmt.Errorf("intent %q: no holder found after repeated conflicts", a.IntentKey)
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+	}
+	if created {
+		a.Attempt = holder.Attempt
+		if holder.State == queue.StatePending {
+			// Only new approvals are announced; nobody waits for a new claim
+			// or a recording (the PostgreSQL store notifies the same).
+			s.hub.Publish(queue.Change{ActionID: holder.ID, State: holder.State})
+		}
+	}
+	return holder, created, nil
+}
+
+// heldAction returns the action holding key, or ErrNotFound.
+func heldAction(ctx context.Context, q querier, key string) (*queue.Action, error) {
+	a, err := scanAction(q.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions
+		WHERE intent_key = ? AND state IN ('pending', 'approved', 'rejected', 'in_progress', 'done')`, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, queue.Errorf(queue.CodeNotFound, "no action holds intent %q", key)
+	}
+	return a, err
+}
+
+// ActionGetByID returns the action with its ticket.
+func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	a, err := getActionWithTicket(ctx, s.read, id)
+	if err != nil {
+		return nil, fmt.Errorf("get action: %w", err)
+	}
+	return a, nil
+}
+
+// globEscape quotes the GLOB metacharacters of a literal prefix. GLOB, unlike
+// SQLite's LIKE, is case-sensitive (as LIKE is on PostgreSQL) and can use the
+// BINARY index on intent_key for a prefix.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		switch r {
+		case '*', '?', '[':
+			b.WriteByte('[')
+			b.WriteRune(r)
+			b.WriteByte(']')
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// ActionList returns actions matching p in (created_at, id) order.
+func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*queue.Action, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.IntentKey != "" {
+		where = append(where, `intent_key = ?`)
+		args = append(args, p.IntentKey)
+	}
+	if p.IntentKeyPrefix != "" {
+		where = append(where, `intent_key GLOB ?`)
+		args = append(args, globEscape(p.IntentKeyPrefix)+"*")
+	}
+	if p.State != "" {
+		where = append(where, `state = ?`)
+		args = append(args, string(p.State))
+	}
+	if p.Tool != "" {
+		where = append(where, `tool = ?`)
+		args = append(args, p.Tool)
+	}
+	dir, cmp := "DESC", "<"
+	if p.Oldest {
+		dir, cmp = "ASC", ">"
+	}
+	if p.After != nil {
+		where = append(where, `(created_at, id) `+cmp+` (?, ?)`)
+		args = append(args, fmtTime(p.After.CreatedAt), p.After.ID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 50
+	}
+	query := `SELECT ` + actionColumns + ` FROM actions`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY created_at ` + dir + `, id ` + dir + ` LIMIT ?`
+	args = append(args, limit)
+
+	list, err := queryActions(ctx, s.read, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	if err := attachTickets(ctx, s.read, list); err != nil {
+		return nil, fmt.Errorf("list actions: %w", err)
+	}
+	return list, nil
+}
+
+func queryActions(ctx context.Context, q querier, query string, args ...any) ([]*queue.Action, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var list []*queue.Action
+	for rows.Next() {
+		a, err := scanAction(rows)
+		if err != nil {
+			return nil, err
+		}
+		list = append(list, a)
+	}
+	return list, rows.Err()
+}
+
+// ActionTransition moves one action in one conditional update.
+func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
+	if len(p.From) == 0 || !p.To.Valid() {
+		return nil, fmt.Errorf("transition action %s: from %v to %q is not a transition", p.ID, p.From, p.To)
+	}
+	args := []any{string(p.To),
+		nullString(p.DecidedBy), nullString(p.DecisionNote), nullTime(p.DecidedAt),
+		nullJSON(p.ApprovedPayload), nullJSON(p.Result), nullString(p.Error),
+		nullTime(p.ClaimedAt), nullString(p.ClaimedBy), nullTime(p.ClaimDeadline),
+		nullTime(p.FinishedAt), nullTime(p.ExpiresAt), p.ID}
+	for _, f := range p.From {
+		args = append(args, string(f))
+	}
+	query := `UPDATE actions SET state = ?,
+		decided_by = COALESCE(?, decided_by), decision_note = COALESCE(?, decision_note),
+		decided_at = COALESCE(?, decided_at), approved_payload = COALESCE(?, approved_payload),
+		result = COALESCE(?, result), error = COALESCE(?, error),
+		claimed_at = COALESCE(?, claimed_at), claimed_by = COALESCE(?, claimed_by),
+		claim_deadline = COALESCE(?, claim_deadline), finished_at = COALESCE(?, finished_at),
+		expires_at = COALESCE(?, expires_at)
+	WHERE id = ? AND state IN (` + placeholders(len(p.From)) + `)`
+	if p.Unexpired {
+		// After expires_at an approval can no longer be given, whether or
+		// not the sweep has run.
+		query += ` AND (expires_at IS NULL OR expires_at > ?)`
+		args = append(args, fmtTime(p.Now))
+	}
+
+	var (
+		a        *queue.Action
+		mismatch bool
+	)
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		n, err := rowsAffected(tx.ExecContext(ctx, query, args...))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			if a, err = getActionWithTicket(ctx, tx, p.ID); err != nil {
+				return err
+			}
+			mismatch = true
+			return nil // nothing was written; commit is as good as rollback
+		}
+		ev := p.Event
+		ev.ActionID = p.ID
+		if ev.At.IsZero() {
+			ev.At = p.Now
+		}
+		if ev.Kind != "" {
+			if _, err := insertEvent(ctx, tx, ev); err != nil {
+				return err
+			}
+		}
+		if p.ResolveStaleTicket {
+			if err := resolveStaleTicket(ctx, tx, p.ID, p.To, ev.Actor, ev.At); err != nil {
+				return err
+			}
+		}
+		a, err = getActionWithTicket(ctx, tx, p.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
+	}
+	if mismatch {
+		return a, fmt.Errorf("transition action %s from %v to %s: it is %s: %w", p.ID, p.From, p.To, a.State, queue.ErrStateMismatch)
+	}
+	s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
+	return a, nil
+}
+
+// resolveStaleTicket resolves the action's open stale ticket, if any: a late
+// report from the agent settles what the operator would have checked.
+func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to queue.State, by string, at time.Time) error {
+	var outcome any
+	if to == queue.StateDone || to == queue.StateFailed {
+		outcome = string(to)
+	}
+	const note = "late report from the agent"
+	var ticketID string
+	err := tx.QueryRowContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?, resolved_by = ?,
+		outcome = ?, note = ?
+	WHERE action_id = ? AND kind = 'stale' AND state = 'open' RETURNING id`,
+		fmtTime(at), by, outcome, note, actionID).Scan(&ticketID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	_, err = insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketResolved, Actor: by, At: at,
+		Data: ticketEventData(ticketID, queue.TicketStale, outcome, note)})
+	return err
+}
+
+// ActionExpireDue expires pending and approved actions whose expires_at has
+// passed, in one conditional update.
+func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*queue.Action, error) {
+	if limit <= 0 {
+		limit = 100
+	}
+	ts := fmtTime(now)
+	var list []*queue.Action
+	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		list = nil
+		// An expired pending action was decided by the system; an approved
+		// one keeps the decision of the human who approved it.
+		rows, err := tx.QueryContext(ctx, `UPDATE actions SET state = 'expired',
+			decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
+			decided_at = CASE WHEN state = 'pending' THEN ?1 ELSE decided_at END,
+			finished_at = ?1
+		WHERE id IN (SELECT id FROM actions WHERE state IN ('pending', 'approved') AND expires_at <= ?1
+		             ORDER BY expires_at, id LIMIT ?2)
+		  AND state IN ('pending', 'approved') AND expires_at <= ?1
+		RETURNING id`, ts, limit)
+		if err != nil {
+			return err
+		}
+		var ids []string
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return err
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := insertEvent(ctx, tx, queue.Event{ActionID: id, Kind: queue.EventExpired, Actor: "system", At: now}); err != nil {
+				return err
+			}
+			a, err := getActionWithTicket(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			list = append(list, a)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire due actions: %w", err)
+	}
+	for _, a := range list {
+		s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
+	}
+	return list, nil
+}
+
+// ActionCountByState counts actions per state.
+func (s *Store) ActionCountByState(ctx context.Context) (map[queue.State]int64, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT state, count(*) FROM actions GROUP BY state`)
+	if err != nil {
+		return nil, fmt.Errorf("count actions: %w", err)
+	}
+	defer rows.Close()
+	counts := make(map[queue.State]int64)
+	for rows.Next() {
+		var (
+			state string
+			n     int64
+		)
+		if err := rows.Scan(&state, &n); err != nil {
+			return nil, fmt.Errorf("count actions: %w", err)
+		}
+		counts[queue.State(state)] = n
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("count actions: %w", err)
+	}
+	return counts, nil
+}

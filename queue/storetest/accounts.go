@@ -1,0 +1,217 @@
+package storetest
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+)
+
+func createUser(t *testing.T, s Store, email string, role accounts.Role, now time.Time) *accounts.User {
+	t.Helper()
+	u, err := s.UserCreate(t.Context(), &accounts.User{Email: email, PasswordHash: "hash-of-" + email, Role: role,
+		CreatedAt: now, PasswordChangedAt: now})
+	noErr(t, err, "create user "+email)
+	return u
+}
+
+func saveSession(t *testing.T, s Store, id string, userID int64, now time.Time) {
+	t.Helper()
+	noErr(t, s.SessionSave(t.Context(), &accounts.Session{ID: id, UserID: userID, Data: "csrf=x", CreatedAt: now,
+		ExpiresAt: now.Add(24 * time.Hour)}), "save session "+id)
+}
+
+var accountTests = []test{
+	{"Users", func(t *testing.T, s Store) {
+		n, err := s.UserCount(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 0, "users in an empty store")
+		ann := createUser(t, s, "ann@example.com", accounts.RoleAdmin, at(0))
+		if ann.ID == 0 {
+			t.Fatal("created user has no id")
+		}
+		eq(t, ann.Email, "ann@example.com", "email")
+		eq(t, ann.Role, accounts.RoleAdmin, "role")
+		eq(t, ann.PasswordHash, "hash-of-ann@example.com", "hash")
+		timeEq(t, ann.CreatedAt, at(0), "created at")
+		timeEq(t, ann.PasswordChangedAt, at(0), "password changed at")
+
+		_, err = s.UserCreate(t.Context(), &accounts.User{Email: "ANN@Example.com", PasswordHash: "x", Role: accounts.RoleViewer,
+			CreatedAt: at(time.Minute), PasswordChangedAt: at(time.Minute)})
+		isErr(t, err, accounts.ErrExists, "email taken in another case")
+
+		bob := createUser(t, s, "bob@example.com", accounts.RoleApprover, at(time.Minute))
+		got, err := s.UserGetByEmail(t.Context(), "Ann@EXAMPLE.com")
+		noErr(t, err, "get by email in another case")
+		eq(t, got.ID, ann.ID, "found by email")
+		got, err = s.UserGetByID(t.Context(), bob.ID)
+		noErr(t, err, "get by id")
+		eq(t, got.Email, "bob@example.com", "found by id")
+		_, err = s.UserGetByEmail(t.Context(), "nobody@example.com")
+		isErr(t, err, accounts.ErrNotFound, "unknown email")
+		_, err = s.UserGetByID(t.Context(), bob.ID+1000)
+		isErr(t, err, accounts.ErrNotFound, "unknown id")
+
+		list, err := s.UserList(t.Context())
+		noErr(t, err, "list")
+		eq(t, len(list), 2, "users listed")
+		n, err = s.UserCount(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 2, "users counted")
+
+		noErr(t, s.UserSetRole(t.Context(), bob.ID, accounts.RoleOps), "set role")
+		got, err = s.UserGetByID(t.Context(), bob.ID)
+		noErr(t, err, "get after role change")
+		eq(t, got.Role, accounts.RoleOps, "new role")
+		isErr(t, s.UserSetRole(t.Context(), bob.ID+1000, accounts.RoleOps), accounts.ErrNotFound, "set role of an unknown user")
+
+		// A password change ends the user's sessions, and only theirs.
+		saveSession(t, s, "s-ann", ann.ID, at(0))
+		saveSession(t, s, "s-bob", bob.ID, at(0))
+		noErr(t, s.UserSetPassword(t.Context(), ann.ID, "new-hash", at(time.Hour)), "set password")
+		got, err = s.UserGetByID(t.Context(), ann.ID)
+		noErr(t, err, "get after password change")
+		eq(t, got.PasswordHash, "new-hash", "new hash")
+		timeEq(t, got.PasswordChangedAt, at(time.Hour), "password changed at")
+		timeEq(t, got.CreatedAt, at(0), "created at kept")
+		_, err = s.SessionGet(t.Context(), "s-ann", at(time.Hour))
+		isErr(t, err, accounts.ErrNotFound, "session after password change")
+		_, err = s.SessionGet(t.Context(), "s-bob", at(time.Hour))
+		noErr(t, err, "another user's session")
+		isErr(t, s.UserSetPassword(t.Context(), bob.ID+1000, "h", at(time.Hour)), accounts.ErrNotFound,
+			"set password of an unknown user")
+
+		// Removal ends the sessions too.
+		noErr(t, s.UserDelete(t.Context(), bob.ID), "delete")
+		_, err = s.UserGetByID(t.Context(), bob.ID)
+		isErr(t, err, accounts.ErrNotFound, "deleted user")
+		_, err = s.SessionGet(t.Context(), "s-bob", at(time.Hour))
+		isErr(t, err, accounts.ErrNotFound, "session of a deleted user")
+		isErr(t, s.UserDelete(t.Context(), bob.ID), accounts.ErrNotFound, "delete twice")
+		n, err = s.UserCount(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 1, "users after delete")
+		// The email is free again.
+		createUser(t, s, "Bob@example.com", accounts.RoleViewer, at(2*time.Hour))
+	}},
+	{"Tokens", func(t *testing.T, s Store) {
+		tok, err := s.TokenCreate(t.Context(), "billing-bot", "hash-1", at(0))
+		noErr(t, err, "create")
+		eq(t, tok.Name, "billing-bot", "name")
+		timeEq(t, tok.CreatedAt, at(0), "created at")
+		timePtrEq(t, tok.RevokedAt, nil, "revoked at")
+		_, err = s.TokenCreate(t.Context(), "billing-bot", "hash-2", at(time.Minute))
+		isErr(t, err, accounts.ErrExists, "active name taken")
+
+		got, err := s.TokenGetByHash(t.Context(), "hash-1")
+		noErr(t, err, "get by hash")
+		eq(t, got.ID, tok.ID, "found")
+		eq(t, got.Name, "billing-bot", "found name")
+		_, err = s.TokenGetByHash(t.Context(), "hash-unknown")
+		isErr(t, err, accounts.ErrNotFound, "unknown hash")
+
+		noErr(t, s.TokenRevoke(t.Context(), "billing-bot", at(time.Hour)), "revoke")
+		_, err = s.TokenGetByHash(t.Context(), "hash-1")
+		isErr(t, err, accounts.ErrNotFound, "revoked token")
+		isErr(t, s.TokenRevoke(t.Context(), "billing-bot", at(2*time.Hour)), accounts.ErrNotFound, "revoke twice")
+		isErr(t, s.TokenRevoke(t.Context(), "nobody", at(2*time.Hour)), accounts.ErrNotFound, "revoke unknown")
+
+		again, err := s.TokenCreate(t.Context(), "billing-bot", "hash-3", at(3*time.Hour))
+		noErr(t, err, "reuse a revoked name")
+		got, err = s.TokenGetByHash(t.Context(), "hash-3")
+		noErr(t, err, "get the new token")
+		eq(t, got.ID, again.ID, "new token")
+
+		list, err := s.TokenList(t.Context())
+		noErr(t, err, "list")
+		eq(t, len(list), 2, "tokens listed")
+		byID := map[int64]*accounts.Token{}
+		for _, tk := range list {
+			byID[tk.ID] = tk
+		}
+		timePtrEq(t, byID[tok.ID].RevokedAt, ptr(at(time.Hour)), "revoked at")
+		timePtrEq(t, byID[again.ID].RevokedAt, nil, "new token revoked at")
+	}},
+	{"Sessions", func(t *testing.T, s Store) {
+		// Before login a session carries only the CSRF token.
+		noErr(t, s.SessionSave(t.Context(), &accounts.Session{ID: "s-1", Data: "csrf=a", CreatedAt: at(0),
+			ExpiresAt: at(time.Hour)}), "save anonymous")
+		got, err := s.SessionGet(t.Context(), "s-1", at(0))
+		noErr(t, err, "get")
+		eq(t, got.UserID, 0, "anonymous user id")
+		eq(t, got.Data, "csrf=a", "data")
+		timeEq(t, got.CreatedAt, at(0), "created at")
+		timeEq(t, got.ExpiresAt, at(time.Hour), "expires at")
+
+		u := createUser(t, s, "ann@example.com", accounts.RoleAdmin, at(0))
+		noErr(t, s.SessionSave(t.Context(), &accounts.Session{ID: "s-1", UserID: u.ID, Data: "csrf=a;user", CreatedAt: at(0),
+			ExpiresAt: at(2 * time.Hour)}), "save logged in")
+		got, err = s.SessionGet(t.Context(), "s-1", at(90*time.Minute))
+		noErr(t, err, "get updated")
+		eq(t, got.UserID, u.ID, "user id")
+		eq(t, got.Data, "csrf=a;user", "updated data")
+		timeEq(t, got.ExpiresAt, at(2*time.Hour), "updated expiry")
+
+		_, err = s.SessionGet(t.Context(), "s-1", at(2*time.Hour))
+		isErr(t, err, accounts.ErrNotFound, "expired session")
+		_, err = s.SessionGet(t.Context(), "s-unknown", at(0))
+		isErr(t, err, accounts.ErrNotFound, "unknown session")
+
+		noErr(t, s.SessionDelete(t.Context(), "s-1"), "delete")
+		_, err = s.SessionGet(t.Context(), "s-1", at(0))
+		isErr(t, err, accounts.ErrNotFound, "deleted session")
+		noErr(t, s.SessionDelete(t.Context(), "s-1"), "delete an absent session")
+	}},
+	{"LoginFailures", func(t *testing.T, s Store) {
+		for _, d := range []time.Duration{0, time.Minute, 2 * time.Minute} {
+			noErr(t, s.LoginFailureAdd(t.Context(), "account:ann@example.com", at(d)), "add")
+		}
+		noErr(t, s.LoginFailureAdd(t.Context(), "addr:192.0.2.1", at(time.Minute)), "add other")
+		count := func(subject string, since time.Time) int {
+			t.Helper()
+			n, err := s.LoginFailureCount(t.Context(), subject, since)
+			noErr(t, err, "count")
+			return n
+		}
+		eq(t, count("account:ann@example.com", at(0)), 3, "all")
+		eq(t, count("account:ann@example.com", at(time.Minute)), 2, "since a minute (inclusive)")
+		eq(t, count("account:ann@example.com", at(time.Hour)), 0, "since an hour")
+		eq(t, count("addr:192.0.2.1", at(0)), 1, "other subject")
+		noErr(t, s.LoginFailureClear(t.Context(), "account:ann@example.com"), "clear")
+		eq(t, count("account:ann@example.com", at(0)), 0, "after clear")
+		eq(t, count("addr:192.0.2.1", at(0)), 1, "other subject after clear")
+	}},
+	{"Settings", func(t *testing.T, s Store) {
+		_, err := s.SettingGet(t.Context(), "session_key")
+		isErr(t, err, accounts.ErrNotFound, "unknown setting")
+		v, err := s.SettingInit(t.Context(), "session_key", "first")
+		noErr(t, err, "init")
+		eq(t, v, "first", "initialised value")
+		v, err = s.SettingInit(t.Context(), "session_key", "second")
+		noErr(t, err, "init again")
+		eq(t, v, "first", "value after a second init")
+		v, err = s.SettingGet(t.Context(), "session_key")
+		noErr(t, err, "get")
+		eq(t, v, "first", "stored value")
+
+		// Concurrent starters agree on one secret.
+		const n = 20
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		vals := make([]string, n)
+		errs := make([]error, n)
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				vals[i], errs[i] = s.SettingInit(t.Context(), "csrf_key", string(rune('a'+i)))
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i := range n {
+			noErr(t, errs[i], "concurrent init")
+			eq(t, vals[i], vals[0], "agreed value")
+		}
+	}},
+}
