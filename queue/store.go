@@ -60,7 +60,8 @@ type Store interface {
 	TicketResolve(ctx context.Context, p TicketResolveParams) (*Action, *Ticket, error)
 
 	// Subscribe delivers a Change for every state change made through any
-	// process sharing the database, until cancel is called.
+	// process sharing the database, until cancel is called, and, within a
+	// second, one for new pending actions (possibly without their id).
 	Subscribe() (changes <-chan Change, cancel func())
 	// Ping checks that storage is reachable.
 	Ping(ctx context.Context) error
@@ -144,7 +145,9 @@ type TicketResolveParams struct {
 	Note     string
 }
 
-// Change tells subscribers that an action changed state.
+// Change tells subscribers that an action changed state. A Change with an
+// empty ActionID and State pending means "new pending approvals exist"
+// without naming them (PostgreSQL finds those by polling, not NOTIFY).
 type Change struct {
 	ActionID string
 	State    State

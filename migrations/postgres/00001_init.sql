@@ -123,10 +123,10 @@ CREATE TABLE settings (
     value text NOT NULL
 );
 
--- Every state change (and every new pending approval) is announced on a
--- channel named after the schema, so long-polls and live dashboards in any
--- process wake at once. Submissions of the other classes stay off NOTIFY:
--- it serialises commits and nobody waits for them.
+-- Every state change is announced on a channel named after the schema, so
+-- long-polls and live dashboards in any process wake at once. Inserts stay
+-- off NOTIFY: a notifying transaction serialises commits, and nobody waits
+-- on a new row (the dashboard finds new pending rows by a cheap poll).
 -- +goose StatementBegin
 CREATE FUNCTION actions_notify() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -135,8 +135,6 @@ BEGIN
 END;
 $$;
 -- +goose StatementEnd
-CREATE TRIGGER actions_notify_insert AFTER INSERT ON actions
-    FOR EACH ROW WHEN (NEW.state = 'pending') EXECUTE FUNCTION actions_notify();
 CREATE TRIGGER actions_notify_update AFTER UPDATE OF state ON actions
     FOR EACH ROW WHEN (OLD.state IS DISTINCT FROM NEW.state) EXECUTE FUNCTION actions_notify();
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"hash/fnv"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -79,6 +80,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
+	go s.watchPending(lctx, time.Second/2)
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):
@@ -90,14 +92,23 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 }
 
 // Migrate applies the embedded migrations under a PostgreSQL advisory lock.
+// The lock is keyed by the schema, so processes starting on one schema
+// queue behind each other while other schemas (tests) migrate in parallel.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	var schema string
+	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+		return fmt.Errorf("migrations: read current schema: %w", err)
+	}
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
-	return migrate(ctx, db)
+	return migrate(ctx, db, schema)
 }
 
-func migrate(ctx context.Context, db *sql.DB) error {
-	locker, err := lock.NewPostgresSessionLocker()
+func migrate(ctx context.Context, db *sql.DB, schema string) error {
+	h := fnv.New64a()
+	_, _ = h.Write([]byte("approvals migrations " + schema))
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64() >> 1)),
+		lock.WithLockTimeout(1, 300)) // poll every second, for up to 5 minutes
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
 	}
@@ -175,6 +186,49 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
 		if ok {
 			s.hub.Publish(queue.Change{ActionID: id, State: queue.State(state)})
 		}
+	}
+}
+
+// watchPending announces new pending approvals to this process's
+// subscribers (the live dashboard). Inserts do not NOTIFY: a notifying
+// transaction serialises commits, which would cap the submission rate. One
+// cheap index-only query per process and interval finds them instead, and
+// only while someone listens.
+func (s *Store) watchPending(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	var (
+		lastCount int64
+		lastMax   time.Time
+		known     bool
+	)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		if s.hub.Subscribers() == 0 {
+			known = false
+			continue
+		}
+		var (
+			n  int64
+			mx *time.Time
+		)
+		if err := s.pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM actions WHERE state = 'pending'`).Scan(&n, &mx); err != nil {
+			continue
+		}
+		var m time.Time
+		if mx != nil {
+			m = *mx
+		}
+		// Without a baseline (listeners just arrived) announce anyway: a
+		// spurious refresh is cheap, a missed approval is not.
+		if !known || n != lastCount || !m.Equal(lastMax) {
+			s.hub.Publish(queue.Change{State: queue.StatePending})
+		}
+		lastCount, lastMax, known = n, m, true
 	}
 }
 

@@ -36,7 +36,9 @@ func waitChange(t *testing.T, ch <-chan queue.Change, id string, state queue.Sta
 			if !ok {
 				t.Fatalf("subscription closed while waiting for %s -> %s", id, state)
 			}
-			if c.ActionID == id && c.State == state {
+			// A new pending action may be announced without its id (see
+			// queue.Change).
+			if c.State == state && (c.ActionID == id || state == queue.StatePending && c.ActionID == "") {
 				return
 			}
 		case <-deadline:
