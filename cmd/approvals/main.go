@@ -22,6 +22,7 @@ commands:
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
+  bench --token T [flags]     load-test a server on a loopback address (bench -h)
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
@@ -46,6 +47,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(args, stdout)
+	case "bench":
+		err = benchCmd(ctx, args, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
