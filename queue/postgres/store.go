@@ -8,8 +8,8 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"hash/fnv"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strings"
 	"time"
@@ -107,7 +107,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
 func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	h := fnv.New64a()
 	_, _ = h.Write([]byte("approvals migrations " + schema))
-	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64() >> 1)),
+	locker, err := lock.NewPostgresSessionLocker(lock.WithLockID(int64(h.Sum64()>>1)),
 		lock.WithLockTimeout(1, 300)) // poll every second, for up to 5 minutes
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
