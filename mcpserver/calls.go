@@ -1,0 +1,275 @@
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/queue"
+)
+
+// call is the shape of every tool's work: the calling agent and the decoded
+// arguments in, a result or an error out. Errors become isError results.
+type call func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error)
+
+// handle wraps a call with what every tool needs: the caller and the
+// argument checks of the REST API.
+func (s *server) handle(c call) mcp.ToolHandler {
+	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
+		// The SDK runs handlers on its own goroutines without recovering, so
+		// a panic here would end the process, not just the call.
+		defer func() {
+			if p := recover(); p != nil {
+				s.log.Error("mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				res, err = s.refuse(ctx, &queue.Error{Code: codeInternal, Detail: "internal error; it has been logged"}, "")
+			}
+		}()
+		agent, ok := agentOf(req)
+		if !ok { // authenticate runs first, so this cannot happen
+			return s.refuse(ctx, queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN"), "")
+		}
+		args, err := decodeArguments(req.Params.Arguments)
+		if err != nil {
+			return s.refuse(ctx, err, agent)
+		}
+		if res, err = c(ctx, agent, args); err != nil {
+			return s.refuse(ctx, err, agent)
+		}
+		return res, nil
+	}
+}
+
+// submit is the call of a guarded tool: it submits the arguments (without
+// intent_key) as the payload of an action, as the calling agent.
+func (s *server) submit(tool string) mcp.ToolHandler {
+	return s.handle(func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+		sb, err := submission(tool, args)
+		if err != nil {
+			return nil, err
+		}
+		res, err := s.svc.Submit(ctx, queue.SubmitRequest{
+			Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent, Channel: Channel})
+		if err != nil {
+			return nil, err
+		}
+		return answer(res.Action, submitted(res, agent))
+	})
+}
+
+// notFound gives the store's bare not_found a detail naming the id.
+func notFound(err error, id string) error {
+	var qe *queue.Error
+	if errors.As(err, &qe) && qe.Code == queue.CodeNotFound && qe.Detail == "" {
+		return queue.Errorf(queue.CodeNotFound, "no action has id %q", id)
+	}
+	return err
+}
+
+func (s *server) getAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only("id", "wait", "state"); err != nil {
+		return nil, err
+	}
+	id, err := args.string("id", true)
+	if err != nil {
+		return nil, err
+	}
+	w, err := args.string("wait", false)
+	if err != nil {
+		return nil, err
+	}
+	var wait time.Duration
+	if w != "" {
+		d, err := time.ParseDuration(w)
+		if err != nil || d < 0 {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as \"30s\"")
+		}
+		if d > queue.MaxWait {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
+		}
+		wait = d
+	}
+	st, err := args.string("state", false)
+	if err != nil {
+		return nil, err
+	}
+	until := queue.State(st)
+	if st != "" && !until.Valid() {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", st)
+	}
+	a, err := s.svc.Wait(ctx, id, until, wait)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	return answer(a, fmt.Sprintf("%s is %s. %s", capitalize(describe(a)), a.State, nextStep(a, agent)))
+}
+
+func (s *server) findActions(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only(argIntentKey, "state", "tool", "limit", "cursor"); err != nil {
+		return nil, err
+	}
+	key, err := args.string(argIntentKey, true)
+	if err != nil {
+		return nil, err
+	}
+	if err := classify.ValidateKey(key); err != nil {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
+	}
+	filters := map[string]string{argIntentKey: key}
+	for _, name := range []string{"state", "tool", "cursor"} {
+		if filters[name], err = args.string(name, false); err != nil {
+			return nil, err
+		}
+	}
+	if raw, ok := args["limit"]; ok && string(raw) != "null" {
+		var n int
+		if json.Unmarshal(raw, &n) != nil {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "limit must be a whole number from 1 to 200")
+		}
+		filters["limit"] = strconv.Itoa(n)
+	}
+	lr, err := handlers.ParseListRequest(func(name string) string { return filters[name] })
+	if err != nil {
+		return nil, err
+	}
+	list, next, err := s.svc.List(ctx, lr)
+	if err != nil {
+		return nil, err
+	}
+	out := handlers.ActionList{Actions: list}
+	if out.Actions == nil {
+		out.Actions = []*queue.Action{}
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return answer(out, found(key, out, agent))
+}
+
+// found says what find_actions found.
+func found(key string, l handlers.ActionList, agent string) string {
+	if len(l.Actions) == 0 {
+		return fmt.Sprintf("No action matches intent key %q: approvals has recorded nothing for it, so an earlier call that timed out "+
+			"never reached it. If the effect is still wanted, call the tool now.", key)
+	}
+	a := l.Actions[0]
+	text := fmt.Sprintf("%d action(s) match intent key %q, newest first. The newest is %s; it is %s. %s",
+		len(l.Actions), key, describe(a), a.State, nextStep(a, agent))
+	if l.NextCursor != nil {
+		text += " More are on the next page (cursor " + *l.NextCursor + ")."
+	}
+	return text
+}
+
+func (s *server) listTools(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only(); err != nil {
+		return nil, err
+	}
+	views := handlers.ToolViews(s.svc.Registry())
+	return answer(map[string]any{"tools": views, "guidance": listGuidance}, fmt.Sprintf(
+		"%d guarded tools. Each call of one submits an action; follow the guidance of its class. %s", len(views), listGuidance))
+}
+
+const listGuidance = "If a call times out, do not retry: read the action first (call find_actions with the intent key)."
+
+func (s *server) executeAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	id, err := s.idOnly(args)
+	if err != nil {
+		return nil, err
+	}
+	a, err := s.svc.Execute(ctx, id, agent, Channel)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	return answer(a, fmt.Sprintf("You now hold the execution of %s: send its approved_payload exactly once now, then call complete_action "+
+		"with id %s and the result, or fail_action if it definitely was not sent. Do not call execute_action again: a later call is "+
+		"never permission to send.", describe(a), a.ID))
+}
+
+func (s *server) completeAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only("id", "result"); err != nil {
+		return nil, err
+	}
+	id, err := args.string("id", true)
+	if err != nil {
+		return nil, err
+	}
+	result, ok := args["result"]
+	if !ok {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "result is required")
+	}
+	res, err := s.svc.Complete(ctx, id, agent, result, Channel)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	a := res.Action
+	if res.Replayed {
+		return answer(a, fmt.Sprintf("Already recorded: %s is done with this same result; nothing changed.", describe(a)))
+	}
+	return answer(a, fmt.Sprintf("Recorded: %s is done with your result. Nothing more to do for it.", describe(a)))
+}
+
+func (s *server) failAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only("id", "error"); err != nil {
+		return nil, err
+	}
+	id, err := args.string("id", true)
+	if err != nil {
+		return nil, err
+	}
+	text, err := args.string("error", true)
+	if err != nil {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "error is required: a string saying why the effect definitely did not happen")
+	}
+	res, err := s.svc.Fail(ctx, id, agent, text, Channel)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	a := res.Action
+	if res.Replayed {
+		return answer(a, fmt.Sprintf("Already recorded: %s failed; nothing changed.", describe(a)))
+	}
+	again := ""
+	if a.Class == classify.AtMostOnce {
+		again = ", which needs a fresh approval"
+	}
+	return answer(a, fmt.Sprintf("Recorded: %s failed, and intent %q is released: a new call of %s starts attempt %d%s.",
+		describe(a), a.IntentKey, a.Tool, a.Attempt+1, again))
+}
+
+func (s *server) cancelAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	id, err := s.idOnly(args)
+	if err != nil {
+		return nil, err
+	}
+	res, err := s.svc.Cancel(ctx, id, agent, Channel)
+	if err != nil {
+		return nil, notFound(err, id)
+	}
+	if res.Replayed {
+		return answer(res.Action, fmt.Sprintf("Already cancelled: %s; nothing changed.", describe(res.Action)))
+	}
+	return answer(res.Action, fmt.Sprintf("Cancelled %s: nothing will be sent and the intent is released.", describe(res.Action)))
+}
+
+func (s *server) idOnly(args arguments) (string, error) {
+	if err := args.only("id"); err != nil {
+		return "", err
+	}
+	return args.string("id", true)
+}
+
+func capitalize(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}

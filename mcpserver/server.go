@@ -1,0 +1,160 @@
+// Package mcpserver serves the Model Context Protocol endpoint of contract
+// section 8: a second face of the agent REST API, over Streamable HTTP with
+// the official Go SDK. Every guarded tool of the registry becomes an MCP tool
+// of the same name whose call submits an action through queue.Service, and
+// the read and drive tools (get_action, find_actions, list_tools,
+// execute_action, complete_action, fail_action, cancel_action) call the same
+// service methods as the REST handlers. No rule lives here: this package only
+// decodes arguments, names the calling agent, and words the answers for a
+// model.
+package mcpserver
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/queue"
+)
+
+// Channel is recorded on every event an MCP call causes, so staff can see
+// in the timeline that an action came through MCP.
+const Channel = "mcp"
+
+// maxRequestBody caps one HTTP request to /mcp. The arguments of a single
+// call are held to maxArguments inside it; the envelope gets the rest, so an
+// oversized call is an isError result (payload_too_large) the model can
+// read, and only an absurd request is refused by the transport.
+const maxRequestBody = 4 * maxArguments
+
+// instructions are sent to the client at initialization; clients usually
+// show them to the model once per session.
+const instructions = "approvals guards side effects. Every tool here except the read and drive tools submits an action " +
+	"keyed by an intent key that names the business fact (refund:{order_id}:{line_id}, not a request id). " +
+	"Follow the guidance in each tool's description and in each result's text. If a call times out or fails, " +
+	"do not retry it blindly: call find_actions with the intent key first, then act on what it says. " +
+	"Follow an action with get_action (with wait) instead of calling its tool again."
+
+type server struct {
+	svc *queue.Service
+	log *slog.Logger
+}
+
+// New returns the handler for /mcp. The tools are taken from the service's
+// registry once, here: the registry is fixed for the life of a process.
+//
+// Every request must carry an agent bearer token (Authorization: Bearer
+// TOKEN); without a valid, unrevoked one it is answered 401 before any MCP
+// processing. The token is checked on every request, so a revoked token
+// stops working at once, mid-session too, and the token's agent is the actor
+// of the call it carries.
+//
+// The endpoint is stateless: no MCP session is kept in memory, so several
+// server processes behind one address behave as one service, as the REST API
+// does. Nothing here needs server-to-client messages.
+func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger) http.Handler {
+	if logger == nil {
+		logger = slog.Default()
+	}
+	s := &server{svc: svc, log: logger}
+	ms := mcp.NewServer(&mcp.Implementation{Name: "approvals", Title: "approvals", Version: version()}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       logger,
+		// Tools only; the list never changes while the process runs.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range svc.Registry().Tools() {
+		if classify.Reserved(t.Name) { // the tools file refuses these; never let one hide a read or drive tool
+			logger.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
+			continue
+		}
+		ms.AddTool(guardedTool(t), s.submit(t.Name))
+	}
+	s.addActionTools(ms)
+
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
+		Stateless:    true,
+		JSONResponse: true,
+		Logger:       logger,
+		// The SDK refuses requests that reach a loopback listener with another
+		// Host header, against DNS rebinding of unauthenticated local servers.
+		// Every request here needs a bearer token a browser never attaches on
+		// its own, and approvals commonly listens on localhost behind a
+		// reverse proxy that forwards the public Host, which the check would
+		// refuse.
+		DisableLocalhostProtection: true,
+		MaxRequestBodyBytes:        maxRequestBody,
+	})
+	// RequireBearerToken is how the SDK carries the caller into each call
+	// (CallToolRequest.Extra.TokenInfo); the token itself was checked by
+	// authenticate just before.
+	verified := auth.RequireBearerToken(verifyAgent, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
+	return authenticate(accts, logger, verified)
+}
+
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+type agentKey struct{}
+
+// authenticate answers 401 (problem details, like the REST API) unless the
+// request carries a valid, unrevoked agent token, and passes the agent's
+// name on in the request context.
+func authenticate(accts accounts.Store, log *slog.Logger, next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		name, err := handlers.AuthenticateAgent(r, accts)
+		if err != nil {
+			var qe *queue.Error
+			if !errors.As(err, &qe) {
+				log.Error("mcp: token lookup failed", "err", err)
+				qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
+			}
+			writeProblem(w, qe)
+			return
+		}
+		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
+	})
+}
+
+// verifyAgent hands the agent named by authenticate to the SDK.
+func verifyAgent(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
+	name, ok := r.Context().Value(agentKey{}).(string)
+	if !ok || name == "" {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: name}, nil
+}
+
+// agentOf returns the agent behind one tool call.
+func agentOf(req *mcp.CallToolRequest) (string, bool) {
+	if req.Extra == nil || req.Extra.TokenInfo == nil || req.Extra.TokenInfo.UserID == "" {
+		return "", false
+	}
+	return req.Extra.TokenInfo.UserID, true
+}
+
+// writeProblem answers a refused HTTP request the way the REST API does.
+func writeProblem(w http.ResponseWriter, e *queue.Error) {
+	status := http.StatusServiceUnavailable
+	if e.Code == queue.CodeUnauthorized {
+		status = http.StatusUnauthorized
+		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
+	}
+	p := handlers.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code}
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(p)
+}

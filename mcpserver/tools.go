@@ -1,0 +1,208 @@
+package mcpserver
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// argIntentKey is the argument of a guarded tool that carries the intent
+// key; every other argument is the payload.
+const argIntentKey = "intent_key"
+
+// guardedTool describes one registered tool as an MCP tool: the tool's own
+// schema plus intent_key, its description followed by its class's guidance,
+// and annotations that tell a client the call is safe to repeat behind the
+// guard.
+func guardedTool(t classify.Tool) *mcp.Tool {
+	desc := t.Description
+	if desc == "" {
+		desc = fmt.Sprintf("Guarded tool %s (%s).", t.Name, t.Class)
+	}
+	return &mcp.Tool{
+		Name:        t.Name,
+		Description: desc + "\n\n" + t.Guidance(),
+		InputSchema: inputSchema(t),
+		Annotations: &mcp.ToolAnnotations{
+			// Repeating a call with the same intent is answered from the
+			// stored action: it never repeats the effect.
+			IdempotentHint: true,
+			ReadOnlyHint:   false,
+			// An at-most-once effect reaches the outside world and cannot be
+			// taken back: that is why a person approves it.
+			OpenWorldHint: new(t.Class == classify.AtMostOnce),
+		},
+	}
+}
+
+// inputSchema is the tool's JSON Schema (or any object) with an optional
+// intent_key string property added. Validation stays with the service
+// (classify.Tool.Validate): this schema is what the model reads.
+func inputSchema(t classify.Tool) map[string]any {
+	schema := map[string]any{}
+	if len(t.Schema) > 0 {
+		dec := json.NewDecoder(bytes.NewReader(t.Schema))
+		dec.UseNumber() // keep numbers as written in the tools file
+		var m map[string]any
+		if dec.Decode(&m) == nil && m != nil {
+			schema = m
+		}
+	}
+	// A payload is always an object, and MCP requires an object schema; a
+	// tools file that says otherwise could never accept a call anyway.
+	schema["type"] = "object"
+	props, _ := schema["properties"].(map[string]any)
+	if props == nil {
+		props = map[string]any{}
+	}
+	props[argIntentKey] = map[string]any{
+		"type":        "string",
+		"minLength":   1,
+		"maxLength":   classify.MaxKeyLength,
+		"description": intentKeyDescription(t),
+	}
+	schema["properties"] = props
+	return schema
+}
+
+func intentKeyDescription(t classify.Tool) string {
+	switch {
+	case t.Intent != "":
+		return fmt.Sprintf("Optional: approvals derives the intent key from the arguments with the template %q, so leave this out; a different value is refused (intent_key_mismatch).", t.Intent)
+	case t.Class == classify.AtLeastOnce:
+		return "Optional and informational only: calls of this tool are recorded, never deduplicated."
+	}
+	return "Required for this tool: the intent key naming the business fact, not the request (for example email:{customer_id}:{topic}), 1 to 255 printable characters. " +
+		"Any retry, and any other agent with the same objective, must send the same key; never put a request id, UUID or timestamp in it."
+}
+
+// Argument schemas of the read and drive tools.
+var (
+	idProperty = map[string]any{"type": "string", "description": "The action's id, as returned in its id field."}
+
+	getActionSchema = map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"id"},
+		"properties": map[string]any{
+			"id": idProperty,
+			"wait": map[string]any{"type": "string", "description": fmt.Sprintf(
+				"Optional long-poll, a Go duration such as \"30s\" (at most %s): answer as soon as the state differs from state, at once for a final state, or at the deadline with the current state.", queue.MaxWait)},
+			"state": map[string]any{"type": "string", "enum": queue.States,
+				"description": "With wait: the state to wait out (default: the action's state when the call arrives)."},
+		},
+	}
+	findActionsSchema = map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{argIntentKey},
+		"properties": map[string]any{
+			argIntentKey: map[string]any{"type": "string", "minLength": 1, "maxLength": classify.MaxKeyLength,
+				"description": "The intent key to look up: the one the tool's template derives, or the one you sent."},
+			"state":  map[string]any{"type": "string", "enum": queue.States, "description": "Optional: only actions in this state."},
+			"tool":   map[string]any{"type": "string", "description": "Optional: only actions of this tool."},
+			"limit":  map[string]any{"type": "integer", "minimum": 1, "maximum": 200, "description": "Optional page size, default 50."},
+			"cursor": map[string]any{"type": "string", "description": "Optional: next_cursor of the previous page."},
+		},
+	}
+	emptySchema = map[string]any{"type": "object", "additionalProperties": false, "properties": map[string]any{}}
+	idSchema    = map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"id"},
+		"properties":           map[string]any{"id": idProperty},
+	}
+	completeSchema = map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"id", "result"},
+		"properties": map[string]any{
+			"id":     idProperty,
+			"result": map[string]any{"description": "What the effect returned (any JSON value), e.g. the payment provider's refund record."},
+		},
+	}
+	failSchema = map[string]any{
+		"type":                 "object",
+		"additionalProperties": false,
+		"required":             []string{"id", "error"},
+		"properties": map[string]any{
+			"id":    idProperty,
+			"error": map[string]any{"type": "string", "minLength": 1, "description": "Why the effect definitely did not happen."},
+		},
+	}
+)
+
+// readAnnotations mark the tools that change nothing.
+func readAnnotations() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)}
+}
+
+// driveAnnotations mark the tools that move an action: repeating one is
+// answered from the stored action (a replay or a refusal), never a second
+// transition, and they reach nothing outside approvals.
+func driveAnnotations() *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, OpenWorldHint: new(false)}
+}
+
+// addActionTools registers the read and drive tools.
+func (s *server) addActionTools(ms *mcp.Server) {
+	ms.AddTool(&mcp.Tool{
+		Name: "get_action",
+		Description: "Read one action by id. With wait (a Go duration such as \"30s\", at most 60s) it long-polls: it answers as soon as " +
+			"the state differs from state (default: the state when the call arrives), at once for a final state (done, failed, rejected, " +
+			"expired, cancelled, recorded), or at the deadline with the current state. Use it to follow an at-most-once action until a " +
+			"person approves or rejects it, instead of calling its tool again.",
+		InputSchema: getActionSchema,
+		Annotations: readAnnotations(),
+	}, s.handle(s.getAction))
+	ms.AddTool(&mcp.Tool{
+		Name: "find_actions",
+		Description: "List the actions of an intent key, newest first. Call it first whenever a tool call timed out or failed: it shows " +
+			"whether the call reached approvals, which state the intent is in and who holds it, so an effect is never repeated blindly.",
+		InputSchema: findActionsSchema,
+		Annotations: readAnnotations(),
+	}, s.handle(s.findActions))
+	ms.AddTool(&mcp.Tool{
+		Name: "list_tools",
+		Description: "List the guarded tools with their class, intent template, the check operators use to verify an effect, and the " +
+			"guidance to follow for each.",
+		InputSchema: emptySchema,
+		Annotations: readAnnotations(),
+	}, s.handle(s.listTools))
+	ms.AddTool(&mcp.Tool{
+		Name: "execute_action",
+		Description: "Take an approved at-most-once action for execution (approved -> in_progress). It succeeds once and returns the " +
+			"action whose approved_payload is what to send: send it exactly once, then call complete_action or fail_action. A later " +
+			"call answers in_progress, which is never permission to send. Actions whose tool has a webhook executor are delivered by " +
+			"approvals itself.",
+		InputSchema: idSchema,
+		Annotations: driveAnnotations(),
+	}, s.handle(s.executeAction))
+	ms.AddTool(&mcp.Tool{
+		Name: "complete_action",
+		Description: "Report that the effect of your in_progress action happened, with its result (any JSON): in_progress -> done. " +
+			"Repeating it with the same result is safe. A different result, or a report on a failed action, is kept and opens an " +
+			"operator ticket: it may mean the effect happened twice.",
+		InputSchema: completeSchema,
+		Annotations: driveAnnotations(),
+	}, s.handle(s.completeAction))
+	ms.AddTool(&mcp.Tool{
+		Name: "fail_action",
+		Description: "Report that the effect of your in_progress action definitely did not happen, with the reason: in_progress -> " +
+			"failed, which releases the intent for a new attempt. Never use it when unsure: leave the action in_progress and an " +
+			"operator reconciles it.",
+		InputSchema: failSchema,
+		Annotations: driveAnnotations(),
+	}, s.handle(s.failAction))
+	ms.AddTool(&mcp.Tool{
+		Name:        "cancel_action",
+		Description: "Withdraw your pending or approved action before it is executed (-> cancelled); nothing is sent and the intent is released.",
+		InputSchema: idSchema,
+		Annotations: driveAnnotations(),
+	}, s.handle(s.cancelAction))
+}
