@@ -29,15 +29,28 @@ type Config struct {
 	SessionSecret string
 	// MCP serves /mcp when set.
 	MCP http.Handler
+	// SessionMaxAge is how long a dashboard sign-in lasts; default 12h.
+	SessionMaxAge time.Duration
+	// SecureCookies marks the session cookie Secure even on plain HTTP (TLS
+	// ends at a proxy); on a TLS connection it is Secure anyway.
+	SecureCookies bool
+	// LoginLimits throttle failed dashboard logins; default 5 per account
+	// and 20 per client address within 15 minutes.
+	LoginLimits handlers.LoginLimits
+	// Done, when closed, ends the dashboard's live event streams. Close it
+	// when shutdown starts (http.Server.RegisterOnShutdown), so that
+	// Shutdown does not wait for open browser tabs.
+	Done <-chan struct{}
 }
 
 // Server is one HTTP server of approvals.
 type Server struct {
-	cfg   Config
-	echo  *echo.Echo
-	log   *slog.Logger
-	store queue.Store
-	api   *handlers.API
+	cfg       Config
+	echo      *echo.Echo
+	log       *slog.Logger
+	store     queue.Store
+	api       *handlers.API
+	dashboard *handlers.Dashboard // set by registerDashboard; renders dashboard errors
 }
 
 // New builds the server and registers every route.

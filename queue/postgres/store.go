@@ -80,7 +80,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{})}
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
-	go s.watchPending(lctx, time.Second/2)
+	go s.watchPending(lctx, 250*time.Millisecond)
 	select {
 	case <-ready:
 	case <-time.After(5 * time.Second):

@@ -1,0 +1,131 @@
+package handlers
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// ApproveAction handles POST /actions/{id}/approve (note, optional payload:
+// the edited JSON). It succeeds once: 303 to the action (200 and the
+// fragment for htmx); the same approver repeating it gets the same answer.
+func (d *Dashboard) ApproveAction(c echo.Context) error {
+	id := c.Param("id")
+	form := templates.DecisionForm{Note: strings.TrimSpace(c.FormValue("note")), Payload: c.FormValue("payload")}
+	var edited json.RawMessage
+	if strings.TrimSpace(form.Payload) != "" {
+		if err := checkEditedPayload(form.Payload); err != nil {
+			return d.decisionFailed(c, id, err, form, "approve")
+		}
+		edited = json.RawMessage(form.Payload)
+	}
+	res, err := d.Service.Approve(c.Request().Context(), queue.DecideRequest{ID: id, By: actor(currentUser(c)),
+		Note: form.Note, Payload: edited})
+	if err != nil {
+		return d.decisionFailed(c, id, err, form, "approve")
+	}
+	return d.decided(c, res.Action, "Approved.")
+}
+
+// checkEditedPayload refuses what PostgreSQL's jsonb cannot store before
+// the service sees it.
+func checkEditedPayload(s string) error {
+	if !utf8.ValidString(s) {
+		return queue.Errorf(queue.CodeInvalidRequest, "payload: the edited payload is not valid UTF-8")
+	}
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload is not valid JSON: %s", jsonErrorText(err))
+	}
+	if dec.More() || !onlySpace([]byte(s)[dec.InputOffset():]) {
+		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload has data after the JSON object")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload must be a JSON object")
+	}
+	if path, ok := findNUL(v, ""); ok {
+		return queue.Errorf(queue.CodeInvalidRequest, "payload: %s contains a NUL character", path)
+	}
+	return nil
+}
+
+// decided answers a decision that took effect (or was replayed).
+func (d *Dashboard) decided(c echo.Context, a *queue.Action, notice string) error {
+	if !isHX(c) {
+		return c.Redirect(http.StatusSeeOther, "/actions/"+a.ID)
+	}
+	v, err := d.actionView(c, a)
+	if err != nil {
+		return err
+	}
+	v.Notice = notice
+	return render(c, http.StatusOK, templates.ActionDetail(v))
+}
+
+// decisionFailed re-shows the action with the error: for a decision that
+// lost (409) who decided and when; for a bad field the form as it was typed.
+func (d *Dashboard) decisionFailed(c echo.Context, id string, err error, form templates.DecisionForm, verb string) error {
+	var qe *queue.Error
+	if !errors.As(err, &qe) {
+		return err
+	}
+	if qe.Code == queue.CodeNotFound {
+		return notFound("action", id)
+	}
+	a := qe.Action
+	if a == nil {
+		var gerr error
+		if a, gerr = d.getAction(c.Request().Context(), id); gerr != nil {
+			return gerr
+		}
+	}
+	v, verr := d.actionView(c, a)
+	if verr != nil {
+		return verr
+	}
+	switch {
+	case qe.Code == queue.CodeAlreadyDecided:
+		v.Error = alreadyDecided(a)
+	case a.State != queue.StatePending:
+		v.Error = qe.Detail // no form is shown any more: say it at the top
+	default:
+		if strings.TrimSpace(form.Payload) == "" {
+			form.Payload = v.Payload
+		}
+		form.PayloadEdited = !queue.JSONEqual(bytes.TrimSpace([]byte(form.Payload)), a.Payload)
+		if verb == "approve" {
+			form.ApproveError = qe.Detail
+		} else {
+			form.RejectError = qe.Detail
+		}
+		v.Form = form
+	}
+	comp, perr := d.actionPage(c, v)
+	if perr != nil {
+		return perr
+	}
+	return fail(c, err, comp)
+}
+
+// alreadyDecided says who decided a no longer pending action, and when.
+func alreadyDecided(a *queue.Action) string {
+	by := "the system"
+	if a.DecidedBy != nil {
+		by = *a.DecidedBy
+	}
+	when := "an unknown time"
+	if a.DecidedAt != nil {
+		when = templates.FormatTime(*a.DecidedAt)
+	}
+	return "Nothing was changed: this action was already decided. It is " + string(a.State) + ", decided by " + by + " at " + when + "."
+}

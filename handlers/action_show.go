@@ -1,0 +1,128 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// ShowAction handles GET /actions/{id}.
+func (d *Dashboard) ShowAction(c echo.Context) error {
+	a, err := d.getAction(c.Request().Context(), c.Param("id"))
+	if err != nil {
+		return err
+	}
+	v, err := d.actionView(c, a)
+	if err != nil {
+		return err
+	}
+	comp, err := d.actionPage(c, v)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, comp)
+}
+
+// actionView gathers everything the action page shows.
+func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.ActionView, error) {
+	ctx := c.Request().Context()
+	v := templates.ActionView{Now: d.Service.Now(), Action: a, Payload: templates.PrettyJSON(a.Payload),
+		Result: templates.PrettyJSON(a.Result)}
+	v.PreviewTitle, v.Preview = preview(a)
+	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
+		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
+	}
+	v.Form.Payload = v.Payload
+	if u := currentUser(c); u != nil {
+		v.CanDecide = u.Role.CanDecide()
+	}
+	if s := session(c); s != nil {
+		v.CSRF = stringValue(s, csrfValue)
+	}
+	events, err := d.Service.Events(ctx, a.ID)
+	if err != nil {
+		return v, err
+	}
+	for _, e := range events {
+		v.Events = append(v.Events, eventView(e))
+	}
+	// At-least-once keys are informational: they tie no attempts together.
+	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
+		attempts, err := d.Service.Attempts(ctx, a.IntentKey)
+		if err != nil {
+			return v, err
+		}
+		for _, o := range attempts {
+			if o.ID != a.ID {
+				v.Attempts = append(v.Attempts, o)
+			}
+		}
+	}
+	// The neighbours in the queue, for j and k.
+	at := queue.EncodeCursor(queue.Cursor{CreatedAt: a.CreatedAt, ID: a.ID})
+	for _, oldest := range []bool{true, false} {
+		list, _, err := d.Service.List(ctx, queue.ListRequest{State: queue.StatePending, Oldest: oldest, Cursor: at, Limit: 1})
+		if err != nil {
+			return v, err
+		}
+		if len(list) == 1 && oldest {
+			v.NextID = list[0].ID
+		} else if len(list) == 1 {
+			v.PrevID = list[0].ID
+		}
+	}
+	return v, nil
+}
+
+// eventView pulls a decision's note and edited fields out of its data,
+// and keeps the rest of the data to show.
+func eventView(e queue.Event) templates.EventView {
+	v := templates.EventView{Event: e}
+	var data map[string]json.RawMessage
+	if len(e.Data) == 0 || json.Unmarshal(e.Data, &data) != nil {
+		v.Data = templates.PrettyJSON(e.Data)
+		return v
+	}
+	_ = json.Unmarshal(data["note"], &v.Note)
+	_ = json.Unmarshal(data["changed_fields"], &v.Changed)
+	delete(data, "note")
+	delete(data, "changed_fields")
+	if len(data) > 0 {
+		v.Data = templates.PrettyJSON(e.Data)
+	}
+	return v
+}
+
+// actionPage is the whole page, or for htmx only the #action fragment.
+func (d *Dashboard) actionPage(c echo.Context, v templates.ActionView) (templ.Component, error) {
+	if isHX(c) {
+		return templates.ActionDetail(v), nil
+	}
+	title := v.PreviewTitle
+	if title == "" {
+		title = v.Action.Tool
+	}
+	p, err := d.page(c, templates.Truncate(title, 60), "queue")
+	if err != nil {
+		return nil, err
+	}
+	p.Live = true
+	return templates.ActionPage(p, v), nil
+}
+
+// getAction reads an action, naming it when it does not exist.
+func (d *Dashboard) getAction(ctx context.Context, id string) (*queue.Action, error) {
+	a, err := d.Service.Get(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return nil, notFound("action", id)
+	}
+	return a, err
+}

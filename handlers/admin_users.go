@@ -1,0 +1,194 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// userNotices are the confirmations a redirect may ask the users page to
+// show; only these fixed texts, so nothing from the URL is reflected.
+var userNotices = map[string]string{
+	"created":  "User added.",
+	"role":     "Role changed; it applies to the user's next request.",
+	"removed":  "User removed; their sessions have ended.",
+	"password": "Password changed; the user's sessions have ended.",
+}
+
+// Users handles GET /admin/users.
+func (d *Dashboard) Users(c echo.Context) error {
+	v, err := d.usersView(c, templates.UserForm{})
+	if err != nil {
+		return err
+	}
+	v.Notice = userNotices[c.QueryParam("done")]
+	return d.renderUsers(c, v, nil)
+}
+
+func (d *Dashboard) usersView(c echo.Context, form templates.UserForm) (templates.UsersView, error) {
+	users, err := d.Accounts.UserList(c.Request().Context())
+	if err != nil {
+		return templates.UsersView{}, err
+	}
+	v := templates.UsersView{Self: currentUser(c).ID, Form: form, CSRF: stringValue(session(c), csrfValue)}
+	for _, r := range accounts.Roles {
+		v.Roles = append(v.Roles, string(r))
+	}
+	for _, u := range users {
+		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), CreatedAt: u.CreatedAt})
+	}
+	return v, nil
+}
+
+// renderUsers renders the page, or with err the page as the error's view.
+func (d *Dashboard) renderUsers(c echo.Context, v templates.UsersView, err error) error {
+	p, perr := d.page(c, "Users", "users")
+	if perr != nil {
+		return perr
+	}
+	if err != nil {
+		return fail(c, err, templates.UsersPage(p, v))
+	}
+	return render(c, http.StatusOK, templates.UsersPage(p, v))
+}
+
+// usersFailed re-shows the users page with err next to the form (row 0) or
+// the user's row.
+func (d *Dashboard) usersFailed(c echo.Context, err error, form templates.UserForm, rowID int64) error {
+	var qe *queue.Error
+	if !errors.As(err, &qe) {
+		return err
+	}
+	if rowID != 0 {
+		form.RowID, form.RowError = rowID, qe.Detail
+	} else {
+		form.Error = qe.Detail
+	}
+	v, verr := d.usersView(c, form)
+	if verr != nil {
+		return verr
+	}
+	return d.renderUsers(c, v, err)
+}
+
+// CreateUser handles POST /admin/users (email, role, password).
+func (d *Dashboard) CreateUser(c echo.Context) error {
+	form := templates.UserForm{Email: strings.TrimSpace(c.FormValue("email")), Role: c.FormValue("role")}
+	email, err := accounts.NormalizeEmail(form.Email)
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), form, 0)
+	}
+	role, err := accounts.ParseRole(form.Role)
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), form, 0)
+	}
+	hash, err := accounts.HashPassword(c.FormValue("password"))
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), form, 0)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	_, err = d.Accounts.UserCreate(c.Request().Context(), &accounts.User{Email: email, PasswordHash: hash, Role: role,
+		CreatedAt: now, PasswordChangedAt: now})
+	if errors.Is(err, accounts.ErrExists) {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%s already has an account", email), form, 0)
+	}
+	if err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=created")
+}
+
+// targetUser reads the user named by the path.
+func (d *Dashboard) targetUser(c echo.Context) (*accounts.User, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return nil, notFound("user", c.Param("id"))
+	}
+	u, err := d.userGet(c.Request().Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return u, nil
+}
+
+func (d *Dashboard) userGet(ctx context.Context, id int64) (*accounts.User, error) {
+	u, err := d.Accounts.UserGetByID(ctx, id)
+	if errors.Is(err, accounts.ErrNotFound) {
+		return nil, notFound("user", strconv.FormatInt(id, 10))
+	}
+	return u, err
+}
+
+// notSelf refuses an action on the admin's own account, so that an admin
+// cannot demote or remove themself and leave nobody to administer.
+func notSelf(c echo.Context, u *accounts.User, what string) error {
+	if u.ID == currentUser(c).ID {
+		return queue.Errorf(queue.CodeInvalidRequest, "you cannot %s your own account; ask another admin", what)
+	}
+	return nil
+}
+
+// ChangeUserRole handles POST /admin/users/{id}/role (role).
+func (d *Dashboard) ChangeUserRole(c echo.Context) error {
+	u, err := d.targetUser(c)
+	if err != nil {
+		return err
+	}
+	if err := notSelf(c, u, "change the role of"); err != nil {
+		return d.usersFailed(c, err, templates.UserForm{}, u.ID)
+	}
+	role, err := accounts.ParseRole(c.FormValue("role"))
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
+	}
+	if err := d.Accounts.UserSetRole(c.Request().Context(), u.ID, role); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=role")
+}
+
+// RemoveUser handles POST /admin/users/{id}/remove; the user's sessions go
+// with the user.
+func (d *Dashboard) RemoveUser(c echo.Context) error {
+	u, err := d.targetUser(c)
+	if err != nil {
+		return err
+	}
+	if err := notSelf(c, u, "remove"); err != nil {
+		return d.usersFailed(c, err, templates.UserForm{}, u.ID)
+	}
+	if err := d.Accounts.UserDelete(c.Request().Context(), u.ID); err != nil && !errors.Is(err, accounts.ErrNotFound) {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=removed")
+}
+
+// SetUserPassword handles POST /admin/users/{id}/password (password); the
+// user's sessions end.
+func (d *Dashboard) SetUserPassword(c echo.Context) error {
+	u, err := d.targetUser(c)
+	if err != nil {
+		return err
+	}
+	hash, err := accounts.HashPassword(c.FormValue("password"))
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if err := d.Accounts.UserSetPassword(c.Request().Context(), u.ID, hash, now); err != nil {
+		return err
+	}
+	if u.ID == currentUser(c).ID {
+		return c.Redirect(http.StatusSeeOther, "/login")
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=password")
+}

@@ -1,0 +1,130 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/templates"
+)
+
+// LoginPage handles GET /login.
+func (d *Dashboard) LoginPage(c echo.Context) error {
+	next := safeNext(c.QueryParam("next"))
+	if currentUser(c) != nil {
+		if next == "" {
+			next = "/"
+		}
+		return c.Redirect(http.StatusSeeOther, next)
+	}
+	return d.renderLogin(c, http.StatusOK, templates.LoginView{Next: next})
+}
+
+func (d *Dashboard) renderLogin(c echo.Context, status int, v templates.LoginView) error {
+	p, err := d.page(c, "Sign in", "")
+	if err != nil {
+		return err
+	}
+	return render(c, status, templates.LoginPage(p, v))
+}
+
+// Login handles POST /login (email, password). Failures are counted per
+// account and per client address; past the limit the answer is 429 for the
+// rest of the window, whatever the password, so guessing gains nothing.
+func (d *Dashboard) Login(c echo.Context) error {
+	ctx := c.Request().Context()
+	email := strings.TrimSpace(c.FormValue("email"))
+	password := c.FormValue("password")
+	v := templates.LoginView{Email: email, Next: safeNext(c.FormValue("next"))}
+	limits := d.Limits.WithDefaults()
+	now := time.Now()
+
+	normalized, emailErr := accounts.NormalizeEmail(email)
+	if emailErr != nil {
+		normalized = strings.ToLower(email)
+	}
+	subjects := []string{"email:" + normalized, "addr:" + c.RealIP()}
+	for i, limit := range []int{limits.PerAccount, limits.PerAddress} {
+		n, err := d.Accounts.LoginFailureCount(ctx, subjects[i], now.Add(-limits.Window))
+		if err != nil {
+			return err
+		}
+		if n >= limit {
+			c.Response().Header().Set("Retry-After", strconv.Itoa(int(limits.Window/time.Second)))
+			v.Error = "Too many failed sign-ins for this account or from this address. Try again in " +
+				templates.Span(limits.Window) + "."
+			return d.renderLogin(c, http.StatusTooManyRequests, v)
+		}
+	}
+
+	var u *accounts.User
+	if emailErr == nil {
+		var err error
+		u, err = d.Accounts.UserGetByEmail(ctx, normalized)
+		if err != nil && !errors.Is(err, accounts.ErrNotFound) {
+			return err
+		}
+	}
+	if u == nil {
+		// Spend the same time as a real check, so timing does not reveal
+		// which emails have accounts.
+		accounts.CheckPassword(dummyHash(), password)
+	}
+	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
+		for _, s := range subjects {
+			if err := d.Accounts.LoginFailureAdd(ctx, s, now); err != nil {
+				return err
+			}
+		}
+		v.Error = "The email or password is wrong."
+		return d.renderLogin(c, http.StatusUnauthorized, v)
+	}
+	if err := d.Accounts.LoginFailureClear(ctx, subjects[0]); err != nil {
+		return err
+	}
+	if err := d.signIn(c, u); err != nil {
+		return err
+	}
+	if v.Next == "" {
+		v.Next = "/"
+	}
+	return c.Redirect(http.StatusSeeOther, v.Next)
+}
+
+// signIn turns the request's session into a signed-in one under a new id
+// (so an id planted before login is worthless) with a new CSRF token.
+func (d *Dashboard) signIn(c echo.Context, u *accounts.User) error {
+	sess := session(c)
+	if err := d.Sessions.Renew(c.Request().Context(), sess); err != nil {
+		return err
+	}
+	for k := range sess.Values {
+		delete(sess.Values, k)
+	}
+	sess.Values[accounts.SessionUserID] = u.ID
+	sess.Values[authAtValue] = time.Now().UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	sess.Values[csrfValue] = accounts.RandomString(32)
+	return sess.Save(c.Request(), c.Response())
+}
+
+var dummyHash = sync.OnceValue(func() string {
+	h, _ := accounts.HashPassword(accounts.RandomString(16))
+	return h
+})
+
+// Logout handles POST /logout: the session row is deleted, so the cookie
+// opens nothing any more, in any process.
+func (d *Dashboard) Logout(c echo.Context) error {
+	sess := session(c)
+	sess.Options.MaxAge = -1
+	if err := sess.Save(c.Request(), c.Response()); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/login")
+}

@@ -1,0 +1,101 @@
+package handlers
+
+import (
+	"context"
+	"crypto/subtle"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// SetupTokenSetting is the settings key of the one-time setup token.
+const SetupTokenSetting = "setup_token"
+
+// SetupToken returns the token of the one-time setup link, creating it
+// once (every process agrees on it), or "" when staff users exist.
+func SetupToken(ctx context.Context, store accounts.Store) (string, error) {
+	n, err := store.UserCount(ctx)
+	if err != nil || n > 0 {
+		return "", err
+	}
+	return store.SettingInit(ctx, SetupTokenSetting, accounts.RandomString(32))
+}
+
+// setupAllowed reports whether token opens the setup form: it matches the
+// stored token and no user exists yet.
+func (d *Dashboard) setupAllowed(ctx context.Context, token string) error {
+	refused := queue.Errorf(queue.CodeNotFound, "this setup link is not valid, or the first admin exists already: sign in instead")
+	n, err := d.Accounts.UserCount(ctx)
+	if err != nil {
+		return err
+	}
+	if n > 0 || token == "" {
+		return refused
+	}
+	want, err := d.Accounts.SettingGet(ctx, SetupTokenSetting)
+	if errors.Is(err, accounts.ErrNotFound) {
+		return refused
+	}
+	if err != nil {
+		return err
+	}
+	if subtle.ConstantTimeCompare([]byte(token), []byte(want)) != 1 {
+		return refused
+	}
+	return nil
+}
+
+// SetupPage handles GET /setup?token=T.
+func (d *Dashboard) SetupPage(c echo.Context) error {
+	token := c.QueryParam("token")
+	if err := d.setupAllowed(c.Request().Context(), token); err != nil {
+		return err
+	}
+	return d.renderSetup(c, http.StatusOK, templates.SetupView{Token: token})
+}
+
+func (d *Dashboard) renderSetup(c echo.Context, status int, v templates.SetupView) error {
+	p, err := d.page(c, "Set up", "")
+	if err != nil {
+		return err
+	}
+	return render(c, status, templates.SetupPage(p, v))
+}
+
+// Setup handles POST /setup (token, email, password): it creates the first
+// admin and signs them in.
+func (d *Dashboard) Setup(c echo.Context) error {
+	ctx := c.Request().Context()
+	token := c.FormValue("token")
+	if err := d.setupAllowed(ctx, token); err != nil {
+		return err
+	}
+	v := templates.SetupView{Token: token, Email: strings.TrimSpace(c.FormValue("email"))}
+	email, err := accounts.NormalizeEmail(v.Email)
+	if err != nil {
+		v.Error = err.Error()
+		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
+	}
+	hash, err := accounts.HashPassword(c.FormValue("password"))
+	if err != nil {
+		v.Error = err.Error()
+		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
+	}
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	u, err := d.Accounts.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: accounts.RoleAdmin,
+		CreatedAt: now, PasswordChangedAt: now})
+	if err != nil {
+		return err
+	}
+	if err := d.signIn(c, u); err != nil {
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/")
+}

@@ -1,0 +1,76 @@
+package templates
+
+import (
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// ActionView is the page of one action.
+type ActionView struct {
+	Now    time.Time
+	Action *queue.Action
+	// PreviewTitle and Preview come from the tool's preview templates.
+	PreviewTitle string
+	Preview      []Field
+	Payload      string // pretty-printed
+	// ApprovedPayload is set when it differs from Payload (an edit).
+	ApprovedPayload string
+	Result          string
+	Events          []EventView
+	Attempts        []*queue.Action // the other attempts of the intent
+	CanDecide       bool
+	CSRF            string
+	Form            DecisionForm
+	// Error is shown above everything (a 409: who decided, and when).
+	Error string
+	// Notice confirms what this request did ("Approved.").
+	Notice string
+	// PrevID and NextID are the neighbouring pending actions in the queue.
+	PrevID, NextID string
+}
+
+// Field is one labelled value.
+type Field struct {
+	Name  string
+	Value string
+}
+
+// DecisionForm keeps what was typed when a decision is refused, so the
+// form is re-shown as it was.
+type DecisionForm struct {
+	Note          string
+	Payload       string
+	PayloadEdited bool
+	ApproveError  string
+	RejectNote    string
+	RejectError   string
+}
+
+// EventView is one entry of the timeline.
+type EventView struct {
+	Event queue.Event
+	// Note and Changed are pulled out of the data for decisions.
+	Note    string
+	Changed []string
+	Data    string // pretty-printed data, if any
+}
+
+func executorText(a *queue.Action) string {
+	if a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" {
+		return "webhook " + a.Spec.Executor.Webhook
+	}
+	return "agent"
+}
+
+func actionURL(id string) string { return "/actions/" + id }
+
+// decisionSentence says who decided an action and when: "by user:a@b at
+// 2026-01-02 15:04:05 UTC".
+func decisionSentence(a *queue.Action) string {
+	s := "by " + str(a.DecidedBy) + " at " + formatTimePtr(a.DecidedAt)
+	if a.DecisionNote != nil && *a.DecisionNote != "" {
+		s += ": " + *a.DecisionNote
+	}
+	return s
+}

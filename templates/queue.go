@@ -1,0 +1,58 @@
+package templates
+
+import (
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// QueueView is the approval queue: pending actions, oldest first.
+type QueueView struct {
+	Now    time.Time
+	Rows   []QueueRow
+	Tools  []string // for the filter
+	Tool   string
+	Cursor string // of this page; "" for the first
+	Next   string // cursor of the next page; "" at the end
+	Limit  int
+	// OpenTickets refreshes the count in the header when the fragment is
+	// reloaded.
+	OpenTickets int64
+}
+
+// QueueRow is one pending action.
+type QueueRow struct {
+	Action *queue.Action
+	Title  string
+}
+
+func (v QueueView) query(cursor string) string {
+	q := url.Values{}
+	if v.Tool != "" {
+		q.Set("tool", v.Tool)
+	}
+	if cursor != "" {
+		q.Set("cursor", cursor)
+	}
+	if v.Limit != 0 && v.Limit != DefaultPageSize {
+		q.Set("limit", strconv.Itoa(v.Limit))
+	}
+	if len(q) == 0 {
+		return "/"
+	}
+	return "/?" + q.Encode()
+}
+
+// SrcURL reloads this page of the queue.
+func (v QueueView) SrcURL() string { return v.query(v.Cursor) }
+
+// NextURL is the next page.
+func (v QueueView) NextURL() string { return v.query(v.Next) }
+
+// FirstURL is the first page with the same filter.
+func (v QueueView) FirstURL() string { return v.query("") }
+
+// DefaultPageSize is the number of rows of a listing page.
+const DefaultPageSize = 50

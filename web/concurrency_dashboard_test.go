@@ -1,0 +1,66 @@
+package web_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+)
+
+// TestDashboardConcurrentApprovals releases 20 approvers, each in their own
+// session, on one action at once: exactly one decision and one approved
+// event; the 19 others get 409.
+func TestDashboardConcurrentApprovals(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	const n = 20
+	browsers := make([]*browser, n)
+	var wg sync.WaitGroup
+	began := time.Now()
+	for i := range n {
+		email := fmt.Sprintf("approver%02d@example.com", i)
+		d.addUser(email, accounts.RoleApprover)
+		wg.Go(func() { browsers[i] = d.login(email) })
+	}
+	wg.Wait()
+	t.Logf("20 sign-ins took %s", time.Since(began).Round(time.Millisecond))
+	a := d.submitEmail("race", "Hello", "Body")
+
+	start := make(chan struct{})
+	statuses := make([]int, n)
+	for i, b := range browsers {
+		wg.Go(func() {
+			form := url.Values{"note": {fmt.Sprintf("approver %d", i)}}
+			<-start
+			statuses[i] = b.post("/actions/"+a.ID+"/approve", form).status
+		})
+	}
+	released := time.Now()
+	close(start)
+	wg.Wait()
+	t.Logf("20 concurrent approvals answered in %s", time.Since(released).Round(time.Millisecond))
+
+	count := map[int]int{}
+	winner := -1
+	for i, s := range statuses {
+		count[s]++
+		if s == http.StatusSeeOther {
+			winner = i
+		}
+	}
+	if count[http.StatusSeeOther] != 1 || count[http.StatusConflict] != n-1 {
+		t.Fatalf("statuses %v, want one 303 and %d 409", count, n-1)
+	}
+	if got := d.eventCount(a.ID, queue.EventApproved); got != 1 {
+		t.Fatalf("%d approved events, want 1", got)
+	}
+	got := d.action(a.ID)
+	if want := fmt.Sprintf("user:approver%02d@example.com", winner); got.State != queue.StateApproved || *got.DecidedBy != want {
+		t.Fatalf("action %s decided by %v, want approved by %s", got.State, *got.DecidedBy, want)
+	}
+}

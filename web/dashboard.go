@@ -1,0 +1,141 @@
+package web
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"html"
+	"net/http"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/static"
+	"github.com/approvals/approvals/templates"
+)
+
+// sessionSecretSetting keeps the generated session secret in the database,
+// so restarts and every server process sign cookies alike.
+const sessionSecretSetting = "session_secret"
+
+// registerDashboard registers every route of the staff dashboard (contract
+// section 7) and its static files. Middleware order on a route: load the
+// session, require a signed-in user, check the CSRF token of a
+// state-changing request, then the role.
+func (s *Server) registerDashboard(e *echo.Echo) error {
+	if s.cfg.Accounts == nil {
+		return fmt.Errorf("web: Config.Accounts is required: the dashboard keeps users and sessions there")
+	}
+	secret, err := s.sessionSecret()
+	if err != nil {
+		return err
+	}
+	store, err := accounts.NewSessionStore(s.cfg.Accounts, secret,
+		accounts.SessionOptions{MaxAge: s.cfg.SessionMaxAge, Secure: s.cfg.SecureCookies})
+	if err != nil {
+		return fmt.Errorf("web: %w", err)
+	}
+	d := &handlers.Dashboard{
+		Service:  s.cfg.Service,
+		Accounts: s.cfg.Accounts,
+		Sessions: store,
+		Assets:   templates.Assets{CSS: static.URL("app.css"), HTMX: static.URL("htmx.min.js"), App: static.URL("app.js")},
+		MaxBody:  s.cfg.MaxBody,
+		Done:     s.cfg.Done,
+		Limits:   s.cfg.LoginLimits,
+	}
+	s.dashboard = d
+
+	e.GET("/static/:name", serveStatic)
+
+	anyone := []echo.MiddlewareFunc{d.LoadSession, d.CheckCSRF}
+	e.GET("/login", d.LoginPage, anyone...)
+	e.POST("/login", d.Login, anyone...)
+	e.POST("/logout", d.Logout, anyone...)
+	e.GET("/setup", d.SetupPage, anyone...)
+	e.POST("/setup", d.Setup, anyone...)
+
+	staff := []echo.MiddlewareFunc{d.LoadSession, d.RequireUser, d.CheckCSRF}
+	with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc {
+		return append(append([]echo.MiddlewareFunc{}, staff...), m...)
+	}
+	decide := d.Allow(accounts.Role.CanDecide, "approve or reject actions: approvers and admins do")
+	resolve := d.Allow(accounts.Role.CanResolve, "resolve tickets: ops and admins do")
+	admin := d.Allow(accounts.Role.CanAdminister, "manage users and tokens: admins do")
+
+	e.GET("/", d.Queue, staff...)
+	e.GET("/events", d.Events, staff...)
+	e.GET("/actions", d.SearchActions, staff...)
+	e.GET("/actions/:id", d.ShowAction, staff...)
+	e.POST("/actions/:id/approve", d.ApproveAction, with(decide)...)
+	e.POST("/actions/:id/reject", d.RejectAction, with(decide)...)
+	e.GET("/tickets", d.TicketList, staff...)
+	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
+	e.GET("/audit", d.AuditList, staff...)
+	e.GET("/tools", d.ToolsList, staff...)
+	e.GET("/admin/users", d.Users, with(admin)...)
+	e.POST("/admin/users", d.CreateUser, with(admin)...)
+	e.POST("/admin/users/:id/role", d.ChangeUserRole, with(admin)...)
+	e.POST("/admin/users/:id/password", d.SetUserPassword, with(admin)...)
+	e.POST("/admin/users/:id/remove", d.RemoveUser, with(admin)...)
+	e.GET("/admin/tokens", d.Tokens, with(admin)...)
+	e.POST("/admin/tokens", d.CreateToken, with(admin)...)
+	e.POST("/admin/tokens/revoke", d.RevokeToken, with(admin)...)
+	return nil
+}
+
+// sessionSecret is Config.SessionSecret, or the secret generated once and
+// kept in the database.
+func (s *Server) sessionSecret() ([]byte, error) {
+	if s.cfg.SessionSecret != "" {
+		if len(s.cfg.SessionSecret) < 32 {
+			return nil, fmt.Errorf("web: the session secret must be at least 32 characters, it has %d", len(s.cfg.SessionSecret))
+		}
+		return []byte(s.cfg.SessionSecret), nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	secret, err := s.cfg.Accounts.SettingInit(ctx, sessionSecretSetting, accounts.RandomString(48))
+	if err != nil {
+		return nil, fmt.Errorf("web: session secret: %w", err)
+	}
+	return []byte(secret), nil
+}
+
+// serveStatic serves an embedded asset. Pages link each asset with ?v= and
+// a hash of its content, so a matching request may be cached for a year;
+// anything else is revalidated after five minutes.
+func serveStatic(c echo.Context) error {
+	f, ok := static.Lookup(c.Param("name"))
+	if !ok {
+		return echo.ErrNotFound
+	}
+	h := c.Response().Header()
+	if c.QueryParam("v") == f.Version {
+		h.Set("Cache-Control", "public, max-age=31536000, immutable")
+	} else {
+		h.Set("Cache-Control", "public, max-age=300")
+	}
+	h.Set("ETag", `"`+f.Version+`"`)
+	http.ServeContent(c.Response(), c.Request(), f.Name, time.Time{}, bytes.NewReader(f.Content))
+	return nil
+}
+
+// dashboardError renders an error as HTML: the handler's form again with
+// the error when it prepared one, else an error page in the layout.
+func (s *Server) dashboardError(c echo.Context, status int, e *queue.Error) {
+	if e.Detail == "" {
+		e = &queue.Error{Code: e.Code, Detail: http.StatusText(status), Action: e.Action}
+	}
+	if s.dashboard != nil {
+		err := s.dashboard.RenderError(c, status, e)
+		if err == nil || c.Response().Committed {
+			return
+		}
+		s.log.Error("render dashboard error page", "path", c.Request().URL.Path, "err", err)
+	}
+	_ = c.HTML(status, "<!doctype html><title>Error</title><p>"+html.EscapeString(e.Detail)+"</p>")
+}

@@ -1,0 +1,294 @@
+package web_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/web"
+)
+
+// dashEnv is one dashboard server on a fresh PostgreSQL schema.
+type dashEnv struct {
+	t     *testing.T
+	store *postgres.Store
+	svc   *queue.Service
+	srv   *web.Server
+	url   string
+
+	clockMu sync.Mutex
+	offset  time.Duration
+}
+
+const dashPassword = "correct horse battery staple"
+
+// dashPasswordHash is hashed once: bcrypt is slow on purpose, and every
+// test user shares the password.
+var dashPasswordHash = sync.OnceValue(func() string {
+	h, err := accounts.HashPassword(dashPassword)
+	if err != nil {
+		panic(err)
+	}
+	return h
+})
+
+func dashRegistry(t testing.TB) *classify.Registry {
+	t.Helper()
+	b, err := os.ReadFile("../tools.example.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := classify.Parse(b, classify.Options{})
+	if err != nil {
+		t.Fatalf("parse tools.example.yaml: %v", err)
+	}
+	return reg
+}
+
+func startDashboard(t *testing.T, configure ...func(*web.Config)) *dashEnv {
+	t.Helper()
+	d := &dashEnv{t: t, store: pgtest.Open(t)}
+	d.svc = queue.NewService(d.store, dashRegistry(t), queue.Options{Now: d.now})
+	cfg := web.Config{Service: d.svc, Accounts: d.store}
+	for _, f := range configure {
+		f(&cfg)
+	}
+	srv, err := web.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.srv = srv
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(hs.Close)
+	d.url = hs.URL
+	return d
+}
+
+// now is the service clock: real time plus an offset tests advance to
+// make claims stale.
+func (d *dashEnv) now() time.Time {
+	d.clockMu.Lock()
+	defer d.clockMu.Unlock()
+	return time.Now().Add(d.offset)
+}
+
+func (d *dashEnv) advance(by time.Duration) {
+	d.clockMu.Lock()
+	defer d.clockMu.Unlock()
+	d.offset += by
+}
+
+func (d *dashEnv) addUser(email string, role accounts.Role) *accounts.User {
+	d.t.Helper()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	u, err := d.store.UserCreate(context.Background(), &accounts.User{Email: email, PasswordHash: dashPasswordHash(),
+		Role: role, CreatedAt: now, PasswordChangedAt: now})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return u
+}
+
+// submitEmail submits a send_customer_email action as agent bot.
+func (d *dashEnv) submitEmail(customer, subject, body string) *queue.Action {
+	d.t.Helper()
+	return d.submit("send_customer_email", `{"customer_id":"`+customer+`","topic":"t","to":"c@example.com","subject":`+
+		jsonString(subject)+`,"body":`+jsonString(body)+`}`, "")
+}
+
+func (d *dashEnv) submit(tool, payload, key string) *queue.Action {
+	d.t.Helper()
+	res, err := d.svc.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: []byte(payload), IntentKey: key, Agent: "bot"})
+	if err != nil {
+		d.t.Fatalf("submit %s: %v", tool, err)
+	}
+	return res.Action
+}
+
+// staleTicket makes an exactly-once claim outlive its claim timeout and
+// returns the ticket the sweep opens for it.
+func (d *dashEnv) staleTicket(order string) (*queue.Action, *queue.Ticket) {
+	d.t.Helper()
+	a := d.submit("issue_refund", `{"order_id":"`+order+`","line_id":1,"amount":5,"currency":"EUR"}`, "")
+	d.advance(3 * time.Minute)
+	if _, err := d.svc.Sweep(context.Background()); err != nil {
+		d.t.Fatal(err)
+	}
+	tickets, err := d.store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID})
+	if err != nil || len(tickets) != 1 {
+		d.t.Fatalf("ticket for %s: %v, %d tickets", a.ID, err, len(tickets))
+	}
+	return a, tickets[0]
+}
+
+func (d *dashEnv) action(id string) *queue.Action {
+	d.t.Helper()
+	a, err := d.svc.Get(context.Background(), id)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return a
+}
+
+func jsonString(s string) string {
+	var b strings.Builder
+	b.WriteByte('"')
+	for _, r := range s {
+		switch r {
+		case '"':
+			b.WriteString(`\"`)
+		case '\\':
+			b.WriteString(`\\`)
+		case '\n':
+			b.WriteString(`\n`)
+		default:
+			b.WriteRune(r)
+		}
+	}
+	b.WriteByte('"')
+	return b.String()
+}
+
+// browser is one staff member's cookie jar; it does not follow redirects,
+// so tests see every 303.
+type browser struct {
+	t      testing.TB
+	d      *dashEnv
+	client *http.Client
+	csrf   string
+}
+
+func (d *dashEnv) anonymous() *browser {
+	jar, _ := cookiejar.New(nil)
+	return &browser{t: d.t, d: d, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+}
+
+// login signs in as email and reads the CSRF token of the signed-in session.
+func (d *dashEnv) login(email string) *browser {
+	d.t.Helper()
+	return d.loginWith(email, dashPassword)
+}
+
+func (d *dashEnv) loginWith(email, password string) *browser {
+	d.t.Helper()
+	b := d.anonymous()
+	b.get("/login")
+	res := b.post("/login", url.Values{"email": {email}, "password": {password}})
+	if res.status != http.StatusSeeOther || res.header.Get("Location") != "/" {
+		d.t.Fatalf("login %s: %d %s %s", email, res.status, res.header.Get("Location"), res.body)
+	}
+	if res := b.get("/"); res.status != http.StatusOK {
+		d.t.Fatalf("queue after login: %d", res.status)
+	}
+	return b
+}
+
+type page struct {
+	status int
+	header http.Header
+	body   string
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]*)"`)
+
+func (b *browser) do(method, path string, body io.Reader, hdr ...string) page {
+	b.t.Helper()
+	req, err := http.NewRequest(method, b.d.url+path, body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	res, err := b.client.Do(req)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	p := page{status: res.StatusCode, header: res.Header, body: string(raw)}
+	if m := csrfMeta.FindStringSubmatch(p.body); m != nil {
+		b.csrf = m[1]
+	}
+	return p
+}
+
+func (b *browser) get(path string, hdr ...string) page {
+	b.t.Helper()
+	return b.do(http.MethodGet, path, nil, hdr...)
+}
+
+// post sends form with the browser's CSRF token, unless form sets _csrf
+// itself (a test of a missing or wrong token).
+func (b *browser) post(path string, form url.Values, hdr ...string) page {
+	b.t.Helper()
+	if form == nil {
+		form = url.Values{}
+	}
+	if _, ok := form["_csrf"]; !ok {
+		form.Set("_csrf", b.csrf)
+	}
+	return b.do(http.MethodPost, path, strings.NewReader(form.Encode()), hdr...)
+}
+
+func (p page) wantStatus(t testing.TB, want int) {
+	t.Helper()
+	if p.status != want {
+		t.Fatalf("status %d, want %d; body:\n%s", p.status, want, truncateBody(p.body))
+	}
+}
+
+func (p page) wantRedirect(t testing.TB, to string) {
+	t.Helper()
+	p.wantStatus(t, http.StatusSeeOther)
+	if got := p.header.Get("Location"); got != to {
+		t.Fatalf("redirect to %q, want %q", got, to)
+	}
+}
+
+func (p page) wantContains(t testing.TB, parts ...string) {
+	t.Helper()
+	for _, s := range parts {
+		if !strings.Contains(p.body, s) {
+			t.Fatalf("page lacks %q:\n%s", s, truncateBody(p.body))
+		}
+	}
+}
+
+func truncateBody(s string) string {
+	if len(s) > 4000 {
+		return s[:4000] + "…"
+	}
+	return s
+}
+
+// eventCount counts the events of kind for an action.
+func (d *dashEnv) eventCount(actionID, kind string) int {
+	d.t.Helper()
+	evs, err := d.store.EventList(context.Background(), queue.EventListParams{ActionID: actionID, Kind: kind, Limit: 1000})
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return len(evs)
+}

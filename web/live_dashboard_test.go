@@ -1,0 +1,148 @@
+package web_test
+
+import (
+	"bufio"
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/web"
+)
+
+// TestDashboardEventsAcrossServers opens the event stream on one server
+// and submits through another server process sharing the database: the
+// change arrives within a second. Then a decision made through the other
+// process arrives too, naming the action.
+func TestDashboardEventsAcrossServers(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("ann@example.com", accounts.RoleViewer)
+	b := d.login("ann@example.com")
+
+	// A second "process": its own store (pool and LISTEN connection).
+	other := pgtest.OpenURL(t, d.store.Pool().Config().ConnString())
+	svc2 := queue.NewService(other, dashRegistry(t), queue.Options{})
+	if _, err := web.New(web.Config{Service: svc2, Accounts: other}); err != nil {
+		t.Fatal(err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+"/events", nil)
+	res, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || res.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("events: %d %s", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	lines := make(chan string, 16)
+	go func() {
+		sc := bufio.NewScanner(res.Body)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	if first := <-lines; !strings.HasPrefix(first, "retry:") {
+		t.Fatalf("first line %q", first)
+	}
+	// PostgreSQL announces new pending rows by a poll, which may send one
+	// change as soon as someone listens; let that pass first.
+	settle := time.After(1500 * time.Millisecond)
+wait:
+	for {
+		select {
+		case l := <-lines:
+			if strings.HasPrefix(l, "data: ") {
+				break wait
+			}
+		case <-settle:
+			break wait
+		}
+	}
+
+	submitted := time.Now()
+	r, err := svc2.Submit(ctx, queue.SubmitRequest{Tool: "send_customer_email", Agent: "bot",
+		Payload: []byte(`{"customer_id":"c9","topic":"t","to":"c@example.com","subject":"Live","body":"B"}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.After(time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			// The change names the action, or (a poll) only says that new
+			// pending actions exist.
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, `"state":"pending"`) &&
+				(strings.Contains(l, r.Action.ID) || strings.Contains(l, `"id":""`)) {
+				t.Logf("new pending action announced %s after the submission", time.Since(submitted).Round(time.Millisecond))
+				break
+			}
+			continue
+		case <-deadline:
+			t.Fatal("no change event within a second of the submission")
+		}
+		break
+	}
+
+	decided := time.Now()
+	if _, err := svc2.Reject(ctx, queue.DecideRequest{ID: r.Action.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
+		t.Fatal(err)
+	}
+	deadline = time.After(time.Second)
+	for {
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				t.Fatal("stream ended")
+			}
+			if strings.HasPrefix(l, "data: ") && strings.Contains(l, r.Action.ID) && strings.Contains(l, `"rejected"`) {
+				t.Logf("decision announced %s after it was made", time.Since(decided).Round(time.Millisecond))
+				return
+			}
+		case <-deadline:
+			t.Fatal("no change event within a second of the decision")
+		}
+	}
+}
+
+// TestDashboardEventsEndWithDone ends open streams when Config.Done closes,
+// so a graceful shutdown does not wait for browsers.
+func TestDashboardEventsEndWithDone(t *testing.T) {
+	t.Parallel()
+	done := make(chan struct{})
+	d := startDashboard(t, func(c *web.Config) { c.Done = done })
+	d.addUser("ann@example.com", accounts.RoleViewer)
+	b := d.login("ann@example.com")
+	res, err := b.client.Get(d.url + "/events")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	ended := make(chan struct{})
+	go func() {
+		buf := make([]byte, 512)
+		for {
+			if _, err := res.Body.Read(buf); err != nil {
+				close(ended)
+				return
+			}
+		}
+	}()
+	close(done)
+	select {
+	case <-ended:
+	case <-time.After(5 * time.Second):
+		t.Fatal("stream still open after Done closed")
+	}
+}
