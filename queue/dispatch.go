@@ -105,7 +105,7 @@ func NewDispatcher(svc *Service, cfg DispatcherConfig) *Dispatcher {
 func (d *Dispatcher) Run(ctx context.Context) {
 	defer d.wg.Wait()
 	if len(d.secret) == 0 {
-		d.log.Warn("webhook deliveries are off: APPROVALS_WEBHOOK_SECRET is not set, and deliveries are never sent unsigned")
+		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set, and deliveries are never sent unsigned")
 		return
 	}
 	// Subscribe before the first scan, so an approval between the two is
@@ -188,7 +188,7 @@ func (d *Dispatcher) start(ctx context.Context, a *Action) bool {
 	}
 	d.wg.Go(func() {
 		defer func() { <-d.slots }()
-		d.claimAndDeliver(a)
+		d.claimAndDeliver(ctx, a)
 	})
 	return true
 }
@@ -201,7 +201,18 @@ func detached(d time.Duration) (context.Context, context.CancelFunc) {
 
 const storeTimeout = 10 * time.Second
 
-func (d *Dispatcher) claimAndDeliver(a *Action) {
+// claimAndDeliver claims a unless worker has ended; once claimed, a is
+// delivered and its outcome recorded whatever happens to worker.
+func (d *Dispatcher) claimAndDeliver(worker context.Context, a *Action) {
+	if worker.Err() != nil {
+		return
+	}
+	if _, err := http.NewRequest(http.MethodPost, a.Spec.Executor.Webhook, nil); err != nil {
+		// Checked when the tools file is loaded; should a snapshot still
+		// hold an unusable URL, leave the action unclaimed to expire.
+		d.log.Error("dispatcher: webhook URL unusable; not claiming", "action", a.ID, "err", err)
+		return
+	}
 	ctx, cancel := detached(storeTimeout)
 	defer cancel()
 	a, ok := d.claim(ctx, a)
@@ -221,10 +232,10 @@ func (d *Dispatcher) claimAndDeliver(a *Action) {
 		return
 	}
 	out := d.deliver(a)
-	d.record(a, out)
-	if d.cfg.OnOutcome != nil {
+	if d.cfg.OnOutcome != nil { // before the outcome is visible in the store
 		d.cfg.OnOutcome(out.outcome)
 	}
+	d.record(a, out)
 }
 
 // claim moves a from approved to in_progress, committed before any byte is
@@ -241,7 +252,7 @@ func (d *Dispatcher) claim(ctx context.Context, a *Action) (*Action, bool) {
 	})
 	switch {
 	case errors.Is(err, ErrStateMismatch):
-		if got.State == StateApproved { // its approval expired before delivery
+		if got != nil && got.State == StateApproved { // its approval expired before delivery
 			if _, err := d.svc.expireOne(ctx, got, StateApproved); err == nil {
 				d.log.Info("dispatcher: approval expired before delivery", "action", a.ID)
 			}
@@ -374,7 +385,7 @@ func (d *Dispatcher) recordOnce(ctx context.Context, a *Action, out delivery) er
 	}
 	p.Event.Data, _ = json.Marshal(info)
 	got, err := d.svc.store.ActionTransition(ctx, p)
-	if errors.Is(err, ErrStateMismatch) {
+	if errors.Is(err, ErrStateMismatch) && got != nil {
 		// Someone settled it first: an operator after a ticket, which the
 		// executor timeout (shorter than claim_timeout) should prevent.
 		// Keep the receiver's answer on record, and flag a contradiction.

@@ -1,0 +1,508 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/cookiejar"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+)
+
+// These tests run the real binary as separate processes on one database,
+// against a fake webhook receiver, and kill or stop it mid-delivery.
+
+const processSecret = "process-test-secret"
+
+// receiver is a fake webhook provider that counts deliveries. A payload
+// with "respond": "hold" is held open until released (or the connection
+// dies); anything else is answered at once.
+type receiver struct {
+	srv     *httptest.Server
+	arrived chan string
+	release chan struct{}
+	once    sync.Once
+
+	mu    sync.Mutex
+	hits  map[string]int
+	total int
+	bad   []string
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{arrived: make(chan string, 100), release: make(chan struct{}), hits: map[string]int{}}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		id := req.Header.Get("X-Approvals-Action")
+		r.mu.Lock()
+		r.total++
+		r.hits[id]++
+		if req.Header.Get("X-Approvals-Signature") != queue.Sign([]byte(processSecret), body) {
+			r.bad = append(r.bad, "bad signature on "+id)
+		}
+		if req.Header.Get("Idempotency-Key") == "" {
+			r.bad = append(r.bad, "no Idempotency-Key on "+id)
+		}
+		r.mu.Unlock()
+		r.arrived <- id
+		if bytes.Contains(body, []byte(`"hold"`)) {
+			select {
+			case <-r.release:
+			case <-req.Context().Done():
+				return
+			}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"received": %q}`, id)
+	}))
+	t.Cleanup(r.srv.Close)
+	t.Cleanup(r.releaseAll)
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, b := range r.bad {
+			t.Error(b)
+		}
+	})
+	return r
+}
+
+func (r *receiver) releaseAll() { r.once.Do(func() { close(r.release) }) }
+
+func (r *receiver) count(id string) (one, all int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hits[id], r.total
+}
+
+// deployment is one database, tools file and environment shared by the
+// server processes of a test.
+type deployment struct {
+	t     *testing.T
+	bin   string
+	dbURL string
+	env   []string
+	token string
+	svc   *queue.Service // approvals by "staff", and reading what is stored
+}
+
+func newDeployment(t *testing.T, bin, hook string) *deployment {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	err := os.WriteFile(tools, []byte(fmt.Sprintf(`
+tools:
+  notify_partner:
+    class: at-most-once
+    intent: "partner:{partner}:{topic}"
+    claim_timeout: 3s
+    check: "Search the partner's inbox for the Idempotency-Key."
+    executor: { webhook: %q, timeout: 2s }
+`, hook)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			d.env = append(d.env, kv)
+		}
+	}
+	d.env = append(d.env, "DATABASE_URL="+d.dbURL, "APPROVALS_TOOLS="+tools, "APPROVALS_SWEEP_INTERVAL=200ms",
+		"APPROVALS_WEBHOOK_SECRET="+processSecret)
+	d.token = strings.TrimSpace(d.command("", "token", "create", "--name", "bot"))
+	d.svc = queue.NewService(pgtest.OpenURL(t, d.dbURL), nil, queue.Options{})
+	t.Cleanup(d.svc.Stop)
+	return d
+}
+
+// command runs one CLI command of the binary and returns its stdout.
+func (d *deployment) command(stdin string, args ...string) string {
+	d.t.Helper()
+	cmd := exec.Command(d.bin, args...)
+	cmd.Env = d.env
+	cmd.Stdin = strings.NewReader(stdin)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		d.t.Fatalf("approvals %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
+	}
+	return stdout.String()
+}
+
+// server is one running `approvals serve` process.
+type server struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	base   string
+	stderr *lockedBuffer
+	exited chan struct{}
+	err    error // the exit, once exited is closed
+}
+
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// start runs a server on a free port and waits until it is ready.
+func (d *deployment) start() *server {
+	d.t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	s := &server{t: d.t, base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
+	s.cmd = exec.Command(d.bin, "serve")
+	s.cmd.Env = append(append([]string{}, d.env...), "APPROVALS_ADDR="+addr)
+	s.cmd.Stderr = s.stderr
+	if err := s.cmd.Start(); err != nil {
+		d.t.Fatal(err)
+	}
+	go func() {
+		s.err = s.cmd.Wait()
+		close(s.exited)
+	}()
+	d.t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		if d.t.Failed() {
+			d.t.Logf("server %s log:\n%s", s.base, s.stderr.String())
+		}
+	})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := http.Get(s.base + "/readyz")
+		if err == nil {
+			res.Body.Close()
+			if res.StatusCode == http.StatusOK {
+				return s
+			}
+		}
+		select {
+		case <-s.exited:
+			d.t.Fatalf("server exited at start: %v\n%s", s.err, s.stderr.String())
+		case <-time.After(50 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			d.t.Fatalf("server not ready: %v\n%s", err, s.stderr.String())
+		}
+	}
+}
+
+// submit sends one action through the REST API as agent "bot".
+func (d *deployment) submit(s *server, topic, respond string) queue.Action {
+	d.t.Helper()
+	body, _ := json.Marshal(map[string]any{"tool": "notify_partner",
+		"payload": map[string]any{"partner": "acme", "topic": topic, "respond": respond}})
+	req, _ := http.NewRequest("POST", s.base+"/api/v1/actions", bytes.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+d.token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var a queue.Action
+	b, _ := io.ReadAll(res.Body)
+	if err := json.Unmarshal(b, &a); err != nil || res.StatusCode != http.StatusCreated {
+		d.t.Fatalf("submit: %d %s", res.StatusCode, b)
+	}
+	return a
+}
+
+func (d *deployment) approve(id string) {
+	d.t.Helper()
+	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: id, By: "user:ann@example.com"}); err != nil {
+		d.t.Fatal(err)
+	}
+}
+
+func (d *deployment) action(id string) *queue.Action {
+	d.t.Helper()
+	a, err := d.svc.Get(context.Background(), id)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return a
+}
+
+func (d *deployment) events(id string) []string {
+	d.t.Helper()
+	evs, err := d.svc.Events(context.Background(), id)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	var kinds []string
+	for _, ev := range evs {
+		kinds = append(kinds, ev.Kind)
+	}
+	return kinds
+}
+
+func awaitDelivery(t *testing.T, r *receiver, id string) {
+	t.Helper()
+	select {
+	case got := <-r.arrived:
+		if got != id {
+			t.Fatalf("delivery of %s, want %s", got, id)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatalf("no delivery of %s", id)
+	}
+}
+
+// buildBinary builds the approvals command once for a test and its
+// subtests.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "approvals")
+	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+func TestServerProcessWebhookDelivery(t *testing.T) {
+	t.Parallel()
+	pgtest.BaseURL(t)
+	bin := buildBinary(t)
+
+	// A server killed mid-delivery never re-sends it: not on restart, not
+	// ever. After claim_timeout the action has exactly one open ticket,
+	// and an operator resolving it in the dashboard settles the action.
+	t.Run("SIGKILL mid-delivery, restart", func(t *testing.T) {
+		t.Parallel()
+		rcv := newReceiver(t)
+		d := newDeployment(t, bin, rcv.srv.URL+"/hook")
+		first := d.start()
+		a := d.submit(first, "crash", "hold")
+		d.approve(a.ID)
+		awaitDelivery(t, rcv, a.ID) // the receiver holds it open
+
+		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-first.exited
+		killedAt := time.Now()
+		got := d.action(a.ID)
+		if got.State != queue.StateInProgress || got.ClaimedBy == nil || *got.ClaimedBy != queue.DispatcherActor {
+			t.Fatalf("after the kill: %s claimed by %v", got.State, got.ClaimedBy)
+		}
+		if kinds := strings.Join(d.events(a.ID), " "); kinds != "submitted approved claimed delivery_started" {
+			t.Fatalf("timeline after the kill: %s", kinds)
+		}
+
+		second := d.start()
+		// The restarted server scans for approved actions at start and
+		// sweeps every 200ms; the claim deadline is 3s after the claim.
+		var ticket *queue.Ticket
+		deadline := time.Now().Add(20 * time.Second)
+		for ticket == nil {
+			open, err := d.svc.Store().TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(open) > 1 {
+				t.Fatalf("%d open tickets", len(open))
+			}
+			if len(open) == 1 {
+				ticket = open[0]
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("no ticket %s after the kill; state %s", time.Since(killedAt), d.action(a.ID).State)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+		t.Logf("stale ticket opened %s after the kill", time.Since(killedAt).Round(time.Millisecond))
+		time.Sleep(time.Second) // five more sweeps, a chance to misbehave
+		if one, all := rcv.count(a.ID); one != 1 || all != 1 {
+			t.Fatalf("the receiver got %d deliveries of the action (%d in all), want exactly 1", one, all)
+		}
+		if all, _ := d.svc.Store().TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
+			t.Fatalf("%d tickets for the action, want 1", len(all))
+		}
+		if got := d.action(a.ID); got.State != queue.StateInProgress {
+			t.Fatalf("a ticket released the claim: %s", got.State)
+		}
+
+		// An operator checks the partner's inbox and resolves it in the
+		// dashboard.
+		d.command("correct horse battery staple\n", "user", "add", "--email", "ops@example.com", "--role", "ops")
+		ops := loginDashboard(t, second.base, "ops@example.com", "correct horse battery staple")
+		csrf := ops.csrf("/tickets")
+		res := ops.post("/tickets/"+ticket.ID+"/resolve", url.Values{"outcome": {"done"},
+			"note": {"found it in the partner's inbox"}, "result": {`{"found": "partner inbox"}`}, "_csrf": {csrf}})
+		if res.StatusCode != http.StatusSeeOther {
+			t.Fatalf("resolve: %d %s", res.StatusCode, readBody(res))
+		}
+		res.Body.Close()
+		got = d.action(a.ID)
+		if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"found": "partner inbox"}`)) ||
+			got.Ticket == nil || got.Ticket.State != queue.TicketResolved || got.Ticket.ResolvedBy == nil || *got.Ticket.ResolvedBy != "user:ops@example.com" {
+			t.Fatalf("after resolving: %s %s ticket %+v", got.State, got.Result, got.Ticket)
+		}
+		if one, _ := rcv.count(a.ID); one != 1 {
+			t.Fatalf("%d deliveries after resolution", one)
+		}
+	})
+
+	// SIGTERM stops claiming, lets the delivery under way finish and exits 0.
+	t.Run("SIGTERM with a delivery in flight", func(t *testing.T) {
+		t.Parallel()
+		rcv := newReceiver(t)
+		d := newDeployment(t, bin, rcv.srv.URL+"/hook")
+		s := d.start()
+
+		quick := d.submit(s, "quick", "now")
+		d.approve(quick.ID)
+		awaitDelivery(t, rcv, quick.ID)
+		waitDone(t, d, quick.ID)
+		if m := get(t, s.base+"/metrics"); !strings.Contains(m, `approvals_webhook_deliveries_total{outcome="done"} 1`) {
+			t.Errorf("metrics lack the delivery:\n%s", grep(m, "approvals_"))
+		}
+
+		held := d.submit(s, "held", "hold")
+		d.approve(held.ID)
+		awaitDelivery(t, rcv, held.ID)
+		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-s.exited:
+			t.Fatalf("exited with a delivery in flight: %v", s.err)
+		case <-time.After(500 * time.Millisecond):
+		}
+		rcv.releaseAll()
+		select {
+		case <-s.exited:
+		case <-time.After(20 * time.Second):
+			t.Fatal("no exit after SIGTERM")
+		}
+		if s.err != nil { // an *exec.ExitError for any status but 0
+			t.Fatalf("exit: %v, want status 0", s.err)
+		}
+		got := d.action(held.ID)
+		if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(fmt.Sprintf(`{"received": %q}`, held.ID))) {
+			t.Fatalf("the delivery in flight: %s %s", got.State, got.Result)
+		}
+		if one, all := rcv.count(held.ID); one != 1 || all != 2 {
+			t.Fatalf("deliveries: %d of the held action, %d in all", one, all)
+		}
+		if log := s.stderr.String(); !strings.Contains(log, "stopped") {
+			t.Errorf("no orderly stop in the log:\n%s", log)
+		}
+	})
+}
+
+func waitDone(t *testing.T, d *deployment, id string) {
+	t.Helper()
+	a, err := d.svc.Wait(context.Background(), id, queue.StateInProgress, 20*time.Second)
+	for err == nil && !a.State.Final() {
+		a, err = d.svc.Wait(context.Background(), id, a.State, 20*time.Second)
+	}
+	if err != nil || a.State != queue.StateDone {
+		t.Fatalf("action %s: %v %v", id, err, a)
+	}
+}
+
+func get(t *testing.T, u string) string {
+	t.Helper()
+	res, err := http.Get(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return readBody(res)
+}
+
+func readBody(res *http.Response) string {
+	defer res.Body.Close()
+	b, _ := io.ReadAll(res.Body)
+	return string(b)
+}
+
+func grep(s, substr string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, substr) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// staff is a signed-in dashboard browser.
+type staff struct {
+	t      *testing.T
+	base   string
+	client *http.Client
+}
+
+var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)"`)
+
+func (s *staff) csrf(path string) string {
+	s.t.Helper()
+	res, err := s.client.Get(s.base + path)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	body := readBody(res)
+	m := csrfMeta.FindStringSubmatch(body)
+	if res.StatusCode != http.StatusOK || m == nil {
+		s.t.Fatalf("GET %s: %d, no csrf-token meta", path, res.StatusCode)
+	}
+	return m[1]
+}
+
+func (s *staff) post(path string, form url.Values) *http.Response {
+	s.t.Helper()
+	res, err := s.client.PostForm(s.base+path, form)
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	return res
+}
+
+func loginDashboard(t *testing.T, base, email, password string) *staff {
+	t.Helper()
+	jar, _ := cookiejar.New(nil)
+	s := &staff{t: t, base: base, client: &http.Client{Jar: jar,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
+	csrf := s.csrf("/login")
+	res := s.post("/login", url.Values{"email": {email}, "password": {password}, "_csrf": {csrf}})
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d %s", res.StatusCode, readBody(res))
+	}
+	res.Body.Close()
+	return s
+}

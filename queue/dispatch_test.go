@@ -1,0 +1,679 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/sqlite"
+)
+
+const testSecret = "s3cret-for-tests"
+
+// provider is a fake webhook receiver that counts effects. What it answers
+// depends on the payload's "respond" field, so one provider serves a whole
+// table of cases. It checks every delivery's signature and headers.
+type provider struct {
+	t           testing.TB
+	srv         *httptest.Server
+	release     chan struct{} // "hold" deliveries answer 200 once it closes
+	releaseOnce sync.Once
+	arrived     chan string // action ids, as deliveries arrive
+
+	mu       sync.Mutex
+	hits     map[string]int    // deliveries by X-Approvals-Action
+	keys     map[string]string // Idempotency-Key by action
+	problems []string
+	total    int
+}
+
+func newProvider(t testing.TB) *provider {
+	p := &provider{t: t, release: make(chan struct{}), arrived: make(chan string, 1000),
+		hits: map[string]int{}, keys: map[string]string{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(p.serve))
+	t.Cleanup(p.srv.Close)
+	t.Cleanup(p.releaseAll) // before Close: let held deliveries end
+	return p
+}
+
+func (p *provider) releaseAll() { p.releaseOnce.Do(func() { close(p.release) }) }
+
+func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == "/elsewhere" {
+		p.mu.Lock()
+		p.problems = append(p.problems, "a redirect was followed")
+		p.mu.Unlock()
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	id := r.Header.Get("X-Approvals-Action")
+	p.mu.Lock()
+	p.total++
+	p.hits[id]++
+	p.keys[id] = r.Header.Get("Idempotency-Key")
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			p.problems = append(p.problems, fmt.Sprintf("action %s: ", id)+fmt.Sprintf(format, args...))
+		}
+	}
+	check(r.Method == http.MethodPost, "method %s", r.Method)
+	check(r.Header.Get("Content-Type") == "application/json", "Content-Type %q", r.Header.Get("Content-Type"))
+	check(r.Header.Get("X-Approvals-Signature") == queue.Sign([]byte(testSecret), body), "bad signature %q", r.Header.Get("X-Approvals-Signature"))
+	check(r.Header.Get("Idempotency-Key") != "", "no Idempotency-Key")
+	_, err := strconv.Atoi(r.Header.Get("X-Approvals-Attempt"))
+	check(err == nil, "X-Approvals-Attempt %q", r.Header.Get("X-Approvals-Attempt"))
+	p.mu.Unlock()
+	p.arrived <- id
+
+	var payload struct{ Respond string }
+	_ = json.Unmarshal(body, &payload)
+	switch mode := payload.Respond; {
+	case mode == "" || mode == "json":
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"message_id": "m-%s", "n": 1.50}`, id)
+	case mode == "text":
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(http.StatusAccepted)
+		fmt.Fprint(w, "queued <ok> & \xff done")
+	case mode == "big":
+		fmt.Fprint(w, strings.Repeat("é", 50<<10)) // 100 KiB
+	case mode == "nul":
+		fmt.Fprint(w, `{"a": "x\u0000y"}`)
+	case mode == "redirect":
+		http.Redirect(w, r, "/elsewhere", http.StatusFound)
+	case mode == "hang": // past the executor timeout
+		select {
+		case <-r.Context().Done():
+		case <-time.After(30 * time.Second):
+		}
+	case mode == "hold":
+		select {
+		case <-p.release:
+			fmt.Fprint(w, `{"held": true}`)
+		case <-r.Context().Done():
+		}
+	case strings.HasPrefix(mode, "status:"):
+		n, _ := strconv.Atoi(strings.TrimPrefix(mode, "status:"))
+		w.WriteHeader(n)
+		fmt.Fprintf(w, "status %d", n)
+	default:
+		p.t.Errorf("provider: unknown mode %q", mode)
+	}
+}
+
+// deliveries returns how often action id was delivered.
+func (p *provider) deliveries(id string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.hits[id]
+}
+
+// check fails the test for every malformed delivery seen.
+func (p *provider) check(t testing.TB) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pr := range p.problems {
+		t.Error(pr)
+	}
+}
+
+// testClock is real time plus an offset the test advances.
+type testClock struct {
+	mu     sync.Mutex
+	offset time.Duration
+}
+
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
+}
+
+// execEnv is one database with a fake provider, as several server processes
+// would share them.
+type execEnv struct {
+	t     *testing.T
+	url   string
+	store *postgres.Store
+	svc   *queue.Service
+	reg   *classify.Registry
+	clock *testClock
+	prov  *provider
+}
+
+func execTools(hook, unreachable string) string {
+	return fmt.Sprintf(`
+tools:
+  notify_partner:
+    class: at-most-once
+    intent: "partner:{partner}:{topic}"
+    claim_timeout: 2m
+    expires_after: 1h
+    check: "Search the partner's inbox for the Idempotency-Key."
+    executor: { webhook: %q, timeout: 1s }
+  notify_unreachable:
+    class: at-most-once
+    intent: "unreachable:{topic}"
+    claim_timeout: 2m
+    executor: { webhook: %q, timeout: 1s }
+  send_customer_email:
+    class: at-most-once
+    intent: "email:{customer_id}:{topic}"
+    claim_timeout: 10m
+    expires_after: 1h
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+`, hook, unreachable)
+}
+
+func startExec(t *testing.T) *execEnv {
+	t.Helper()
+	e := &execEnv{t: t, url: pgtest.URL(t), clock: &testClock{}, prov: newProvider(t)}
+	e.reg = execRegistry(t, e.prov)
+	e.svc = e.addService()
+	e.store = e.svc.Store().(*postgres.Store)
+	t.Cleanup(func() { e.prov.check(t) })
+	return e
+}
+
+// execRegistry returns the tools of execTools with webhooks at prov and at
+// a port where nothing listens.
+func execRegistry(t *testing.T, prov *provider) *classify.Registry {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := "http://" + ln.Addr().String() + "/gone"
+	ln.Close()
+	reg, err := classify.Parse([]byte(execTools(prov.srv.URL+"/hook", closed)), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// addService opens another store (its own pool and LISTEN connection) on
+// the same database: another server process.
+func (e *execEnv) addService() *queue.Service {
+	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	e.t.Cleanup(svc.Stop)
+	return svc
+}
+
+// runDispatcher starts a dispatcher over svc; stop ends it and waits for
+// the deliveries under way, as a server shutting down does.
+func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (stop func()) {
+	d := queue.NewDispatcher(svc, queue.DispatcherConfig{Secret: testSecret, OnOutcome: outcomes, Recheck: time.Second})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		d.Run(ctx)
+	}()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			<-done
+		})
+	}
+	e.t.Cleanup(stop)
+	return stop
+}
+
+func (e *execEnv) submit(tool string, payload map[string]any) *queue.Action {
+	e.t.Helper()
+	raw, _ := json.Marshal(payload)
+	res, err := e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: raw, Agent: "bot"})
+	if err != nil || !res.Created {
+		e.t.Fatalf("submit %s %s: %v %+v", tool, raw, err, res)
+	}
+	return res.Action
+}
+
+func (e *execEnv) approve(svc *queue.Service, id string) *queue.Action {
+	e.t.Helper()
+	res, err := svc.Approve(context.Background(), queue.DecideRequest{ID: id, By: "user:ann@example.com"})
+	if err != nil {
+		e.t.Fatalf("approve %s: %v", id, err)
+	}
+	return res.Action
+}
+
+// waitState waits (on notifications, not sleeps) until the action is in
+// state want.
+func (e *execEnv) waitState(id string, want queue.State) *queue.Action {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		a, err := e.svc.Wait(context.Background(), id, "", time.Until(deadline))
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		if a.State == want {
+			return a
+		}
+		if a.State.Final() || time.Now().After(deadline) {
+			e.t.Fatalf("action %s is %s (error %v), want %s", id, a.State, deref(a.Error), want)
+		}
+	}
+}
+
+// waitEvent polls the timeline for an event that changes no state.
+func (e *execEnv) waitEvent(id, kind string) queue.Event {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		evs, err := e.svc.Events(context.Background(), id)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		for _, ev := range evs {
+			if ev.Kind == kind {
+				return ev
+			}
+		}
+		if time.Now().After(deadline) {
+			e.t.Fatalf("no %s event for %s: %+v", kind, id, evs)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (e *execEnv) eventCount(id, kind string) int {
+	e.t.Helper()
+	evs, err := e.svc.Events(context.Background(), id)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	n := 0
+	for _, ev := range evs {
+		if ev.Kind == kind {
+			n++
+		}
+	}
+	return n
+}
+
+func deref[T any](p *T) any {
+	if p == nil {
+		return nil
+	}
+	return *p
+}
+
+func partner(topic, respond string) map[string]any {
+	return map[string]any{"partner": "acme", "topic": topic, "respond": respond, "text": "hello"}
+}
+
+func TestWebhookDeliveryOutcomes(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	var mu sync.Mutex
+	outcomes := map[string]int{}
+	e.runDispatcher(e.svc, func(o string) { mu.Lock(); outcomes[o]++; mu.Unlock() })
+
+	bigText := strings.Repeat("é", 32<<10) // 64 KiB: the cut keeps whole runes
+	cases := []struct {
+		respond string
+		state   queue.State
+		result  string // JSON the stored result must equal
+		err     string
+	}{
+		{"json", queue.StateDone, `{"message_id": "m-ID", "n": 1.5}`, ""},
+		{"text", queue.StateDone, `{"body": "queued <ok> & \ufffd done"}`, ""},
+		{"big", queue.StateDone, `{"body": "` + bigText + `"}`, ""},
+		{"nul", queue.StateDone, `{"body": "{\"a\": \"x\\u0000y\"}"}`, ""},
+		{"status:204", queue.StateDone, `{"body": ""}`, ""},
+		{"status:400", queue.StateFailed, "", "the receiver refused it with status 400"},
+		{"status:401", queue.StateFailed, "", "the receiver refused it with status 401"},
+		{"status:403", queue.StateFailed, "", "the receiver refused it with status 403"},
+		{"status:404", queue.StateFailed, "", "the receiver refused it with status 404"},
+		{"status:405", queue.StateFailed, "", "the receiver refused it with status 405"},
+		{"status:410", queue.StateFailed, "", "the receiver refused it with status 410"},
+		{"status:413", queue.StateFailed, "", "the receiver refused it with status 413"},
+		{"status:415", queue.StateFailed, "", "the receiver refused it with status 415"},
+		{"status:422", queue.StateFailed, "", "the receiver refused it with status 422"},
+		{"status:500", queue.StateInProgress, "", ""},
+		{"status:503", queue.StateInProgress, "", ""},
+		{"status:409", queue.StateInProgress, "", ""},
+		{"status:429", queue.StateInProgress, "", ""},
+		{"redirect", queue.StateInProgress, "", ""},
+		{"hang", queue.StateInProgress, "", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.respond, func(t *testing.T) {
+			t.Parallel()
+			a := e.submit("notify_partner", partner(tc.respond, tc.respond))
+			e.approve(e.svc, a.ID)
+			var got *queue.Action
+			if tc.state == queue.StateInProgress {
+				ev := e.waitEvent(a.ID, queue.EventDeliveryResult)
+				if ev.Actor != queue.DispatcherActor {
+					t.Errorf("delivery_unknown by %s", ev.Actor)
+				}
+				got, _ = e.svc.Get(context.Background(), a.ID)
+			} else {
+				got = e.waitState(a.ID, tc.state)
+			}
+			if got.State != tc.state || deref(got.ClaimedBy) != queue.DispatcherActor || got.ClaimedAt == nil {
+				t.Fatalf("state %s claimed by %v at %v, want %s by the dispatcher", got.State, deref(got.ClaimedBy), got.ClaimedAt, tc.state)
+			}
+			if want := strings.ReplaceAll(tc.result, "ID", a.ID); want != "" && !queue.JSONEqual(got.Result, []byte(want)) {
+				t.Errorf("result %.200s, want %.200s", got.Result, want)
+			}
+			if tc.err != "" && deref(got.Error) != tc.err {
+				t.Errorf("error %v, want %q", deref(got.Error), tc.err)
+			}
+			if n := e.prov.deliveries(a.ID); n != 1 {
+				t.Errorf("%d deliveries, want 1", n)
+			}
+			e.prov.mu.Lock()
+			key := e.prov.keys[a.ID]
+			e.prov.mu.Unlock()
+			if key != a.IntentKey {
+				t.Errorf("Idempotency-Key %q, want the intent key %q", key, a.IntentKey)
+			}
+			// Write-ahead: claimed, then delivery_started, then the outcome.
+			evs, _ := e.svc.Events(context.Background(), a.ID)
+			var kinds []string
+			for _, ev := range evs {
+				kinds = append(kinds, ev.Kind)
+			}
+			outcome := map[queue.State]string{queue.StateDone: queue.EventCompleted, queue.StateFailed: queue.EventFailed,
+				queue.StateInProgress: queue.EventDeliveryResult}[tc.state]
+			if want := "submitted approved claimed delivery_started " + outcome; strings.Join(kinds, " ") != want {
+				t.Errorf("timeline %v, want %s", kinds, want)
+			}
+		})
+	}
+	t.Run("unreachable", func(t *testing.T) {
+		t.Parallel()
+		a := e.submit("notify_unreachable", map[string]any{"topic": "x"})
+		e.approve(e.svc, a.ID)
+		ev := e.waitEvent(a.ID, queue.EventDeliveryResult)
+		if got, _ := e.svc.Get(context.Background(), a.ID); got.State != queue.StateInProgress || !strings.Contains(string(ev.Data), "error") {
+			t.Fatalf("connection refused: %s, event %s", got.State, ev.Data)
+		}
+	})
+	t.Run("agent-executed tools are left to the agent", func(t *testing.T) {
+		t.Parallel()
+		mail := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "left"})
+		e.approve(e.svc, mail.ID)
+		hook := e.submit("notify_partner", partner("after-mail", "json"))
+		e.approve(e.svc, hook.ID)
+		e.waitState(hook.ID, queue.StateDone)
+		if got, _ := e.svc.Get(context.Background(), mail.ID); got.State != queue.StateApproved || e.prov.deliveries(mail.ID) != 0 {
+			t.Fatalf("an agent-executed action was taken by the dispatcher: %s", got.State)
+		}
+		// And the agent may not finish a webhook action itself.
+		if _, err := e.svc.Complete(context.Background(), hook.ID, "bot", json.RawMessage(`{}`), "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
+			t.Fatalf("agent complete of a webhook action: %v", err)
+		}
+	})
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Logf("outcomes: %v", outcomes)
+	})
+}
+
+// An unknown outcome is never re-sent: not by the dispatcher that sent it,
+// not by another process, not after a restart. After claim_timeout it
+// becomes exactly one ticket, however many processes sweep, and the
+// operator's finding settles it.
+func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	stop := e.runDispatcher(e.svc, nil)
+	others := []*queue.Service{e.addService(), e.addService()}
+	for _, o := range others {
+		e.runDispatcher(o, nil)
+	}
+	a500 := e.submit("notify_partner", partner("five-hundred", "status:500"))
+	hang := e.submit("notify_partner", partner("hang", "hang"))
+	for _, a := range []*queue.Action{a500, hang} {
+		e.approve(e.svc, a.ID)
+	}
+	for _, a := range []*queue.Action{a500, hang} {
+		e.waitEvent(a.ID, queue.EventDeliveryResult)
+	}
+	// A restart: a fresh dispatcher scans at start; nothing in_progress is
+	// taken again.
+	stop()
+	restarted := e.addService()
+	e.runDispatcher(restarted, nil)
+
+	// Before claim_timeout: no ticket.
+	e.clock.advance(time.Minute)
+	if res, err := e.svc.Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
+		t.Fatalf("sweep before claim_timeout: %v %d tickets", err, len(res.Tickets))
+	}
+	e.clock.advance(61 * time.Second)
+	sweepers := append([]*queue.Service{e.svc, restarted}, others...)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	opened := make([]int, len(sweepers)*3)
+	for i := range opened {
+		wg.Go(func() {
+			<-start
+			res, err := sweepers[i%len(sweepers)].Sweep(context.Background())
+			if err != nil {
+				t.Error(err)
+			}
+			opened[i] = len(res.Tickets)
+		})
+	}
+	close(start)
+	wg.Wait()
+	total := 0
+	for _, n := range opened {
+		total += n
+	}
+	if total != 2 {
+		t.Fatalf("concurrent sweeps opened %d tickets (%v), want 2", total, opened)
+	}
+	for _, tc := range []struct {
+		a       *queue.Action
+		outcome queue.State
+		result  string
+	}{{a500, queue.StateDone, `{"found": "in the partner's log"}`}, {hang, queue.StateFailed, ""}} {
+		open, err := e.store.TicketList(context.Background(), queue.TicketListParams{ActionID: tc.a.ID, State: queue.TicketOpen})
+		if err != nil || len(open) != 1 || open[0].Kind != queue.TicketStale {
+			t.Fatalf("open tickets of %s: %v %+v", tc.a.ID, err, open)
+		}
+		a, tk, err := restarted.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+			By: "user:ops@example.com", Outcome: tc.outcome, Result: json.RawMessage(tc.result), Note: "checked the partner's log"})
+		if err != nil || a.State != tc.outcome || tk.State != queue.TicketResolved || deref(tk.ResolvedBy) != "user:ops@example.com" {
+			t.Fatalf("resolve: %v %+v %+v", err, a, tk)
+		}
+		if tc.result != "" && !queue.JSONEqual(a.Result, []byte(tc.result)) {
+			t.Fatalf("result %s, want %s", a.Result, tc.result)
+		}
+		if _, _, err := e.svc.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+			By: "user:other@example.com", Outcome: queue.StateDone, Note: "me too"}); queue.ErrorCode(err) != queue.CodeTicketResolved {
+			t.Fatalf("resolving twice: %v", err)
+		}
+	}
+	// Give the dispatchers a chance to misbehave: wait out a recheck.
+	time.Sleep(1500 * time.Millisecond)
+	for _, a := range []*queue.Action{a500, hang} {
+		if n := e.prov.deliveries(a.ID); n != 1 {
+			t.Fatalf("action %s delivered %d times, want 1", a.ID, n)
+		}
+		if n := e.eventCount(a.ID, queue.EventClaimed); n != 1 {
+			t.Fatalf("action %s claimed %d times", a.ID, n)
+		}
+	}
+	if res, err := e.svc.Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
+		t.Fatalf("sweep after resolution: %v %d tickets", err, len(res.Tickets))
+	}
+}
+
+// Three processes, fifty approved actions: fifty deliveries, none twice.
+// Half are approved before any dispatcher runs (left by a crash), half
+// while they run, through all three processes.
+func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	svcs := []*queue.Service{e.svc, e.addService(), e.addService()}
+	var ids []string
+	for i := range 50 {
+		ids = append(ids, e.submit("notify_partner", partner(fmt.Sprintf("bulk-%02d", i), "json")).ID)
+	}
+	for i, id := range ids[:25] {
+		e.approve(svcs[i%3], id)
+	}
+	began := time.Now()
+	for _, s := range svcs {
+		e.runDispatcher(s, nil)
+	}
+	var wg sync.WaitGroup
+	for i, id := range ids[25:] {
+		wg.Go(func() { e.approve(svcs[i%3], id) })
+	}
+	wg.Wait()
+	for _, id := range ids {
+		e.waitState(id, queue.StateDone)
+	}
+	t.Logf("50 actions delivered by 3 dispatchers in %s", time.Since(began).Round(time.Millisecond))
+	// Let a recheck pass on every dispatcher before counting.
+	time.Sleep(1500 * time.Millisecond)
+	e.prov.mu.Lock()
+	defer e.prov.mu.Unlock()
+	if e.prov.total != 50 || len(e.prov.hits) != 50 {
+		t.Fatalf("%d deliveries of %d actions, want 50 of 50", e.prov.total, len(e.prov.hits))
+	}
+	for _, id := range ids {
+		if e.prov.hits[id] != 1 {
+			t.Errorf("action %s delivered %d times", id, e.prov.hits[id])
+		}
+	}
+}
+
+// Shutdown stops claiming at once, and a delivery under way runs to its
+// end: its outcome is recorded.
+func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	stop := e.runDispatcher(e.svc, nil)
+	held := e.submit("notify_partner", partner("held", "hold"))
+	e.approve(e.svc, held.ID)
+	if id := <-e.prov.arrived; id != held.ID {
+		t.Fatalf("delivery of %s, want %s", id, held.ID)
+	}
+	stopped := make(chan struct{})
+	go func() {
+		stop()
+		close(stopped)
+	}()
+	select {
+	case <-stopped:
+		t.Fatal("the dispatcher stopped with a delivery under way")
+	case <-time.After(200 * time.Millisecond):
+	}
+	// No claims once stopping.
+	late := e.submit("notify_partner", partner("late", "json"))
+	e.approve(e.svc, late.ID)
+	e.prov.releaseAll()
+	<-stopped
+	got, _ := e.svc.Get(context.Background(), held.ID)
+	if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"held": true}`)) {
+		t.Fatalf("held delivery: %s %s", got.State, got.Result)
+	}
+	if got, _ := e.svc.Get(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
+		t.Fatalf("a stopped dispatcher claimed %s: %s", late.ID, got.State)
+	}
+}
+
+// Without a secret nothing is claimed: deliveries are never unsigned.
+func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	a := e.submit("notify_partner", partner("unsigned", "json"))
+	e.approve(e.svc, a.ID)
+	d := queue.NewDispatcher(e.svc, queue.DispatcherConfig{})
+	done := make(chan struct{})
+	go func() {
+		d.Run(context.Background())
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a dispatcher without a secret kept running")
+	}
+	if got, _ := e.svc.Get(context.Background(), a.ID); got.State != queue.StateApproved {
+		t.Fatalf("state %s, want approved", got.State)
+	}
+}
+
+// The embedded SQLite store drives the same dispatcher: one delivery per
+// approval, outcomes recorded, an unknown one becoming one ticket.
+func TestWebhookDeliveryOnSQLite(t *testing.T) {
+	t.Parallel()
+	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	e := &execEnv{t: t, clock: &testClock{}, prov: newProvider(t)}
+	e.reg = execRegistry(t, e.prov)
+	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	t.Cleanup(e.svc.Stop)
+	t.Cleanup(func() { e.prov.check(t) })
+	e.runDispatcher(e.svc, nil)
+
+	done := e.submit("notify_partner", partner("sqlite-done", "json"))
+	refused := e.submit("notify_partner", partner("sqlite-refused", "status:422"))
+	unknown := e.submit("notify_partner", partner("sqlite-unknown", "status:502"))
+	for _, a := range []*queue.Action{done, refused, unknown} {
+		e.approve(e.svc, a.ID)
+	}
+	e.waitState(done.ID, queue.StateDone)
+	e.waitState(refused.ID, queue.StateFailed)
+	e.waitEvent(unknown.ID, queue.EventDeliveryResult)
+	e.clock.advance(2 * time.Minute)
+	res, err := e.svc.Sweep(context.Background())
+	if err != nil || len(res.Tickets) != 1 || res.Tickets[0].ActionID != unknown.ID {
+		t.Fatalf("sweep: %v %+v", err, res.Tickets)
+	}
+	for _, a := range []*queue.Action{done, refused, unknown} {
+		if n := e.prov.deliveries(a.ID); n != 1 {
+			t.Errorf("action %s delivered %d times", a.ID, n)
+		}
+	}
+}
+
+func TestSign(t *testing.T) {
+	t.Parallel()
+	// echo -n '{"a":1}' | openssl dgst -sha256 -hmac key
+	const want = "sha256=88a67f24bbcdaed0e6c997404bb79a743baf44c6bab2f4c27328e3009d22e342"
+	if got := queue.Sign([]byte("key"), []byte(`{"a":1}`)); got != want {
+		t.Fatalf("signature %s, want %s", got, want)
+	}
+}

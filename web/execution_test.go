@@ -1,0 +1,374 @@
+package web_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// lostResponse is a transport that loses the response of the first
+// request lose matches, after the server has fully handled it: the caller
+// sees a timeout while the effect happened.
+type lostResponse struct {
+	next http.RoundTripper
+	lose func(*http.Request) bool
+	once sync.Once
+	lost atomic.Bool
+}
+
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "timeout awaiting response headers" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
+
+func (l *lostResponse) RoundTrip(r *http.Request) (*http.Response, error) {
+	res, err := l.next.RoundTrip(r)
+	if err != nil || !l.lose(r) {
+		return res, err
+	}
+	drop := false
+	l.once.Do(func() { drop = true })
+	if !drop {
+		return res, nil
+	}
+	_, _ = io.Copy(io.Discard, res.Body)
+	res.Body.Close()
+	l.lost.Store(true)
+	return nil, timeoutError{} // the client wraps it as *url.Error, as a real timeout
+}
+
+// payments is a fake payment provider: POST /refunds makes a refund (a
+// real effect), GET /refunds?order=O&line=L lists the refunds of a line,
+// which is what issue_refund's check tells an agent to look at.
+type payments struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	refunds map[string][]string // "order/line" → refund ids
+	effects int
+}
+
+func newPayments(t *testing.T) *payments {
+	p := &payments{refunds: map[string][]string{}}
+	p.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		line := r.URL.Query().Get("order") + "/" + r.URL.Query().Get("line")
+		if r.Method == http.MethodPost {
+			p.effects++
+			id := fmt.Sprintf("re_%d", p.effects)
+			p.refunds[line] = append(p.refunds[line], id)
+			fmt.Fprintf(w, `{"id":%q}`, id)
+			return
+		}
+		_ = json.NewEncoder(w).Encode(map[string][]string{"refunds": p.refunds[line]})
+	}))
+	t.Cleanup(p.srv.Close)
+	return p
+}
+
+// refundAgent is an agent written to follow the guidance of an
+// exactly-once tool: a 201 in_progress is its claim; it performs the
+// effect once and reports it; after a timeout or an error it never retries
+// blindly, but reads the action (and, for an effect whose outcome it does
+// not know, the provider, as the tool's check says) first.
+type refundAgent struct {
+	e           *apiEnv
+	base, token string
+	name        string
+	pay         *http.Client
+	payURL      string
+	order, line string
+	trace       []string
+	t           *testing.T
+	reads       int // reads of the action before any retry
+}
+
+func (g *refundAgent) logf(format string, args ...any) {
+	g.trace = append(g.trace, fmt.Sprintf(format, args...))
+}
+
+// run returns the action as it finally is.
+func (g *refundAgent) run() queue.Action {
+	body := map[string]any{"tool": "issue_refund", "payload": map[string]any{"order_id": g.order, "line_id": g.line, "amount": 30, "currency": "EUR"}}
+	key := "refund:" + g.order + ":" + g.line
+	var claim queue.Action
+	for claim.ID == "" {
+		r, err := g.e.try(g.base, g.token, "POST", "/api/v1/actions", body)
+		switch {
+		case err != nil:
+			// The claim's response was lost. Repeating the submission is
+			// safe: it is behind the intent guard, not the effect itself.
+			g.logf("submit: %v", err)
+			continue
+		case r.status == http.StatusCreated:
+			claim = r.action(g.t)
+			g.logf("submit: 201, my claim")
+		case r.status == http.StatusConflict && r.problem(g.t).Code == queue.CodeInProgress:
+			// Someone holds the claim: do not act; read the intent.
+			g.logf("submit: 409 in_progress")
+			list := g.e.do(g.base, g.token, "GET", "/api/v1/actions?intent_key="+url.QueryEscape(key), nil)
+			g.reads++
+			var l struct{ Actions []queue.Action }
+			_ = json.Unmarshal(list.body, &l)
+			if len(l.Actions) == 0 || l.Actions[0].State != queue.StateInProgress {
+				g.t.Fatalf("read after 409: %s", list.body)
+			}
+			if l.Actions[0].RequestedBy != "agent:"+g.name {
+				g.logf("read: another agent holds the claim; waiting for its outcome")
+				return g.waitFinal(l.Actions[0].ID)
+			}
+			// Our own claim, whose response we lost: we have not acted yet.
+			claim = l.Actions[0]
+			g.logf("read: the claim in progress is mine (claimed at %s)", claim.ClaimedAt.Format(time.RFC3339))
+		case r.status == http.StatusOK:
+			g.logf("submit: 200, stored outcome %s", r.action(g.t).State)
+			return r.action(g.t)
+		default:
+			g.t.Fatalf("submit: %d %s", r.status, r.body)
+		}
+	}
+
+	result, err := g.refund()
+	if err != nil {
+		// The effect's outcome is unknown: never retry it blindly. Read the
+		// action, then check the provider as the tool says.
+		g.logf("effect: %v", err)
+		a := g.e.do(g.base, g.token, "GET", "/api/v1/actions/"+claim.ID, nil).action(g.t)
+		g.reads++
+		if a.State != queue.StateInProgress || !queue.JSONEqual(a.Result, []byte("null")) {
+			g.t.Fatalf("read after the effect timed out: %s", a.State)
+		}
+		found := g.listRefunds()
+		g.logf("check: refunds on the line %v", found)
+		if len(found) > 0 {
+			result = json.RawMessage(fmt.Sprintf(`{"id":%q}`, found[0]))
+		} else if result, err = g.refund(); err != nil { // checked: it did not happen
+			g.t.Fatalf("second refund: %v", err)
+		}
+	}
+	done := g.e.do(g.base, g.token, "POST", "/api/v1/actions/"+claim.ID+"/complete", map[string]any{"result": result})
+	if done.status != http.StatusOK {
+		g.t.Fatalf("complete: %d %s", done.status, done.body)
+	}
+	g.logf("complete: %s", done.action(g.t).State)
+	return done.action(g.t)
+}
+
+func (g *refundAgent) refund() (json.RawMessage, error) {
+	res, err := g.pay.Post(g.payURL+"/refunds?order="+g.order+"&line="+g.line, "application/json", strings.NewReader(`{"amount":30}`))
+	if err != nil {
+		return nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return b, err
+}
+
+func (g *refundAgent) listRefunds() []string {
+	res, err := g.pay.Get(g.payURL + "/refunds?order=" + g.order + "&line=" + g.line)
+	if err != nil {
+		g.t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var l struct{ Refunds []string }
+	_ = json.NewDecoder(res.Body).Decode(&l)
+	return l.Refunds
+}
+
+func (g *refundAgent) waitFinal(id string) queue.Action {
+	for {
+		a := g.e.do(g.base, g.token, "GET", "/api/v1/actions/"+id+"?wait=20s", nil).action(g.t)
+		if a.State.Final() {
+			return a
+		}
+	}
+}
+
+// An agent whose first call times out and whose second would succeed,
+// written to follow the guidance, makes exactly one real effect: whether
+// it lost the response of its claim or of the effect itself.
+func TestAgentFollowingGuidanceMakesOneEffect(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name      string
+		loseClaim bool
+		want      []string // the agent's reasoning, in order
+	}{
+		{"the claim's response is lost", true, []string{"submit: ", "submit: 409 in_progress", "read: the claim in progress is mine", "complete: done"}},
+		{"the effect's response is lost", false, []string{"submit: 201, my claim", "effect: ", "check: refunds on the line [re_1]", "complete: done"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			e := startAPI(t)
+			pay := newPayments(t)
+			api := &lostResponse{next: http.DefaultTransport, lose: func(r *http.Request) bool {
+				return tc.loseClaim && r.Method == "POST" && r.URL.Path == "/api/v1/actions"
+			}}
+			e.client = &http.Client{Transport: api}
+			effect := &lostResponse{next: http.DefaultTransport, lose: func(r *http.Request) bool {
+				return !tc.loseClaim && r.Method == "POST"
+			}}
+			g := &refundAgent{e: e, base: e.base, token: e.token, name: "bot", t: t,
+				pay: &http.Client{Transport: effect}, payURL: pay.srv.URL, order: "o-42", line: "1"}
+			final := g.run()
+			t.Logf("agent: %s", strings.Join(g.trace, " → "))
+			if !api.lost.Load() && !effect.lost.Load() {
+				t.Fatal("no response was lost")
+			}
+			pay.mu.Lock()
+			effects := pay.effects
+			pay.mu.Unlock()
+			if effects != 1 {
+				t.Fatalf("%d real refunds, want exactly 1", effects)
+			}
+			if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"id":"re_1"}`)) {
+				t.Fatalf("final action: %s %s", final.State, final.Result)
+			}
+			if g.reads == 0 {
+				t.Fatal("the agent never read the action before going on")
+			}
+			if len(g.trace) != len(tc.want) {
+				t.Fatalf("agent trace %q, want %q", g.trace, tc.want)
+			}
+			for i, w := range tc.want {
+				if !strings.HasPrefix(g.trace[i], w) {
+					t.Fatalf("agent step %d: %q, want %q…", i, g.trace[i], w)
+				}
+			}
+			// The intent holds exactly one action, attempt 1.
+			list := e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=refund:o-42:1", nil)
+			var l struct{ Actions []queue.Action }
+			_ = json.Unmarshal(list.body, &l)
+			if len(l.Actions) != 1 || l.Actions[0].Attempt != 1 {
+				t.Fatalf("actions of the intent: %s", list.body)
+			}
+		})
+	}
+}
+
+// The agent's long-poll sees an expiry made by another process's sweep.
+func TestLongPollSeesExpiry(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	other := e.addServer()
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-50", "expiry")).action(t)
+	got := make(chan resp, 1)
+	go func() {
+		r, err := e.try(other, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- r
+	}()
+	time.Sleep(200 * time.Millisecond) // let the long-poll start waiting
+	e.advance(72*time.Hour - time.Second)
+	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
+		t.Fatalf("sweep before expires_at: %v %d", err, len(res.Expired))
+	}
+	e.advance(time.Second)
+	swept := time.Now()
+	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
+		t.Fatalf("sweep at expires_at: %v %d", err, len(res.Expired))
+	}
+	r := <-got
+	if lag := time.Since(swept); lag > time.Second {
+		t.Errorf("the long-poll answered %s after the sweep", lag)
+	}
+	if x := r.action(t); x.State != queue.StateExpired || x.DecidedBy == nil || *x.DecidedBy != "system" {
+		t.Fatalf("long-poll: %s", r.body)
+	}
+	// Expiry released the intent: the same submission is attempt 2.
+	again := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-50", "expiry"))
+	if again.status != http.StatusCreated || again.action(t).Attempt != 2 {
+		t.Fatalf("resubmit after expiry: %d %s", again.status, again.body)
+	}
+}
+
+// Through the API: an agent submits to a webhook tool, a person approves,
+// the dispatcher delivers once, and the agent's long-poll ends in done with
+// the provider's response. The agent cannot execute or finish it itself.
+func TestWebhookActionThroughAPI(t *testing.T) {
+	t.Parallel()
+	e := startAPI(t)
+	const secret = "api-test-secret"
+	var (
+		mu     sync.Mutex
+		bodies []string
+	)
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		mu.Lock()
+		defer mu.Unlock()
+		if r.Header.Get("X-Approvals-Signature") != queue.Sign([]byte(secret), b) || r.Header.Get("Idempotency-Key") != "partner:acme:hello" {
+			t.Errorf("delivery headers %v", r.Header)
+		}
+		bodies = append(bodies, string(b))
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"delivered": true}`)
+	}))
+	t.Cleanup(hook.Close)
+	reg, err := classify.Parse([]byte(fmt.Sprintf(`
+tools:
+  notify_partner:
+    class: at-most-once
+    intent: "partner:{partner}:{topic}"
+    claim_timeout: 1m
+    executor: { webhook: %q, timeout: 5s }
+`, hook.URL)), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc.SetRegistry(reg)
+	var outcomes sync.Map
+	d := queue.NewDispatcher(e.svc, queue.DispatcherConfig{Secret: secret, OnOutcome: func(o string) { outcomes.Store(o, true) }})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { d.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	sub := e.do(e.base, e.token, "POST", "/api/v1/actions", map[string]any{"tool": "notify_partner",
+		"payload": map[string]any{"partner": "acme", "topic": "hello", "text": "Hi"}})
+	a := sub.action(t)
+	if sub.status != http.StatusCreated || a.State != queue.StatePending {
+		t.Fatalf("submit: %d %s", sub.status, sub.body)
+	}
+	edited := json.RawMessage(`{"partner": "acme", "topic": "hello", "text": "Hi (edited)"}`)
+	if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Payload: edited}); err != nil {
+		t.Fatal(err)
+	}
+	var final queue.Action
+	for state := queue.StatePending; !state.Final(); state = final.State {
+		final = e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s&state="+string(state), nil).action(t)
+	}
+	if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"delivered": true}`)) {
+		t.Fatalf("final: %s %s", final.State, final.Result)
+	}
+	mu.Lock()
+	if len(bodies) != 1 || !queue.JSONEqual([]byte(bodies[0]), edited) {
+		t.Errorf("deliveries %q, want the approved payload once", bodies)
+	}
+	mu.Unlock()
+	if _, ok := outcomes.Load(queue.DeliveryDone); !ok {
+		t.Error("the outcome hook did not see done")
+	}
+	for verb, body := range map[string]any{"execute": nil, "complete": `{"result":{}}`, "fail": `{"error":"x"}`} {
+		r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/"+verb, body)
+		if r.status != http.StatusConflict || r.problem(t).Code != queue.CodeInvalidTransition {
+			t.Errorf("agent %s of a webhook action: %d %s", verb, r.status, r.body)
+		}
+	}
+}
