@@ -66,6 +66,9 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 // it when the server begins to shut down.
 func (s *Service) Stop() { s.closeOnce.Do(func() { close(s.stopping) }) }
 
+// Stopping is closed once Stop is called.
+func (s *Service) Stopping() <-chan struct{} { return s.stopping }
+
 // Registry returns the current tools.
 func (s *Service) Registry() *classify.Registry { return s.reg.Load() }
 
@@ -683,6 +686,9 @@ func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action,
 	note := strings.TrimSpace(r.Note)
 	if note == "" {
 		return nil, nil, Errorf(CodeInvalidRequest, "note: say what you checked in the external system")
+	}
+	if strings.TrimSpace(string(r.Result)) == "" {
+		r.Result = nil // no result given: not an empty, invalid JSON document
 	}
 	if len(r.Result) > 0 {
 		if _, ok := decodeValue(r.Result); !ok {
