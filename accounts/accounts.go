@@ -106,6 +106,9 @@ type Store interface {
 	LoginFailureAdd(ctx context.Context, subject string, at time.Time) error
 	LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error)
 	LoginFailureClear(ctx context.Context, subject string) error
+	// AccountsPrune deletes sessions expired at now and login failures older
+	// than failuresBefore, so neither table grows without bound.
+	AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error
 
 	SettingGet(ctx context.Context, key string) (string, error) // ErrNotFound
 	// SettingInit stores value under key unless the key exists, and returns

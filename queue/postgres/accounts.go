@@ -231,6 +231,17 @@ func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 	return err
 }
 
+// AccountsPrune implements accounts.Store.
+func (s *Store) AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error {
+	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now); err != nil {
+		return fmt.Errorf("prune sessions: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE at < $1`, failuresBefore); err != nil {
+		return fmt.Errorf("prune login failures: %w", err)
+	}
+	return nil
+}
+
 // SettingGet implements accounts.Store.
 func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	var v string

@@ -329,6 +329,17 @@ func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 	return nil
 }
 
+// AccountsPrune implements accounts.Store.
+func (s *Store) AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error {
+	if _, err := s.exec(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, fmtTime(now)); err != nil {
+		return fmt.Errorf("prune sessions: %w", err)
+	}
+	if _, err := s.exec(ctx, `DELETE FROM login_failures WHERE at < ?`, fmtTime(failuresBefore)); err != nil {
+		return fmt.Errorf("prune login failures: %w", err)
+	}
+	return nil
+}
+
 // SettingGet reads a setting.
 func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	var v string

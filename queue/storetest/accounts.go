@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -181,6 +182,24 @@ var accountTests = []test{
 		noErr(t, s.LoginFailureClear(t.Context(), "account:ann@example.com"), "clear")
 		eq(t, count("account:ann@example.com", at(0)), 0, "after clear")
 		eq(t, count("addr:192.0.2.1", at(0)), 1, "other subject after clear")
+	}},
+	{"Prune", func(t *testing.T, s Store) {
+		for i, exp := range []time.Duration{time.Hour, 3 * time.Hour} {
+			noErr(t, s.SessionSave(t.Context(), &accounts.Session{ID: fmt.Sprintf("p-%d", i), Data: "x", CreatedAt: at(0),
+				ExpiresAt: at(exp)}), "save")
+		}
+		noErr(t, s.LoginFailureAdd(t.Context(), "addr:a", at(0)), "add old")
+		noErr(t, s.LoginFailureAdd(t.Context(), "addr:a", at(2*time.Hour)), "add recent")
+		noErr(t, s.AccountsPrune(t.Context(), at(2*time.Hour), at(time.Hour)), "prune")
+		// Read the expired session as of a time before its expiry: only a
+		// deleted row is missing then.
+		_, err := s.SessionGet(t.Context(), "p-0", at(0))
+		isErr(t, err, accounts.ErrNotFound, "expired session pruned")
+		_, err = s.SessionGet(t.Context(), "p-1", at(0))
+		noErr(t, err, "live session kept")
+		n, err := s.LoginFailureCount(t.Context(), "addr:a", at(-time.Hour))
+		noErr(t, err, "count")
+		eq(t, n, 1, "old failure pruned, recent kept")
 	}},
 	{"Settings", func(t *testing.T, s Store) {
 		_, err := s.SettingGet(t.Context(), "session_key")
