@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,7 +22,8 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/queue/storetest"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
 	"github.com/approvals/approvals/web"
 )
@@ -31,7 +33,7 @@ import (
 type apiEnv struct {
 	t       *testing.T
 	dbURL   string
-	store   *postgres.Store
+	store   storetest.Store
 	svc     *queue.Service
 	reg     *classify.Registry
 	base    string // the first server
@@ -54,11 +56,31 @@ func exampleRegistry(t testing.TB) *classify.Registry {
 	return reg
 }
 
+// startAPI starts a server on a fresh PostgreSQL schema.
 func startAPI(t *testing.T) *apiEnv {
 	t.Helper()
-	e := &apiEnv{t: t, dbURL: pgtest.URL(t), reg: exampleRegistry(t),
+	u := pgtest.URL(t)
+	e := startAPIOn(t, pgtest.OpenURL(t, u))
+	e.dbURL = u
+	return e
+}
+
+// startAPISQLite starts a server on a fresh SQLite file, the embedded
+// default.
+func startAPISQLite(t *testing.T) *apiEnv {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return startAPIOn(t, s)
+}
+
+func startAPIOn(t *testing.T, store storetest.Store) *apiEnv {
+	t.Helper()
+	e := &apiEnv{t: t, reg: exampleRegistry(t), store: store,
 		client: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
-	e.store = pgtest.OpenURL(t, e.dbURL)
 	e.svc, e.base = e.serve(e.store)
 	e.token = e.newToken("bot")
 	return e
@@ -77,7 +99,7 @@ func (e *apiEnv) advance(d time.Duration) {
 	e.offset += d
 }
 
-func (e *apiEnv) serve(store *postgres.Store) (*queue.Service, string) {
+func (e *apiEnv) serve(store storetest.Store) (*queue.Service, string) {
 	metrics := web.NewMetrics(store)
 	svc := queue.NewService(store, e.reg, queue.Options{Now: e.now, WaitRecheck: 30 * time.Second, OnSubmit: metrics.OnSubmit})
 	srv, err := web.New(web.Config{Service: svc, Accounts: store, Metrics: metrics})
@@ -91,8 +113,11 @@ func (e *apiEnv) serve(store *postgres.Store) (*queue.Service, string) {
 }
 
 // addServer starts another server with its own store (its own pool and
-// LISTEN connection) on the same database.
+// LISTEN connection) on the same PostgreSQL database.
 func (e *apiEnv) addServer() string {
+	if e.dbURL == "" {
+		e.t.Fatal("addServer needs PostgreSQL: several processes share one database")
+	}
 	_, url := e.serve(pgtest.OpenURL(e.t, e.dbURL))
 	return url
 }

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os/signal"
 	"sync"
 	"syscall"
@@ -74,6 +75,18 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	wg.Go(func() { svc.RunSweeper(workers, cfg.SweepInterval) })
 	app.startWorkers(workers, &wg)
 
+	if addr := env("APPROVALS_PPROF_ADDR"); addr != "" {
+		// Opt-in profiling on its own listener, never on the public one.
+		go func() {
+			mux := http.NewServeMux()
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			log.Info("pprof listening", "addr", addr)
+			if err := http.ListenAndServe(addr, mux); err != nil {
+				log.Warn("pprof", "err", err)
+			}
+		}()
+	}
 	hs := &http.Server{Handler: app.server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
