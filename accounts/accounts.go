@@ -114,6 +114,10 @@ type Store interface {
 	// SettingInit stores value under key unless the key exists, and returns
 	// the stored value: concurrent starters agree on one secret.
 	SettingInit(ctx context.Context, key, value string) (string, error)
+	// SettingTake deletes key if it holds value and reports whether this
+	// call deleted it: of concurrent callers exactly one takes a one-time
+	// token.
+	SettingTake(ctx context.Context, key, value string) (bool, error)
 }
 
 // NewToken returns a new random agent token and the hash to store.

@@ -88,6 +88,14 @@ func (d *Dashboard) Setup(c echo.Context) error {
 		v.Error = err.Error()
 		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
 	}
+	// Of two people using the link at once, exactly one takes it.
+	took, err := d.Accounts.SettingTake(ctx, SetupTokenSetting, token)
+	if err != nil {
+		return err
+	}
+	if !took {
+		return queue.Errorf(queue.CodeNotFound, "this setup link was used a moment ago: sign in instead")
+	}
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	u, err := d.Accounts.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: accounts.RoleAdmin,
 		CreatedAt: now, PasswordChangedAt: now})

@@ -567,3 +567,43 @@ func TestDashboardSetup(t *testing.T) {
 	c.get("/login")
 	c.post("/setup", url.Values{"token": {tok}, "email": {"eve@example.com"}, "password": {"a long password"}}).wantStatus(t, http.StatusNotFound)
 }
+
+// TestDashboardSetupRace: people using the setup link at the same moment
+// create exactly one admin.
+func TestDashboardSetupRace(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	link, err := d.srv.SetupURL(context.Background(), d.url)
+	if err != nil || link == "" {
+		t.Fatalf("setup link %q, %v", link, err)
+	}
+	u, _ := url.Parse(link)
+	tok := u.Query().Get("token")
+	const n = 10
+	browsers := make([]*browser, n)
+	for i := range browsers {
+		browsers[i] = d.anonymous()
+		browsers[i].get(strings.TrimPrefix(link, d.url)).wantStatus(t, http.StatusOK)
+	}
+	statuses := runConcurrently(n, func(i int) int {
+		return browsers[i].post("/setup", url.Values{"token": {tok}, "email": {fmt.Sprintf("admin%d@example.com", i)},
+			"password": {"a long password"}}).status
+	})
+	created := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusSeeOther:
+			created++
+		case http.StatusNotFound:
+		default:
+			t.Errorf("setup answered %d", s)
+		}
+	}
+	users, err := d.store.UserCount(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if created != 1 || users != 1 {
+		t.Fatalf("%d setups succeeded and %d users exist; want exactly one admin", created, users)
+	}
+}

@@ -259,3 +259,12 @@ func (s *Store) SettingInit(ctx context.Context, key, value string) (string, err
 	}
 	return s.SettingGet(ctx, key)
 }
+
+// SettingTake implements accounts.Store.
+func (s *Store) SettingTake(ctx context.Context, key, value string) (bool, error) {
+	tag, err := s.pool.Exec(ctx, `DELETE FROM settings WHERE key = $1 AND value = $2`, key, value)
+	if err != nil {
+		return false, fmt.Errorf("take setting %s: %w", key, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}

@@ -368,3 +368,12 @@ func (s *Store) SettingInit(ctx context.Context, key, value string) (string, err
 	}
 	return v, nil
 }
+
+// SettingTake implements accounts.Store.
+func (s *Store) SettingTake(ctx context.Context, key, value string) (bool, error) {
+	n, err := s.exec(ctx, `DELETE FROM settings WHERE key = ? AND value = ?`, key, value)
+	if err != nil {
+		return false, fmt.Errorf("take setting %s: %w", key, err)
+	}
+	return n == 1, nil
+}

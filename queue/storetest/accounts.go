@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"testing"
@@ -200,6 +201,35 @@ var accountTests = []test{
 		n, err := s.LoginFailureCount(t.Context(), "addr:a", at(-time.Hour))
 		noErr(t, err, "count")
 		eq(t, n, 1, "old failure pruned, recent kept")
+	}},
+	{"SettingTakeOnce", func(t *testing.T, s Store) {
+		_, err := s.SettingInit(t.Context(), "setup_token", "tok")
+		noErr(t, err, "init")
+		took, err := s.SettingTake(t.Context(), "setup_token", "wrong")
+		noErr(t, err, "take with the wrong value")
+		eq(t, took, false, "wrong value takes nothing")
+		start := make(chan struct{})
+		results := make(chan bool, 20)
+		for range 20 {
+			go func() {
+				<-start
+				took, err := s.SettingTake(context.Background(), "setup_token", "tok")
+				if err != nil {
+					t.Error(err)
+				}
+				results <- took
+			}()
+		}
+		close(start)
+		won := 0
+		for range 20 {
+			if <-results {
+				won++
+			}
+		}
+		eq(t, won, 1, "concurrent takers that won")
+		_, err = s.SettingGet(t.Context(), "setup_token")
+		isErr(t, err, accounts.ErrNotFound, "taken setting")
 	}},
 	{"Settings", func(t *testing.T, s Store) {
 		_, err := s.SettingGet(t.Context(), "session_key")
