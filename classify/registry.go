@@ -463,6 +463,17 @@ func (p *toolParser) schema(n *yaml.Node) []byte {
 		p.fail("schema", n.Line, "not a valid JSON Schema: %s", schemaError(err))
 		return nil
 	}
+	if m, ok := v.(map[string]any); ok {
+		if props, ok := m["properties"].(map[string]any); ok {
+			if _, ok := props[FieldIntentKey]; ok {
+				// Over MCP the tool's arguments are the payload plus an
+				// optional intent_key; a payload field of that name would
+				// be taken for the key.
+				p.fail("schema", n.Line, "property %q is reserved for the intent key; rename the payload field", FieldIntentKey)
+				return nil
+			}
+		}
+	}
 	return js
 }
 
