@@ -22,9 +22,9 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
 	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/queue/storetest"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 	"github.com/approvals/approvals/web"
 )
 
