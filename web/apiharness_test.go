@@ -31,16 +31,15 @@ import (
 // apiEnv is one database shared by one or more in-process servers, as
 // several `approvals serve` processes would share it.
 type apiEnv struct {
-	t       *testing.T
-	dbURL   string
-	store   storetest.Store
-	svc     *queue.Service
-	reg     *classify.Registry
-	base    string // the first server
-	token   string // agent "bot"
-	client  *http.Client
-	clockMu sync.Mutex
-	offset  time.Duration
+	t      *testing.T
+	dbURL  string
+	store  storetest.Store
+	svc    *queue.Service
+	reg    *classify.Registry
+	base   string // the first server
+	token  string // agent "bot"
+	client *http.Client
+	testClock
 }
 
 func exampleRegistry(t testing.TB) *classify.Registry {
@@ -86,17 +85,24 @@ func startAPIOn(t *testing.T, store storetest.Store) *apiEnv {
 	return e
 }
 
-// now is the injected clock: real time plus an offset tests can advance.
-func (e *apiEnv) now() time.Time {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	return time.Now().Add(e.offset)
+// testClock is the injected service clock of a test server: real time
+// plus an offset tests advance (to make claims stale or approvals due)
+// instead of sleeping.
+type testClock struct {
+	mu     sync.Mutex
+	offset time.Duration
 }
 
-func (e *apiEnv) advance(d time.Duration) {
-	e.clockMu.Lock()
-	defer e.clockMu.Unlock()
-	e.offset += d
+func (c *testClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.offset)
+}
+
+func (c *testClock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.offset += d
 }
 
 func (e *apiEnv) serve(store storetest.Store) (*queue.Service, string) {

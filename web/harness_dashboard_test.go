@@ -7,7 +7,6 @@ import (
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,7 +14,6 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
@@ -29,9 +27,7 @@ type dashEnv struct {
 	svc   *queue.Service
 	srv   *web.Server
 	url   string
-
-	clockMu sync.Mutex
-	offset  time.Duration
+	testClock
 }
 
 const dashPassword = "correct horse battery staple"
@@ -46,23 +42,10 @@ var dashPasswordHash = sync.OnceValue(func() string {
 	return h
 })
 
-func dashRegistry(t testing.TB) *classify.Registry {
-	t.Helper()
-	b, err := os.ReadFile("../tools.example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := classify.Parse(b, classify.Options{})
-	if err != nil {
-		t.Fatalf("parse tools.example.yaml: %v", err)
-	}
-	return reg
-}
-
 func startDashboard(t *testing.T, configure ...func(*web.Config)) *dashEnv {
 	t.Helper()
 	d := &dashEnv{t: t, store: pgtest.Open(t)}
-	d.svc = queue.NewService(d.store, dashRegistry(t), queue.Options{Now: d.now})
+	d.svc = queue.NewService(d.store, exampleRegistry(t), queue.Options{Now: d.now})
 	cfg := web.Config{Service: d.svc, Accounts: d.store}
 	for _, f := range configure {
 		f(&cfg)
@@ -76,20 +59,6 @@ func startDashboard(t *testing.T, configure ...func(*web.Config)) *dashEnv {
 	t.Cleanup(hs.Close)
 	d.url = hs.URL
 	return d
-}
-
-// now is the service clock: real time plus an offset tests advance to
-// make claims stale.
-func (d *dashEnv) now() time.Time {
-	d.clockMu.Lock()
-	defer d.clockMu.Unlock()
-	return time.Now().Add(d.offset)
-}
-
-func (d *dashEnv) advance(by time.Duration) {
-	d.clockMu.Lock()
-	defer d.clockMu.Unlock()
-	d.offset += by
 }
 
 func (d *dashEnv) addUser(email string, role accounts.Role) *accounts.User {

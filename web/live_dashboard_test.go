@@ -26,7 +26,7 @@ func TestDashboardEventsAcrossServers(t *testing.T) {
 
 	// A second "process": its own store (pool and LISTEN connection).
 	other := pgtest.OpenURL(t, d.store.Pool().Config().ConnString())
-	svc2 := queue.NewService(other, dashRegistry(t), queue.Options{})
+	svc2 := queue.NewService(other, exampleRegistry(t), queue.Options{})
 	if _, err := web.New(web.Config{Service: svc2, Accounts: other}); err != nil {
 		t.Fatal(err)
 	}
