@@ -1,4 +1,7 @@
 -- +goose Up
+-- JSON columns are json, not jsonb: payloads come back exactly as submitted
+-- (key order, number spelling), and nothing queries inside them; the
+-- service compares them as JSON values in Go.
 -- Named CHECK constraints make illegal states unstorable; the partial unique
 -- index actions_held_intent is the intent guard itself.
 CREATE TABLE actions (
@@ -8,9 +11,9 @@ CREATE TABLE actions (
     intent_key       text        NOT NULL,
     attempt          integer     NOT NULL,
     state            text        NOT NULL,
-    payload          jsonb       NOT NULL,
-    approved_payload jsonb,
-    result           jsonb,
+    payload          json        NOT NULL,
+    approved_payload json,
+    result           json,
     error            text,
     requested_by     text        NOT NULL,
     channel          text        NOT NULL DEFAULT 'api',
@@ -24,8 +27,8 @@ CREATE TABLE actions (
     finished_at      timestamptz,
     expires_at       timestamptz,
     has_webhook      boolean     NOT NULL DEFAULT false,
-    spec             jsonb       NOT NULL,
-    warnings         jsonb       NOT NULL DEFAULT '[]',
+    spec             json        NOT NULL,
+    warnings         json        NOT NULL DEFAULT '[]',
     CONSTRAINT actions_class_valid CHECK (class IN ('exactly-once', 'at-least-once', 'at-most-once')),
     CONSTRAINT actions_state_valid CHECK (state IN ('pending', 'approved', 'rejected', 'expired', 'cancelled',
                                                     'in_progress', 'done', 'failed', 'recorded')),
@@ -34,7 +37,7 @@ CREATE TABLE actions (
     CONSTRAINT actions_key_required CHECK (class = 'at-least-once' OR length(intent_key) BETWEEN 1 AND 255),
     CONSTRAINT actions_claim_complete CHECK (state <> 'in_progress' OR (claimed_at IS NOT NULL AND claim_deadline IS NOT NULL)),
     CONSTRAINT actions_approval_states CHECK (class = 'at-most-once' OR state NOT IN ('pending', 'approved', 'rejected')),
-    CONSTRAINT actions_payload_object CHECK (jsonb_typeof(payload) = 'object')
+    CONSTRAINT actions_payload_object CHECK (json_typeof(payload) = 'object')
 );
 
 CREATE UNIQUE INDEX actions_held_intent ON actions (intent_key)
@@ -56,7 +59,7 @@ CREATE TABLE events (
     actor     text        NOT NULL,
     channel   text        NOT NULL DEFAULT '',
     at        timestamptz NOT NULL,
-    data      jsonb
+    data      json
 );
 CREATE INDEX events_action ON events (action_id, id);
 CREATE INDEX events_kind ON events (kind, id);

@@ -369,7 +369,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		q += ", " + st
 	}
 	q += " WHERE " + cond + " RETURNING id), ev AS (INSERT INTO events (action_id, kind, actor, channel, at, data) SELECT id, " +
-		arg(p.Event.Kind) + ", " + arg(p.Event.Actor) + ", " + arg(p.Event.Channel) + ", $3, " + arg(jsonArg(p.Event.Data)) + "::jsonb FROM upd)"
+		arg(p.Event.Kind) + ", " + arg(p.Event.Actor) + ", " + arg(p.Event.Channel) + ", $3, " + arg(jsonArg(p.Event.Data)) + "::json FROM upd)"
 	if p.ResolveStaleTicket {
 		q += `, tk AS (UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + arg(p.Event.Actor) +
 			`, outcome = $2, note = 'late report from the agent' WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open')`

@@ -64,7 +64,7 @@ WITH due AS (
     RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT action_id, 'ticket_opened', 'system', '', $1, jsonb_build_object('ticket', id::text, 'kind', 'stale') FROM ins
+    SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
 )
 SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`, now, limit)
 	if err != nil {
@@ -213,7 +213,7 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			} else {
 				errText = "resolved by operator: " + p.Note
 			}
-			tag, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::jsonb, result), error = coalesce($4, error), finished_at = $5
+			tag, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
 WHERE id = $1 AND state = 'in_progress'`, t.ActionID, string(p.Outcome), result, errText, p.Now)
 			if err != nil {
 				return err
