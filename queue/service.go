@@ -354,17 +354,19 @@ func (s *Service) Events(ctx context.Context, actionID string) ([]Event, error) 
 	return evs, nil
 }
 
-// agentAction loads an action for a drive call by agent and checks that
-// the agent submitted it.
-func (s *Service) agentAction(ctx context.Context, id, agent string) (*Action, error) {
-	a, err := s.store.ActionGetByID(ctx, id)
-	if err != nil {
-		return nil, err
-	}
+// refusal says why a drive call by agent may not touch a: it is another
+// agent's action, or (when agentExecuted) a webhook tool's. nil when only
+// a's state is at issue. The transitions themselves carry the same
+// conditions, so a drive call costs one statement; this only explains a
+// mismatch.
+func refusal(a *Action, agent, what string, agentExecuted bool) error {
 	if a.Agent() != agent {
-		return nil, &Error{Code: CodeForbidden, Detail: fmt.Sprintf("action %s was submitted by %s; only that agent may drive it", a.ID, a.RequestedBy)}
+		return &Error{Code: CodeForbidden, Detail: fmt.Sprintf("action %s was submitted by %s; only that agent may drive it", a.ID, a.RequestedBy)}
 	}
-	return a, nil
+	if agentExecuted && a.HasWebhook() {
+		return webhookOnly(a, what)
+	}
+	return nil
 }
 
 func invalidTransition(a *Action, what string) error {
@@ -385,8 +387,13 @@ type DriveResult struct {
 
 // Execute hands an approved at-most-once action to its agent, once.
 func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Action, error) {
-	a, err := s.agentAction(ctx, id, agent)
+	// The claim deadline needs the tool's claim_timeout, so Execute reads
+	// the action first; the transition still carries every condition.
+	a, err := s.store.ActionGetByID(ctx, id)
 	if err != nil {
+		return nil, err
+	}
+	if err := refusal(a, agent, "execute", false); err != nil {
 		return nil, err
 	}
 	if a.Class != classify.AtMostOnce {
@@ -400,10 +407,14 @@ func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Acti
 	deadline := now.Add(a.Spec.ClaimTimeout)
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateApproved}, To: StateInProgress, Now: now, Unexpired: true,
+		RequestedBy: by, AgentExecuted: true,
 		ClaimedAt: &now, ClaimedBy: &by, ClaimDeadline: &deadline,
 		Event: Event{ActionID: id, Kind: EventClaimed, Actor: by, Channel: channel, At: now},
 	})
 	if errors.Is(err, ErrStateMismatch) {
+		if err := refusal(got, agent, "execute", true); err != nil {
+			return nil, err
+		}
 		switch got.State {
 		case StateInProgress:
 			return nil, &Error{Code: CodeInProgress, Action: got, Detail: fmt.Sprintf("action %s is already being executed (claimed at %s); this is not permission to send", got.ID, fmtTime(got.ClaimedAt))}
@@ -435,21 +446,17 @@ func (s *Service) expireOne(ctx context.Context, a *Action, from State) (*Action
 
 // Complete records the effect's result: in_progress → done.
 func (s *Service) Complete(ctx context.Context, id, agent string, result json.RawMessage, channel string) (DriveResult, error) {
-	a, err := s.agentAction(ctx, id, agent)
-	if err != nil {
-		return DriveResult{}, err
-	}
-	if a.HasWebhook() {
-		return DriveResult{}, webhookOnly(a, "complete")
-	}
 	now := s.Now()
 	by := "agent:" + agent
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateDone, Now: now, Result: result, FinishedAt: &now,
-		ResolveStaleTicket: true,
-		Event:              Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result},
+		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
+		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result},
 	})
 	if errors.Is(err, ErrStateMismatch) {
+		if err := refusal(got, agent, "complete", true); err != nil {
+			return DriveResult{}, err
+		}
 		switch {
 		case got.State == StateDone && JSONEqual(got.Result, result):
 			return DriveResult{Action: got, Replayed: true}, nil
@@ -464,22 +471,18 @@ func (s *Service) Complete(ctx context.Context, id, agent string, result json.Ra
 // Fail records a definite non-effect: in_progress → failed, releasing the
 // intent.
 func (s *Service) Fail(ctx context.Context, id, agent, errText, channel string) (DriveResult, error) {
-	a, err := s.agentAction(ctx, id, agent)
-	if err != nil {
-		return DriveResult{}, err
-	}
-	if a.HasWebhook() {
-		return DriveResult{}, webhookOnly(a, "fail")
-	}
 	now := s.Now()
 	by := "agent:" + agent
 	data, _ := json.Marshal(map[string]string{"error": errText})
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateFailed, Now: now, Error: &errText, FinishedAt: &now,
-		ResolveStaleTicket: true,
-		Event:              Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data},
+		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
+		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data},
 	})
 	if errors.Is(err, ErrStateMismatch) {
+		if err := refusal(got, agent, "fail", true); err != nil {
+			return DriveResult{}, err
+		}
 		switch got.State {
 		case StateFailed:
 			return DriveResult{Action: got, Replayed: true}, nil
@@ -510,17 +513,17 @@ func (s *Service) outcomeConflict(ctx context.Context, a *Action, by, channel, r
 
 // Cancel withdraws a pending or approved action before execution.
 func (s *Service) Cancel(ctx context.Context, id, agent, channel string) (DriveResult, error) {
-	if _, err := s.agentAction(ctx, id, agent); err != nil {
-		return DriveResult{}, err
-	}
 	now := s.Now()
 	by := "agent:" + agent
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StatePending, StateApproved}, To: StateCancelled, Now: now,
-		DecidedBy: &by, DecidedAt: &now, FinishedAt: &now,
+		RequestedBy: by, DecidedBy: &by, DecidedAt: &now, FinishedAt: &now,
 		Event: Event{ActionID: id, Kind: EventCancelled, Actor: by, Channel: channel, At: now},
 	})
 	if errors.Is(err, ErrStateMismatch) {
+		if err := refusal(got, agent, "cancel", false); err != nil {
+			return DriveResult{}, err
+		}
 		if got.State == StateCancelled && got.DecidedBy != nil && *got.DecidedBy == by {
 			return DriveResult{Action: got, Replayed: true}, nil
 		}

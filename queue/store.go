@@ -99,6 +99,12 @@ type ActionTransitionParams struct {
 	// Unexpired adds "and expires_at is null or after Now" to the condition,
 	// so an approval cannot be given after expiry whether or not the sweep ran.
 	Unexpired bool
+	// RequestedBy, when set, adds "and requested_by = RequestedBy": only
+	// the agent that submitted an action may drive it.
+	RequestedBy string
+	// AgentExecuted adds "and the tool has no webhook executor": for a
+	// webhook tool only the dispatcher and operators finish the action.
+	AgentExecuted bool
 
 	DecidedBy       *string
 	DecisionNote    *string

@@ -364,6 +364,12 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	if p.Unexpired {
 		cond += " AND (expires_at IS NULL OR expires_at > $3)"
 	}
+	if p.RequestedBy != "" {
+		cond += " AND requested_by = " + arg(p.RequestedBy)
+	}
+	if p.AgentExecuted {
+		cond += " AND NOT has_webhook"
+	}
 	q := "WITH upd AS (UPDATE actions SET state = $2"
 	for _, st := range sets {
 		q += ", " + st

@@ -334,6 +334,13 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		query += ` AND (expires_at IS NULL OR expires_at > ?)`
 		args = append(args, fmtTime(p.Now))
 	}
+	if p.RequestedBy != "" {
+		query += ` AND requested_by = ?`
+		args = append(args, p.RequestedBy)
+	}
+	if p.AgentExecuted {
+		query += ` AND NOT has_webhook`
+	}
 
 	var (
 		a        *queue.Action

@@ -194,6 +194,33 @@ var submitTests = []test{
 }
 
 var transitionTests = []test{
+	{"DriverConditions", func(t *testing.T, s Store) {
+		// Only the submitting agent drives its action, in the same
+		// conditional statement: a stranger changes nothing.
+		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "drive:1", at(0))
+		approve(t, s, a.ID, at(time.Minute))
+		p := executeParams(a.ID, at(2*time.Minute), at(10*time.Minute))
+		p.RequestedBy, p.AgentExecuted = "agent:stranger", true
+		got, err := s.ActionTransition(t.Context(), p)
+		isErr(t, err, queue.ErrStateMismatch, "execute by another agent")
+		eq(t, got.State, queue.StateApproved, "state after a stranger's execute")
+		eq(t, got.RequestedBy, agent, "requested_by returned with the mismatch")
+		p.RequestedBy = agent
+		eq(t, transition(t, s, p).State, queue.StateInProgress, "execute by the submitting agent")
+
+		// A webhook tool's action is not the agent's to execute.
+		w := newAction(classify.AtMostOnce, "send_customer_email", "drive:2", at(0))
+		w.Spec.Executor = &classify.Executor{Webhook: "http://127.0.0.1:9000/send", Timeout: 30 * time.Second}
+		submit(t, s, w)
+		approve(t, s, w.ID, at(time.Minute))
+		p = executeParams(w.ID, at(2*time.Minute), at(10*time.Minute))
+		p.RequestedBy, p.AgentExecuted = agent, true
+		got, err = s.ActionTransition(t.Context(), p)
+		isErr(t, err, queue.ErrStateMismatch, "agent execute of a webhook action")
+		eq(t, got.State, queue.StateApproved, "state after a refused agent execute")
+		p.AgentExecuted = false // the dispatcher's claim
+		eq(t, transition(t, s, p).State, queue.StateInProgress, "dispatcher claim of a webhook action")
+	}},
 	{"StateMachine", func(t *testing.T, s Store) {
 		// setup returns an action in the case's from-state.
 		pending := func(t *testing.T, key string) *queue.Action {
