@@ -70,19 +70,3 @@ func Guidance(c Class) string {
 			timeoutAdvice
 	}
 }
-
-// RESTGuidance is Guidance phrased for the REST API (served by GET /api/v1/tools).
-func RESTGuidance(c Class) string {
-	switch c {
-	case AtLeastOnce:
-		return "Recorded; safe to repeat."
-	case ExactlyOnce:
-		return "A 201 with state in_progress is your claim: perform the effect once, then POST " +
-			"/actions/{id}/complete or /actions/{id}/fail. After a timeout or error never retry blindly: " +
-			"GET /actions?intent_key=KEY first. " + timeoutAdvice
-	default:
-		return "Nothing is sent until a person approves it. Do not submit the same intent again: " +
-			"follow the action with GET /actions/{id}?wait=30s until it is approved, rejected or expired. " +
-			timeoutAdvice
-	}
-}

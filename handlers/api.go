@@ -174,7 +174,7 @@ func ToolViews(reg *classify.Registry) []ToolView {
 	out := make([]ToolView, 0, len(tools))
 	for _, t := range tools {
 		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
-			Check: t.Check, Guidance: classify.Guidance(t.Class), Webhook: t.Executor != nil && t.Executor.Webhook != "",
+			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
 			Annotations: t.Annotations, Schema: t.Schema}
 		if v.Schema == nil {
 			v.Schema = json.RawMessage("null")

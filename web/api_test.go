@@ -313,8 +313,19 @@ func TestReadsAndDriveErrors(t *testing.T) {
 	if len(l.Actions) != 1 || l.Actions[0].ID != a.ID || l.NextCursor != nil {
 		t.Fatalf("second page: %s", page.body)
 	}
-	if r := e.do(e.base, e.token, "GET", "/api/v1/tools", nil); r.status != 200 || !strings.Contains(string(r.body), "issue_refund") {
+	r := e.do(e.base, e.token, "GET", "/api/v1/tools", nil)
+	var tools struct {
+		Tools []struct{ Name, Class, Guidance string }
+	}
+	if err := json.Unmarshal(r.body, &tools); err != nil || len(tools.Tools) != len(e.reg.Tools()) {
 		t.Fatalf("tools: %d %s", r.status, r.body)
+	}
+	for _, tv := range tools.Tools {
+		// The same guidance text as the MCP tool descriptions.
+		want, _ := e.reg.Lookup(tv.Name)
+		if tv.Class != string(want.Class) || tv.Guidance != want.Guidance() {
+			t.Errorf("tool %s: class %q guidance %q; want %q %q", tv.Name, tv.Class, tv.Guidance, want.Class, want.Guidance())
+		}
 	}
 }
 
