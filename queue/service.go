@@ -201,7 +201,12 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	case holder.State == StateInProgress && holder.Class == classify.ExactlyOnce:
 		kind = EventInProgressSeen
 	}
-	data, _ := json.Marshal(map[string]any{"tool": req.Tool, "payload": req.Payload})
+	// A replay repeats the action's own tool and payload, so only a reuse
+	// keeps what the other caller sent (for the operator comparing them).
+	var data json.RawMessage
+	if kind == EventReused {
+		data, _ = json.Marshal(map[string]any{"tool": req.Tool, "payload": req.Payload})
+	}
 	if err := s.store.EventInsert(ctx, Event{ActionID: holder.ID, Kind: kind, Actor: agent, Channel: channel, At: now, Data: data}); err != nil {
 		s.log.Warn("could not record event", "kind", kind, "action", holder.ID, "err", err)
 	}

@@ -77,8 +77,9 @@ func TestSubmitTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A held intent for the reuse rows.
-	if r := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-1", "held")); r.status != 201 {
-		t.Fatalf("setup: %d %s", r.status, r.body)
+	held := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-1", "held"))
+	if held.status != 201 {
+		t.Fatalf("setup: %d %s", held.status, held.body)
 	}
 	big := `{"tool":"send_customer_email","payload":{"customer_id":"c","topic":"t","to":"a@b.co","subject":"s","body":"` + strings.Repeat("x", 300<<10) + `"}}`
 	long := strings.Repeat("k", 10<<10)
@@ -142,6 +143,22 @@ func TestSubmitTable(t *testing.T) {
 				t.Fatalf("state %s, want %s", got, tc.state)
 			}
 		})
+	}
+	// The held action's timeline records the replay and both refusals; a
+	// refusal keeps what the other caller sent.
+	evs, err := e.svc.Events(t.Context(), held.action(t).ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[string]int{}
+	for _, ev := range evs {
+		kinds[ev.Kind]++
+		if ev.Kind == queue.EventReused && !strings.Contains(string(ev.Data), `"payload"`) {
+			t.Errorf("reuse event without the refused payload: %s", ev.Data)
+		}
+	}
+	if kinds[queue.EventSubmitted] != 1 || kinds[queue.EventReplayed] != 1 || kinds[queue.EventReused] != 2 {
+		t.Fatalf("timeline kinds %v; want 1 submitted, 1 replayed, 2 intent_key_reused", kinds)
 	}
 }
 
