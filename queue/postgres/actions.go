@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -248,12 +247,9 @@ func validUUID(s string) bool {
 func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*queue.Action, error) {
 	var (
 		where []string
-		args  []any
+		args  sqlArgs
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	if p.IntentKey != "" {
 		where = append(where, "a.intent_key = "+arg(p.IntentKey))
 	}
@@ -316,12 +312,9 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	}
 	var (
 		sets []string
-		args = []any{p.ID, string(p.To), p.Now}
+		args = sqlArgs{p.ID, string(p.To), p.Now}
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	set := func(col string, v any) { sets = append(sets, col+" = "+arg(v)) }
 	if p.DecidedBy != nil {
 		set("decided_by", *p.DecidedBy)

@@ -3,7 +3,6 @@ package postgres
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/approvals/approvals/queue"
@@ -29,12 +28,9 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue.Event, error) {
 	var (
 		where []string
-		args  []any
+		args  sqlArgs
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	if p.ActionID != "" {
 		if !validUUID(p.ActionID) {
 			return nil, nil

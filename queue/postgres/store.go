@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"strconv"
 	"strings"
 	"time"
 
@@ -259,4 +260,14 @@ func isUniqueViolation(err error) bool {
 func isForeignKeyViolation(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}
+
+// sqlArgs collects query arguments and names their placeholders, for the
+// queries whose WHERE clause depends on which filters are set.
+type sqlArgs []any
+
+// add appends v and returns its placeholder ("$3").
+func (a *sqlArgs) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -140,12 +139,9 @@ func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, er
 func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*queue.Ticket, error) {
 	var (
 		where []string
-		args  []any
+		args  sqlArgs
 	)
-	arg := func(v any) string {
-		args = append(args, v)
-		return "$" + strconv.Itoa(len(args))
-	}
+	arg := args.add
 	if p.State != "" {
 		where = append(where, "t.state = "+arg(string(p.State)))
 	}
