@@ -132,6 +132,32 @@ type Ticket struct {
 	Note       *string     `json:"note"`
 }
 
+// TicketEventData is the data of ticket_opened and ticket_resolved events,
+// the same in every store: the ticket, its kind, and for a resolution the
+// outcome, the note and any result the operator entered.
+func TicketEventData(ticketID string, kind TicketKind, outcome State, note string, result json.RawMessage) json.RawMessage {
+	m := map[string]any{"ticket": ticketID, "kind": kind}
+	if outcome != "" {
+		m["outcome"] = outcome
+	}
+	if note != "" {
+		m["note"] = note
+	}
+	if len(result) > 0 {
+		m["result"] = result
+	}
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// OperatorError is the error stored on an action an operator resolved as
+// failed.
+func OperatorError(note string) string { return "resolved by operator: " + note }
+
+// LateReportNote is the note of a stale ticket that the agent's own late
+// complete or fail resolved.
+const LateReportNote = "late report from the agent"
+
 // Event is one entry of an action's append-only timeline.
 type Event struct {
 	ID       int64           `json:"id"`

@@ -338,7 +338,7 @@ func DecodeCursor(s string) (Cursor, error) {
 		return Cursor{}, bad
 	}
 	t, err := time.Parse(time.RFC3339Nano, ts)
-	if err != nil || len(id) != 36 {
+	if err != nil || !ValidID(id) {
 		return Cursor{}, bad
 	}
 	return Cursor{CreatedAt: t, ID: id}, nil
@@ -688,32 +688,68 @@ type ResolveRequest struct {
 // ResolveTicket records an operator's finding. For a stale ticket the
 // action moves to the outcome; a conflict ticket changes no state.
 func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
-	if r.Outcome != StateDone && r.Outcome != StateFailed {
-		return nil, nil, Errorf(CodeInvalidRequest, "outcome must be done or failed")
-	}
-	note := strings.TrimSpace(r.Note)
-	if note == "" {
-		return nil, nil, Errorf(CodeInvalidRequest, "note: say what you checked in the external system")
-	}
 	if strings.TrimSpace(string(r.Result)) == "" {
 		r.Result = nil // no result given: not an empty, invalid JSON document
 	}
-	if len(r.Result) > 0 {
-		if _, ok := decodeValue(r.Result); !ok {
-			return nil, nil, Errorf(CodeInvalidRequest, "result must be JSON")
+	note := strings.TrimSpace(r.Note)
+	if err := checkResolution(r.Outcome, note, r.Result); err != nil {
+		// A ticket that is no longer open answers 409 whatever the form
+		// said: the operator needs to know someone else resolved it.
+		if t, terr := s.store.TicketGetByID(ctx, r.TicketID); terr == nil && t.State != TicketOpen {
+			a, _ := s.store.ActionGetByID(ctx, t.ActionID)
+			return a, t, ticketResolved(a, t)
 		}
+		return nil, nil, err
 	}
 	a, t, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: r.TicketID, Now: s.Now(), By: r.By,
 		Outcome: r.Outcome, Result: r.Result, Note: note})
-	switch {
-	case errors.Is(err, ErrTicketNotOpen):
-		by := "someone"
-		if t.ResolvedBy != nil {
-			by = *t.ResolvedBy
-		}
-		return a, t, &Error{Code: CodeTicketResolved, Action: a, Detail: fmt.Sprintf("ticket %s was already resolved by %s at %s", t.ID, by, fmtTime(t.ResolvedAt))}
-	case errors.Is(err, ErrStateMismatch):
-		return a, t, &Error{Code: CodeInvalidTransition, Action: a, Detail: "the action is no longer in_progress"}
+	if errors.Is(err, ErrTicketNotOpen) {
+		return a, t, ticketResolved(a, t)
 	}
 	return a, t, err
+}
+
+func checkResolution(outcome State, note string, result json.RawMessage) error {
+	if outcome != StateDone && outcome != StateFailed {
+		return Errorf(CodeInvalidRequest, "outcome must be done or failed")
+	}
+	if note == "" {
+		return Errorf(CodeInvalidRequest, "note: say what you checked in the external system")
+	}
+	if len(result) > 0 {
+		if _, ok := decodeValue(result); !ok {
+			return Errorf(CodeInvalidRequest, "result must be JSON")
+		}
+	}
+	return nil
+}
+
+func ticketResolved(a *Action, t *Ticket) error {
+	by := "someone"
+	if t.ResolvedBy != nil {
+		by = *t.ResolvedBy
+	}
+	return &Error{Code: CodeTicketResolved, Action: a, Detail: fmt.Sprintf("ticket %s was already resolved by %s at %s", t.ID, by, fmtTime(t.ResolvedAt))}
+}
+
+// ValidID reports whether s has the layout of the ids NewID makes, so a
+// malformed id is "not found" or invalid_request, never a database error.
+func ValidID(s string) bool {
+	if len(s) != 36 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch i {
+		case 8, 13, 18, 23:
+			if c != '-' {
+				return false
+			}
+		default:
+			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
+				return false
+			}
+		}
+	}
+	return true
 }

@@ -54,8 +54,10 @@ type Store interface {
 	// TicketCountOpen counts open tickets.
 	TicketCountOpen(ctx context.Context) (int64, error)
 	// TicketResolve resolves an open ticket. For a stale ticket the action
-	// moves from in_progress to p.Outcome (with p.Result or p.Error); for a
-	// conflict ticket no state changes. It locks the action, then the ticket.
+	// moves from in_progress to p.Outcome (p.Result, or OperatorError(note));
+	// for a conflict ticket, or a stale one whose action finished meanwhile,
+	// no state changes. Either way a ticket_resolved event records the
+	// finding. It locks the action, then the ticket.
 	// A ticket that is not open: ErrTicketNotOpen with the current ticket.
 	TicketResolve(ctx context.Context, p TicketResolveParams) (*Action, *Ticket, error)
 

@@ -238,6 +238,11 @@ func TestDashboardDecisions(t *testing.T) {
 		p.wantContains(t, "already", "approved", "user:ann@example.com", " UTC")
 		bob.post("/actions/"+a.ID+"/reject", url.Values{"note": {"no"}}).wantStatus(t, http.StatusConflict)
 		ann.post("/actions/"+a.ID+"/reject", url.Values{"note": {"changed my mind"}}).wantStatus(t, http.StatusConflict)
+		// A late decision with a broken form still learns who decided.
+		late := bob.post("/actions/"+a.ID+"/approve", url.Values{"payload": {"{not json"}})
+		late.wantStatus(t, http.StatusConflict)
+		late.wantContains(t, "user:ann@example.com")
+		bob.post("/actions/"+a.ID+"/reject", url.Values{"note": {""}}).wantStatus(t, http.StatusConflict)
 		if n := d.eventCount(a.ID, queue.EventApproved); n != 1 {
 			t.Fatalf("%d approved events, want 1", n)
 		}
@@ -359,14 +364,16 @@ func TestDashboardSessionsEnd(t *testing.T) {
 			t.Parallel()
 			u := d.addUser(how+"@example.com", accounts.RoleApprover)
 			b := d.login(how + "@example.com")
+			// The same cookies, copied into another browser: whatever b's
+			// own jar does at logout, this one keeps replaying them.
 			stolen := d.anonymous()
-			stolen.client.Jar = b.client.Jar // the same cookie, elsewhere
+			base, _ := url.Parse(d.url)
+			stolen.client.Jar.SetCookies(base, b.client.Jar.Cookies(base))
 			stolen.get("/").wantStatus(t, http.StatusOK)
 			id := strconv.FormatInt(u.ID, 10)
 			switch how {
 			case "logout":
 				b.post("/logout", nil).wantRedirect(t, "/login")
-				// The browser dropped the cookie; replay the old one.
 			case "password":
 				root.post("/admin/users/"+id+"/password", url.Values{"password": {"a brand new password"}}).wantRedirect(t, "/admin/users?done=password")
 			case "remove":
@@ -467,6 +474,10 @@ func TestDashboardTickets(t *testing.T) {
 	again := ops.post(path, url.Values{"outcome": {"failed"}, "note": {"no"}})
 	again.wantStatus(t, http.StatusConflict)
 	again.wantContains(t, "already resolved by user:ops@example.com")
+	// A late resolution with a bad form still learns who resolved it first.
+	late := ops.post(path, url.Values{"outcome": {"done"}, "note": {""}})
+	late.wantStatus(t, http.StatusConflict)
+	late.wantContains(t, "already resolved by user:ops@example.com")
 	ops.get("/tickets?state=resolved").wantContains(t, "refund re_1 is listed")
 	ops.get("/actions/"+a.ID).wantContains(t, "Ticket resolved", "refund re_1 is listed")
 	ops.post("/tickets/01000000-0000-7000-8000-000000000000/resolve", url.Values{"outcome": {"done"}, "note": {"x"}}).wantStatus(t, http.StatusNotFound)
@@ -605,5 +616,35 @@ func TestDashboardSetupRace(t *testing.T) {
 	}
 	if created != 1 || users != 1 {
 		t.Fatalf("%d setups succeeded and %d users exist; want exactly one admin", created, users)
+	}
+}
+
+// TestDashboardLoginBurst: parallel guesses count against each other, so a
+// burst gets no more password checks than the limit allows.
+func TestDashboardLoginBurst(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("ann@example.com", accounts.RoleViewer)
+	const n = 20
+	browsers := make([]*browser, n)
+	for i := range browsers {
+		browsers[i] = d.anonymous()
+		browsers[i].get("/login").wantStatus(t, http.StatusOK)
+	}
+	statuses := runConcurrently(n, func(i int) int {
+		return browsers[i].post("/login", url.Values{"email": {"ann@example.com"}, "password": {"guess " + strconv.Itoa(i)}}).status
+	})
+	checked := 0
+	for _, s := range statuses {
+		switch s {
+		case http.StatusUnauthorized:
+			checked++
+		case http.StatusTooManyRequests:
+		default:
+			t.Errorf("login answered %d", s)
+		}
+	}
+	if checked > 5 {
+		t.Fatalf("%d of %d parallel guesses had their password checked; the limit is 5", checked, n)
 	}
 }

@@ -130,11 +130,11 @@ var submitSQL = `
 WITH ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
-        spec, warnings)
+        spec, warnings, finished_at)
     SELECT $1, $2, $3, $4,
         CASE WHEN $3 = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(attempt) FROM actions WHERE intent_key = $4 AND class <> 'at-least-once'), 0) + 1 END,
-        $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16
+        $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $20
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
@@ -167,7 +167,7 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		row := s.pool.QueryRow(ctx, submitSQL, a.ID, a.Tool, string(a.Class), a.IntentKey,
 			string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
 			a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
-			ev.Kind, ev.Actor, jsonArg(ev.Data))
+			ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt)
 		var created bool
 		got, err := scanActionWith(row, &created)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -208,7 +208,7 @@ func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e
 
 // ActionGetByID implements queue.Store.
 func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
-	if !validUUID(id) {
+	if !queue.ValidID(id) {
 		return nil, queue.ErrNotFound
 	}
 	a, err := scanAction(s.pool.QueryRow(ctx, selectAction+` WHERE a.id = $1`, id))
@@ -219,28 +219,6 @@ func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, er
 		return nil, fmt.Errorf("get action %s: %w", id, err)
 	}
 	return a, nil
-}
-
-// validUUID keeps malformed ids away from the uuid cast, where they would be
-// a database error instead of a plain "not found".
-func validUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // ActionList implements queue.Store.
@@ -307,7 +285,7 @@ func likePrefix(p string) string {
 // action rides in the same pipelined batch, so a transition costs one round
 // trip.
 func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
-	if !validUUID(p.ID) {
+	if !queue.ValidID(p.ID) {
 		return nil, queue.ErrNotFound
 	}
 	var (
@@ -370,8 +348,13 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	q += " WHERE " + cond + " RETURNING id), ev AS (INSERT INTO events (action_id, kind, actor, channel, at, data) SELECT id, " +
 		arg(p.Event.Kind) + ", " + arg(p.Event.Actor) + ", " + arg(p.Event.Channel) + ", $3, " + arg(jsonArg(p.Event.Data)) + "::json FROM upd)"
 	if p.ResolveStaleTicket {
-		q += `, tk AS (UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + arg(p.Event.Actor) +
-			`, outcome = $2, note = 'late report from the agent' WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open')`
+		by := arg(p.Event.Actor)
+		q += `, tk AS (UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + by +
+			`, outcome = $2, note = ` + arg(queue.LateReportNote) + ` WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open'
+    RETURNING id, action_id, note)
+, tkev AS (INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT action_id, 'ticket_resolved', ` + by + `, ` + arg(p.Event.Channel) + `, $3,
+        json_build_object('ticket', id::text, 'kind', 'stale', 'outcome', $2::text, 'note', note) FROM tk)`
 	}
 	q += " SELECT count(*) FROM upd"
 

@@ -10,7 +10,7 @@ import (
 
 // EventInsert implements queue.Store.
 func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
-	if !validUUID(ev.ActionID) {
+	if !queue.ValidID(ev.ActionID) {
 		return queue.ErrNotFound
 	}
 	_, err := s.pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
@@ -32,7 +32,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	)
 	arg := args.add
 	if p.ActionID != "" {
-		if !validUUID(p.ActionID) {
+		if !queue.ValidID(p.ActionID) {
 			return nil, nil
 		}
 		where = append(where, "action_id = "+arg(p.ActionID))

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -56,6 +55,9 @@ WITH due AS (
     WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
       AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.action_id = a.id AND t.kind = 'stale' AND t.state = 'open')
     ORDER BY a.claim_deadline LIMIT $2
+    -- Lock the claims: a late report finishing one meanwhile waits, and a
+    -- claim finished before the lock is re-checked and skipped.
+    FOR UPDATE OF a SKIP LOCKED
 ), ins AS (
     INSERT INTO tickets (id, action_id, kind, state, opened_at)
     SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
@@ -78,7 +80,7 @@ SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_
 
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
-	if !validUUID(actionID) {
+	if !queue.ValidID(actionID) {
 		return nil, queue.ErrNotFound
 	}
 	var t *queue.Ticket
@@ -106,9 +108,8 @@ RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolv
 		if err != nil {
 			return err
 		}
-		data, _ := json.Marshal(map[string]string{"ticket": t.ID, "kind": string(queue.TicketConflict)})
 		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_opened', 'system', '', $2, $3)`,
-			actionID, now, string(data))
+			actionID, now, string(queue.TicketEventData(t.ID, queue.TicketConflict, "", "", nil)))
 		return err
 	})
 	if errors.Is(err, queue.ErrNotFound) {
@@ -122,7 +123,7 @@ RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolv
 
 // TicketGetByID implements queue.Store.
 func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, error) {
-	if !validUUID(id) {
+	if !queue.ValidID(id) {
 		return nil, queue.ErrNotFound
 	}
 	t, err := scanTicket(s.pool.QueryRow(ctx, ticketSelect+` WHERE t.id = $1`, id))
@@ -146,7 +147,7 @@ func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*qu
 		where = append(where, "t.state = "+arg(string(p.State)))
 	}
 	if p.ActionID != "" {
-		if !validUUID(p.ActionID) {
+		if !queue.ValidID(p.ActionID) {
 			return nil, nil
 		}
 		where = append(where, "t.action_id = "+arg(p.ActionID))
@@ -190,8 +191,7 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 	var notOpen bool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		// Lock order: the action first, then the ticket, as every other path.
-		var state string
-		if err := tx.QueryRow(ctx, `SELECT state FROM actions WHERE id = $1 FOR UPDATE`, t.ActionID).Scan(&state); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, t.ActionID); err != nil {
 			return err
 		}
 		cur, err := scanTicket(tx.QueryRow(ctx, ticketSelect+` WHERE t.id = $1 FOR UPDATE`, p.TicketID))
@@ -207,22 +207,21 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			if p.Outcome == queue.StateDone {
 				result = jsonArg(p.Result)
 			} else {
-				errText = "resolved by operator: " + p.Note
+				errText = queue.OperatorError(p.Note)
 			}
-			tag, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
-WHERE id = $1 AND state = 'in_progress'`, t.ActionID, string(p.Outcome), result, errText, p.Now)
-			if err != nil {
+			// No row updated: the action finished meanwhile (a late report
+			// that raced the sweep). The operator's finding is recorded
+			// below and no state changes.
+			if _, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
+WHERE id = $1 AND state = 'in_progress'`, t.ActionID, string(p.Outcome), result, errText, p.Now); err != nil {
 				return err
-			}
-			if tag.RowsAffected() == 0 {
-				return fmt.Errorf("action is %s, not in_progress: %w", state, queue.ErrStateMismatch)
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1`,
 			p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
 			return err
 		}
-		data, _ := json.Marshal(map[string]any{"ticket": p.TicketID, "kind": cur.Kind, "outcome": p.Outcome, "note": p.Note, "result": p.Result})
+		data := queue.TicketEventData(p.TicketID, cur.Kind, p.Outcome, p.Note, p.Result)
 		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_resolved', $2, 'dashboard', $3, $4)`,
 			t.ActionID, p.By, p.Now, string(data))
 		return err

@@ -393,7 +393,7 @@ func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to que
 	if to == queue.StateDone || to == queue.StateFailed {
 		outcome = string(to)
 	}
-	const note = "late report from the agent"
+	const note = queue.LateReportNote
 	var ticketID string
 	err := tx.QueryRowContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?, resolved_by = ?,
 		outcome = ?, note = ?
@@ -406,7 +406,7 @@ func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to que
 		return err
 	}
 	_, err = insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketResolved, Actor: by, At: at,
-		Data: ticketEventData(ticketID, queue.TicketStale, outcome, note)})
+		Data: queue.TicketEventData(ticketID, queue.TicketStale, to, note, nil)})
 	return err
 }
 

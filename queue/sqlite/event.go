@@ -3,7 +3,6 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 	"strings"
 
@@ -93,17 +92,4 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 		return nil, fmt.Errorf("list events: %w", err)
 	}
 	return list, nil
-}
-
-// ticketEventData describes a ticket in an event of its action's timeline.
-func ticketEventData(ticketID string, kind queue.TicketKind, outcome any, note string) json.RawMessage {
-	m := map[string]any{"ticket_id": ticketID, "kind": kind}
-	if outcome != nil {
-		m["outcome"] = outcome
-	}
-	if note != "" {
-		m["note"] = note
-	}
-	b, _ := json.Marshal(m) // strings only: cannot fail
-	return b
 }

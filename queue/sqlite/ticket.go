@@ -115,7 +115,7 @@ func openTicket(ctx context.Context, tx *sql.Tx, actionID string, kind queue.Tic
 		return nil, nil
 	}
 	if _, err := insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketOpened, Actor: "system",
-		At: now, Data: ticketEventData(id, kind, nil, "")}); err != nil {
+		At: now, Data: queue.TicketEventData(id, kind, "", "", nil)}); err != nil {
 		return nil, err
 	}
 	return getTicket(ctx, tx, id)
@@ -276,9 +276,6 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
 			return err
 		}
-		if _, err = getAction(ctx, tx, t.ActionID); err != nil {
-			return err
-		}
 		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?,
 			resolved_by = ?, outcome = ?, note = ?
 		WHERE id = ? AND state = 'open'`, fmtTime(p.Now), p.By, string(p.Outcome), p.Note, p.TicketID))
@@ -295,7 +292,7 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			if p.Outcome == queue.StateDone {
 				result = nullJSON(p.Result)
 			} else {
-				errText = p.Note
+				errText = queue.OperatorError(p.Note)
 			}
 			n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE actions SET state = ?, result = COALESCE(?, result),
 				error = COALESCE(?, error), finished_at = ?
@@ -303,17 +300,13 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			if err != nil {
 				return err
 			}
-			if n == 0 {
-				cur, err := getAction(ctx, tx, t.ActionID)
-				if err != nil {
-					return err
-				}
-				return fmt.Errorf("action %s is %s, not in_progress: %w", cur.ID, cur.State, queue.ErrStateMismatch)
-			}
-			moved = true
+			// n == 0: the action finished meanwhile (a late report that
+			// raced the sweep); the operator's finding is recorded and no
+			// state changes.
+			moved = n == 1
 		}
 		if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.EventTicketResolved, Actor: p.By,
-			At: p.Now, Data: ticketEventData(t.ID, t.Kind, string(p.Outcome), p.Note)}); err != nil {
+			Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)}); err != nil {
 			return err
 		}
 		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {

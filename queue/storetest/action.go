@@ -152,9 +152,13 @@ var submitTests = []test{
 	}},
 	{"RecordedHoldsNothing", func(t *testing.T, s Store) {
 		for i := range 3 {
-			a := submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "cache:users", at(time.Duration(i)*time.Minute))
+			now := at(time.Duration(i) * time.Minute)
+			r := newAction(classify.AtLeastOnce, "invalidate_cache", "cache:users", now)
+			r.FinishedAt = ptr(now) // recorded: finished when it is submitted
+			a := submit(t, s, r)
 			eq(t, a.State, queue.StateRecorded, "state")
 			eq(t, a.Attempt, 1, "attempt")
+			timePtrEq(t, get(t, s, a.ID).FinishedAt, ptr(now), "finished at of a recorded action")
 		}
 		blank := submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "", at(time.Hour))
 		eq(t, blank.Attempt, 1, "attempt without a key")

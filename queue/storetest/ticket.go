@@ -191,12 +191,31 @@ var ticketTests = []test{
 		eq(t, get(t, s, a.ID).State, queue.StateDone, "stored action after resolving twice")
 		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketResolved), 1, "resolution events after resolving twice")
 	}},
+	{"ResolveAfterActionFinished", func(t *testing.T, s Store) {
+		// A late report can finish the action without seeing a ticket the
+		// sweep opened at the same moment; the operator can still close it,
+		// recording the finding and changing no state.
+		a, tk := staleTicket(t, s, "refund:race-1")
+		transition(t, s, completeParams(a.ID, at(time.Hour), `{"refund_id":"r-9"}`))
+		got, resolved, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+		noErr(t, err, "resolve a stale ticket of a finished action")
+		eq(t, resolved.State, queue.TicketResolved, "ticket state")
+		eq(t, got.State, queue.StateDone, "action state unchanged")
+		if !queue.JSONEqual(got.Result, []byte(`{"refund_id":"r-9"}`)) {
+			t.Fatalf("result changed: %s", got.Result)
+		}
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 0, "open tickets")
+		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketResolved), 1, "the finding in the timeline")
+	}},
 	{"ResolveFailedReleases", func(t *testing.T, s Store) {
 		a, tk := staleTicket(t, s, "refund:r-2")
 		got, _, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
 		noErr(t, err, "resolve")
 		eq(t, got.State, queue.StateFailed, "action state")
 		timePtrEq(t, got.FinishedAt, ptr(at(time.Hour)), "finished at")
+		strPtrEq(t, got.Error, ptr(queue.OperatorError("checked the payment provider")), "error of an operator's failed")
 		next := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:r-2", at(2*time.Hour))
 		eq(t, next.Attempt, 2, "next attempt")
 		eq(t, a.Attempt, 1, "first attempt")
@@ -279,6 +298,14 @@ var ticketTests = []test{
 			stored, err := s.TicketGetByID(t.Context(), tk.ID)
 			noErr(t, err, "get ticket")
 			eq(t, stored.State, queue.TicketResolved, c.name+": stored ticket state")
+			// The timeline shows who resolved it and why.
+			evs, err := s.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventTicketResolved, Limit: 10})
+			noErr(t, err, "list events")
+			eq(t, len(evs), 1, c.name+": ticket_resolved events")
+			eq(t, evs[0].Actor, agent, c.name+": resolved by, in the timeline")
+			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, queue.LateReportNote, nil)) {
+				t.Fatalf("%s: ticket_resolved data %s", c.name, evs[0].Data)
+			}
 			_, _, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
 			isErr(t, err, queue.ErrTicketNotOpen, c.name+": operator after the agent")
 		}
