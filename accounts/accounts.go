@@ -106,6 +106,11 @@ type Store interface {
 	LoginFailureAdd(ctx context.Context, subject string, at time.Time) error
 	LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error)
 	LoginFailureClear(ctx context.Context, subject string) error
+	// LoginFailureRemove deletes the attempts of subject recorded at at
+	// exactly: a login records its attempt before checking the password
+	// (so parallel guesses count against each other) and takes it back
+	// when the password was right.
+	LoginFailureRemove(ctx context.Context, subject string, at time.Time) error
 	// AccountsPrune deletes sessions expired at now and login failures older
 	// than failuresBefore, so neither table grows without bound.
 	AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 	"strconv"
@@ -50,12 +51,27 @@ func (d *Dashboard) Login(c echo.Context) error {
 		normalized = strings.ToLower(email)
 	}
 	subjects := []string{"email:" + normalized, "addr:" + c.RealIP()}
+	// Record the attempt before checking anything, then count it with the
+	// others: parallel guesses see each other, so a burst cannot slip more
+	// than the limit past a count taken before any of them was recorded.
+	// A right password takes its attempt back.
+	now = now.UTC().Truncate(time.Microsecond)
+	for _, s := range subjects {
+		if err := d.Accounts.LoginFailureAdd(ctx, s, now); err != nil {
+			return err
+		}
+	}
 	for i, limit := range []int{limits.PerAccount, limits.PerAddress} {
 		n, err := d.Accounts.LoginFailureCount(ctx, subjects[i], now.Add(-limits.Window))
 		if err != nil {
 			return err
 		}
-		if n >= limit {
+		if n > limit {
+			// A refused attempt checks no password, so it is no failure:
+			// take it back (the lockout does not grow while it lasts).
+			if err := d.forgetAttempt(ctx, subjects, now); err != nil {
+				return err
+			}
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(limits.Window/time.Second)))
 			v.Error = "Too many failed sign-ins for this account or from this address. Try again in " +
 				templates.Span(limits.Window) + "."
@@ -77,15 +93,15 @@ func (d *Dashboard) Login(c echo.Context) error {
 		accounts.CheckPassword(dummyHash(), password)
 	}
 	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
-		for _, s := range subjects {
-			if err := d.Accounts.LoginFailureAdd(ctx, s, now); err != nil {
-				return err
-			}
-		}
 		v.Error = "The email or password is wrong."
 		return d.renderLogin(c, http.StatusUnauthorized, v)
 	}
+	// The account's failures end with a right password; the address keeps
+	// its other attempts (another account may be under attack from it).
 	if err := d.Accounts.LoginFailureClear(ctx, subjects[0]); err != nil {
+		return err
+	}
+	if err := d.Accounts.LoginFailureRemove(ctx, subjects[1], now); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u); err != nil {
@@ -95,6 +111,16 @@ func (d *Dashboard) Login(c echo.Context) error {
 		v.Next = "/"
 	}
 	return c.Redirect(http.StatusSeeOther, v.Next)
+}
+
+// forgetAttempt takes back the attempt recorded at now for each subject.
+func (d *Dashboard) forgetAttempt(ctx context.Context, subjects []string, now time.Time) error {
+	for _, s := range subjects {
+		if err := d.Accounts.LoginFailureRemove(ctx, s, now); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // signIn turns the request's session into a signed-in one under a new id

@@ -225,6 +225,12 @@ func (s *Store) LoginFailureCount(ctx context.Context, subject string, since tim
 	return n, err
 }
 
+// LoginFailureRemove implements accounts.Store.
+func (s *Store) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1 AND at = $2`, subject, at)
+	return err
+}
+
 // LoginFailureClear implements accounts.Store.
 func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1`, subject)

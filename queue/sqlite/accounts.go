@@ -329,6 +329,14 @@ func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 	return nil
 }
 
+// LoginFailureRemove implements accounts.Store.
+func (s *Store) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+	if _, err := s.exec(ctx, `DELETE FROM login_failures WHERE subject = ? AND at = ?`, subject, fmtTime(at)); err != nil {
+		return fmt.Errorf("remove login attempt: %w", err)
+	}
+	return nil
+}
+
 // AccountsPrune implements accounts.Store.
 func (s *Store) AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error {
 	if _, err := s.exec(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, fmtTime(now)); err != nil {

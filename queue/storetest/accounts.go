@@ -180,6 +180,8 @@ var accountTests = []test{
 		eq(t, count("account:ann@example.com", at(time.Minute)), 2, "since a minute (inclusive)")
 		eq(t, count("account:ann@example.com", at(time.Hour)), 0, "since an hour")
 		eq(t, count("addr:192.0.2.1", at(0)), 1, "other subject")
+		noErr(t, s.LoginFailureRemove(t.Context(), "account:ann@example.com", at(time.Minute)), "remove one attempt")
+		eq(t, count("account:ann@example.com", at(0)), 2, "after removing the attempt at one minute")
 		noErr(t, s.LoginFailureClear(t.Context(), "account:ann@example.com"), "clear")
 		eq(t, count("account:ann@example.com", at(0)), 0, "after clear")
 		eq(t, count("addr:192.0.2.1", at(0)), 1, "other subject after clear")
