@@ -97,7 +97,10 @@ func (d *Dashboard) decisionFailed(c echo.Context, id string, err error, form te
 	case qe.Code == queue.CodeAlreadyDecided:
 		v.Error = alreadyDecided(a)
 	case a.State != queue.StatePending:
-		v.Error = qe.Detail // no form is shown any more: say it at the top
+		// Decided meanwhile: whatever was wrong with this form, the answer
+		// is who decided it and when (409), as for any late decision.
+		v.Error = alreadyDecided(a)
+		err = &queue.Error{Code: queue.CodeAlreadyDecided, Action: a, Detail: v.Error}
 	default:
 		if strings.TrimSpace(form.Payload) == "" {
 			form.Payload = v.Payload

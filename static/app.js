@@ -62,7 +62,12 @@
     source.addEventListener("change", function (e) {
       var change = {};
       try { change = JSON.parse(e.data); } catch (err) { return; }
-      if (document.getElementById("queue")) {
+      // The queue lists pending actions: reload it for a new pending
+      // action (announced with or without its id) or a change to one of
+      // its rows, not for every claim and completion of other tools.
+      var queue = document.getElementById("queue");
+      if (queue && (change.state === "pending" ||
+          queue.querySelector('[data-row-link="' + CSS.escape(change.id || "") + '"]'))) {
         scheduleReload();
       }
       var action = document.querySelector("[data-action-id]");
@@ -94,7 +99,7 @@
   }
 
   function selectedLink() {
-    return selectedID === null ? null : document.querySelector('#queue [data-row-link="' + selectedID + '"]');
+    return selectedID === null ? null : document.querySelector('#queue [data-row-link="' + CSS.escape(selectedID) + '"]');
   }
 
   function restoreSelection() {

@@ -66,6 +66,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
+	// The client address (for the per-address login limit) is the TCP
+	// peer: headers such as X-Forwarded-For are anyone's to forge.
+	e.IPExtractor = echo.ExtractIPDirect()
 	s := &Server{cfg: cfg, echo: e, log: cfg.Logger, store: cfg.Service.Store(),
 		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
