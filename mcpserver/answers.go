@@ -38,19 +38,27 @@ type Refusal struct {
 	Action *queue.Action `json:"action,omitempty"`
 }
 
+// pingTimeout bounds the storage check of refuse.
+const pingTimeout = 2 * time.Second
+
 // refuse turns an error of the service or of argument decoding into an
 // isError result the model can read: never a protocol error, which a client
-// would likely retry. Only a call whose client went away gets a protocol
-// error; nobody reads it.
+// would likely retry. Only a call whose client went away (its context
+// cancelled or past its deadline) gets a protocol error; nobody reads it.
 func (s *server) refuse(ctx context.Context, err error, agent string) (*mcp.CallToolResult, error) {
 	var qe *queue.Error
 	if !errors.As(err, &qe) {
-		if errors.Is(err, context.Canceled) {
+		// Gone only if the call's own context ended; a timeout inside
+		// the store with the client still waiting stays a readable result.
+		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 			return nil, err
 		}
 		s.log.Error("mcp: call failed", "agent", agent, "err", err)
 		qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
-		if s.svc.Store().Ping(ctx) == nil {
+		// The call's context may be spent; the ping gets its own short one.
+		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+		defer cancel()
+		if s.svc.Store().Ping(pctx) == nil {
 			qe = &queue.Error{Code: codeInternal, Detail: "internal error; it has been logged"}
 		}
 	}

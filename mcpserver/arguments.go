@@ -12,51 +12,51 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// maxArguments caps the arguments of one call, as the default
-// APPROVALS_MAX_BODY caps a REST request body.
-const maxArguments = 256 << 10
+// defaultMaxBody caps the arguments of one call when New is given no limit,
+// as the default APPROVALS_MAX_BODY caps a REST request body.
+const defaultMaxBody = 256 << 10
 
 // arguments are a call's arguments by name, each as the JSON it was sent.
 type arguments map[string]json.RawMessage
 
-// decodeArguments applies the REST body checks to a call's arguments: at
-// most maxArguments bytes, valid UTF-8, one JSON object, and no NUL
-// character in any string or key (PostgreSQL's jsonb and text cannot hold
-// one). Absent arguments are an empty object.
-func decodeArguments(raw json.RawMessage) (arguments, error) {
+// rawArguments applies the checks every call shares: absent arguments are an
+// empty object, and the arguments are at most max bytes of valid UTF-8.
+func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
 		raw = json.RawMessage("{}")
 	}
-	if len(raw) > maxArguments {
-		return nil, queue.Errorf(queue.CodePayloadTooLarge, "the arguments are larger than %d bytes", maxArguments)
+	if int64(len(raw)) > max {
+		return nil, queue.Errorf(queue.CodePayloadTooLarge, "the arguments are larger than %d bytes", max)
 	}
 	if !utf8.Valid(raw) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid UTF-8")
 	}
+	return raw, nil
+}
+
+// decodeArguments applies the REST body checks to the arguments of a read or
+// drive tool: at most max bytes, valid UTF-8, one JSON object, and no NUL
+// character in any string or key (PostgreSQL's json and text cannot hold
+// one). Absent arguments are an empty object.
+func decodeArguments(raw json.RawMessage, max int64) (arguments, error) {
+	raw, err := rawArguments(raw, max)
+	if err != nil {
+		return nil, err
+	}
 	var args arguments
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "the arguments must be a JSON object")
+		return nil, errNotObject
 	}
 	// The REST decoder owns the NUL rule; hand it the arguments as the
-	// payload of a submission body, and name the offending argument the way
-	// the model wrote it.
-	body, err := marshal(handlers.SubmitBody{Tool: "arguments", Payload: raw})
-	if err != nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid JSON")
-	}
-	if _, err := handlers.DecodeSubmit(body, ""); err != nil {
-		var qe *queue.Error
-		if !errors.As(err, &qe) {
-			return nil, err
-		}
-		if rest, ok := strings.CutPrefix(qe.Detail, "payload."); ok {
-			return nil, queue.Errorf(qe.Code, "argument %s", rest)
-		}
-		return nil, queue.Errorf(qe.Code, "the arguments: %s", qe.Detail)
+	// payload of a submission body.
+	if _, err := handlers.DecodeSubmit(submitBody("arguments", raw, nil), ""); err != nil {
+		return nil, argumentError(err)
 	}
 	return args, nil
 }
+
+var errNotObject = queue.Errorf(queue.CodeInvalidRequest, "the arguments must be a JSON object")
 
 // only refuses arguments outside names, as the REST decoder refuses unknown
 // body fields.
@@ -97,32 +97,130 @@ func (a arguments) string(name string, required bool) (string, error) {
 	return s, nil
 }
 
-// submission turns a guarded tool's arguments into the body of a REST
-// submission (intent_key apart, the rest as payload) and decodes it with the
-// REST decoder, so both faces accept exactly the same submissions.
-func submission(tool string, args arguments) (handlers.SubmitBody, error) {
-	payload := make(map[string]json.RawMessage, len(args))
-	var key json.RawMessage
-	for k, v := range args {
-		if k == argIntentKey {
-			key = v
+// submission turns a guarded tool's raw arguments into the body of a REST
+// submission (intent_key apart, the rest as payload, as the client wrote it)
+// and decodes it with the REST decoder, once, so both faces accept exactly
+// the same submissions and store the same payload bytes.
+func submission(tool string, raw json.RawMessage, max int64) (handlers.SubmitBody, error) {
+	raw, err := rawArguments(raw, max)
+	if err != nil {
+		return handlers.SubmitBody{}, err
+	}
+	payload, key, err := splitIntentKey(raw)
+	if err != nil {
+		return handlers.SubmitBody{}, err
+	}
+	sb, err := handlers.DecodeSubmit(submitBody(tool, payload, key), "")
+	if err != nil {
+		return handlers.SubmitBody{}, argumentError(err)
+	}
+	return sb, nil
+}
+
+// submitBody writes a REST submission body around payload and key, both
+// JSON as received: nothing is re-encoded, so the payload keeps its key
+// order, number spelling and escapes.
+func submitBody(tool string, payload, key json.RawMessage) []byte {
+	name, _ := json.Marshal(tool) // a string always encodes
+	b := make([]byte, 0, len(payload)+len(key)+len(name)+40)
+	b = append(b, `{"tool":`...)
+	b = append(b, name...)
+	b = append(b, `,"payload":`...)
+	b = append(b, payload...)
+	if key != nil {
+		b = append(b, `,"intent_key":`...)
+		b = append(b, key...)
+	}
+	return append(b, '}')
+}
+
+// splitIntentKey takes the intent_key members out of the arguments object
+// raw and returns the rest unchanged, member by member as written, with the
+// value of the last intent_key member (nil when there is none, and then
+// payload is raw itself). Duplicate names resolve as json.Unmarshal does:
+// the last wins.
+func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, nil, errNotObject
+	}
+	// Each member runs from its key to the end of its value; what lies
+	// between two members is their separator (a comma and spaces).
+	type member struct{ start, end int }
+	var (
+		members []member
+		drop    []bool
+		end     = int(dec.InputOffset()) // the end of what was read so far
+	)
+	for dec.More() {
+		start := end
+		for start < len(raw) && (raw[start] == ',' || isSpace(raw[start])) {
+			start++
+		}
+		t, err := dec.Token()
+		if err != nil {
+			return nil, nil, errNotObject
+		}
+		name, _ := t.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, nil, errNotObject
+		}
+		end = int(dec.InputOffset())
+		members = append(members, member{start, end})
+		drop = append(drop, name == argIntentKey)
+		if name == argIntentKey {
+			key = bytes.TrimSpace(v)
+		}
+	}
+	if t, err := dec.Token(); err != nil || t != json.Delim('}') || !onlySpace(raw[dec.InputOffset():]) {
+		return nil, nil, errNotObject
+	}
+	if key == nil {
+		return raw, nil, nil
+	}
+	// '{' and the spaces before the first member, the kept members each with
+	// the separator that preceded it (none before the first kept), then the
+	// spaces and '}' after the last member.
+	out := make([]byte, 0, len(raw))
+	out = append(out, raw[:members[0].start]...)
+	kept := 0
+	for i, m := range members {
+		if drop[i] {
 			continue
 		}
-		payload[k] = v
+		if kept > 0 {
+			out = append(out, raw[members[i-1].end:m.start]...)
+		}
+		out = append(out, raw[m.start:m.end]...)
+		kept++
 	}
-	p, err := marshal(payload)
-	if err != nil {
-		return handlers.SubmitBody{}, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid JSON")
+	out = append(out, raw[members[len(members)-1].end:]...)
+	return out, key, nil
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
+
+func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
+
+// argumentError words an error of the REST decoder for the arguments of a
+// call: the body it checked is one this package wrote around them.
+func argumentError(err error) error {
+	var qe *queue.Error
+	if !errors.As(err, &qe) {
+		return err
 	}
-	body, err := marshal(struct {
-		Tool      string          `json:"tool"`
-		Payload   json.RawMessage `json:"payload"`
-		IntentKey json.RawMessage `json:"intent_key,omitempty"`
-	}{tool, p, key})
-	if err != nil {
-		return handlers.SubmitBody{}, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid JSON")
+	switch {
+	case strings.HasPrefix(qe.Detail, "payload."): // the NUL check names the argument the way the model wrote it
+		return queue.Errorf(qe.Code, "argument %s", strings.TrimPrefix(qe.Detail, "payload."))
+	case strings.HasPrefix(qe.Detail, argIntentKey+" contains"):
+		return queue.Errorf(qe.Code, "argument %s", qe.Detail)
+	case strings.HasPrefix(qe.Detail, argIntentKey):
+		return err // intent_key must be a string, intent_key: ...
+	case strings.HasPrefix(qe.Detail, "body "):
+		return queue.Errorf(qe.Code, "the arguments %s", strings.TrimPrefix(qe.Detail, "body "))
 	}
-	return handlers.DecodeSubmit(body, "")
+	return queue.Errorf(qe.Code, "the arguments: %s", qe.Detail)
 }
 
 // marshal encodes v without escaping <, > and &, so a payload keeps the

@@ -26,11 +26,11 @@ func TestDecodeArguments(t *testing.T) {
 		{"NUL in a value", `{"note":"a\u0000b"}`, queue.CodeInvalidRequest, "argument note"},
 		{"NUL deep inside", `{"result":{"lines":[{"sku":"\u0000"}]}}`, queue.CodeInvalidRequest, "result.lines[0].sku"},
 		{"NUL in a key", `{"a\u0000":1}`, queue.CodeInvalidRequest, "NUL"},
-		{"too large", `{"blob":"` + strings.Repeat("x", maxArguments) + `"}`, queue.CodePayloadTooLarge, "larger"},
+		{"too large", `{"blob":"` + strings.Repeat("x", defaultMaxBody) + `"}`, queue.CodePayloadTooLarge, "larger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			args, err := decodeArguments(json.RawMessage(tc.raw))
+			args, err := decodeArguments(json.RawMessage(tc.raw), defaultMaxBody)
 			if tc.code == "" {
 				if err != nil || args == nil {
 					t.Fatalf("got %v, %v", args, err)
@@ -49,23 +49,74 @@ func TestDecodeArguments(t *testing.T) {
 
 func TestSubmissionSplitsIntentKey(t *testing.T) {
 	t.Parallel()
-	args, err := decodeArguments(json.RawMessage(`{"intent_key":"partner:acme:q3","text":"<b>&","n":1.0}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	sb, err := submission("post_partner_message", args)
+	sb, err := submission("post_partner_message", json.RawMessage(`{"intent_key":"partner:acme:q3","text":"<b>&","n":1.0}`), defaultMaxBody)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if sb.Tool != "post_partner_message" || sb.IntentKey != "partner:acme:q3" {
 		t.Fatalf("submission %+v", sb)
 	}
-	if string(sb.Payload) != `{"n":1.0,"text":"<b>&"}` {
+	if string(sb.Payload) != `{"text":"<b>&","n":1.0}` {
 		t.Fatalf("payload %s: want the arguments as written, without intent_key", sb.Payload)
 	}
-	args, _ = decodeArguments(json.RawMessage(`{"intent_key":null,"x":1}`))
-	if sb, err := submission("t", args); err != nil || sb.IntentKey != "" {
+	if sb, err := submission("t", json.RawMessage(`{"intent_key":null,"x":1}`), defaultMaxBody); err != nil || sb.IntentKey != "" {
 		t.Fatalf("a null intent_key is no key: %+v %v", sb, err)
+	}
+}
+
+// The payload is the arguments as the client wrote them: without intent_key
+// the very bytes, with it only that member is gone.
+func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, raw, payload, key string
+	}{
+		{"no key", `{"z":1.50,"a":"\u00e9<&>","m":[1e2,{"y":0,"b":-0.0}]}`, `{"z":1.50,"a":"\u00e9<&>","m":[1e2,{"y":0,"b":-0.0}]}`, ""},
+		{"no key, spaced", "{ \"b\" : 1 ,\n \"a\":2 }", "{ \"b\" : 1 ,\n \"a\":2 }", ""},
+		{"key first", `{"intent_key":"k:1","z":1.50,"a":2}`, `{"z":1.50,"a":2}`, "k:1"},
+		{"key between", `{"z":1.50, "intent_key" : "k:1" ,"a":2}`, `{"z":1.50 ,"a":2}`, "k:1"},
+		{"key last", `{"z":1.50,"a":2,"intent_key":"k:1"}`, `{"z":1.50,"a":2}`, "k:1"},
+		{"key only", `{ "intent_key":"k:1" }`, `{  }`, "k:1"},
+		{"key twice, the last wins", `{"intent_key":"k:1","z":1,"intent_key":"k:2","a":{"intent_key":"inner"}}`, `{"z":1,"a":{"intent_key":"inner"}}`, "k:2"},
+		{"escaped name", `{"b":1,"intent\u005fkey":"k:1"}`, `{"b":1}`, "k:1"},
+		{"empty", `{}`, `{}`, ""},
+		{"absent", ``, `{}`, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			sb, err := submission("t", json.RawMessage(tc.raw), defaultMaxBody)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(sb.Payload) != tc.payload || sb.IntentKey != tc.key {
+				t.Fatalf("payload %s key %q, want %s %q", sb.Payload, sb.IntentKey, tc.payload, tc.key)
+			}
+		})
+	}
+	for _, tc := range []struct {
+		name, raw string
+		code      queue.Code
+		in        string
+	}{
+		{"array", `[1]`, queue.CodeInvalidRequest, "object"},
+		{"trailing data", `{"a":1} {}`, queue.CodeInvalidRequest, "object"},
+		{"invalid UTF-8", "{\"a\":\"\xff\"}", queue.CodeInvalidRequest, "UTF-8"},
+		{"NUL in an argument", `{"a":{"b":"\u0000"}}`, queue.CodeInvalidRequest, "argument a.b"},
+		{"NUL in the key", `{"intent_key":"\u0000"}`, queue.CodeInvalidRequest, "argument intent_key"},
+		{"key not a string", `{"intent_key":7}`, queue.CodeInvalidRequest, "intent_key must be a string"},
+		{"too large", `{"a":"xxxxxxxxxx"}`, queue.CodePayloadTooLarge, "larger than 8 bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			max := int64(defaultMaxBody)
+			if tc.code == queue.CodePayloadTooLarge {
+				max = 8
+			}
+			_, err := submission("t", json.RawMessage(tc.raw), max)
+			if queue.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.in) {
+				t.Fatalf("got %v, want %s with %q", err, tc.code, tc.in)
+			}
+		})
 	}
 }
 

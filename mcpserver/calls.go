@@ -17,12 +17,15 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// call is the shape of every tool's work: the calling agent and the decoded
+// call is the shape of every tool's work: the calling agent and the raw
 // arguments in, a result or an error out. Errors become isError results.
-type call func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error)
+type call func(ctx context.Context, agent string, raw json.RawMessage) (*mcp.CallToolResult, error)
 
-// handle wraps a call with what every tool needs: the caller and the
-// argument checks of the REST API.
+// argumentsCall is the work of a read or drive tool, on decoded arguments.
+type argumentsCall func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error)
+
+// handle wraps a call with what every tool needs: the caller, and a refusal
+// the model can read for every error.
 func (s *server) handle(c call) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		// The SDK runs handlers on its own goroutines without recovering, so
@@ -37,22 +40,32 @@ func (s *server) handle(c call) mcp.ToolHandler {
 		if !ok { // authenticate runs first, so this cannot happen
 			return s.refuse(ctx, queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN"), "")
 		}
-		args, err := decodeArguments(req.Params.Arguments)
-		if err != nil {
-			return s.refuse(ctx, err, agent)
-		}
-		if res, err = c(ctx, agent, args); err != nil {
+		if res, err = c(ctx, agent, req.Params.Arguments); err != nil {
 			return s.refuse(ctx, err, agent)
 		}
 		return res, nil
 	}
 }
 
+// withArguments applies the argument checks of the REST API before a read
+// or drive tool's work.
+func (s *server) withArguments(c argumentsCall) call {
+	return func(ctx context.Context, agent string, raw json.RawMessage) (*mcp.CallToolResult, error) {
+		args, err := decodeArguments(raw, s.maxBody)
+		if err != nil {
+			return nil, err
+		}
+		return c(ctx, agent, args)
+	}
+}
+
 // submit is the call of a guarded tool: it submits the arguments (without
-// intent_key) as the payload of an action, as the calling agent.
+// intent_key, otherwise as the client wrote them) as the payload of an
+// action, as the calling agent. The arguments are decoded once, by the REST
+// decoder.
 func (s *server) submit(tool string) mcp.ToolHandler {
-	return s.handle(func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-		sb, err := submission(tool, args)
+	return s.handle(func(ctx context.Context, agent string, raw json.RawMessage) (*mcp.CallToolResult, error) {
+		sb, err := submission(tool, raw, s.maxBody)
 		if err != nil {
 			return nil, err
 		}
@@ -180,91 +193,80 @@ func (s *server) listTools(ctx context.Context, agent string, args arguments) (*
 
 const listGuidance = "If a call times out, do not retry: read the action first (call find_actions with the intent key)."
 
-func (s *server) executeAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	id, err := s.idOnly(args)
+// drive runs a drive tool: it takes id and the named other arguments,
+// moves the action, and words the answer. move reads its other arguments
+// itself.
+func drive(args arguments, others []string, move func(id string) (queue.DriveResult, error), say func(queue.DriveResult) string) (*mcp.CallToolResult, error) {
+	if err := args.only(append([]string{"id"}, others...)...); err != nil {
+		return nil, err
+	}
+	id, err := args.string("id", true)
 	if err != nil {
 		return nil, err
 	}
-	a, err := s.svc.Execute(ctx, id, agent, Channel)
+	res, err := move(id)
 	if err != nil {
 		return nil, notFound(err, id)
 	}
-	return answer(a, fmt.Sprintf("You now hold the execution of %s: send its approved_payload exactly once now, then call complete_action "+
-		"with id %s and the result, or fail_action if it definitely was not sent. Do not call execute_action again: a later call is "+
-		"never permission to send.", describe(a), a.ID))
+	return answer(res.Action, say(res))
+}
+
+func (s *server) executeAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	return drive(args, nil, func(id string) (queue.DriveResult, error) {
+		a, err := s.svc.Execute(ctx, id, agent, Channel)
+		return queue.DriveResult{Action: a}, err
+	}, func(r queue.DriveResult) string {
+		return fmt.Sprintf("You now hold the execution of %s: send its approved_payload exactly once now, then call complete_action "+
+			"with id %s and the result, or fail_action if it definitely was not sent. Do not call execute_action again: a later call is "+
+			"never permission to send.", describe(r.Action), r.Action.ID)
+	})
 }
 
 func (s *server) completeAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	if err := args.only("id", "result"); err != nil {
-		return nil, err
-	}
-	id, err := args.string("id", true)
-	if err != nil {
-		return nil, err
-	}
-	result, ok := args["result"]
-	if !ok {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "result is required")
-	}
-	res, err := s.svc.Complete(ctx, id, agent, result, Channel)
-	if err != nil {
-		return nil, notFound(err, id)
-	}
-	a := res.Action
-	if res.Replayed {
-		return answer(a, fmt.Sprintf("Already recorded: %s is done with this same result; nothing changed.", describe(a)))
-	}
-	return answer(a, fmt.Sprintf("Recorded: %s is done with your result. Nothing more to do for it.", describe(a)))
+	return drive(args, []string{"result"}, func(id string) (queue.DriveResult, error) {
+		result, ok := args["result"]
+		if !ok {
+			return queue.DriveResult{}, queue.Errorf(queue.CodeInvalidRequest, "result is required")
+		}
+		return s.svc.Complete(ctx, id, agent, result, Channel)
+	}, func(r queue.DriveResult) string {
+		if r.Replayed {
+			return fmt.Sprintf("Already recorded: %s is done with this same result; nothing changed.", describe(r.Action))
+		}
+		return fmt.Sprintf("Recorded: %s is done with your result. Nothing more to do for it.", describe(r.Action))
+	})
 }
 
 func (s *server) failAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	if err := args.only("id", "error"); err != nil {
-		return nil, err
-	}
-	id, err := args.string("id", true)
-	if err != nil {
-		return nil, err
-	}
-	text, err := args.string("error", true)
-	if err != nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "error is required: a string saying why the effect definitely did not happen")
-	}
-	res, err := s.svc.Fail(ctx, id, agent, text, Channel)
-	if err != nil {
-		return nil, notFound(err, id)
-	}
-	a := res.Action
-	if res.Replayed {
-		return answer(a, fmt.Sprintf("Already recorded: %s failed; nothing changed.", describe(a)))
-	}
-	again := ""
-	if a.Class == classify.AtMostOnce {
-		again = ", which needs a fresh approval"
-	}
-	return answer(a, fmt.Sprintf("Recorded: %s failed, and intent %q is released: a new call of %s starts attempt %d%s.",
-		describe(a), a.IntentKey, a.Tool, a.Attempt+1, again))
+	return drive(args, []string{"error"}, func(id string) (queue.DriveResult, error) {
+		text, err := args.string("error", true)
+		if err != nil {
+			return queue.DriveResult{}, queue.Errorf(queue.CodeInvalidRequest, "error is required: a string saying why the effect definitely did not happen")
+		}
+		return s.svc.Fail(ctx, id, agent, text, Channel)
+	}, func(r queue.DriveResult) string {
+		a := r.Action
+		if r.Replayed {
+			return fmt.Sprintf("Already recorded: %s failed; nothing changed.", describe(a))
+		}
+		again := ""
+		if a.Class == classify.AtMostOnce {
+			again = ", which needs a fresh approval"
+		}
+		return fmt.Sprintf("Recorded: %s failed, and intent %q is released: a new call of %s starts attempt %d%s.",
+			describe(a), a.IntentKey, a.Tool, a.Attempt+1, again)
+	})
 }
 
 func (s *server) cancelAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	id, err := s.idOnly(args)
-	if err != nil {
-		return nil, err
-	}
-	res, err := s.svc.Cancel(ctx, id, agent, Channel)
-	if err != nil {
-		return nil, notFound(err, id)
-	}
-	if res.Replayed {
-		return answer(res.Action, fmt.Sprintf("Already cancelled: %s; nothing changed.", describe(res.Action)))
-	}
-	return answer(res.Action, fmt.Sprintf("Cancelled %s: nothing will be sent and the intent is released.", describe(res.Action)))
-}
-
-func (s *server) idOnly(args arguments) (string, error) {
-	if err := args.only("id"); err != nil {
-		return "", err
-	}
-	return args.string("id", true)
+	return drive(args, nil, func(id string) (queue.DriveResult, error) {
+		return s.svc.Cancel(ctx, id, agent, Channel)
+	}, func(r queue.DriveResult) string {
+		if r.Replayed {
+			return fmt.Sprintf("Already cancelled: %s; nothing changed.", describe(r.Action))
+		}
+		return fmt.Sprintf("Cancelled %s: nothing will be sent and the intent is released.", describe(r.Action))
+	})
 }
 
 func capitalize(s string) string {

@@ -75,6 +75,8 @@ type envOptions struct {
 	wrapMCP func(http.Handler) http.Handler
 	// wrapStore wraps the store the service uses (to inject a fault).
 	wrapStore func(queue.Store) queue.Store
+	// maxBody is APPROVALS_MAX_BODY (0: the default).
+	maxBody int64
 }
 
 // newEnv starts a server.
@@ -91,11 +93,11 @@ func newEnv(t testing.TB, opts envOptions) *env {
 		qs = opts.wrapStore(store)
 	}
 	svc := queue.NewService(qs, reg, queue.Options{Logger: logger, WaitRecheck: 500 * time.Millisecond})
-	h := mcpserver.New(svc, store, logger)
+	h := mcpserver.New(svc, store, logger, opts.maxBody)
 	if opts.wrapMCP != nil {
 		h = opts.wrapMCP(h)
 	}
-	srv, err := web.New(web.Config{Service: svc, Accounts: store, Logger: logger, MCP: h})
+	srv, err := web.New(web.Config{Service: svc, Accounts: store, Logger: logger, MCP: h, MaxBody: opts.maxBody})
 	if err != nil {
 		t.Fatalf("web.New: %v", err)
 	}
@@ -448,6 +450,51 @@ func TestMCPAndRESTShareIntents(t *testing.T) {
 	}
 	// Another payload for the held intent: intent_key_reused, nothing done.
 	wantRefusal(t, call(t, cs, "issue_refund", map[string]any{"amount": 7, "line_id": "l-1", "order_id": "o-9"}), queue.CodeIntentKeyReused)
+}
+
+// An MCP payload is stored as the client wrote it, as a REST payload is:
+// key order and number spelling survive, and only intent_key is taken out.
+func TestPayloadStoredAsSubmitted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	cs := e.connect(t, e.token(t, "exact"))
+	ctx := context.Background()
+	for _, tc := range []struct {
+		tool, args, payload string
+	}{
+		{"issue_refund", `{"order_id":"o-7","line_id":"l-3","amount":1.50}`, `{"order_id":"o-7","line_id":"l-3","amount":1.50}`},
+		{"post_partner_message", `{"text":"<b>\u00e9","intent_key":"partner:acme:q4","amount":1.50,"meta":{"z":1e2,"b":[2.0,0]}}`,
+			`{"text":"<b>\u00e9","amount":1.50,"meta":{"z":1e2,"b":[2.0,0]}}`},
+	} {
+		res, err := cs.CallTool(ctx, &mcp.CallToolParams{Name: tc.tool, Arguments: json.RawMessage(tc.args)})
+		if err != nil || res.IsError {
+			t.Fatalf("%s: %v %s", tc.tool, err, text(res))
+		}
+		var id struct{ ID string }
+		if err := decodeResult(res, &id); err != nil {
+			t.Fatal(err)
+		}
+		a, err := e.svc.Get(ctx, id.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a.Payload) != tc.payload {
+			t.Errorf("%s: stored payload %s, want %s", tc.tool, a.Payload, tc.payload)
+		}
+	}
+}
+
+// MCP holds a call's arguments to APPROVALS_MAX_BODY, as REST holds a body.
+func TestMaxBody(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{maxBody: 4 << 10})
+	cs := e.connect(t, e.token(t, "big"))
+	wantAction(t, call(t, cs, "invalidate_cache", map[string]any{"path": strings.Repeat("p", 3<<10)}), queue.StateRecorded)
+	r := wantRefusal(t, call(t, cs, "invalidate_cache", map[string]any{"path": strings.Repeat("p", 5<<10)}), queue.CodePayloadTooLarge)
+	if !strings.Contains(r.Detail, "4096") {
+		t.Errorf("detail %q does not name the limit", r.Detail)
+	}
+	wantRefusal(t, call(t, cs, "complete_action", map[string]any{"id": "x", "result": strings.Repeat("r", 5<<10)}), queue.CodePayloadTooLarge)
 }
 
 func TestAuthentication(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"log/slog"
+	"math"
 	"net/http"
 	"runtime/debug"
 
@@ -30,11 +31,21 @@ import (
 // in the timeline that an action came through MCP.
 const Channel = "mcp"
 
-// maxRequestBody caps one HTTP request to /mcp. The arguments of a single
-// call are held to maxArguments inside it; the envelope gets the rest, so an
-// oversized call is an isError result (payload_too_large) the model can
+// envelopeHeadroom is what an HTTP request to /mcp may carry beyond the
+// arguments of its call: the JSON-RPC envelope (method, id, tool name,
+// _meta).
+const envelopeHeadroom = 64 << 10
+
+// requestLimit caps one HTTP request to /mcp. The arguments of a single call
+// are held to maxBody inside it, as a REST body is, so an oversized call (up
+// to twice the limit) is an isError result (payload_too_large) the model can
 // read, and only an absurd request is refused by the transport.
-const maxRequestBody = 4 * maxArguments
+func requestLimit(maxBody int64) int64 {
+	if maxBody > (math.MaxInt64-envelopeHeadroom)/2 {
+		return math.MaxInt64
+	}
+	return 2*maxBody + envelopeHeadroom
+}
 
 // instructions are sent to the client at initialization; clients usually
 // show them to the model once per session.
@@ -45,12 +56,15 @@ const instructions = "approvals guards side effects. Every tool here except the 
 	"Follow an action with get_action (with wait) instead of calling its tool again."
 
 type server struct {
-	svc *queue.Service
-	log *slog.Logger
+	svc     *queue.Service
+	log     *slog.Logger
+	maxBody int64 // the most bytes of arguments a call may carry
 }
 
-// New returns the handler for /mcp. The tools are taken from the service's
-// registry once, here: the registry is fixed for the life of a process.
+// New returns the handler for /mcp. maxBody is APPROVALS_MAX_BODY: a call's
+// arguments may be as large as a REST request body (<= 0 means 256 KiB). The
+// tools are taken from the service's registry once, here: the registry is
+// fixed for the life of a process.
 //
 // Every request must carry an agent bearer token (Authorization: Bearer
 // TOKEN); without a valid, unrevoked one it is answered 401 before any MCP
@@ -61,11 +75,14 @@ type server struct {
 // The endpoint is stateless: no MCP session is kept in memory, so several
 // server processes behind one address behave as one service, as the REST API
 // does. Nothing here needs server-to-client messages.
-func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger) http.Handler {
+func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody int64) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	s := &server{svc: svc, log: logger}
+	if maxBody <= 0 {
+		maxBody = defaultMaxBody
+	}
+	s := &server{svc: svc, log: logger, maxBody: maxBody}
 	ms := mcp.NewServer(&mcp.Implementation{Name: "approvals", Title: "approvals", Version: version()}, &mcp.ServerOptions{
 		Instructions: instructions,
 		Logger:       logger,
@@ -92,7 +109,7 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger) http.Han
 		// reverse proxy that forwards the public Host, which the check would
 		// refuse.
 		DisableLocalhostProtection: true,
-		MaxRequestBodyBytes:        maxRequestBody,
+		MaxRequestBodyBytes:        requestLimit(maxBody),
 	})
 	// RequireBearerToken is how the SDK carries the caller into each call
 	// (CallToolRequest.Extra.TokenInfo); the token itself was checked by

@@ -137,72 +137,54 @@ var (
 	}
 )
 
-// readAnnotations mark the tools that change nothing.
-func readAnnotations() *mcp.ToolAnnotations {
-	return &mcp.ToolAnnotations{ReadOnlyHint: true, IdempotentHint: true, OpenWorldHint: new(false)}
-}
-
-// driveAnnotations mark the tools that move an action: repeating one is
-// answered from the stored action (a replay or a refusal), never a second
-// transition, and they reach nothing outside approvals.
-func driveAnnotations() *mcp.ToolAnnotations {
-	return &mcp.ToolAnnotations{ReadOnlyHint: false, IdempotentHint: true, OpenWorldHint: new(false)}
+// actionAnnotations mark the read and drive tools. Read tools change
+// nothing; repeating a drive tool is answered from the stored action (a
+// replay or a refusal), never a second transition. Neither reaches anything
+// outside approvals.
+func actionAnnotations(readOnly bool) *mcp.ToolAnnotations {
+	return &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: true, OpenWorldHint: new(false)}
 }
 
 // addActionTools registers the read and drive tools.
 func (s *server) addActionTools(ms *mcp.Server) {
-	ms.AddTool(&mcp.Tool{
-		Name: "get_action",
-		Description: "Read one action by id. With wait (a Go duration such as \"30s\", at most 60s) it long-polls: it answers as soon as " +
+	for _, t := range []struct {
+		name, description string
+		schema            map[string]any
+		readOnly          bool
+		run               argumentsCall
+	}{
+		{"get_action", "Read one action by id. With wait (a Go duration such as \"30s\", at most 60s) it long-polls: it answers as soon as " +
 			"the state differs from state (default: the state when the call arrives), at once for a final state (done, failed, rejected, " +
 			"expired, cancelled, recorded), or at the deadline with the current state. Use it to follow an at-most-once action until a " +
 			"person approves or rejects it, instead of calling its tool again.",
-		InputSchema: getActionSchema,
-		Annotations: readAnnotations(),
-	}, s.handle(s.getAction))
-	ms.AddTool(&mcp.Tool{
-		Name: "find_actions",
-		Description: "List the actions of an intent key, newest first. Call it first whenever a tool call timed out or failed: it shows " +
+			getActionSchema, true, s.getAction},
+		{"find_actions", "List the actions of an intent key, newest first. Call it first whenever a tool call timed out or failed: it shows " +
 			"whether the call reached approvals, which state the intent is in and who holds it, so an effect is never repeated blindly.",
-		InputSchema: findActionsSchema,
-		Annotations: readAnnotations(),
-	}, s.handle(s.findActions))
-	ms.AddTool(&mcp.Tool{
-		Name: "list_tools",
-		Description: "List the guarded tools with their class, intent template, the check operators use to verify an effect, and the " +
+			findActionsSchema, true, s.findActions},
+		{"list_tools", "List the guarded tools with their class, intent template, the check operators use to verify an effect, and the " +
 			"guidance to follow for each.",
-		InputSchema: emptySchema,
-		Annotations: readAnnotations(),
-	}, s.handle(s.listTools))
-	ms.AddTool(&mcp.Tool{
-		Name: "execute_action",
-		Description: "Take an approved at-most-once action for execution (approved -> in_progress). It succeeds once and returns the " +
+			emptySchema, true, s.listTools},
+		{"execute_action", "Take an approved at-most-once action for execution (approved -> in_progress). It succeeds once and returns the " +
 			"action whose approved_payload is what to send: send it exactly once, then call complete_action or fail_action. A later " +
 			"call answers in_progress, which is never permission to send. Actions whose tool has a webhook executor are delivered by " +
 			"approvals itself.",
-		InputSchema: idSchema,
-		Annotations: driveAnnotations(),
-	}, s.handle(s.executeAction))
-	ms.AddTool(&mcp.Tool{
-		Name: "complete_action",
-		Description: "Report that the effect of your in_progress action happened, with its result (any JSON): in_progress -> done. " +
+			idSchema, false, s.executeAction},
+		{"complete_action", "Report that the effect of your in_progress action happened, with its result (any JSON): in_progress -> done. " +
 			"Repeating it with the same result is safe. A different result, or a report on a failed action, is kept and opens an " +
 			"operator ticket: it may mean the effect happened twice.",
-		InputSchema: completeSchema,
-		Annotations: driveAnnotations(),
-	}, s.handle(s.completeAction))
-	ms.AddTool(&mcp.Tool{
-		Name: "fail_action",
-		Description: "Report that the effect of your in_progress action definitely did not happen, with the reason: in_progress -> " +
+			completeSchema, false, s.completeAction},
+		{"fail_action", "Report that the effect of your in_progress action definitely did not happen, with the reason: in_progress -> " +
 			"failed, which releases the intent for a new attempt. Never use it when unsure: leave the action in_progress and an " +
 			"operator reconciles it.",
-		InputSchema: failSchema,
-		Annotations: driveAnnotations(),
-	}, s.handle(s.failAction))
-	ms.AddTool(&mcp.Tool{
-		Name:        "cancel_action",
-		Description: "Withdraw your pending or approved action before it is executed (-> cancelled); nothing is sent and the intent is released.",
-		InputSchema: idSchema,
-		Annotations: driveAnnotations(),
-	}, s.handle(s.cancelAction))
+			failSchema, false, s.failAction},
+		{"cancel_action", "Withdraw your pending or approved action before it is executed (-> cancelled); nothing is sent and the intent is released.",
+			idSchema, false, s.cancelAction},
+	} {
+		ms.AddTool(&mcp.Tool{
+			Name:        t.name,
+			Description: t.description,
+			InputSchema: t.schema,
+			Annotations: actionAnnotations(t.readOnly),
+		}, s.handle(s.withArguments(t.run)))
+	}
 }
