@@ -24,7 +24,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var c config
 	fs := newFlags("migrate")
 	dbFlags(fs, &c)
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
 	st, where, err := openStore(ctx, c.DatabaseURL)
@@ -50,7 +50,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	fs.StringVar(&email, "email", "", "email address")
 	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
 	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	email, err := accounts.NormalizeEmail(email)
@@ -114,7 +114,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	fs := newFlags("token " + args[0])
 	dbFlags(fs, &c)
 	fs.StringVar(&name, "name", "", "the agent's name")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if err := checkTokenName(name); err != nil {
@@ -170,7 +170,11 @@ func toolsCmd(args []string, stdout io.Writer) error {
 	if path == "" {
 		return errors.New("name a tools file: approvals tools check FILE (or set APPROVALS_TOOLS)")
 	}
-	reg, err := classify.Load(path, classify.Options{WebhookSecretSet: env("APPROVALS_WEBHOOK_SECRET") != ""})
+	secret, err := secretEnv("APPROVALS_WEBHOOK_SECRET")
+	if err != nil {
+		return err
+	}
+	reg, err := classify.Load(path, classify.Options{WebhookSecretSet: secret != ""})
 	if err != nil {
 		return err
 	}

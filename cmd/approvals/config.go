@@ -26,20 +26,39 @@ type config struct {
 	SessionSecret string
 	SweepInterval time.Duration
 	MaxBody       int64
+	// PprofAddr serves Go's profiles when set; loopback only.
+	PprofAddr string
 }
 
-// env reads NAME, or the file named by NAME_FILE (for secrets).
-func env(name string) string {
+// env reads a setting from the environment.
+func env(name string) string { return os.Getenv(name) }
+
+// secretEnv reads a secret from NAME, or from the file named by NAME_FILE;
+// an unreadable file is an error naming it, never a silently empty secret.
+func secretEnv(name string) (string, error) {
 	if v := os.Getenv(name); v != "" {
-		return v
+		return v, nil
 	}
-	if f := os.Getenv(name + "_FILE"); f != "" {
-		b, err := os.ReadFile(f)
-		if err == nil {
-			return strings.TrimSpace(string(b))
-		}
+	f := os.Getenv(name + "_FILE")
+	if f == "" {
+		return "", nil
 	}
-	return ""
+	b, err := os.ReadFile(f)
+	if err != nil {
+		return "", fmt.Errorf("%s_FILE: %w", name, err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// parseFlags parses args and refuses arguments no flag took.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
 }
 
 // dbFlags registers the storage flag shared by every command.
@@ -58,11 +77,19 @@ func parseServeConfig(args []string) (config, error) {
 	fs.StringVar(&c.Addr, "addr", addr, "listen address")
 	dbFlags(fs, &c)
 	fs.StringVar(&c.Tools, "tools", env("APPROVALS_TOOLS"), "tools file (YAML)")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
 		return c, err
 	}
-	c.WebhookSecret = env("APPROVALS_WEBHOOK_SECRET")
-	c.SessionSecret = env("APPROVALS_SESSION_SECRET")
+	if c.PprofAddr = env("APPROVALS_PPROF_ADDR"); c.PprofAddr != "" && !loopback(c.PprofAddr) {
+		return c, fmt.Errorf("APPROVALS_PPROF_ADDR %q: profiles are served on a loopback address only, such as 127.0.0.1:6060", c.PprofAddr)
+	}
+	var err error
+	if c.WebhookSecret, err = secretEnv("APPROVALS_WEBHOOK_SECRET"); err != nil {
+		return c, err
+	}
+	if c.SessionSecret, err = secretEnv("APPROVALS_SESSION_SECRET"); err != nil {
+		return c, err
+	}
 	c.SweepInterval = 30 * time.Second
 	if v := env("APPROVALS_SWEEP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)

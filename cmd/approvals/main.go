@@ -3,6 +3,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +28,9 @@ commands:
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
-APPROVALS_SESSION_SECRET, APPROVALS_SWEEP_INTERVAL, APPROVALS_MAX_BODY.
+APPROVALS_SESSION_SECRET, APPROVALS_SWEEP_INTERVAL, APPROVALS_MAX_BODY,
+APPROVALS_PPROF_ADDR (loopback only). Secrets may come from a file named by
+NAME_FILE (APPROVALS_WEBHOOK_SECRET_FILE, APPROVALS_SESSION_SECRET_FILE).
 `
 
 // run is main without the process: tests call it.
@@ -55,6 +59,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	default:
 		fmt.Fprintf(stderr, "approvals: unknown command %q\n\n%s", cmd, usage)
 		return 2
+	}
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "approvals %s: %v\n", cmd, err)

@@ -29,6 +29,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	log := slog.New(slog.NewTextHandler(stderr, nil))
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
+	// After the first signal, a second one ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
@@ -75,7 +80,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	wg.Go(func() { svc.RunSweeper(workers, cfg.SweepInterval) })
 	app.startWorkers(workers, &wg)
 
-	if addr := env("APPROVALS_PPROF_ADDR"); addr != "" {
+	if addr := cfg.PprofAddr; addr != "" {
 		// Opt-in profiling on its own listener, never on the public one.
 		go func() {
 			mux := http.NewServeMux()
@@ -110,4 +115,17 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	wg.Wait()
 	log.Info("stopped")
 	return nil
+}
+
+// loopback reports whether addr ("host:port") is on a loopback interface.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }

@@ -1,0 +1,51 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseServeConfigRefuses(t *testing.T) {
+	missing := filepath.Join(t.TempDir(), "nope")
+	for _, tc := range []struct {
+		name, env, value string
+		args             []string
+		want             string
+	}{
+		{"unreadable secret file", "APPROVALS_WEBHOOK_SECRET_FILE", missing, nil, "APPROVALS_WEBHOOK_SECRET_FILE"},
+		{"public pprof address", "APPROVALS_PPROF_ADDR", "0.0.0.0:6060", nil, "APPROVALS_PPROF_ADDR"},
+		{"stray argument", "", "", []string{"extra"}, `unexpected argument "extra"`},
+		{"bad sweep interval", "APPROVALS_SWEEP_INTERVAL", "soon", nil, "APPROVALS_SWEEP_INTERVAL"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.env != "" {
+				t.Setenv(tc.env, tc.value)
+			}
+			_, err := parseServeConfig(tc.args)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v; want one naming %s", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSecretFromFile(t *testing.T) {
+	f := filepath.Join(t.TempDir(), "secret")
+	if err := os.WriteFile(f, []byte("s3cret\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APPROVALS_WEBHOOK_SECRET_FILE", f)
+	c, err := parseServeConfig(nil)
+	if err != nil || c.WebhookSecret != "s3cret" {
+		t.Fatalf("secret %q, err %v", c.WebhookSecret, err)
+	}
+}
+
+func TestHelpExitsZero(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(t.Context(), []string{"token", "create", "-h"}, strings.NewReader(""), &out, &errOut); code != 0 || !strings.Contains(out.String(), "usage: approvals") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}
