@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -34,6 +35,7 @@ type Store struct {
 	channel string
 	cancel  context.CancelFunc
 	done    chan struct{}
+	pending pendingMark
 }
 
 // Options tune Open.
@@ -131,7 +133,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Subscribe delivers changes made by any process.
-func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
 
 // Close stops listening, releases waiters and closes the pool.
 func (s *Store) Close() error {
@@ -190,6 +191,45 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
 	}
 }
 
+// pendingMark is what watchPending last saw of the pending actions.
+type pendingMark struct {
+	mu    sync.Mutex
+	count int64
+	max   time.Time
+	known bool
+}
+
+// readPending reads the mark: one index-only query.
+func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
+	var (
+		n  int64
+		mx *time.Time
+	)
+	if err := s.pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM actions WHERE state = 'pending'`).Scan(&n, &mx); err != nil {
+		return 0, time.Time{}, err
+	}
+	if mx == nil {
+		return n, time.Time{}, nil
+	}
+	return n, *mx, nil
+}
+
+// Subscribe delivers changes made by any process. The first subscriber
+// after an idle spell takes the pending mark before it registers, so a
+// pending action submitted after it subscribed is announced, and one from
+// before is not announced as new.
+func (s *Store) Subscribe() (<-chan queue.Change, func()) {
+	if s.hub.Subscribers() == 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		n, m, err := s.readPending(ctx)
+		cancel()
+		s.pending.mu.Lock()
+		s.pending.count, s.pending.max, s.pending.known = n, m, err == nil
+		s.pending.mu.Unlock()
+	}
+	return s.hub.Subscribe()
+}
+
 // watchPending announces new pending approvals to this process's
 // subscribers (the live dashboard). Inserts do not NOTIFY: a notifying
 // transaction serialises commits, which would cap the submission rate. One
@@ -198,11 +238,6 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
 func (s *Store) watchPending(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
-	var (
-		lastCount int64
-		lastMax   time.Time
-		known     bool
-	)
 	for {
 		select {
 		case <-ctx.Done():
@@ -210,26 +245,21 @@ func (s *Store) watchPending(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 		if s.hub.Subscribers() == 0 {
-			known = false
 			continue
 		}
-		var (
-			n  int64
-			mx *time.Time
-		)
-		if err := s.pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM actions WHERE state = 'pending'`).Scan(&n, &mx); err != nil {
+		n, m, err := s.readPending(ctx)
+		if err != nil {
 			continue
 		}
-		var m time.Time
-		if mx != nil {
-			m = *mx
-		}
-		// Without a baseline (listeners just arrived) announce anyway: a
+		s.pending.mu.Lock()
+		// Without a mark (it could not be read) announce anyway: a
 		// spurious refresh is cheap, a missed approval is not.
-		if !known || n != lastCount || !m.Equal(lastMax) {
+		changed := !s.pending.known || n != s.pending.count || !m.Equal(s.pending.max)
+		s.pending.count, s.pending.max, s.pending.known = n, m, true
+		s.pending.mu.Unlock()
+		if changed {
 			s.hub.Publish(queue.Change{State: queue.StatePending})
 		}
-		lastCount, lastMax, known = n, m, true
 	}
 }
 
