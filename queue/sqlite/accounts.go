@@ -113,7 +113,7 @@ func (s *Store) UserGetByID(ctx context.Context, id int64) (*accounts.User, erro
 
 // UserList lists users in creation order.
 func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+userColumns+` FROM users ORDER BY id`)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+userColumns+` FROM users ORDER BY email`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -228,7 +228,7 @@ func (s *Store) TokenRevoke(ctx context.Context, name string, now time.Time) err
 
 // TokenList lists all tokens, revoked ones included, in creation order.
 func (s *Store) TokenList(ctx context.Context) ([]*accounts.Token, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT `+tokenColumns+` FROM agent_tokens ORDER BY id`)
+	rows, err := s.read.QueryContext(ctx, `SELECT `+tokenColumns+` FROM agent_tokens ORDER BY created_at DESC, id DESC`)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}

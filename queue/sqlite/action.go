@@ -214,7 +214,12 @@ func heldAction(ctx context.Context, q querier, key string) (*queue.Action, erro
 
 // ActionGetByID returns the action with its ticket.
 func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
-	a, err := getActionWithTicket(ctx, s.read, id)
+	var a *queue.Action
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		a, err = getActionWithTicket(ctx, tx, id)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("get action: %w", err)
 	}
@@ -280,11 +285,15 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 	query += ` ORDER BY created_at ` + dir + `, id ` + dir + ` LIMIT ?`
 	args = append(args, limit)
 
-	list, err := queryActions(ctx, s.read, query, args...)
+	var list []*queue.Action
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if list, err = queryActions(ctx, tx, query, args...); err != nil {
+			return err
+		}
+		return attachTickets(ctx, tx, list)
+	})
 	if err != nil {
-		return nil, fmt.Errorf("list actions: %w", err)
-	}
-	if err := attachTickets(ctx, s.read, list); err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
 	return list, nil

@@ -154,6 +154,20 @@ func (s *Store) Close() error {
 }
 
 // querier is what both *sql.DB and *sql.Tx offer.
+// readTx runs fn in one read transaction, so an action and its tickets
+// come from the same snapshot (WAL readers see one commit point).
+func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := s.read.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer func() { _ = tx.Rollback() }()
+	if err := fn(tx); err != nil {
+		return err
+	}
+	return tx.Commit()
+}
+
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
