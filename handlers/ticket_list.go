@@ -50,12 +50,16 @@ func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.Tickets
 	if err != nil {
 		return v, err
 	}
+	ids := make([]string, 0, len(tickets))
 	for _, t := range tickets {
-		row, err := d.ticketRow(ctx, t)
-		if err != nil {
-			return v, err
-		}
-		v.Tickets = append(v.Tickets, row)
+		ids = append(ids, t.ActionID)
+	}
+	actions, err := d.Service.ActionsByID(ctx, ids) // one query for the page
+	if err != nil {
+		return v, err
+	}
+	for _, t := range tickets {
+		v.Tickets = append(v.Tickets, templates.TicketRow{Ticket: t, Action: actions[t.ActionID]})
 	}
 	return v, nil
 }

@@ -344,6 +344,23 @@ func DecodeCursor(s string) (Cursor, error) {
 	return Cursor{CreatedAt: t, ID: id}, nil
 }
 
+// ActionsByID reads the actions with these ids in one query, keyed by id;
+// unknown ids are absent.
+func (s *Service) ActionsByID(ctx context.Context, ids []string) (map[string]*Action, error) {
+	out := make(map[string]*Action, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := s.store.ActionList(ctx, ActionListParams{IDs: ids, Limit: len(ids)})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range list {
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
 // Attempts lists every attempt of an intent, newest first.
 func (s *Service) Attempts(ctx context.Context, key string) ([]*Action, error) {
 	return s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 200})

@@ -74,6 +74,9 @@ type Store interface {
 // ActionListParams filters and orders a listing. Cursor-based keyset
 // pagination over (created_at, id).
 type ActionListParams struct {
+	// IDs, when not nil, restricts the list to these actions (malformed
+	// ids match nothing).
+	IDs             []string
 	IntentKey       string
 	IntentKeyPrefix string
 	State           State

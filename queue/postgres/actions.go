@@ -228,6 +228,15 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 		args  sqlArgs
 	)
 	arg := args.add
+	if p.IDs != nil {
+		ids := make([]string, 0, len(p.IDs))
+		for _, id := range p.IDs {
+			if queue.ValidID(id) {
+				ids = append(ids, id)
+			}
+		}
+		where = append(where, "a.id = ANY("+arg(ids)+"::uuid[])")
+	}
 	if p.IntentKey != "" {
 		where = append(where, "a.intent_key = "+arg(p.IntentKey))
 	}

@@ -250,6 +250,16 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 		where []string
 		args  []any
 	)
+	if p.IDs != nil {
+		if len(p.IDs) == 0 {
+			where = append(where, `0`)
+		} else {
+			where = append(where, `id IN (`+placeholders(len(p.IDs))+`)`)
+			for _, id := range p.IDs {
+				args = append(args, id)
+			}
+		}
+	}
 	if p.IntentKey != "" {
 		where = append(where, `intent_key = ?`)
 		args = append(args, p.IntentKey)

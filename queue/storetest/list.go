@@ -73,6 +73,19 @@ func keysOf(list []*queue.Action) []string {
 }
 
 var listTests = []test{
+	{"ByIDs", func(t *testing.T, s Store) {
+		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "ids:1", at(0))
+		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "ids:2", at(time.Minute))
+		submitNew(t, s, classify.AtMostOnce, "send_customer_email", "ids:3", at(2*time.Minute))
+		got, err := s.ActionList(t.Context(), queue.ActionListParams{IDs: []string{b.ID, a.ID, "not-an-id", queue.NewID(at(0))}, Oldest: true, Limit: 10})
+		noErr(t, err, "list by ids")
+		eq(t, len(got), 2, "actions found")
+		eq(t, got[0].ID, a.ID, "first (oldest)")
+		eq(t, got[1].ID, b.ID, "second")
+		none, err := s.ActionList(t.Context(), queue.ActionListParams{IDs: []string{}, Limit: 10})
+		noErr(t, err, "list by no ids")
+		eq(t, len(none), 0, "an empty id list matches nothing")
+	}},
 	{"Filters", func(t *testing.T, s Store) {
 		seed := seedList(t, s)
 		list := func(p queue.ActionListParams) []string {
