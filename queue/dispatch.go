@@ -112,7 +112,7 @@ func (d *Dispatcher) Run(ctx context.Context) {
 	// not missed.
 	changes, cancel := d.svc.store.Subscribe()
 	defer cancel()
-	d.scan(ctx)
+	d.scan(ctx, nil)
 	t := time.NewTicker(d.cfg.Recheck)
 	defer t.Stop()
 	for {
@@ -128,14 +128,27 @@ func (d *Dispatcher) Run(ctx context.Context) {
 				d.consider(ctx, c.ActionID)
 			}
 		case <-t.C:
-			d.scan(ctx)
+			d.scan(ctx, nil)
 		}
 	}
 }
 
+// Scan does once what Run does at start and on its timer: it offers every
+// approved webhook action to a delivery slot, then waits until the
+// deliveries it started have finished. Run need not be running; without a
+// secret it claims nothing.
+func (d *Dispatcher) Scan(ctx context.Context) {
+	if len(d.secret) == 0 {
+		return
+	}
+	var started sync.WaitGroup
+	d.scan(ctx, &started)
+	started.Wait()
+}
+
 // scan offers every approved webhook action to a delivery slot, oldest
-// first.
-func (d *Dispatcher) scan(ctx context.Context) {
+// first. Each delivery it starts is added to started, when not nil.
+func (d *Dispatcher) scan(ctx context.Context, started *sync.WaitGroup) {
 	p := ActionListParams{State: StateApproved, Oldest: true, Limit: 200}
 	for ctx.Err() == nil {
 		list, err := d.svc.store.ActionList(ctx, p)
@@ -146,7 +159,7 @@ func (d *Dispatcher) scan(ctx context.Context) {
 			return
 		}
 		for _, a := range list {
-			if a.HasWebhook() && !d.start(ctx, a) {
+			if a.HasWebhook() && !d.start(ctx, a, started) {
 				return
 			}
 		}
@@ -169,14 +182,15 @@ func (d *Dispatcher) consider(ctx context.Context, id string) {
 		return
 	}
 	if a.State == StateApproved && a.HasWebhook() {
-		d.start(ctx, a)
+		d.start(ctx, a, nil)
 	}
 }
 
 // start waits for a free slot, then claims and delivers a in the
 // background. The slot is taken before the claim, so a claim's deadline
 // never runs while it waits for a slot. It reports false when ctx ended.
-func (d *Dispatcher) start(ctx context.Context, a *Action) bool {
+// The delivery is added to started, when not nil.
+func (d *Dispatcher) start(ctx context.Context, a *Action, started *sync.WaitGroup) bool {
 	select {
 	case d.slots <- struct{}{}:
 	case <-ctx.Done():
@@ -186,8 +200,14 @@ func (d *Dispatcher) start(ctx context.Context, a *Action) bool {
 		<-d.slots
 		return false
 	}
+	if started != nil {
+		started.Add(1)
+	}
 	d.wg.Go(func() {
 		defer func() { <-d.slots }()
+		if started != nil {
+			defer started.Done()
+		}
 		d.claimAndDeliver(ctx, a)
 	})
 	return true
@@ -204,17 +224,16 @@ const storeTimeout = 10 * time.Second
 // claimAndDeliver claims a unless worker has ended; once claimed, a is
 // delivered and its outcome recorded whatever happens to worker.
 func (d *Dispatcher) claimAndDeliver(worker context.Context, a *Action) {
+	// The webhook URL needs no check here: loading the tools file refuses
+	// any that is not an absolute http or https URL, and the action's
+	// spec is a snapshot of a loaded tool.
+	ctx, cancel := detached(storeTimeout)
+	defer cancel()
+	// Checked as late as possible: a shutdown that began while this
+	// goroutine waited to run claims nothing.
 	if worker.Err() != nil {
 		return
 	}
-	if _, err := http.NewRequest(http.MethodPost, a.Spec.Executor.Webhook, nil); err != nil {
-		// Checked when the tools file is loaded; should a snapshot still
-		// hold an unusable URL, leave the action unclaimed to expire.
-		d.log.Error("dispatcher: webhook URL unusable; not claiming", "action", a.ID, "err", err)
-		return
-	}
-	ctx, cancel := detached(storeTimeout)
-	defer cancel()
 	a, ok := d.claim(ctx, a)
 	if !ok {
 		return
@@ -388,8 +407,9 @@ func (d *Dispatcher) recordOnce(ctx context.Context, a *Action, out delivery) er
 	if errors.Is(err, ErrStateMismatch) && got != nil {
 		// Someone settled it first: an operator after a ticket, which the
 		// executor timeout (shorter than claim_timeout) should prevent.
-		// Keep the receiver's answer on record, and flag a contradiction.
-		if got.State == p.To {
+		// Keep the receiver's answer on record, and flag a contradiction:
+		// another state, or done with another result.
+		if got.State == p.To && (p.To != StateDone || JSONEqual(got.Result, p.Result)) {
 			return d.svc.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDeliveryResult, Actor: DispatcherActor,
 				Channel: "webhook", At: now, Data: p.Event.Data})
 		}

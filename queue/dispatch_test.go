@@ -132,15 +132,27 @@ func (p *provider) check(t testing.TB) {
 	}
 }
 
-// testClock is real time plus an offset the test advances.
+// testClock is the injected service clock: real time plus an offset the
+// test advances, or, once frozen (frozenClock), a fixed base time that only
+// advance moves, for tests that assert a boundary to the microsecond.
 type testClock struct {
 	mu     sync.Mutex
+	base   time.Time // when set, the clock is frozen at base + offset
 	offset time.Duration
+}
+
+// frozenClock returns a clock standing still at the present, truncated to
+// the microsecond the service keeps.
+func frozenClock() *testClock {
+	return &testClock{base: time.Now().UTC().Truncate(time.Microsecond)}
 }
 
 func (c *testClock) now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if !c.base.IsZero() {
+		return c.base.Add(c.offset)
+	}
 	return time.Now().Add(c.offset)
 }
 
@@ -172,6 +184,11 @@ tools:
     expires_after: 1h
     check: "Search the partner's inbox for the Idempotency-Key."
     executor: { webhook: %q, timeout: 1s }
+  notify_held:
+    class: at-most-once
+    intent: "held:{topic}"
+    claim_timeout: 2m
+    executor: { webhook: %q, timeout: 30s }
   notify_unreachable:
     class: at-most-once
     intent: "unreachable:{topic}"
@@ -186,12 +203,23 @@ tools:
     class: exactly-once
     intent: "refund:{order_id}:{line_id}"
     claim_timeout: 2m
-`, hook, unreachable)
+`, hook, hook, unreachable)
 }
 
 func startExec(t *testing.T) *execEnv {
 	t.Helper()
-	e := &execEnv{t: t, url: pgtest.URL(t), clock: &testClock{}, prov: newProvider(t)}
+	return startExecClock(t, &testClock{})
+}
+
+// startExecFrozen is startExec with a frozen clock.
+func startExecFrozen(t *testing.T) *execEnv {
+	t.Helper()
+	return startExecClock(t, frozenClock())
+}
+
+func startExecClock(t *testing.T, clock *testClock) *execEnv {
+	t.Helper()
+	e := &execEnv{t: t, url: pgtest.URL(t), clock: clock, prov: newProvider(t)}
 	e.reg = execRegistry(t, e.prov)
 	e.svc = e.addService()
 	e.store = e.svc.Store().(*postgres.Store)
@@ -226,8 +254,20 @@ func (e *execEnv) addService() *queue.Service {
 
 // runDispatcher starts a dispatcher over svc; stop ends it and waits for
 // the deliveries under way, as a server shutting down does.
-func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (stop func()) {
-	d := queue.NewDispatcher(svc, queue.DispatcherConfig{Secret: testSecret, OnOutcome: outcomes, Recheck: time.Second})
+func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (d *queue.Dispatcher, stop func()) {
+	return e.runDispatcherConfig(svc, queue.DispatcherConfig{OnOutcome: outcomes})
+}
+
+// runDispatcherConfig is runDispatcher with more of the configuration; the
+// secret and a 1s recheck are set unless given.
+func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg queue.DispatcherConfig) (d *queue.Dispatcher, stop func()) {
+	if cfg.Secret == "" {
+		cfg.Secret = testSecret
+	}
+	if cfg.Recheck == 0 {
+		cfg.Recheck = time.Second
+	}
+	d = queue.NewDispatcher(svc, cfg)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -242,7 +282,7 @@ func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (stop
 		})
 	}
 	e.t.Cleanup(stop)
-	return stop
+	return d, stop
 }
 
 func (e *execEnv) submit(tool string, payload map[string]any) *queue.Action {
@@ -336,6 +376,25 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 	var mu sync.Mutex
 	outcomes := map[string]int{}
 	e.runDispatcher(e.svc, func(o string) { mu.Lock(); outcomes[o]++; mu.Unlock() })
+	// OnOutcome runs before the outcome is stored, so every subtest's
+	// delivery is counted once the subtests have ended.
+	t.Cleanup(func() {
+		mu.Lock()
+		defer mu.Unlock()
+		want := map[string]int{
+			queue.DeliveryDone:    6, // json, text, big, nul, status:204, and the webhook action of the agent-executed case
+			queue.DeliveryFailed:  9, // the nine refusing statuses
+			queue.DeliveryUnknown: 7, // 500, 503, 409, 429, redirect, hang, unreachable
+		}
+		if len(outcomes) != len(want) {
+			t.Errorf("outcomes %v, want %v", outcomes, want)
+		}
+		for o, n := range want {
+			if outcomes[o] != n {
+				t.Errorf("%d %s outcomes, want %d (all: %v)", outcomes[o], o, n, outcomes)
+			}
+		}
+	})
 
 	bigText := strings.Repeat("é", 32<<10) // 64 KiB: the cut keeps whole runes
 	cases := []struct {
@@ -435,11 +494,6 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 			t.Fatalf("agent complete of a webhook action: %v", err)
 		}
 	})
-	t.Cleanup(func() {
-		mu.Lock()
-		defer mu.Unlock()
-		t.Logf("outcomes: %v", outcomes)
-	})
 }
 
 // An unknown outcome is never re-sent: not by the dispatcher that sent it,
@@ -449,10 +503,12 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	t.Parallel()
 	e := startExec(t)
-	stop := e.runDispatcher(e.svc, nil)
+	_, stop := e.runDispatcher(e.svc, nil)
 	others := []*queue.Service{e.addService(), e.addService()}
+	var live []*queue.Dispatcher // the dispatchers of the processes still running
 	for _, o := range others {
-		e.runDispatcher(o, nil)
+		d, _ := e.runDispatcher(o, nil)
+		live = append(live, d)
 	}
 	a500 := e.submit("notify_partner", partner("five-hundred", "status:500"))
 	hang := e.submit("notify_partner", partner("hang", "hang"))
@@ -466,7 +522,8 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	// taken again.
 	stop()
 	restarted := e.addService()
-	e.runDispatcher(restarted, nil)
+	d, _ := e.runDispatcher(restarted, nil)
+	live = append(live, d)
 
 	// Before claim_timeout: no ticket.
 	e.clock.advance(time.Minute)
@@ -519,8 +576,11 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 			t.Fatalf("resolving twice: %v", err)
 		}
 	}
-	// Give the dispatchers a chance to misbehave: wait out a recheck.
-	time.Sleep(1500 * time.Millisecond)
+	// Give the dispatchers a chance to misbehave: each scans for approved
+	// actions, as on its timer, and waits for what it started.
+	for _, d := range live {
+		d.Scan(context.Background())
+	}
 	for _, a := range []*queue.Action{a500, hang} {
 		if n := e.prov.deliveries(a.ID); n != 1 {
 			t.Fatalf("action %s delivered %d times, want 1", a.ID, n)
@@ -549,8 +609,10 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 		e.approve(svcs[i%3], id)
 	}
 	began := time.Now()
+	var ds []*queue.Dispatcher
 	for _, s := range svcs {
-		e.runDispatcher(s, nil)
+		d, _ := e.runDispatcher(s, nil)
+		ds = append(ds, d)
 	}
 	var wg sync.WaitGroup
 	for i, id := range ids[25:] {
@@ -561,8 +623,10 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 		e.waitState(id, queue.StateDone)
 	}
 	t.Logf("50 actions delivered by 3 dispatchers in %s", time.Since(began).Round(time.Millisecond))
-	// Let a recheck pass on every dispatcher before counting.
-	time.Sleep(1500 * time.Millisecond)
+	// Let every dispatcher scan again, as on its timer, before counting.
+	for _, d := range ds {
+		d.Scan(context.Background())
+	}
 	e.prov.mu.Lock()
 	defer e.prov.mu.Unlock()
 	if e.prov.total != 50 || len(e.prov.hits) != 50 {
@@ -576,16 +640,44 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 }
 
 // Shutdown stops claiming at once, and a delivery under way runs to its
-// end: its outcome is recorded.
+// end: its outcome is recorded. With one slot, held by a delivery, a
+// second approval waits for the slot; cancelling the worker then claims
+// nothing, even once the slot frees.
 func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	t.Parallel()
 	e := startExec(t)
-	stop := e.runDispatcher(e.svc, nil)
-	held := e.submit("notify_partner", partner("held", "hold"))
+	// The dispatcher's process reads through a store that reports each
+	// action it reads, so the test knows when the second approval has
+	// reached the dispatcher.
+	reads := make(chan string, 100)
+	spy := &readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}
+	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	t.Cleanup(svc.Stop)
+	// A recheck longer than the test: only the approval's notification
+	// offers the second action to the dispatcher.
+	_, stop := e.runDispatcherConfig(svc, queue.DispatcherConfig{Concurrency: 1, Recheck: time.Hour})
+
+	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
 	e.approve(e.svc, held.ID)
-	if id := <-e.prov.arrived; id != held.ID {
-		t.Fatalf("delivery of %s, want %s", id, held.ID)
+	select {
+	case id := <-e.prov.arrived:
+		if id != held.ID {
+			t.Fatalf("delivery of %s, want %s", id, held.ID)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held delivery did not arrive")
 	}
+	late := e.submit("notify_partner", partner("late", "json"))
+	e.approve(e.svc, late.ID)
+	// The dispatcher read the approved action: it is waiting for the slot.
+	for id := ""; id != late.ID; {
+		select {
+		case id = <-reads:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the dispatcher never read the second approval")
+		}
+	}
+
 	stopped := make(chan struct{})
 	go func() {
 		stop()
@@ -596,18 +688,121 @@ func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 		t.Fatal("the dispatcher stopped with a delivery under way")
 	case <-time.After(200 * time.Millisecond):
 	}
-	// No claims once stopping.
-	late := e.submit("notify_partner", partner("late", "json"))
-	e.approve(e.svc, late.ID)
 	e.prov.releaseAll()
-	<-stopped
+	select {
+	case <-stopped:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the dispatcher did not stop once the delivery under way ended")
+	}
 	got, _ := e.svc.Get(context.Background(), held.ID)
 	if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"held": true}`)) {
 		t.Fatalf("held delivery: %s %s", got.State, got.Result)
 	}
 	if got, _ := e.svc.Get(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
-		t.Fatalf("a stopped dispatcher claimed %s: %s", late.ID, got.State)
+		t.Fatalf("a stopped dispatcher claimed %s: %s, %d deliveries", late.ID, got.State, e.prov.deliveries(late.ID))
 	}
+	if n := e.eventCount(late.ID, queue.EventClaimed); n != 0 {
+		t.Fatalf("%d claimed events for %s", n, late.ID)
+	}
+}
+
+// readSpy is a store that sends the id of every action read by id.
+type readSpy struct {
+	queue.Store
+	reads chan<- string
+}
+
+func (s *readSpy) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	a, err := s.Store.ActionGetByID(ctx, id)
+	select {
+	case s.reads <- id:
+	default:
+	}
+	return a, err
+}
+
+// A 2xx answer that finds the action already settled by someone else (an
+// operator, after its claim went stale) keeps the receiver's answer on
+// record. The same result is only an event; another result opens a
+// conflict ticket, as an agent's contradicting report does.
+func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		result   string // the operator's finding
+		conflict bool
+	}{
+		{"same result", `{"held": true}`, false},
+		{"different result", `{"held": false}`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			ctx := context.Background()
+			e := startExec(t)
+			e.runDispatcher(e.svc, nil)
+			a := e.submit("notify_held", map[string]any{"topic": tc.name, "respond": "hold"})
+			e.approve(e.svc, a.ID)
+			select {
+			case id := <-e.prov.arrived:
+				if id != a.ID {
+					t.Fatalf("delivery of %s, want %s", id, a.ID)
+				}
+			case <-time.After(20 * time.Second):
+				t.Fatal("the delivery did not arrive")
+			}
+			e.clock.advance(2 * time.Minute)
+			res, err := e.svc.Sweep(ctx)
+			if err != nil || len(res.Tickets) != 1 {
+				t.Fatalf("sweep: %v %+v", err, res.Tickets)
+			}
+			settled, _, err := e.svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
+				Outcome: queue.StateDone, Result: json.RawMessage(tc.result), Note: "found it in the partner's inbox"})
+			if err != nil || settled.State != queue.StateDone {
+				t.Fatalf("resolve: %v %+v", err, settled)
+			}
+			e.prov.releaseAll()
+
+			kind := queue.EventDeliveryResult
+			if tc.conflict {
+				kind = queue.EventOutcomeConflict
+			}
+			ev := e.waitEvent(a.ID, kind)
+			if ev.Actor != queue.DispatcherActor || !strings.Contains(string(ev.Data), `"held":true`) {
+				t.Fatalf("%s event %+v", kind, ev)
+			}
+			got, _ := e.svc.Get(ctx, a.ID)
+			if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(tc.result)) {
+				t.Fatalf("the operator's outcome changed: %s %s", got.State, got.Result)
+			}
+			open, err := e.store.TicketList(ctx, queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+			if err != nil {
+				t.Fatal(err)
+			}
+			switch {
+			case tc.conflict && (len(open) != 1 || open[0].Kind != queue.TicketConflict):
+				t.Fatalf("open tickets %+v, want one conflict ticket", open)
+			case !tc.conflict && len(open) != 0:
+				t.Fatalf("open tickets %+v, want none", open)
+			}
+			// One answer, recorded once, one way.
+			for k, want := range map[string]int{queue.EventDeliveryResult: btoi(!tc.conflict), queue.EventOutcomeConflict: btoi(tc.conflict),
+				queue.EventCompleted: 0} {
+				if n := e.eventCount(a.ID, k); n != want {
+					t.Errorf("%d %s events, want %d", n, k, want)
+				}
+			}
+			if n := e.prov.deliveries(a.ID); n != 1 {
+				t.Fatalf("%d deliveries, want 1", n)
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // Without a secret nothing is claimed: deliveries are never unsigned.

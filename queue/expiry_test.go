@@ -14,7 +14,7 @@ import (
 func TestPendingExpiresBySweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startExec(t)
+	e := startExecFrozen(t)
 	other := e.addService() // the sweep runs in another process
 	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
 	if a.ExpiresAt == nil || !a.ExpiresAt.Equal(a.CreatedAt.Add(time.Hour)) {
@@ -30,11 +30,14 @@ func TestPendingExpiresBySweep(t *testing.T) {
 		waited <- got
 	}()
 
-	e.clock.advance(59 * time.Minute)
+	e.clock.advance(time.Hour - time.Microsecond) // the clock's resolution
 	if res, err := other.Sweep(ctx); err != nil || len(res.Expired) != 0 {
-		t.Fatalf("sweep before expiry: %v %d expired", err, len(res.Expired))
+		t.Fatalf("sweep a microsecond before expiry: %v %d expired", err, len(res.Expired))
 	}
-	e.clock.advance(time.Minute)
+	e.clock.advance(time.Microsecond)
+	if !other.Now().Equal(*a.ExpiresAt) {
+		t.Fatalf("now %v, want exactly expires_at %v", other.Now(), *a.ExpiresAt)
+	}
 	res, err := other.Sweep(ctx)
 	if err != nil || len(res.Expired) != 1 || res.Expired[0].ID != a.ID {
 		t.Fatalf("sweep at expiry: %v %+v", err, res.Expired)
@@ -64,16 +67,30 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 	for _, verb := range []string{"approve", "reject"} {
 		t.Run(verb, func(t *testing.T) {
 			t.Parallel()
-			e := startExec(t)
+			e := startExecFrozen(t)
 			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb})
-			e.clock.advance(time.Hour) // expires_at itself: no longer before it
-			r := queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "too late"}
-			var err error
-			if verb == "approve" {
-				_, err = e.svc.Approve(ctx, r)
-			} else {
-				_, err = e.svc.Reject(ctx, r)
+			b := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb + " in time"})
+			if !b.ExpiresAt.Equal(*a.ExpiresAt) {
+				t.Fatalf("expires_at %v and %v, want the same (frozen clock)", b.ExpiresAt, a.ExpiresAt)
 			}
+			decide := func(id, note string) (queue.DriveResult, error) {
+				r := queue.DecideRequest{ID: id, By: "user:ann@example.com", Note: note}
+				if verb == "approve" {
+					return e.svc.Approve(ctx, r)
+				}
+				return e.svc.Reject(ctx, r)
+			}
+			e.clock.advance(time.Hour - time.Microsecond) // the clock's resolution
+			inTime := map[string]queue.State{"approve": queue.StateApproved, "reject": queue.StateRejected}[verb]
+			if res, err := decide(b.ID, "just in time"); err != nil || res.Action.State != inTime {
+				t.Fatalf("%s a microsecond before expires_at: %v %+v", verb, err, res.Action)
+			}
+			e.clock.advance(time.Microsecond)
+			if !e.svc.Now().Equal(*a.ExpiresAt) {
+				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *a.ExpiresAt)
+			}
+			// expires_at itself: no longer before it.
+			_, err := decide(a.ID, "too late")
 			var qe *queue.Error
 			if queue.ErrorCode(err) != queue.CodeAlreadyDecided || !errors.As(err, &qe) || qe.Action == nil || qe.Action.State != queue.StateExpired {
 				t.Fatalf("%s after expires_at: %v", verb, err)
@@ -99,7 +116,7 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startExec(t)
+			e := startExecFrozen(t)
 			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-3", "topic": name})
 			e.clock.advance(50 * time.Minute)
 			approved := e.approve(e.svc, a.ID)
@@ -111,7 +128,14 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
 				t.Fatalf("sweep within the approval's expiry: %v %d", err, len(res.Expired))
 			}
-			e.clock.advance(30 * time.Minute)
+			e.clock.advance(30*time.Minute - time.Microsecond) // the clock's resolution
+			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
+				t.Fatalf("sweep a microsecond before the approval's expiry: %v %d", err, len(res.Expired))
+			}
+			e.clock.advance(time.Microsecond)
+			if !e.svc.Now().Equal(*approved.ExpiresAt) {
+				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *approved.ExpiresAt)
+			}
 			if swept {
 				res, err := e.svc.Sweep(ctx)
 				if err != nil || len(res.Expired) != 1 {

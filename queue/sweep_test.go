@@ -83,17 +83,25 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := startExec(t)
+			e := startExecFrozen(t)
 			sweepers := []*queue.Service{e.svc, e.addService(), e.addService()}
 			a := tc.claim(e)
 			if a.State != queue.StateInProgress {
 				t.Fatalf("claim: %s", a.State)
 			}
-			e.clock.advance(tc.timeout - time.Second)
-			if n := sweepConcurrently(t, sweepers); n != 0 {
-				t.Fatalf("%d tickets before claim_timeout", n)
+			if a.ClaimedAt == nil || !a.ClaimedAt.Equal(e.svc.Now()) {
+				t.Fatalf("claimed at %v, want the frozen now %v", a.ClaimedAt, e.svc.Now())
 			}
-			e.clock.advance(time.Second) // the deadline itself is due
+			deadline := a.ClaimedAt.Add(tc.timeout)
+			e.clock.advance(tc.timeout - time.Microsecond) // the clock's resolution
+			if n := sweepConcurrently(t, sweepers); n != 0 {
+				t.Fatalf("%d tickets a microsecond before claim_timeout", n)
+			}
+			e.clock.advance(time.Microsecond)
+			if !e.svc.Now().Equal(deadline) {
+				t.Fatalf("now %v, want exactly the claim deadline %v", e.svc.Now(), deadline)
+			}
+			// The deadline itself is due.
 			if n := sweepConcurrently(t, sweepers); n != 1 {
 				t.Fatalf("concurrent sweeps opened %d tickets, want 1", n)
 			}

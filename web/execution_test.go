@@ -16,6 +16,8 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/storetest"
 )
 
 // lostResponse is a transport that loses the response of the first
@@ -105,7 +107,10 @@ func (g *refundAgent) run() queue.Action {
 	body := map[string]any{"tool": "issue_refund", "payload": map[string]any{"order_id": g.order, "line_id": g.line, "amount": 30, "currency": "EUR"}}
 	key := "refund:" + g.order + ":" + g.line
 	var claim queue.Action
-	for claim.ID == "" {
+	for attempt := 1; claim.ID == ""; attempt++ {
+		if attempt > 5 {
+			g.t.Fatalf("no claim after %d submissions: %q", attempt-1, g.trace)
+		}
 		r, err := g.e.try(g.base, g.token, "POST", "/api/v1/actions", body)
 		switch {
 		case err != nil:
@@ -189,7 +194,11 @@ func (g *refundAgent) listRefunds() []string {
 }
 
 func (g *refundAgent) waitFinal(id string) queue.Action {
+	deadline := time.Now().Add(60 * time.Second)
 	for {
+		if time.Now().After(deadline) {
+			g.t.Fatalf("action %s not final within a minute", id)
+		}
 		a := g.e.do(g.base, g.token, "GET", "/api/v1/actions/"+id+"?wait=20s", nil).action(g.t)
 		if a.State.Final() {
 			return a
@@ -264,7 +273,10 @@ func TestAgentFollowingGuidanceMakesOneEffect(t *testing.T) {
 func TestLongPollSeesExpiry(t *testing.T) {
 	t.Parallel()
 	e := startAPI(t)
-	other := e.addServer()
+	// Another server, on a store the test watches: it knows when the
+	// long-poll is subscribed to changes and has read the action.
+	spy := &waitSpy{Store: pgtest.OpenURL(t, e.dbURL), waiting: make(chan queue.State, 16)}
+	_, other := e.serve(spy)
 	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-50", "expiry")).action(t)
 	got := make(chan resp, 1)
 	go func() {
@@ -274,7 +286,14 @@ func TestLongPollSeesExpiry(t *testing.T) {
 		}
 		got <- r
 	}()
-	time.Sleep(200 * time.Millisecond) // let the long-poll start waiting
+	select {
+	case st := <-spy.waiting:
+		if st != queue.StatePending {
+			t.Fatalf("the long-poll read the action as %s, want pending", st)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long-poll never subscribed and read the action")
+	}
 	e.advance(72*time.Hour - time.Second)
 	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
 		t.Fatalf("sweep before expires_at: %v %d", err, len(res.Expired))
@@ -284,7 +303,12 @@ func TestLongPollSeesExpiry(t *testing.T) {
 	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
 		t.Fatalf("sweep at expires_at: %v %d", err, len(res.Expired))
 	}
-	r := <-got
+	var r resp
+	select {
+	case r = <-got:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the long-poll did not answer after the sweep")
+	}
 	if lag := time.Since(swept); lag > time.Second {
 		t.Errorf("the long-poll answered %s after the sweep", lag)
 	}
@@ -351,7 +375,11 @@ tools:
 		t.Fatal(err)
 	}
 	var final queue.Action
+	deadline := time.Now().Add(60 * time.Second)
 	for state := queue.StatePending; !state.Final(); state = final.State {
+		if time.Now().After(deadline) {
+			t.Fatalf("action %s still %s after a minute", a.ID, state)
+		}
 		final = e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s&state="+string(state), nil).action(t)
 	}
 	if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"delivered": true}`)) {
@@ -371,4 +399,45 @@ tools:
 			t.Errorf("agent %s of a webhook action: %d %s", verb, r.status, r.body)
 		}
 	}
+}
+
+// waitSpy is a store that reports the state a long-poll read: an action
+// read while some waiter is subscribed to changes, which Service.Wait does
+// after subscribing and before it waits.
+type waitSpy struct {
+	storetest.Store
+	waiting chan queue.State
+
+	mu          sync.Mutex
+	subscribers int
+}
+
+func (s *waitSpy) Subscribe() (<-chan queue.Change, func()) {
+	ch, cancel := s.Store.Subscribe()
+	s.mu.Lock()
+	s.subscribers++
+	s.mu.Unlock()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.mu.Lock()
+			s.subscribers--
+			s.mu.Unlock()
+		})
+		cancel()
+	}
+}
+
+func (s *waitSpy) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	a, err := s.Store.ActionGetByID(ctx, id)
+	s.mu.Lock()
+	subscribed := s.subscribers > 0
+	s.mu.Unlock()
+	if subscribed && err == nil {
+		select {
+		case s.waiting <- a.State:
+		default:
+		}
+	}
+	return a, err
 }

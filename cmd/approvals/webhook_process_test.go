@@ -113,6 +113,10 @@ tools:
     claim_timeout: 3s
     check: "Search the partner's inbox for the Idempotency-Key."
     executor: { webhook: %q, timeout: 2s }
+  remind:
+    class: at-most-once
+    intent: "remind:{topic}"
+    expires_after: 300ms
 `, hook)), 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -222,8 +226,12 @@ func (d *deployment) start() *server {
 // submit sends one action through the REST API as agent "bot".
 func (d *deployment) submit(s *server, topic, respond string) queue.Action {
 	d.t.Helper()
-	body, _ := json.Marshal(map[string]any{"tool": "notify_partner",
-		"payload": map[string]any{"partner": "acme", "topic": topic, "respond": respond}})
+	return d.submitTool(s, "notify_partner", map[string]any{"partner": "acme", "topic": topic, "respond": respond})
+}
+
+func (d *deployment) submitTool(s *server, tool string, payload map[string]any) queue.Action {
+	d.t.Helper()
+	body, _ := json.Marshal(map[string]any{"tool": tool, "payload": payload})
 	req, _ := http.NewRequest("POST", s.base+"/api/v1/actions", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+d.token)
 	req.Header.Set("Content-Type", "application/json")
@@ -345,9 +353,23 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 		t.Logf("stale ticket opened %s after the kill", time.Since(killedAt).Round(time.Millisecond))
-		time.Sleep(time.Second) // five more sweeps, a chance to misbehave
-		if one, all := rcv.count(a.ID); one != 1 || all != 1 {
-			t.Fatalf("the receiver got %d deliveries of the action (%d in all), want exactly 1", one, all)
+		// A chance to misbehave, observed rather than slept: the restarted
+		// server's dispatcher delivers a later approval (so its start scan
+		// is over), and its sweeper expires a later submission (so a whole
+		// sweep ran after the ticket was opened).
+		marker := d.submit(second, "marker", "now")
+		d.approve(marker.ID)
+		awaitDelivery(t, rcv, marker.ID)
+		waitDone(t, d, marker.ID)
+		reminder := d.submitTool(second, "remind", map[string]any{"topic": "after the ticket"})
+		if x, err := d.svc.Wait(context.Background(), reminder.ID, queue.StatePending, 20*time.Second); err != nil || x.State != queue.StateExpired {
+			t.Fatalf("no sweep expired the later submission: %v %+v", err, x)
+		}
+		if one, all := rcv.count(a.ID); one != 1 || all != 2 {
+			t.Fatalf("the receiver got %d deliveries of the action (%d in all, with the marker), want exactly 1 (2)", one, all)
+		}
+		if one, _ := rcv.count(marker.ID); one != 1 {
+			t.Fatalf("the marker was delivered %d times", one)
 		}
 		if all, _ := d.svc.Store().TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
 			t.Fatalf("%d tickets for the action, want 1", len(all))
@@ -393,11 +415,42 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		}
 
 		held := d.submit(s, "held", "hold")
+		late := d.submit(s, "late", "now")
 		d.approve(held.ID)
 		awaitDelivery(t, rcv, held.ID)
+		// A long-poll on the still pending late action: the server answers
+		// it early only once shutdown has stopped the service, which it does
+		// after stopping the dispatcher's claims.
+		polled := make(chan error, 1)
+		go func() {
+			req, _ := http.NewRequest("GET", s.base+"/api/v1/actions/"+late.ID+"?wait=60s", nil)
+			req.Header.Set("Authorization", "Bearer "+d.token)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil { // refused: the server is past its shutdown's start
+				polled <- nil
+				return
+			}
+			var a queue.Action
+			b := readBody(res)
+			if err := json.Unmarshal([]byte(b), &a); err != nil || a.State != queue.StatePending {
+				polled <- fmt.Errorf("long-poll: %d %s", res.StatusCode, b)
+				return
+			}
+			polled <- nil
+		}()
 		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
+		select {
+		case err := <-polled:
+			if err != nil {
+				t.Fatal(err)
+			}
+		case <-time.After(20 * time.Second):
+			t.Fatal("the long-poll was not answered at shutdown")
+		}
+		// The dispatcher no longer claims: an approval now stays undelivered.
+		d.approve(late.ID)
 		select {
 		case <-s.exited:
 			t.Fatalf("exited with a delivery in flight: %v", s.err)
@@ -418,6 +471,15 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		}
 		if one, all := rcv.count(held.ID); one != 1 || all != 2 {
 			t.Fatalf("deliveries: %d of the held action, %d in all", one, all)
+		}
+		if got := d.action(late.ID); got.State != queue.StateApproved {
+			t.Fatalf("the action approved during shutdown: %s, want approved", got.State)
+		}
+		if kinds := strings.Join(d.events(late.ID), " "); kinds != "submitted approved" {
+			t.Fatalf("timeline of the action approved during shutdown: %s", kinds)
+		}
+		if one, _ := rcv.count(late.ID); one != 0 {
+			t.Fatalf("the action approved during shutdown was delivered %d times", one)
 		}
 		if log := s.stderr.String(); !strings.Contains(log, "stopped") {
 			t.Errorf("no orderly stop in the log:\n%s", log)
