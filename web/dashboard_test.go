@@ -94,8 +94,7 @@ func dashRoutes() []dashRoute {
 
 // TestDashboardRoles gives each role exactly the rights of the contract:
 // approver and admin decide, ops and admin resolve, admin manages users
-// and tokens, everyone reads; anything else is 403 (the decision and
-// resolution tests check that a refusal changes nothing).
+// and tokens, everyone reads; anything else is 403.
 func TestDashboardRoles(t *testing.T) {
 	t.Parallel()
 	d := startDashboard(t)
