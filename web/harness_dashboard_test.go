@@ -138,6 +138,8 @@ type browser struct {
 	t      testing.TB
 	d      *dashEnv
 	client *http.Client
+	// csrfMu guards csrf: parallel subtests share one signed-in browser.
+	csrfMu sync.Mutex
 	csrf   string
 }
 
@@ -198,7 +200,9 @@ func (b *browser) do(method, path string, body io.Reader, hdr ...string) page {
 	}
 	p := page{status: res.StatusCode, header: res.Header, body: string(raw)}
 	if m := csrfMeta.FindStringSubmatch(p.body); m != nil {
+		b.csrfMu.Lock()
 		b.csrf = m[1]
+		b.csrfMu.Unlock()
 	}
 	return p
 }
@@ -216,7 +220,9 @@ func (b *browser) post(path string, form url.Values, hdr ...string) page {
 		form = url.Values{}
 	}
 	if _, ok := form["_csrf"]; !ok {
+		b.csrfMu.Lock()
 		form.Set("_csrf", b.csrf)
+		b.csrfMu.Unlock()
 	}
 	return b.do(http.MethodPost, path, strings.NewReader(form.Encode()), hdr...)
 }
