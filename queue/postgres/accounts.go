@@ -140,7 +140,27 @@ RETURNING id, name, created_at, revoked_at`, name, hash, now))
 
 // TokenGetByHash implements accounts.Store.
 func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*accounts.Token, error) {
-	return scanToken(s.pool.QueryRow(ctx, `SELECT id, name, created_at, revoked_at FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL`, hash))
+	// Every API request runs this, so it goes through the batcher.
+	v, err := s.batch.call(ctx, &batchCall{kind: tokenLookups{}, arg: hash,
+		sql:  `SELECT id, name, created_at, revoked_at FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
+		args: []any{hash}, scan: func(row pgx.Row) (any, error) { return scanToken(row) }})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*accounts.Token), nil
+}
+
+// tokenLookups merges the token lookups of a batch.
+type tokenLookups struct{}
+
+func (tokenLookups) merge(calls []*batchCall) (string, []any) {
+	hashes := make([]string, len(calls))
+	for i, c := range calls {
+		hashes[i] = c.arg.(string)
+	}
+	return `SELECT i.n::int - 1, t.id, t.name, t.created_at, t.revoked_at
+FROM unnest($1::text[]) WITH ORDINALITY AS i(hash, n)
+JOIN agent_tokens t ON t.token_hash = i.hash AND t.revoked_at IS NULL`, []any{hashes}
 }
 
 // TokenRevoke implements accounts.Store.

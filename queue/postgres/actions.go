@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -62,7 +63,7 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 	a.Payload = json.RawMessage(payload)
 	a.ApprovedPayload = nullableJSON(approved)
 	a.Result = nullableJSON(result)
-	if err := json.Unmarshal(spec, &a.Spec); err != nil {
+	if a.Spec, err = decodeSpec(spec); err != nil {
 		return nil, fmt.Errorf("decode tool snapshot of action %s: %w", a.ID, err)
 	}
 	if err := json.Unmarshal(warnings, &a.Warnings); err != nil {
@@ -85,6 +86,34 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 		a.Ticket = t
 	}
 	return &a, nil
+}
+
+// specs caches decoded tool snapshots. Every action stores the snapshot of
+// its tool, so a table holds few distinct ones, and decoding the same JSON
+// for every row read was the largest single cost of reading actions. The
+// decoded values are shared: nothing modifies a snapshot after decoding.
+var specs = struct {
+	sync.Mutex
+	m map[string]classify.Tool
+}{m: map[string]classify.Tool{}}
+
+func decodeSpec(b []byte) (classify.Tool, error) {
+	specs.Lock()
+	t, ok := specs.m[string(b)]
+	specs.Unlock()
+	if ok {
+		return t, nil
+	}
+	if err := json.Unmarshal(b, &t); err != nil {
+		return classify.Tool{}, err
+	}
+	specs.Lock()
+	if len(specs.m) >= 1024 {
+		clear(specs.m) // tools files change rarely; start over
+	}
+	specs.m[string(b)] = t
+	specs.Unlock()
+	return t, nil
 }
 
 func nullableJSON(b []byte) json.RawMessage {
@@ -163,13 +192,24 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		warnings = []string{}
 	}
 	warn, _ := json.Marshal(warnings)
-	for range 10 {
-		row := s.pool.QueryRow(ctx, submitSQL, a.ID, a.Tool, string(a.Class), a.IntentKey,
-			string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
-			a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
-			ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt)
-		var created bool
-		got, err := scanActionWith(row, &created)
+	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
+		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
+		a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt}
+	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev}
+	// The first try goes through the batcher, sorted by intent key (the lock
+	// a submission takes); retries after a lost race run on their own.
+	for try := range 10 {
+		var (
+			v   any
+			err error
+		)
+		if try == 0 {
+			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
+				sql: submitSQL, args: args, scan: scanSubmitted})
+		} else {
+			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args...))
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Lost a race with a holder this snapshot cannot see, or with one
 			// released a moment ago: look again.
@@ -178,12 +218,110 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		if err != nil {
 			return nil, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
-		if created {
-			a.Attempt = got.Attempt
+		got := v.(submitted)
+		if got.created {
+			a.Attempt = got.action.Attempt
 		}
-		return got, created, nil
+		return got.action, got.created, nil
 	}
 	return nil, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
+}
+
+// submitManySQL is submitSQL for the submissions of a batch, in one
+// statement: each row is inserted as the holder of its key unless one is
+// held, in the order of the input (the batch's lock order). A submission
+// whose key another of the same batch took gets no row: its holder is
+// invisible to this statement, so it retries on its own, like any
+// submission that lost a race.
+var submitManySQL = `
+WITH input AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+        $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::timestamptz[],
+        $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
+        $19::text[], $20::timestamptz[]) WITH ORDINALITY
+    AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
+        claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
+        ev_data, finished_at, n)
+), ins AS (
+    INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
+        channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
+        spec, warnings, finished_at)
+    SELECT id, tool, class, intent_key,
+        CASE WHEN class = 'at-least-once' THEN 1 ELSE
+            coalesce((SELECT max(a.attempt) FROM actions a WHERE a.intent_key = i.intent_key AND a.class <> 'at-least-once'), 0) + 1 END,
+        state, payload::json, requested_by, channel, created_at, claimed_at, claimed_by,
+        claim_deadline, expires_at, has_webhook, spec::json, warnings::json, finished_at
+    FROM input i ORDER BY n
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json
+    FROM ins JOIN input i ON i.id = ins.id
+)
+SELECT i.n::int - 1, ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true
+FROM ins JOIN input i ON i.id = ins.id
+UNION ALL
+SELECT i.n::int - 1, ` + actionColumns("a.") + `, ` + ticketColumns + `, false
+FROM input i
+JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (` + heldStates + `)
+LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = a.id
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true
+WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)`
+
+// submitInput is one submission's part of submitManySQL.
+type submitInput struct {
+	a              *queue.Action
+	spec, warnings string
+	ev             queue.Event
+}
+
+// submissions merges the submissions of a batch.
+type submissions struct{}
+
+func (submissions) merge(calls []*batchCall) (string, []any) {
+	n := len(calls)
+	var (
+		ids, tools, classes, keys, states, payloads               = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		requestedBy, channels, specs, warnings, evKinds, evActors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		claimedBy, evData                                         = make([]*string, n), make([]*string, n)
+		createdAt                                                 = make([]time.Time, n)
+		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		webhooks                                                  = make([]bool, n)
+	)
+	for i, c := range calls {
+		in := c.arg.(submitInput)
+		a := in.a
+		ids[i], tools[i], classes[i], keys[i], states[i], payloads[i] = a.ID, a.Tool, string(a.Class), a.IntentKey, string(a.State), string(a.Payload)
+		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
+		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, claimDeadline(a), a.ExpiresAt, a.FinishedAt
+		webhooks[i] = a.HasWebhook()
+		if in.ev.Data != nil {
+			d := string(in.ev.Data)
+			evData[i] = &d
+		}
+	}
+	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
+		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
+		evActors, evData, finishedAt}
+}
+
+// submitted is what submitSQL returns: the holder of the intent and whether
+// this submission created it.
+type submitted struct {
+	action  *queue.Action
+	created bool
+}
+
+func scanSubmitted(row pgx.Row) (any, error) {
+	var created bool
+	a, err := scanActionWith(row, &created)
+	if err != nil {
+		return nil, err
+	}
+	return submitted{a, created}, nil
 }
 
 func claimDeadline(a *queue.Action) *time.Time {

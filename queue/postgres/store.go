@@ -36,6 +36,7 @@ type Store struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	pending pendingMark
+	batch   *batcher
 }
 
 // Options tune Open.
@@ -43,6 +44,10 @@ type Options struct {
 	Logger *slog.Logger
 	// MaxConns caps the pool unless the URL sets pool_max_conns.
 	MaxConns int32
+	// BatchWorkers is how many batches of hot statements (token lookups,
+	// submissions, replay events) may be in flight at once; each holds one
+	// pooled connection while it runs. Default 4.
+	BatchWorkers int
 }
 
 // Open connects, applies migrations under an advisory lock (so several
@@ -80,7 +85,12 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("read current schema: %w", err)
 	}
 	lctx, cancel := context.WithCancel(context.Background())
-	s := &Store{pool: pool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{})}
+	workers := opts.BatchWorkers
+	if workers <= 0 {
+		workers = 4
+	}
+	s := &Store{pool: pool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
+		batch: newBatcher(pool, workers, 64)}
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
 	go s.watchPending(lctx, 250*time.Millisecond)
@@ -136,6 +146,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
 // Close stops listening, releases waiters and closes the pool.
 func (s *Store) Close() error {
+	s.batch.stop()
 	s.cancel()
 	<-s.done
 	s.hub.Close()

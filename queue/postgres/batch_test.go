@@ -1,0 +1,404 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+)
+
+// blockWorkers holds a transaction-level advisory lock in its own
+// connection and gives each of the batchers' workers a call that waits for
+// it, so calls made afterwards queue up and form the next batch. release
+// lets the blocked calls finish.
+func blockWorkers(t *testing.T, pool *pgxpool.Pool, batchers ...*postgres.TestBatcher) (release func()) {
+	t.Helper()
+	ctx := t.Context()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A key of its own, so parallel tests do not wait for each other.
+	key := rand.Int32N(1 << 30)
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, b := range batchers {
+		wg.Go(func() {
+			if _, err := b.QueryInt(ctx, "", `SELECT 0::bigint FROM pg_advisory_xact_lock($1)`, key); err != nil {
+				t.Errorf("blocking call: %v", err)
+			}
+		})
+	}
+	// Wait until every blocking call is running inside PostgreSQL, so no
+	// worker is free to take the calls that follow one by one.
+	waitFor(t, "blocking calls to wait on the lock", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n)
+		return err == nil && n == len(batchers)
+	})
+	return func() {
+		if err := tx.Rollback(ctx); err != nil {
+			t.Error(err)
+		}
+		wg.Wait()
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !ok() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestBatcherSharesOneTransaction: calls queued while the worker is busy run
+// as one batch, in one transaction, and each gets its own row back.
+func TestBatcherSharesOneTransaction(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	release := blockWorkers(t, pool, b)
+
+	const n = 20
+	type result struct {
+		n, xid int64
+		err    error
+	}
+	results := make([]result, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			// Each call returns its own argument and its transaction id.
+			v, err := b.QueryInt(t.Context(), "", `SELECT $1::bigint * 1000000000000 + txid_current()`, i)
+			results[i] = result{v / 1_000_000_000_000, v % 1_000_000_000_000, err}
+		})
+	}
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == n })
+	release()
+	wg.Wait()
+	for i, r := range results {
+		if r.err != nil {
+			t.Fatalf("call %d: %v", i, r.err)
+		}
+		if r.n != int64(i) {
+			t.Errorf("call %d got the row of call %d", i, r.n)
+		}
+		if r.xid != results[0].xid {
+			t.Errorf("call %d ran in transaction %d, call 0 in %d: not one batch", i, r.xid, results[0].xid)
+		}
+	}
+	if b.Refused() != 0 {
+		t.Errorf("refused batches = %d, want 0", b.Refused())
+	}
+}
+
+// TestBatcherIsolatesAFailingCall: a statement the server refuses rolls back
+// its batch; it gets its own error, and the other calls run again on their
+// own and succeed, their effects committed once.
+func TestBatcherIsolatesAFailingCall(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	if _, err := pool.Exec(t.Context(), `CREATE TABLE batch_rows (n int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	release := blockWorkers(t, pool, b)
+
+	const n = 10
+	errs := make([]error, n+1)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { errs[i] = b.Exec(t.Context(), fmt.Sprint(i), `INSERT INTO batch_rows VALUES ($1)`, i) })
+	}
+	wg.Go(func() { _, errs[n] = b.QueryInt(t.Context(), "5", `SELECT 1 / 0`) })
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == n+1 })
+	release()
+	wg.Wait()
+
+	var pgErr *pgconn.PgError
+	if !errors.As(errs[n], &pgErr) || pgErr.Code != "22012" {
+		t.Fatalf("failing call: err = %v, want division_by_zero", errs[n])
+	}
+	for i := range n {
+		if errs[i] != nil {
+			t.Errorf("call %d: %v", i, errs[i])
+		}
+	}
+	var rows, distinct int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT n) FROM batch_rows`).Scan(&rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	if rows != n || distinct != n {
+		t.Errorf("rows = %d (%d distinct), want %d", rows, distinct, n)
+	}
+	if b.Refused() != 1 {
+		t.Errorf("refused batches = %d, want 1", b.Refused())
+	}
+}
+
+// TestBatchersTakeLocksInOneOrder: two batchers (two server processes)
+// insert the same unique keys, queued in opposite orders, with a pause
+// between the two inserts. Sorted by lock key, the second batch waits for
+// the first; unsorted, each would hold one key and wait for the other's
+// (a deadlock, which PostgreSQL breaks by refusing one batch).
+func TestBatchersTakeLocksInOneOrder(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	if _, err := pool.Exec(t.Context(), `CREATE TABLE batch_keys (k text PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	b1 := postgres.NewTestBatcher(pool, 1)
+	b2 := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b1.Stop)
+	t.Cleanup(b2.Stop)
+	release := blockWorkers(t, pool, b1, b2)
+
+	insert := `INSERT INTO batch_keys VALUES ($1) ON CONFLICT DO NOTHING`
+	var wg sync.WaitGroup
+	errs := make(chan error, 6)
+	// Calls are queued one at a time: waiting senders are taken first in,
+	// first out, so without sorting the batches would keep this order.
+	queue := func(b *postgres.TestBatcher, keys ...string) {
+		for i, k := range keys {
+			if k == "pause" {
+				// It sorts between the two keys.
+				wg.Go(func() {
+					_, err := b.QueryInt(t.Context(), "a~", `SELECT 0::bigint FROM pg_sleep(0.3)`)
+					errs <- err
+				})
+			} else {
+				wg.Go(func() { errs <- b.Exec(t.Context(), k, insert, k) })
+			}
+			waitFor(t, "the call to queue", func() bool { return b.Waiting() == int64(i+1) })
+		}
+	}
+	queue(b1, "a", "pause", "b")
+	queue(b2, "b", "pause", "a")
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Errorf("call: %v", err)
+		}
+	}
+	if r := b1.Refused() + b2.Refused(); r != 0 {
+		t.Errorf("refused batches = %d, want 0 (a deadlock between the batches?)", r)
+	}
+	var n int
+	if err := pool.QueryRow(context.Background(), `SELECT count(*) FROM batch_keys`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Errorf("rows = %d, want 2", n)
+	}
+}
+
+func openOneWorker(t *testing.T) *postgres.Store {
+	t.Helper()
+	s, err := postgres.Open(t.Context(), pgtest.URL(t), postgres.Options{MaxConns: 8, BatchWorkers: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+func testAction(class classify.Class, key string, now time.Time) *queue.Action {
+	a := &queue.Action{ID: queue.NewID(now), Tool: "t", Class: class, IntentKey: key,
+		Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:a", CreatedAt: now, Channel: "api",
+		Spec: classify.Tool{Name: "t", Class: class, ClaimTimeout: time.Minute, ExpiresAfter: time.Hour}}
+	switch class {
+	case classify.AtMostOnce:
+		a.State = queue.StatePending
+		exp := now.Add(time.Hour)
+		a.ExpiresAt = &exp
+	case classify.AtLeastOnce:
+		a.State = queue.StateRecorded
+		a.FinishedAt = &now
+	}
+	return a
+}
+
+func submittedEv(a *queue.Action) queue.Event {
+	return queue.Event{ActionID: a.ID, Kind: queue.EventSubmitted, Actor: a.RequestedBy, Channel: a.Channel, At: a.CreatedAt}
+}
+
+// TestMergedCalls: the submissions, token lookups and events of one batch
+// each run as one statement, and every caller gets what the single
+// statement would have given it: new keys are created, a key held before
+// returns its holder, the second of two submissions of one new key gets the
+// first as its holder, at-least-once submissions are all recorded, tokens
+// are found or not, events are written.
+func TestMergedCalls(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	held, _, err := s.ActionSubmit(ctx, testAction(classify.AtMostOnce, "held", now), submittedEv(testAction(classify.AtMostOnce, "held", now)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.TokenCreate(ctx, "agent-a", "hash-a", now); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Batcher()
+	release := blockWorkers(t, s.Pool(), b)
+
+	type submitOutcome struct {
+		key     string
+		holder  *queue.Action
+		created bool
+		err     error
+	}
+	keys := []string{"k0", "k1", "k2", "k3", "dup", "dup", "held"}
+	subs := make([]submitOutcome, len(keys)+2)
+	tokens := make([]error, 3)
+	events := make([]error, 3)
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			a := testAction(classify.AtMostOnce, k, now)
+			h, c, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			subs[i] = submitOutcome{k, h, c, err}
+		})
+	}
+	for i := range 2 {
+		wg.Go(func() {
+			a := testAction(classify.AtLeastOnce, "log", now)
+			h, c, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			subs[len(keys)+i] = submitOutcome{"log", h, c, err}
+		})
+	}
+	for i, h := range []string{"hash-a", "hash-a", "hash-unknown"} {
+		wg.Go(func() { _, tokens[i] = s.TokenGetByHash(ctx, h) })
+	}
+	for i := range events {
+		wg.Go(func() {
+			events[i] = s.EventInsert(ctx, queue.Event{ActionID: held.ID, Kind: queue.EventReplayed, Actor: "agent:a", Channel: "api", At: now})
+		})
+	}
+	calls := int64(len(subs) + len(tokens) + len(events))
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == calls })
+	release()
+	wg.Wait()
+
+	if b.Merged() != 3 || b.Refused() != 0 {
+		t.Errorf("merged statements = %d, refused batches = %d; want 3 and 0", b.Merged(), b.Refused())
+	}
+	var dupHolder string
+	dupCreated := 0
+	for _, o := range subs {
+		if o.err != nil {
+			t.Fatalf("submit %s: %v", o.key, o.err)
+		}
+		switch o.key {
+		case "held":
+			if o.created || o.holder.ID != held.ID {
+				t.Errorf("held key: created=%v holder %s, want the holder %s", o.created, o.holder.ID, held.ID)
+			}
+		case "dup":
+			if o.created {
+				dupCreated++
+			}
+			if dupHolder != "" && o.holder.ID != dupHolder {
+				t.Errorf("dup: holders %s and %s", dupHolder, o.holder.ID)
+			}
+			dupHolder = o.holder.ID
+		default:
+			if !o.created || o.holder.IntentKey != o.key || o.holder.Attempt != 1 {
+				t.Errorf("%s: created=%v key %s attempt %d", o.key, o.created, o.holder.IntentKey, o.holder.Attempt)
+			}
+		}
+	}
+	if dupCreated != 1 {
+		t.Errorf("dup: %d created, want 1", dupCreated)
+	}
+	if tokens[0] != nil || tokens[1] != nil || !errors.Is(tokens[2], accounts.ErrNotFound) {
+		t.Errorf("token lookups: %v", tokens)
+	}
+	for i, err := range events {
+		if err != nil {
+			t.Errorf("event %d: %v", i, err)
+		}
+	}
+	var nActions, nSubmitted, nReplayed int
+	err = s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM actions),
+		(SELECT count(*) FROM events WHERE kind = 'submitted'),
+		(SELECT count(*) FROM events WHERE kind = 'replayed' AND action_id = $1)`, held.ID).Scan(&nActions, &nSubmitted, &nReplayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// held, k0-k3, dup, two log records: 8 actions, each with one
+	// submitted event.
+	if nActions != 8 || nSubmitted != 8 || nReplayed != 3 {
+		t.Errorf("actions %d, submitted events %d, replayed events %d; want 8, 8, 3", nActions, nSubmitted, nReplayed)
+	}
+}
+
+// TestMergedCallsFallBack: an event for an unknown action breaks its merged
+// statement; the batch rolls back and every call runs on its own: the bad
+// one gets not found, the others succeed once.
+func TestMergedCallsFallBack(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	b := s.Batcher()
+	release := blockWorkers(t, s.Pool(), b)
+	var wg sync.WaitGroup
+	subErrs := make([]error, 3)
+	for i := range subErrs {
+		wg.Go(func() {
+			a := testAction(classify.AtMostOnce, fmt.Sprint("key-", i), now)
+			_, created, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			if err == nil && !created {
+				err = errors.New("not created")
+			}
+			subErrs[i] = err
+		})
+	}
+	var evErr error
+	wg.Go(func() {
+		evErr = s.EventInsert(ctx, queue.Event{ActionID: queue.NewID(now), Kind: queue.EventReplayed, Actor: "agent:a", At: now})
+	})
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == 4 })
+	release()
+	wg.Wait()
+	if !errors.Is(evErr, queue.ErrNotFound) {
+		t.Errorf("event for an unknown action: %v, want not found", evErr)
+	}
+	for i, err := range subErrs {
+		if err != nil {
+			t.Errorf("submission %d: %v", i, err)
+		}
+	}
+	if b.Refused() != 1 {
+		t.Errorf("refused batches = %d, want 1", b.Refused())
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM actions`).Scan(&n); err != nil || n != 3 {
+		t.Errorf("actions = %d (%v), want 3", n, err)
+	}
+}

@@ -1,0 +1,40 @@
+package postgres
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// TestBatcher exposes a batcher to the external tests.
+type TestBatcher struct{ b *batcher }
+
+func NewTestBatcher(pool *pgxpool.Pool, workers int) *TestBatcher {
+	return &TestBatcher{newBatcher(pool, workers, 64)}
+}
+
+// QueryInt runs sql, which returns one bigint, in the next batch.
+func (t *TestBatcher) QueryInt(ctx context.Context, order, sql string, args ...any) (int64, error) {
+	v, err := t.b.queryRow(ctx, order, sql, args, func(row pgx.Row) (any, error) {
+		var n int64
+		err := row.Scan(&n)
+		return n, err
+	})
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
+func (t *TestBatcher) Exec(ctx context.Context, order, sql string, args ...any) error {
+	return t.b.exec(ctx, order, sql, args...)
+}
+
+func (t *TestBatcher) Waiting() int64 { return t.b.waiting.Load() }
+func (t *TestBatcher) Refused() int64 { return t.b.refused.Load() }
+func (t *TestBatcher) Merged() int64  { return t.b.merged.Load() }
+func (t *TestBatcher) Stop()          { t.b.stop() }
+
+// Batcher exposes the store's own batcher.
+func (s *Store) Batcher() *TestBatcher { return &TestBatcher{s.batch} }
