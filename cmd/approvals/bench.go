@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -14,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -191,47 +191,6 @@ func summarize(lat []time.Duration) latencySummary {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f", float64(d)/float64(time.Millisecond)) }
 
-// benchClient is one keep-alive client's view of the server.
-type benchClient struct {
-	http   *http.Client
-	base   string
-	token  string
-	cookie string
-}
-
-// do sends one request and returns the status and body, or an error for a
-// transport failure.
-func (c *benchClient) do(ctx context.Context, method, path string, body []byte, key string) (int, []byte, error) {
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, r)
-	if err != nil {
-		return 0, nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if key != "" {
-		req.Header.Set("Idempotency-Key", key)
-	}
-	if c.cookie != "" {
-		req.Header.Set("Cookie", c.cookie)
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return resp.StatusCode, nil, err
-	}
-	return resp.StatusCode, b, nil
-}
-
 // benchWorker is one client's tally.
 type benchWorker struct {
 	ops      int
@@ -249,9 +208,21 @@ func (w *benchWorker) fail(format string, args ...any) {
 	}
 }
 
-func submitBody(tool, key string, payload map[string]any) []byte {
-	b, _ := json.Marshal(map[string]any{"tool": tool, "payload": payload, "intent_key": key})
+func submitBody(tool, key string, payload string) []byte {
+	b, _ := json.Marshal(struct {
+		Tool      string          `json:"tool"`
+		Payload   json.RawMessage `json:"payload"`
+		IntentKey string          `json:"intent_key"`
+	}{tool, json.RawMessage(payload), key})
 	return b
+}
+
+// payloadN is the JSON object {"n": n}, or {"client": i, "n": n} for i >= 0.
+func payloadN(i, n int) string {
+	if i < 0 {
+		return `{"n":` + strconv.Itoa(n) + `}`
+	}
+	return `{"client":` + strconv.Itoa(i) + `,"n":` + strconv.Itoa(n) + `}`
 }
 
 func snippet(b []byte) string {
@@ -270,18 +241,11 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if cfg.Scenario == "sweep" {
 		return benchSweep(ctx, cfg, stdout)
 	}
-	tr := &http.Transport{
-		Proxy:               nil,
-		MaxIdleConns:        cfg.Clients,
-		MaxIdleConnsPerHost: cfg.Clients,
-		MaxConnsPerHost:     cfg.Clients,
-		IdleConnTimeout:     90 * time.Second,
-		DisableCompression:  true,
+	client, err := newBenchClient(cfg)
+	if err != nil {
+		return err
 	}
-	defer tr.CloseIdleConnections()
-	// A redirect (to /login, say) is an answer to count, not to follow.
-	noRedirect := func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	client := &benchClient{http: &http.Client{Transport: tr, Timeout: benchRequestTimeout, CheckRedirect: noRedirect}, base: cfg.URL, token: cfg.Token, cookie: cfg.Cookie}
+	defer client.close()
 	run := newRunID()
 
 	// Check the target and the token once before measuring.
@@ -295,7 +259,7 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 
 	var replayKeys []string
 	if cfg.Scenario == "replay" {
-		if replayKeys, err = holdIntents(ctx, client, cfg, run); err != nil {
+		if replayKeys, err = holdIntents(ctx, cfg, run); err != nil {
 			return err
 		}
 	}
@@ -313,18 +277,23 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	for i := range workers {
 		w := &benchWorker{lat: make([]time.Duration, 0, 4096)}
 		workers[i] = w
+		client, err := newBenchClient(cfg)
+		if err != nil {
+			return err
+		}
 		wg.Go(func() {
+			defer client.close()
 			for n := 0; time.Now().Before(deadline) && rctx.Err() == nil; n++ {
 				if budget.Add(-1) < 0 {
 					return
 				}
 				switch cfg.Scenario {
 				case "new":
-					key := fmt.Sprintf("bench:%s:new:%d:%d", run, i, n)
-					benchSubmit(rctx, client, w, cfg.Tool, key, map[string]any{"client": i, "n": n}, http.StatusCreated)
+					key := "bench:" + run + ":new:" + strconv.Itoa(i) + ":" + strconv.Itoa(n)
+					benchSubmit(rctx, client, w, cfg.Tool, key, payloadN(i, n), http.StatusCreated)
 				case "replay":
 					k := (i + n*cfg.Clients) % len(replayKeys)
-					benchSubmit(rctx, client, w, cfg.Tool, replayKeys[k], map[string]any{"n": k}, http.StatusOK)
+					benchSubmit(rctx, client, w, cfg.Tool, replayKeys[k], payloadN(-1, k), http.StatusOK)
 				case "claim":
 					benchClaim(rctx, client, w, cfg.Tool, fmt.Sprintf("bench:%s:claim:%d:%d", run, i, n), i, n)
 				case "list":
@@ -350,7 +319,7 @@ func newRunID() string {
 
 // holdIntents submits the replay scenario's intents (untimed) so that the
 // measured phase sees only replays.
-func holdIntents(ctx context.Context, client *benchClient, cfg benchConfig, run string) ([]string, error) {
+func holdIntents(ctx context.Context, cfg benchConfig, run string) ([]string, error) {
 	keys := make([]string, cfg.ReplayKeys)
 	for k := range keys {
 		keys[k] = fmt.Sprintf("bench:%s:replay:%d", run, k)
@@ -372,9 +341,14 @@ func holdIntents(ctx context.Context, client *benchClient, cfg benchConfig, run 
 		}
 	}()
 	for range cfg.Clients {
+		client, err := newBenchClient(cfg)
+		if err != nil {
+			return nil, err
+		}
 		wg.Go(func() {
+			defer client.close()
 			for k := range next {
-				status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(cfg.Tool, keys[k], map[string]any{"n": k}), "")
+				status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(cfg.Tool, keys[k], payloadN(-1, k)), "")
 				if err == nil && (status == http.StatusCreated || status == http.StatusOK) {
 					continue
 				}
@@ -395,7 +369,7 @@ func holdIntents(ctx context.Context, client *benchClient, cfg benchConfig, run 
 	return keys, ctx.Err()
 }
 
-func benchSubmit(ctx context.Context, client *benchClient, w *benchWorker, tool, key string, payload map[string]any, want int) {
+func benchSubmit(ctx context.Context, client *benchClient, w *benchWorker, tool, key, payload string, want int) {
 	t0 := time.Now()
 	status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(tool, key, payload), "")
 	d := time.Since(t0)
@@ -416,7 +390,7 @@ func benchSubmit(ctx context.Context, client *benchClient, w *benchWorker, tool,
 
 func benchClaim(ctx context.Context, client *benchClient, w *benchWorker, tool, key string, i, n int) {
 	t0 := time.Now()
-	status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(tool, key, map[string]any{"client": i, "n": n}), "")
+	status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(tool, key, payloadN(i, n)), "")
 	ds := time.Since(t0)
 	w.requests++
 	if err != nil {
