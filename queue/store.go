@@ -17,7 +17,14 @@ type Store interface {
 	// key is already held, nothing is inserted and the holder is returned with
 	// created=false. At-least-once actions (state recorded) are always
 	// inserted as attempt 1 and hold nothing.
-	ActionSubmit(ctx context.Context, a *Action, ev Event) (holder *Action, created bool, err error)
+	//
+	// A store may also record the replay in the same statement when the
+	// holder has a's tool and a payload of exactly the same text (an event
+	// of kind replayed, or in_progress_refused for an exactly-once action
+	// in progress, by ev's actor and channel at a.CreatedAt), and then
+	// reports replayRecorded; otherwise the Service compares the payloads
+	// as JSON values and records the event itself.
+	ActionSubmit(ctx context.Context, a *Action, ev Event) (holder *Action, created, replayRecorded bool, err error)
 	// ActionGetByID returns the action with its Ticket, or ErrNotFound.
 	ActionGetByID(ctx context.Context, id string) (*Action, error)
 	// ActionList returns actions matching p, in p's order, at most p.Limit.

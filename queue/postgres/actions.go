@@ -169,23 +169,40 @@ WITH ins AS (
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT id, $17, $18, $8, $9, $19 FROM ins
+), holder AS (
+    SELECT a.* FROM actions a
+    WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (` + heldStates + `)
+      AND NOT EXISTS (SELECT 1 FROM ins)
+), rev AS (
+    ` + replayEventInsert("h", "$18", "$8", "$9") + `
+    FROM holder h WHERE h.tool = $2 AND h.payload::text = $6::text
 )
-SELECT ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true FROM ins
+SELECT ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true, false FROM ins
 UNION ALL
-SELECT ` + actionColumns("a.") + `, ` + ticketColumns + `, false
-FROM actions a
+SELECT ` + actionColumns("h.") + `, ` + ticketColumns + `, false, h.tool = $2 AND h.payload::text = $6::text
+FROM holder h
 LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
+    SELECT * FROM tickets t WHERE t.action_id = h.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true
-WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (` + heldStates + `)
-  AND NOT EXISTS (SELECT 1 FROM ins)`
+) t ON true`
+
+// replayEventInsert records the replay of a holder (alias h) by a
+// submission with the same tool and the same payload text: replayed, or
+// in_progress_refused for an exactly-once claim mid-flight, as
+// queue.Service would. Comparing the text, not the JSON value, keeps the
+// rule exact; a payload equal only as a JSON value (other key order or
+// number spelling) is left to the Service, which compares values.
+func replayEventInsert(h, actor, channel, at string) string {
+	return `INSERT INTO events (action_id, kind, actor, channel, at)
+    SELECT ` + h + `.id, CASE WHEN ` + h + `.state = 'in_progress' AND ` + h + `.class = 'exactly-once'
+        THEN '` + queue.EventInProgressSeen + `' ELSE '` + queue.EventReplayed + `' END, ` + actor + `, ` + channel + `, ` + at
+}
 
 // ActionSubmit implements queue.Store.
-func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, error) {
+func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
-		return nil, false, fmt.Errorf("encode tool snapshot: %w", err)
+		return nil, false, false, fmt.Errorf("encode tool snapshot: %w", err)
 	}
 	warnings := a.Warnings
 	if warnings == nil {
@@ -216,15 +233,15 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 			continue
 		}
 		if err != nil {
-			return nil, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+			return nil, false, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
 		got := v.(submitted)
 		if got.created {
 			a.Attempt = got.action.Attempt
 		}
-		return got.action, got.created, nil
+		return got.action, got.created, got.replayWritten, nil
 	}
-	return nil, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
+	return nil, false, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
 }
 
 // submitManySQL is submitSQL for the submissions of a batch, in one
@@ -258,18 +275,27 @@ WITH input AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json
     FROM ins JOIN input i ON i.id = ins.id
+), holder AS (
+    SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
+        i.created_at AS in_at, a.*
+    FROM input i
+    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (` + heldStates + `)
+    WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)
+), rev AS (
+    ` + replayEventInsert("h", "h.ev_actor", "h.in_channel", "h.in_at") + `
+    FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
+    ORDER BY h.n
 )
-SELECT i.n::int - 1, ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true
+SELECT i.n::int - 1, ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true, false
 FROM ins JOIN input i ON i.id = ins.id
 UNION ALL
-SELECT i.n::int - 1, ` + actionColumns("a.") + `, ` + ticketColumns + `, false
-FROM input i
-JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (` + heldStates + `)
+SELECT h.n::int - 1, ` + actionColumns("h.") + `, ` + ticketColumns + `, false,
+    h.tool = h.in_tool AND h.payload::text = h.in_payload
+FROM holder h
 LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
+    SELECT * FROM tickets t WHERE t.action_id = h.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true
-WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)`
+) t ON true`
 
 // submitInput is one submission's part of submitManySQL.
 type submitInput struct {
@@ -311,17 +337,17 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 // submitted is what submitSQL returns: the holder of the intent and whether
 // this submission created it.
 type submitted struct {
-	action  *queue.Action
-	created bool
+	action                 *queue.Action
+	created, replayWritten bool
 }
 
 func scanSubmitted(row pgx.Row) (any, error) {
-	var created bool
-	a, err := scanActionWith(row, &created)
+	var created, replayWritten bool
+	a, err := scanActionWith(row, &created, &replayWritten)
 	if err != nil {
 		return nil, err
 	}
-	return submitted{a, created}, nil
+	return submitted{a, created, replayWritten}, nil
 }
 
 func claimDeadline(a *queue.Action) *time.Time {

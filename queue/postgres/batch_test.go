@@ -256,7 +256,7 @@ func TestMergedCalls(t *testing.T) {
 	s := openOneWorker(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	held, _, err := s.ActionSubmit(ctx, testAction(classify.AtMostOnce, "held", now), submittedEv(testAction(classify.AtMostOnce, "held", now)))
+	held, _, _, err := s.ActionSubmit(ctx, testAction(classify.AtMostOnce, "held", now), submittedEv(testAction(classify.AtMostOnce, "held", now)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -267,10 +267,10 @@ func TestMergedCalls(t *testing.T) {
 	release := blockWorkers(t, s.Pool(), b)
 
 	type submitOutcome struct {
-		key     string
-		holder  *queue.Action
-		created bool
-		err     error
+		key             string
+		holder          *queue.Action
+		created, replay bool
+		err             error
 	}
 	keys := []string{"k0", "k1", "k2", "k3", "dup", "dup", "held"}
 	subs := make([]submitOutcome, len(keys)+2)
@@ -280,15 +280,15 @@ func TestMergedCalls(t *testing.T) {
 	for i, k := range keys {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, k, now)
-			h, c, err := s.ActionSubmit(ctx, a, submittedEv(a))
-			subs[i] = submitOutcome{k, h, c, err}
+			h, c, r, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			subs[i] = submitOutcome{k, h, c, r, err}
 		})
 	}
 	for i := range 2 {
 		wg.Go(func() {
 			a := testAction(classify.AtLeastOnce, "log", now)
-			h, c, err := s.ActionSubmit(ctx, a, submittedEv(a))
-			subs[len(keys)+i] = submitOutcome{"log", h, c, err}
+			h, c, r, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			subs[len(keys)+i] = submitOutcome{"log", h, c, r, err}
 		})
 	}
 	for i, h := range []string{"hash-a", "hash-a", "hash-unknown"} {
@@ -315,12 +315,15 @@ func TestMergedCalls(t *testing.T) {
 		}
 		switch o.key {
 		case "held":
-			if o.created || o.holder.ID != held.ID {
-				t.Errorf("held key: created=%v holder %s, want the holder %s", o.created, o.holder.ID, held.ID)
+			// Same tool and payload text: the statement records the replay.
+			if o.created || !o.replay || o.holder.ID != held.ID {
+				t.Errorf("held key: created=%v replay recorded=%v holder %s, want the holder %s and a recorded replay", o.created, o.replay, o.holder.ID, held.ID)
 			}
 		case "dup":
 			if o.created {
 				dupCreated++
+			} else if !o.replay {
+				t.Errorf("dup: the second submission's replay was not recorded")
 			}
 			if dupHolder != "" && o.holder.ID != dupHolder {
 				t.Errorf("dup: holders %s and %s", dupHolder, o.holder.ID)
@@ -343,17 +346,19 @@ func TestMergedCalls(t *testing.T) {
 			t.Errorf("event %d: %v", i, err)
 		}
 	}
-	var nActions, nSubmitted, nReplayed int
+	var nActions, nSubmitted, nReplayed, nDupReplayed int
 	err = s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM actions),
 		(SELECT count(*) FROM events WHERE kind = 'submitted'),
-		(SELECT count(*) FROM events WHERE kind = 'replayed' AND action_id = $1)`, held.ID).Scan(&nActions, &nSubmitted, &nReplayed)
+		(SELECT count(*) FROM events WHERE kind = 'replayed' AND action_id = $1),
+		(SELECT count(*) FROM events WHERE kind = 'replayed' AND action_id = $2)`, held.ID, dupHolder).Scan(&nActions, &nSubmitted, &nReplayed, &nDupReplayed)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// held, k0-k3, dup, two log records: 8 actions, each with one
-	// submitted event.
-	if nActions != 8 || nSubmitted != 8 || nReplayed != 3 {
-		t.Errorf("actions %d, submitted events %d, replayed events %d; want 8, 8, 3", nActions, nSubmitted, nReplayed)
+	// submitted event; held: 3 inserted replay events and the recorded
+	// replay; dup: the recorded replay of its second submission.
+	if nActions != 8 || nSubmitted != 8 || nReplayed != 4 || nDupReplayed != 1 {
+		t.Errorf("actions %d, submitted events %d, replayed events %d and %d; want 8, 8, 4, 1", nActions, nSubmitted, nReplayed, nDupReplayed)
 	}
 }
 
@@ -372,7 +377,7 @@ func TestMergedCallsFallBack(t *testing.T) {
 	for i := range subErrs {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, fmt.Sprint("key-", i), now)
-			_, created, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			_, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a))
 			if err == nil && !created {
 				err = errors.New("not created")
 			}

@@ -95,18 +95,18 @@ func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Acti
 // read. If the holder released the key in between (impossible while this
 // immediate transaction holds the write lock, but the loop keeps the logic
 // the same as on PostgreSQL), the insert is tried again.
-func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, error) {
+func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
 	if a == nil {
-		return nil, false, errors.New("submit action: nil action")
+		return nil, false, false, errors.New("submit action: nil action")
 	}
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
-		return nil, false, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
+		return nil, false, false, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
 	}
 	warnings := []byte("[]")
 	if len(a.Warnings) > 0 {
 		if warnings, err = json.Marshal(a.Warnings); err != nil {
-			return nil, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
+			return nil, false, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
 		}
 	}
 	channel := a.Channel
@@ -189,7 +189,7 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		return fmt.Errorf("intent %q: no holder found after repeated conflicts", a.IntentKey)
 	})
 	if err != nil {
-		return nil, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
 	if created {
 		a.Attempt = holder.Attempt
@@ -199,7 +199,9 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 			s.hub.Publish(queue.Change{ActionID: holder.ID, State: holder.State})
 		}
 	}
-	return holder, created, nil
+	// The Service records replays: the statement above reads, it does not
+	// write them.
+	return holder, created, false, nil
 }
 
 // heldAction returns the action holding key, or ErrNotFound.

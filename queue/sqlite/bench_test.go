@@ -49,7 +49,7 @@ func benchWriters(b *testing.B, cfg config) {
 					IntentKey: fmt.Sprintf("bench:%d", n), State: queue.StateInProgress,
 					Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:bench", CreatedAt: now,
 					Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
-				if _, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: "agent:bench"}); err != nil {
+				if _, _, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: "agent:bench"}); err != nil {
 					failures.Add(1)
 					b.Error(err)
 					return

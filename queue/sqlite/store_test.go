@@ -63,7 +63,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	a := claim("reopen:1", t0)
-	if _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -122,7 +122,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 			s := stores[i%2]
 			now := t0.Add(time.Duration(i) * time.Second)
 			a := claim(fmt.Sprintf("two:%d", i), now)
-			if _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+			if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
 				errs[i] = err
 				return
 			}
@@ -187,14 +187,14 @@ func TestSchemaRefusesIllegalRows(t *testing.T) {
 	for name, mutate := range cases {
 		a := claim("schema:"+name, t0)
 		mutate(a)
-		if _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err == nil {
+		if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err == nil {
 			t.Errorf("%s: stored", name)
 		}
 	}
 	// A claim without a deadline cannot be stored either.
 	a := &queue.Action{ID: queue.NewID(t0), Tool: "send", Class: classify.AtMostOnce, IntentKey: "schema:claim",
 		State: queue.StatePending, Payload: json.RawMessage(`{}`), RequestedBy: "agent:test", CreatedAt: t0}
-	if _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
 		t.Fatal(err)
 	}
 	now := t0

@@ -15,7 +15,7 @@ var submitTests = []test{
 		a.Warnings = []string{"intent_key_looks_random"}
 		a.Channel = "mcp"
 		a.Spec.Executor = &classify.Executor{Webhook: "http://127.0.0.1:9000/send", Timeout: 30 * time.Second}
-		got, created, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
+		got, created, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
 		noErr(t, err, "submit")
 		eq(t, created, true, "created")
 		eq(t, a.Attempt, 1, "attempt assigned to the submitted action")
@@ -66,22 +66,31 @@ var submitTests = []test{
 	}},
 	{"HeldIntentIsUniqueAcrossTools", func(t *testing.T, s Store) {
 		first := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "shared:key", at(0))
+		recorded := 0
 		for _, other := range []*queue.Action{
 			newAction(classify.AtMostOnce, "send_customer_email", "shared:key", at(time.Minute)),
 			newAction(classify.AtMostOnce, "post_publicly", "shared:key", at(time.Minute)),
 			newAction(classify.ExactlyOnce, "issue_refund", "shared:key", at(time.Minute)),
 		} {
-			holder, created, err := s.ActionSubmit(t.Context(), other, submittedEvent(other))
+			holder, created, replay, err := s.ActionSubmit(t.Context(), other, submittedEvent(other))
 			noErr(t, err, "submit")
 			eq(t, created, false, "created")
 			eq(t, holder.ID, first.ID, "holder")
+			if replay {
+				// Only a submission with the holder's tool and payload text
+				// may have its replay recorded by the store.
+				eq(t, other.Tool, holder.Tool, "tool of a replay the store recorded")
+				recorded++
+			}
 			eq(t, holder.Tool, "send_customer_email", "holder tool")
 			eq(t, holder.State, queue.StatePending, "holder state")
 			_, err = s.ActionGetByID(t.Context(), other.ID)
 			isErr(t, err, queue.ErrNotFound, "refused action stored")
 			eq(t, len(events(t, s, other.ID)), 0, "events of the refused action")
 		}
-		eq(t, len(events(t, s, first.ID)), 1, "events of the holder")
+		kinds := eventKinds(t, s, first.ID)
+		eq(t, len(kinds), 1+recorded, "events of the holder")
+		eq(t, countKind(kinds, queue.EventReplayed), recorded, "replay events the store recorded")
 	}},
 	{"ReleasedStatesStartTheNextAttempt", func(t *testing.T, s Store) {
 		releases := []struct {
@@ -123,7 +132,7 @@ var submitTests = []test{
 		_, err := s.ActionExpireDue(t.Context(), at(1000*time.Hour), 100)
 		noErr(t, err, "expire due")
 		again := newAction(classify.AtMostOnce, "send_customer_email", "email:c-1:promo", at(1000*time.Hour))
-		holder, created, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")
@@ -134,7 +143,7 @@ var submitTests = []test{
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:o-2:l-1", at(0))
 		transition(t, s, completeParams(a.ID, at(time.Minute), `{"refund_id":"r-9"}`))
 		again := newAction(classify.ExactlyOnce, "issue_refund", "refund:o-2:l-1", at(time.Hour))
-		holder, created, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")
@@ -144,7 +153,7 @@ var submitTests = []test{
 	{"InProgressHolds", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:o-3:l-1", at(0))
 		again := newAction(classify.ExactlyOnce, "issue_refund", "refund:o-3:l-1", at(time.Second))
-		holder, created, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")

@@ -124,7 +124,7 @@ func submittedEvent(a *queue.Action) queue.Event {
 // submit inserts a and fails the test unless it became the holder.
 func submit(t *testing.T, s Store, a *queue.Action) *queue.Action {
 	t.Helper()
-	got, created, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
+	got, created, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
 	noErr(t, err, "submit")
 	if !created {
 		t.Fatalf("submit %s (%s): not created; holder %s in state %s", a.ID, a.IntentKey, got.ID, got.State)
