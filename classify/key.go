@@ -38,7 +38,6 @@ func ValidateKey(key string) error {
 
 var (
 	uuidPattern    = regexp.MustCompile(`(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
-	hexRunPattern  = regexp.MustCompile(`[0-9a-fA-F]{16,}`)
 	rfc3339Pattern = regexp.MustCompile(`\d{4}-\d{2}-\d{2}[Tt ]\d{2}:\d{2}:\d{2}`)
 	// A ULID: 26 Crockford base32 characters whose first is 0–7 (48-bit time), standing alone
 	// in its token.
@@ -67,13 +66,13 @@ const (
 //   - or holds a ULID as a whole token (tokens split on anything but letters and digits;
 //     26 digits alone are not taken for a ULID).
 func LooksRandom(key string) bool {
-	if uuidPattern.MatchString(key) || rfc3339Pattern.MatchString(key) {
+	// Every submission runs this: cheap byte checks decide before the
+	// regular expressions run (both need a dash).
+	if strings.IndexByte(key, '-') >= 0 && (uuidPattern.MatchString(key) || rfc3339Pattern.MatchString(key)) {
 		return true
 	}
-	for _, run := range hexRunPattern.FindAllString(key, -1) {
-		if strings.ContainsAny(run, "abcdefABCDEF") {
-			return true
-		}
+	if hasHexRunWithLetter(key, 16) {
+		return true
 	}
 	segments := strings.FieldsFunc(key, func(r rune) bool { return r == ':' || r == '/' || r == '|' })
 	for _, seg := range segments {
@@ -82,10 +81,34 @@ func LooksRandom(key string) bool {
 		}
 		// Tokens inside a segment: "req_01ARZ3NDEKTSV4RRFFQ69G5FAV" holds a ULID.
 		for _, tok := range strings.FieldsFunc(seg, notAlphanumeric) {
-			if ulidPattern.MatchString(tok) && !allDigits(tok) {
+			if len(tok) == 26 && ulidPattern.MatchString(tok) && !allDigits(tok) {
 				return true
 			}
 		}
+	}
+	return false
+}
+
+// hasHexRunWithLetter reports whether s holds a run of at least n hex
+// digits that has a letter among them.
+func hasHexRunWithLetter(s string, n int) bool {
+	run, letter := 0, false
+	for i := 0; i <= len(s); i++ {
+		if i < len(s) {
+			switch c := s[i]; {
+			case c >= '0' && c <= '9':
+				run++
+				continue
+			case c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F':
+				run++
+				letter = true
+				continue
+			}
+		}
+		if run >= n && letter {
+			return true
+		}
+		run, letter = 0, false
 	}
 	return false
 }

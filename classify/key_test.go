@@ -1,6 +1,8 @@
 package classify
 
 import (
+	"math/rand/v2"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -69,6 +71,10 @@ func TestLooksRandom(t *testing.T) {
 		{"a|1700000000|b", true},
 		{"email:42:2024-05-01T12:00:00Z", true}, // RFC 3339
 		{"email:42:2024-05-01T12:00:00.123+02:00", true},
+		{"x:0123456789abcdef", true},    // 16 hex characters at the end
+		{"0123456789ABCDEF:x", true},    // at the start
+		{"x:0123456789abcde:y", false},  // 15
+		{"x:0123456789012345:y", false}, // 16 digits, no letter
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {
@@ -77,5 +83,33 @@ func TestLooksRandom(t *testing.T) {
 				t.Fatalf("LooksRandom(%q) = %v, want %v", tt.key, got, tt.want)
 			}
 		})
+	}
+}
+
+// TestHexRunMatchesTheRegexp: the byte scan that replaced the regular
+// expression [0-9a-fA-F]{16,} finds a run with a hex letter in exactly the
+// same strings.
+func TestHexRunMatchesTheRegexp(t *testing.T) {
+	t.Parallel()
+	re := regexp.MustCompile(`[0-9a-fA-F]{16,}`)
+	want := func(s string) bool {
+		for _, run := range re.FindAllString(s, -1) {
+			if strings.ContainsAny(run, "abcdefABCDEF") {
+				return true
+			}
+		}
+		return false
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := "0123456789abcdefABCDEFxyz:-_é"
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(40) {
+			b.WriteByte(alphabet[rng.IntN(len(alphabet))])
+		}
+		s := b.String()
+		if got := hasHexRunWithLetter(s, 16); got != want(s) {
+			t.Fatalf("hasHexRunWithLetter(%q) = %v, the regexp says %v", s, got, want(s))
+		}
 	}
 }

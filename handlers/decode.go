@@ -90,22 +90,29 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is empty; send a JSON object")
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
+	var top json.RawMessage
+	if err := dec.Decode(&top); err != nil {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
 	}
 	if dec.More() || !onlySpace(body[dec.InputOffset():]) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body has data after the JSON object")
 	}
-	if _, ok := v.(map[string]any); !ok {
+	if top[0] != '{' {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body must be a JSON object")
 	}
-	if path, ok := findNUL(v, ""); ok {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
+	// JSON can only spell a NUL character as the escape \u0000, so only a
+	// body holding that text needs decoding to find where it is.
+	if bytes.Contains(top, []byte(`\u0000`)) {
+		var v any
+		if err := json.Unmarshal(top, &v); err != nil {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+		}
+		if path, ok := findNUL(v, ""); ok {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
+		}
 	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(body, &raw); err != nil {
+	if err := json.Unmarshal(top, &raw); err != nil {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
 	}
 	for k := range raw {
