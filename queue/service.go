@@ -90,6 +90,18 @@ type SubmitRequest struct {
 	IntentKey string          // optional when the tool has a template
 	Agent     string          // token name
 	Channel   string          // "api" or "mcp"
+	// TokenHash, when set, asks the store to check in the claiming
+	// statement that an active agent token has this hash (see
+	// GuardedSubmitter): the caller took Agent from a cache, not from the
+	// database. Only for a Service whose GuardsSubmissions is true.
+	TokenHash string
+}
+
+// GuardsSubmissions reports whether the store can check agent tokens in the
+// submission's own statement (SubmitRequest.TokenHash).
+func (s *Service) GuardsSubmissions() bool {
+	_, ok := s.store.(GuardedSubmitter)
+	return ok
 }
 
 // SubmitResult says what a submission did.
@@ -186,7 +198,19 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		a.FinishedAt = &now
 	}
 	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
-	holder, created, replayRecorded, err := s.store.ActionSubmit(ctx, a, ev)
+	var (
+		holder                  *Action
+		created, replayRecorded bool
+	)
+	if req.TokenHash != "" {
+		gs, ok := s.store.(GuardedSubmitter)
+		if !ok {
+			return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
+		}
+		holder, created, replayRecorded, err = gs.ActionSubmitGuarded(ctx, a, ev, req.TokenHash)
+	} else {
+		holder, created, replayRecorded, err = s.store.ActionSubmit(ctx, a, ev)
+	}
 	if err != nil {
 		return SubmitResult{}, err
 	}

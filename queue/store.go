@@ -78,6 +78,17 @@ type Store interface {
 	Close() error
 }
 
+// GuardedSubmitter is implemented by stores that can check an agent token in
+// the statement that claims the intent, so a handler that remembers which
+// tokens it has seen valid need not look the token up first: the claim
+// itself refuses a token revoked since.
+type GuardedSubmitter interface {
+	// ActionSubmitGuarded is ActionSubmit that writes nothing and answers an
+	// error with CodeUnauthorized unless an active agent token has tokenHash
+	// when its statement runs.
+	ActionSubmitGuarded(ctx context.Context, a *Action, ev Event, tokenHash string) (holder *Action, created, replayRecorded bool, err error)
+}
+
 // ActionListParams filters and orders a listing. Cursor-based keyset
 // pagination over (created_at, id).
 type ActionListParams struct {

@@ -408,3 +408,64 @@ func readAll(res *http.Response) string {
 		}
 	}
 }
+
+// TestRevokedTokenRefusedOnTheHotPath: a submission whose token was seen
+// valid (so its agent name is cached and the claiming statement checks
+// the token) is refused with 401 as soon as the token is revoked, before
+// any other refusal, with nothing written; on SQLite the token is always
+// looked up.
+func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
+	t.Parallel()
+	for _, store := range []struct {
+		name  string
+		start func(*testing.T) *apiEnv
+	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			e := store.start(t)
+			held := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-1", "held"))
+			if held.status != 201 {
+				t.Fatalf("setup: %d %s", held.status, held.body)
+			}
+			cases := []struct {
+				name string
+				body any
+			}{
+				{"new intent", email("c-2", "welcome")},
+				{"replay of a held intent", email("c-1", "held")},
+				{"malformed JSON", `{"tool":`},
+				{"schema failure", `{"tool":"send_customer_email","payload":{"customer_id":"c","topic":"t"}}`},
+				{"no intent key", `{"tool":"unlisted_mailer","payload":{"x":1}}`},
+			}
+			for i, tc := range cases {
+				name := fmt.Sprintf("agent-%d", i)
+				token := e.newToken(name)
+				// Seen valid once: the server remembers the token.
+				first := e.do(e.base, token, "POST", "/api/v1/actions", email(fmt.Sprintf("warm-%d", i), "x"))
+				if first.status != 201 {
+					t.Fatalf("%s: warm-up %d %s", tc.name, first.status, first.body)
+				}
+				if err := e.store.TokenRevoke(t.Context(), name, time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				for attempt := range 2 {
+					r := e.do(e.base, token, "POST", "/api/v1/actions", tc.body)
+					if r.status != 401 || string(r.problem(t).Code) != "unauthorized" {
+						t.Fatalf("%s (attempt %d): %d %s, want 401 unauthorized", tc.name, attempt+1, r.status, r.body)
+					}
+				}
+			}
+			list := e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=email:c-2:welcome", nil)
+			if !strings.Contains(string(list.body), `"actions":[]`) {
+				t.Errorf("a refused submission was stored: %s", list.body)
+			}
+			evs, err := e.svc.Events(t.Context(), held.action(t).ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(evs) != 1 {
+				t.Errorf("held action has %d events, want 1 (the refused replay recorded nothing)", len(evs))
+			}
+		})
+	}
+}

@@ -90,15 +90,16 @@ func (s *Server) routes(e *echo.Echo) error {
 	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})))
 
 	e.GET("/api/v1/openapi.json", handlers.OpenAPI)
-	api := e.Group("/api/v1", s.api.AgentAuth)
-	api.POST("/actions", s.api.Submit)
-	api.GET("/actions", s.api.ListActions)
-	api.GET("/actions/:id", s.api.GetAction)
-	api.POST("/actions/:id/execute", s.api.Execute)
-	api.POST("/actions/:id/complete", s.api.Complete)
-	api.POST("/actions/:id/fail", s.api.Fail)
-	api.POST("/actions/:id/cancel", s.api.Cancel)
-	api.GET("/tools", s.api.Tools)
+	api := e.Group("/api/v1")
+	auth := s.api.AgentAuth
+	api.POST("/actions", s.api.Submit, s.api.SubmitAuth)
+	api.GET("/actions", s.api.ListActions, auth)
+	api.GET("/actions/:id", s.api.GetAction, auth)
+	api.POST("/actions/:id/execute", s.api.Execute, auth)
+	api.POST("/actions/:id/complete", s.api.Complete, auth)
+	api.POST("/actions/:id/fail", s.api.Fail, auth)
+	api.POST("/actions/:id/cancel", s.api.Cancel, auth)
+	api.GET("/tools", s.api.Tools, auth)
 
 	if s.cfg.MCP != nil {
 		e.Any("/mcp", echo.WrapHandler(s.cfg.MCP))

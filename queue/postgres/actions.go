@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
@@ -164,6 +165,7 @@ WITH ins AS (
         CASE WHEN $3 = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(attempt) FROM actions WHERE intent_key = $4 AND class <> 'at-least-once'), 0) + 1 END,
         $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $20
+    WHERE ` + tokenGuard("$21::text") + `
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
@@ -172,7 +174,7 @@ WITH ins AS (
 ), holder AS (
     SELECT a.* FROM actions a
     WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (` + heldStates + `)
-      AND NOT EXISTS (SELECT 1 FROM ins)
+      AND NOT EXISTS (SELECT 1 FROM ins) AND ` + tokenGuard("$21::text") + `
 ), rev AS (
     ` + replayEventInsert("h", "$18", "$8", "$9") + `
     FROM holder h WHERE h.tool = $2 AND h.payload::text = $6::text
@@ -185,6 +187,15 @@ LEFT JOIN LATERAL (
     SELECT * FROM tickets t WHERE t.action_id = h.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
 ) t ON true`
+
+// tokenGuard is true when hash is NULL (the caller checked the token) or
+// an active agent token has it: a submission whose token was revoked after
+// the caller last saw it valid claims nothing and reads nothing. hash must
+// be qualified (i.token_hash): unqualified, it would name the column of
+// agent_tokens inside the subquery and compare it with itself.
+func tokenGuard(hash string) string {
+	return `(` + hash + ` IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = ` + hash + ` AND tok.revoked_at IS NULL))`
+}
 
 // replayEventInsert records the replay of a holder (alias h) by a
 // submission with the same tool and the same payload text: replayed, or
@@ -200,6 +211,15 @@ func replayEventInsert(h, actor, channel, at string) string {
 
 // ActionSubmit implements queue.Store.
 func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
+	return s.ActionSubmitGuarded(ctx, a, ev, "")
+}
+
+// ActionSubmitGuarded implements queue.GuardedSubmitter.
+func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev queue.Event, tokenHash string) (*queue.Action, bool, bool, error) {
+	var guard *string
+	if tokenHash != "" {
+		guard = &tokenHash
+	}
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("encode tool snapshot: %w", err)
@@ -212,8 +232,8 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
 		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
 		a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
-		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt}
-	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev}
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard}
+	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {
@@ -228,8 +248,15 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args...))
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
-			// Lost a race with a holder this snapshot cannot see, or with one
-			// released a moment ago: look again.
+			// The token guard refused, or this lost a race with a holder its
+			// snapshot cannot see, or with one released a moment ago.
+			if guard != nil {
+				if _, terr := s.TokenGetByHash(ctx, tokenHash); errors.Is(terr, accounts.ErrNotFound) {
+					return nil, false, false, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+				} else if terr != nil {
+					return nil, false, false, fmt.Errorf("submit %s: check token: %w", a.IntentKey, terr)
+				}
+			}
 			continue
 		}
 		if err != nil {
@@ -255,10 +282,11 @@ WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::timestamptz[],
         $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
-        $19::text[], $20::timestamptz[]) WITH ORDINALITY
+        $19::text[], $20::timestamptz[], $21::text[]) WITH ORDINALITY
     AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
         claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
-        ev_data, finished_at, n)
+        ev_data, finished_at, token_hash, n)
+    WHERE ` + tokenGuard("i.token_hash") + `
 ), ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
@@ -302,6 +330,7 @@ type submitInput struct {
 	a              *queue.Action
 	spec, warnings string
 	ev             queue.Event
+	tokenHash      *string // nil: no token check
 }
 
 // submissions merges the submissions of a batch.
@@ -312,7 +341,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 	var (
 		ids, tools, classes, keys, states, payloads               = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
 		requestedBy, channels, specs, warnings, evKinds, evActors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		claimedBy, evData                                         = make([]*string, n), make([]*string, n)
+		claimedBy, evData, tokens                                 = make([]*string, n), make([]*string, n), make([]*string, n)
 		createdAt                                                 = make([]time.Time, n)
 		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		webhooks                                                  = make([]bool, n)
@@ -324,6 +353,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
 		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, claimDeadline(a), a.ExpiresAt, a.FinishedAt
 		webhooks[i] = a.HasWebhook()
+		tokens[i] = in.tokenHash
 		if in.ev.Data != nil {
 			d := string(in.ev.Data)
 			evData[i] = &d
@@ -331,7 +361,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 	}
 	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
-		evActors, evData, finishedAt}
+		evActors, evData, finishedAt, tokens}
 }
 
 // submitted is what submitSQL returns: the holder of the intent and whether

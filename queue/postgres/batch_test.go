@@ -407,3 +407,72 @@ func TestMergedCallsFallBack(t *testing.T) {
 		t.Errorf("actions = %d (%v), want 3", n, err)
 	}
 }
+
+// TestMergedSubmissionsCheckTokens: in one merged statement, submissions
+// whose token is active are claimed and those whose token was revoked
+// claim nothing, read nothing and get unauthorized.
+func TestMergedSubmissionsCheckTokens(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, name := range []string{"live", "gone"} {
+		if _, err := s.TokenCreate(ctx, name, "hash-"+name, now); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.TokenRevoke(ctx, "gone", now); err != nil {
+		t.Fatal(err)
+	}
+	held := testAction(classify.AtMostOnce, "held", now)
+	if _, _, _, err := s.ActionSubmit(ctx, held, submittedEv(held)); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Batcher()
+	release := blockWorkers(t, s.Pool(), b)
+	calls := []struct{ key, hash string }{
+		{"a", "hash-live"}, {"b", "hash-gone"}, {"c", "hash-live"}, {"held", "hash-gone"}, {"d", "hash-unknown"},
+	}
+	type outcome struct {
+		created bool
+		err     error
+	}
+	got := make([]outcome, len(calls))
+	var wg sync.WaitGroup
+	for i, c := range calls {
+		wg.Go(func() {
+			a := testAction(classify.AtMostOnce, c.key, now)
+			_, created, _, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), c.hash)
+			got[i] = outcome{created, err}
+		})
+	}
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == int64(len(calls)) })
+	release()
+	wg.Wait()
+	// The submissions' statement (the refused ones then look their token
+	// up, which may be merged too or not).
+	if b.Merged() < 1 {
+		t.Errorf("merged statements = %d, want at least 1", b.Merged())
+	}
+	for i, c := range calls {
+		if c.hash == "hash-live" {
+			if got[i].err != nil || !got[i].created {
+				t.Errorf("%s with an active token: created=%v err=%v", c.key, got[i].created, got[i].err)
+			}
+			continue
+		}
+		if queue.ErrorCode(got[i].err) != queue.CodeUnauthorized {
+			t.Errorf("%s with token %s: err=%v, want unauthorized", c.key, c.hash, got[i].err)
+		}
+	}
+	var actions, events int
+	err := s.Pool().QueryRow(ctx, `SELECT (SELECT count(*) FROM actions), (SELECT count(*) FROM events)`).Scan(&actions, &events)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// held, a, c: one submitted event each; the refused replay of held
+	// recorded nothing.
+	if actions != 3 || events != 3 {
+		t.Errorf("actions %d, events %d; want 3 and 3", actions, events)
+	}
+}
