@@ -81,7 +81,8 @@ func LooksRandom(key string) bool {
 		}
 		// Tokens inside a segment: "req_01ARZ3NDEKTSV4RRFFQ69G5FAV" holds a ULID.
 		for _, tok := range strings.FieldsFunc(seg, notAlphanumeric) {
-			if len(tok) == 26 && ulidPattern.MatchString(tok) && !allDigits(tok) {
+			// Characters, not bytes: (?i) also matches ſ for s and K for k.
+			if utf8.RuneCountInString(tok) == 26 && ulidPattern.MatchString(tok) && !allDigits(tok) {
 				return true
 			}
 		}

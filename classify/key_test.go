@@ -71,10 +71,11 @@ func TestLooksRandom(t *testing.T) {
 		{"a|1700000000|b", true},
 		{"email:42:2024-05-01T12:00:00Z", true}, // RFC 3339
 		{"email:42:2024-05-01T12:00:00.123+02:00", true},
-		{"x:0123456789abcdef", true},    // 16 hex characters at the end
-		{"0123456789ABCDEF:x", true},    // at the start
-		{"x:0123456789abcde:y", false},  // 15
-		{"x:0123456789012345:y", false}, // 16 digits, no letter
+		{"x:0123456789abcdef", true},           // 16 hex characters at the end
+		{"0123456789ABCDEF:x", true},           // at the start
+		{"x:0123456789abcde:y", false},         // 15
+		{"x:0123456789012345:y", false},        // 16 digits, no letter
+		{"x:01ARZ3NDEKTSV4RRFFQ69G5FAſ", true}, // ſ folds to s: 26 characters, 27 bytes
 	}
 	for _, tt := range tests {
 		t.Run(tt.key, func(t *testing.T) {

@@ -103,8 +103,11 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	// JSON can only spell a NUL character as the escape \u0000, so only a
 	// body holding that text needs decoding to find where it is.
 	if bytes.Contains(top, []byte(`\u0000`)) {
+		// UseNumber, as everywhere: 1e400 is valid JSON, not a float64.
+		dec := json.NewDecoder(bytes.NewReader(top))
+		dec.UseNumber()
 		var v any
-		if err := json.Unmarshal(top, &v); err != nil {
+		if err := dec.Decode(&v); err != nil {
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
 		}
 		if path, ok := findNUL(v, ""); ok {

@@ -40,6 +40,10 @@ func TestDecodeSubmit(t *testing.T) {
 		{"NUL in nested value", `{"tool":"t","payload":{"a":[{"b":"x\u0000"}]}}`, "", "", "payload.a[0].b contains a NUL"},
 		{"NUL in key", `{"tool":"t","payload":{"a\u0000":1}}`, "", "", "NUL"},
 		{"invalid UTF-8", "{\"tool\":\"t\",\"payload\":{\"a\":\"\xc3\x28\"}}", "", "", "UTF-8"},
+		// An escaped backslash before u0000 is no NUL; a number beyond
+		// float64 is still valid JSON, with or without a NUL elsewhere.
+		{"escaped backslash and a huge number", `{"tool":"t","payload":{"a":"C:\\u0000x","n":1e400}}`, "", "", ""},
+		{"NUL and a huge number", `{"tool":"t","payload":{"n":1e400,"a":"\u0000"}}`, "", "", "payload.a contains a NUL"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -100,6 +100,9 @@ func (s *Server) routes(e *echo.Echo) error {
 	api.POST("/actions/:id/fail", s.api.Fail, auth)
 	api.POST("/actions/:id/cancel", s.api.Cancel, auth)
 	api.GET("/tools", s.api.Tools, auth)
+	// Unknown API paths authenticate first too, so a caller without a token
+	// learns nothing about which routes exist.
+	api.RouteNotFound("/*", echo.NotFoundHandler, auth)
 
 	if s.cfg.MCP != nil {
 		e.Any("/mcp", echo.WrapHandler(s.cfg.MCP))

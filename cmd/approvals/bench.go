@@ -149,8 +149,8 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 // it without a trailing slash.
 func loopbackBase(raw string) (string, error) {
 	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("--url %q: give an http URL such as http://127.0.0.1:8080", raw)
+	if err != nil || u.Scheme != "http" || u.Host == "" {
+		return "", fmt.Errorf("--url %q: give a plain http URL (bench does not speak TLS) such as http://127.0.0.1:8080", raw)
 	}
 	if u.RawQuery != "" || u.Fragment != "" || u.User != nil {
 		return "", fmt.Errorf("--url %q: give the server's base URL only", raw)

@@ -24,6 +24,7 @@ import (
 // approvals.
 type benchClient struct {
 	addr, host    string
+	prefix        string // the URL's path, before every request path
 	token, cookie string
 	conn          net.Conn
 	r             *bufio.Reader
@@ -36,11 +37,15 @@ func newBenchClient(cfg benchConfig) (*benchClient, error) {
 	if err != nil {
 		return nil, err
 	}
+	if u.Scheme != "http" {
+		return nil, fmt.Errorf("bench speaks plain HTTP to a local server; --url %s is %s", cfg.URL, u.Scheme)
+	}
 	addr := u.Host
 	if u.Port() == "" {
 		addr = net.JoinHostPort(u.Hostname(), "80")
 	}
-	return &benchClient{addr: addr, host: u.Host, token: cfg.Token, cookie: cfg.Cookie}, nil
+	return &benchClient{addr: addr, host: u.Host, prefix: strings.TrimSuffix(u.EscapedPath(), "/"),
+		token: cfg.Token, cookie: cfg.Cookie}, nil
 }
 
 func (c *benchClient) close() {
@@ -77,16 +82,19 @@ func (c *benchClient) roundTrip(ctx context.Context, method, path string, body [
 		c.r = bufio.NewReaderSize(conn, 16<<10)
 		c.w = bufio.NewWriterSize(conn, 16<<10)
 	}
-	if err := c.conn.SetDeadline(deadline); err != nil {
+	conn := c.conn
+	if err := conn.SetDeadline(deadline); err != nil {
 		return 0, nil, err
 	}
-	// Stop waiting when the run is cancelled.
-	stop := context.AfterFunc(ctx, func() { _ = c.conn.SetDeadline(time.Unix(1, 0)) })
+	// Stop waiting when the run is cancelled (on this connection: c.conn
+	// may be cleared meanwhile).
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 
 	w := c.w
 	w.WriteString(method)
 	w.WriteByte(' ')
+	w.WriteString(c.prefix)
 	w.WriteString(path)
 	w.WriteString(" HTTP/1.1\r\nHost: ")
 	w.WriteString(c.host)

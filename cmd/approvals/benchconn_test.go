@@ -132,3 +132,25 @@ func TestBenchClientRefusesMalformedResponses(t *testing.T) {
 		t.Fatalf("malformed response gave status %d and no error", status)
 	}
 }
+
+// TestBenchClientURL: a path in --url prefixes every request; https is
+// refused (the client speaks plain HTTP only).
+func TestBenchClientURL(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.WriteString(w, r.URL.Path)
+	}))
+	t.Cleanup(srv.Close)
+	c, err := newBenchClient(benchConfig{URL: srv.URL + "/base/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.close)
+	status, body, err := c.do(t.Context(), "GET", "/api/v1/tools", nil, "")
+	if err != nil || status != 200 || string(body) != "/base/api/v1/tools" {
+		t.Fatalf("GET: %d %q %v, want 200 /base/api/v1/tools", status, body, err)
+	}
+	if _, err := newBenchClient(benchConfig{URL: "https://127.0.0.1:8443"}); err == nil {
+		t.Error("https URL accepted")
+	}
+}

@@ -47,16 +47,17 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 // tuneGC trades memory the server does not use for CPU it does: its live
 // heap is small (about 10 MiB under load), so the default GOGC=100 collects
 // very often; under the write benchmark the collector took about 15% of the
-// server's CPU. GOGC=400 lets the heap grow to five times the live data,
-// and a soft memory limit of 128 MiB makes the collector work harder again
-// before the process nears that. GOGC and GOMEMLIMIT in the environment
-// win.
+// server's CPU. GOGC=400 lets the heap grow to five times the live data. A
+// soft limit of 512 MiB reins that in only when the live heap itself is
+// large (many concurrent requests with big bodies), well above it so the
+// collector never runs back to back. GOGC and GOMEMLIMIT in the
+// environment win.
 func tuneGC() {
 	if os.Getenv("GOGC") == "" {
 		debug.SetGCPercent(400)
 	}
 	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(128 << 20)
+		debug.SetMemoryLimit(512 << 20)
 	}
 }
 

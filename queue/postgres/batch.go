@@ -54,6 +54,9 @@ type batchCall struct {
 	// batch into one statement; arg is the call's input to it.
 	kind batchKind
 	arg  any
+	// ctx is the caller's: a call whose caller has given up by the time its
+	// batch is sent is dropped, not run (its effect would have no owner).
+	ctx context.Context
 	// sql and args are the call as a statement of its own.
 	sql  string
 	args []any
@@ -109,7 +112,7 @@ func (b *batcher) queryRow(ctx context.Context, order, sql string, args []any, s
 
 // call queues c and returns its outcome.
 func (b *batcher) call(ctx context.Context, c *batchCall) (any, error) {
-	c.done = make(chan struct{})
+	c.ctx, c.done = ctx, make(chan struct{})
 	b.waiting.Add(1)
 	select {
 	case b.calls <- c:
@@ -163,6 +166,16 @@ func (b *batcher) work() {
 func (b *batcher) run(batch []*batchCall) {
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
+	live := make([]*batchCall, 0, len(batch))
+	for _, c := range batch {
+		if err := c.ctx.Err(); err != nil {
+			c.err = err
+			close(c.done)
+			continue
+		}
+		live = append(live, c)
+	}
+	batch = live
 	if len(batch) > 1 {
 		slices.SortStableFunc(batch, func(x, y *batchCall) int { return strings.Compare(x.order, y.order) })
 		if b.runTogether(ctx, batch) {

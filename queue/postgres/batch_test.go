@@ -476,3 +476,29 @@ func TestMergedSubmissionsCheckTokens(t *testing.T) {
 		t.Errorf("actions %d, events %d; want 3 and 3", actions, events)
 	}
 }
+
+// TestBatcherDropsAbandonedCalls: a call whose caller gave up between
+// being gathered into a batch and the batch being sent is not run.
+func TestBatcherDropsAbandonedCalls(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	if _, err := pool.Exec(t.Context(), `CREATE TABLE batch_rows (n int PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	abandoned, cancel := context.WithCancel(t.Context())
+	cancel()
+	errs := b.RunBatch([]context.Context{abandoned, t.Context()},
+		[]string{`INSERT INTO batch_rows VALUES (1)`, `INSERT INTO batch_rows VALUES (2)`})
+	if !errors.Is(errs[0], context.Canceled) || errs[1] != nil {
+		t.Fatalf("errors %v, want [context canceled, nil]", errs)
+	}
+	var n, sum int
+	if err := pool.QueryRow(t.Context(), `SELECT count(*), coalesce(sum(n), 0) FROM batch_rows`).Scan(&n, &sum); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 || sum != 2 {
+		t.Errorf("%d rows summing to %d, want only row 2: the abandoned insert must not run", n, sum)
+	}
+}

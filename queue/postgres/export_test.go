@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -35,6 +36,22 @@ func (t *TestBatcher) Waiting() int64 { return t.b.waiting.Load() }
 func (t *TestBatcher) Refused() int64 { return t.b.refused.Load() }
 func (t *TestBatcher) Merged() int64  { return t.b.merged.Load() }
 func (t *TestBatcher) Stop()          { t.b.stop() }
+
+// RunBatch runs one exec call per statement as one batch, directly, as a
+// worker would; ctxs[i] is call i's context.
+func (t *TestBatcher) RunBatch(ctxs []context.Context, sqls []string) []error {
+	calls := make([]*batchCall, len(sqls))
+	for i := range sqls {
+		calls[i] = &batchCall{ctx: ctxs[i], order: fmt.Sprint(i), sql: sqls[i], done: make(chan struct{})}
+	}
+	t.b.run(calls)
+	errs := make([]error, len(calls))
+	for i, c := range calls {
+		<-c.done
+		errs[i] = c.err
+	}
+	return errs
+}
 
 // Batcher exposes the store's own batcher.
 func (s *Store) Batcher() *TestBatcher { return &TestBatcher{s.batch} }
