@@ -28,6 +28,11 @@ type dashEnv struct {
 	srv   *web.Server
 	url   string
 	testClock
+	// sweepMu serialises staleTicket's sweeps: a sweep skips the claims
+	// another sweep has locked (FOR UPDATE SKIP LOCKED), so a parallel
+	// subtest's sweep could be opening this subtest's ticket, uncommitted,
+	// when this one lists it.
+	sweepMu sync.Mutex
 }
 
 const dashPassword = "correct horse battery staple"
@@ -93,6 +98,8 @@ func (d *dashEnv) submit(tool, payload, key string) *queue.Action {
 func (d *dashEnv) staleTicket(order string) (*queue.Action, *queue.Ticket) {
 	d.t.Helper()
 	a := d.submit("issue_refund", `{"order_id":"`+order+`","line_id":1,"amount":5,"currency":"EUR"}`, "")
+	d.sweepMu.Lock()
+	defer d.sweepMu.Unlock()
 	d.advance(3 * time.Minute)
 	if _, err := d.svc.Sweep(context.Background()); err != nil {
 		d.t.Fatal(err)

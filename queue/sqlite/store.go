@@ -91,7 +91,7 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	wdb.SetMaxIdleConns(cfg.writers)
 	wdb.SetConnMaxIdleTime(0)
 	wdb.SetConnMaxLifetime(0)
-	if err := wdb.PingContext(ctx); err != nil {
+	if err := pingBusy(ctx, wdb); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
@@ -106,12 +106,31 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	}
 	rdb.SetMaxOpenConns(8)
 	rdb.SetMaxIdleConns(8)
-	if err := rdb.PingContext(ctx); err != nil {
+	if err := pingBusy(ctx, rdb); err != nil {
 		wdb.Close()
 		rdb.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
 	return &Store{write: wdb, read: rdb, hub: queue.NewHub()}, nil
+}
+
+// pingBusy opens a first connection, retrying while SQLite answers
+// SQLITE_BUSY: a connection switches the file to WAL as it opens, which
+// needs an exclusive lock that SQLite does not wait for through the busy
+// timeout, so processes (or stores) opening one file at the same moment
+// could fail to start.
+func pingBusy(ctx context.Context, db *sql.DB) error {
+	for try := 0; ; try++ {
+		err := db.PingContext(ctx)
+		if err == nil || sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY || try == 100 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // migrate applies the embedded migrations. SQLite has no session lock for
