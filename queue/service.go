@@ -232,11 +232,6 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if kind == EventReused {
 		data, _ = json.Marshal(map[string]any{"tool": req.Tool, "payload": req.Payload})
 	}
-	if replayRecorded && kind == EventReused {
-		// Same tool and payload text, yet not equal as values: the store
-		// and JSONEqual disagree, which must not happen.
-		s.log.Error("store recorded a replay the service calls a reuse", "action", holder.ID)
-	}
 	if !replayRecorded {
 		if err := s.store.EventInsert(ctx, Event{ActionID: holder.ID, Kind: kind, Actor: agent, Channel: channel, At: now, Data: data}); err != nil {
 			s.log.Warn("could not record event", "kind", kind, "action", holder.ID, "err", err)

@@ -103,14 +103,9 @@ func (b *batcher) stop() {
 	b.wg.Wait()
 }
 
-// queryRow runs sql in the next batch and returns what scan read from its
-// row. The channel is unbuffered: a call is either taken by a worker, which
-// then always finishes it, or refused.
-func (b *batcher) queryRow(ctx context.Context, order, sql string, args []any, scan func(pgx.Row) (any, error)) (any, error) {
-	return b.call(ctx, &batchCall{order: order, sql: sql, args: args, scan: scan})
-}
-
-// call queues c and returns its outcome.
+// call queues c and returns its outcome. The channel is unbuffered: a
+// call is either taken by a worker, which then always finishes it, or
+// refused.
 func (b *batcher) call(ctx context.Context, c *batchCall) (any, error) {
 	c.ctx, c.done = ctx, make(chan struct{})
 	b.waiting.Add(1)
@@ -131,12 +126,6 @@ func (b *batcher) call(ctx context.Context, c *batchCall) (any, error) {
 		// Like a cancelled query, the statement may still take effect.
 		return nil, ctx.Err()
 	}
-}
-
-// exec runs sql for its effect in the next batch.
-func (b *batcher) exec(ctx context.Context, order, sql string, args ...any) error {
-	_, err := b.queryRow(ctx, order, sql, args, nil)
-	return err
 }
 
 func (b *batcher) work() {

@@ -17,11 +17,11 @@ func NewTestBatcher(pool *pgxpool.Pool, workers int) *TestBatcher {
 
 // QueryInt runs sql, which returns one bigint, in the next batch.
 func (t *TestBatcher) QueryInt(ctx context.Context, order, sql string, args ...any) (int64, error) {
-	v, err := t.b.queryRow(ctx, order, sql, args, func(row pgx.Row) (any, error) {
+	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql, args: args, scan: func(row pgx.Row) (any, error) {
 		var n int64
 		err := row.Scan(&n)
 		return n, err
-	})
+	}})
 	if err != nil {
 		return 0, err
 	}
@@ -29,7 +29,8 @@ func (t *TestBatcher) QueryInt(ctx context.Context, order, sql string, args ...a
 }
 
 func (t *TestBatcher) Exec(ctx context.Context, order, sql string, args ...any) error {
-	return t.b.exec(ctx, order, sql, args...)
+	_, err := t.b.call(ctx, &batchCall{order: order, sql: sql, args: args})
+	return err
 }
 
 func (t *TestBatcher) Waiting() int64 { return t.b.waiting.Load() }
