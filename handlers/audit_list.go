@@ -12,7 +12,7 @@ import (
 
 // eventKinds are the kinds the audit filter offers.
 var eventKinds = []string{queue.EventSubmitted, queue.EventReplayed, queue.EventReused, queue.EventInProgressSeen,
-	queue.EventApproved, queue.EventRejected, queue.EventDecisionReplay, queue.EventCancelled, queue.EventExpired,
+	queue.EventApproved, queue.EventRejected, queue.EventCancelled, queue.EventExpired,
 	queue.EventClaimed, queue.EventDelivery, queue.EventDeliveryResult, queue.EventCompleted, queue.EventFailed,
 	queue.EventOutcomeConflict, queue.EventTicketOpened, queue.EventTicketResolved}
 

@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"runtime/debug"
 	"strconv"
@@ -78,15 +77,6 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 	})
 }
 
-// notFound gives the store's bare not_found a detail naming the id.
-func notFound(err error, id string) error {
-	var qe *queue.Error
-	if errors.As(err, &qe) && qe.Code == queue.CodeNotFound && qe.Detail == "" {
-		return queue.Errorf(queue.CodeNotFound, "no action has id %q", id)
-	}
-	return err
-}
-
 func (s *server) getAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
 	if err := args.only("id", "wait", "state"); err != nil {
 		return nil, err
@@ -120,7 +110,7 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	}
 	a, err := s.svc.Wait(ctx, id, until, wait)
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, err
 	}
 	return answer(a, fmt.Sprintf("%s is %s. %s", capitalize(describe(a)), a.State, nextStep(a, agent)))
 }
@@ -206,7 +196,7 @@ func drive(args arguments, others []string, move func(id string) (queue.DriveRes
 	}
 	res, err := move(id)
 	if err != nil {
-		return nil, notFound(err, id)
+		return nil, err
 	}
 	return answer(res.Action, say(res))
 }

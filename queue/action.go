@@ -49,11 +49,6 @@ func (s State) Final() bool {
 	return false
 }
 
-// Releases reports whether s frees the intent for a new attempt.
-func (s State) Releases() bool {
-	return s == StateExpired || s == StateCancelled || s == StateFailed
-}
-
 // HeldStates are the states that hold an intent key; the stores enforce one
 // action per key among them with a partial unique index.
 var HeldStates = []State{StatePending, StateApproved, StateRejected, StateInProgress, StateDone}
@@ -101,6 +96,16 @@ func (a *Action) Agent() string {
 }
 
 // HasWebhook reports whether the dispatcher, not the agent, executes it.
+// ClaimDeadline is when a claim (ClaimedAt) outlives its tool's
+// claim_timeout and the sweep opens a stale ticket; nil when unclaimed.
+func (a *Action) ClaimDeadline() *time.Time {
+	if a.ClaimedAt == nil {
+		return nil
+	}
+	d := a.ClaimedAt.Add(a.Spec.ClaimTimeout)
+	return &d
+}
+
 func (a *Action) HasWebhook() bool { return a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" }
 
 // TicketKind says why a ticket was opened.
@@ -187,5 +192,4 @@ const (
 	EventOutcomeConflict = "outcome_conflict"
 	EventTicketOpened    = "ticket_opened"
 	EventTicketResolved  = "ticket_resolved"
-	EventDecisionReplay  = "decision_replayed"
 )

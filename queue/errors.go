@@ -47,6 +47,12 @@ func (e *Error) Is(target error) bool {
 	return false
 }
 
+// ActionNotFound and TicketNotFound are ErrNotFound (for errors.Is) with a
+// detail naming the id, as the contract wants of every error body.
+func ActionNotFound(id string) error { return Errorf(CodeNotFound, "action %s not found", id) }
+
+func TicketNotFound(id string) error { return Errorf(CodeNotFound, "ticket %s not found", id) }
+
 // Sentinels for errors.Is.
 var (
 	ErrNotFound = &Error{Code: CodeNotFound}

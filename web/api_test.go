@@ -499,3 +499,17 @@ func TestUnknownAPIPathsAuthenticateFirst(t *testing.T) {
 		t.Errorf("unknown path with a token: %d, want 404", got)
 	}
 }
+
+// TestUnknownActionNamesTheID: a 404 carries a detail naming the id, on
+// PostgreSQL as on SQLite.
+func TestUnknownActionNamesTheID(t *testing.T) {
+	t.Parallel()
+	for _, start := range []func(*testing.T) *apiEnv{startAPI, startAPISQLite} {
+		e := start(t)
+		id := queue.NewID(time.Now())
+		r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+id, nil)
+		if p := r.problem(t); r.status != 404 || p.Code != queue.CodeNotFound || !strings.Contains(p.Detail, id) {
+			t.Errorf("GET unknown action: %d %s, want 404 not_found naming %s", r.status, r.body, id)
+		}
+	}
+}

@@ -231,7 +231,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 	warn, _ := json.Marshal(warnings)
 	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
 		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
-		a.ClaimedBy, claimDeadline(a), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
+		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
 		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard}
 	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
 	// The first try goes through the batcher, sorted by intent key (the lock
@@ -351,7 +351,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		a := in.a
 		ids[i], tools[i], classes[i], keys[i], states[i], payloads[i] = a.ID, a.Tool, string(a.Class), a.IntentKey, string(a.State), string(a.Payload)
 		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
-		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, claimDeadline(a), a.ExpiresAt, a.FinishedAt
+		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, a.ClaimDeadline(), a.ExpiresAt, a.FinishedAt
 		webhooks[i] = a.HasWebhook()
 		tokens[i] = in.tokenHash
 		if in.ev.Data != nil {
@@ -380,14 +380,6 @@ func scanSubmitted(row pgx.Row) (any, error) {
 	return submitted{a, created, replayWritten}, nil
 }
 
-func claimDeadline(a *queue.Action) *time.Time {
-	if a.ClaimedAt == nil {
-		return nil
-	}
-	d := a.ClaimedAt.Add(a.Spec.ClaimTimeout)
-	return &d
-}
-
 // scanActionWith scans an action row followed by extra columns.
 func scanActionWith(row pgx.Row, extra ...any) (*queue.Action, error) {
 	return scanAction(extraScanner{row, extra})
@@ -403,11 +395,11 @@ func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e
 // ActionGetByID implements queue.Store.
 func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
 	if !queue.ValidID(id) {
-		return nil, queue.ErrNotFound
+		return nil, queue.ActionNotFound(id)
 	}
 	a, err := scanAction(s.pool.QueryRow(ctx, selectAction+` WHERE a.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, queue.ErrNotFound
+		return nil, queue.ActionNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get action %s: %w", id, err)
@@ -489,7 +481,7 @@ func likePrefix(p string) string {
 // trip.
 func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
 	if !queue.ValidID(p.ID) {
-		return nil, queue.ErrNotFound
+		return nil, queue.ActionNotFound(p.ID)
 	}
 	var (
 		sets []string
@@ -572,7 +564,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	})
 	err := s.pool.SendBatch(ctx, batch).Close()
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, queue.ErrNotFound
+		return nil, queue.ActionNotFound(p.ID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)

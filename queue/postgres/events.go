@@ -12,7 +12,7 @@ import (
 // EventInsert implements queue.Store.
 func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	if !queue.ValidID(ev.ActionID) {
-		return queue.ErrNotFound
+		return queue.ActionNotFound(ev.ActionID)
 	}
 	// Replays record one each, so it goes through the batcher. Its lock (a
 	// key share on the action row) sorts before the submissions' ("event:"
@@ -21,7 +21,7 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 		sql:  `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
 		args: []any{ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)}})
 	if isForeignKeyViolation(err) {
-		return queue.ErrNotFound
+		return queue.ActionNotFound(ev.ActionID)
 	}
 	if err != nil {
 		return fmt.Errorf("record %s event for %s: %w", ev.Kind, ev.ActionID, err)

@@ -81,7 +81,7 @@ SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
 	if !queue.ValidID(actionID) {
-		return nil, queue.ErrNotFound
+		return nil, queue.ActionNotFound(actionID)
 	}
 	var t *queue.Ticket
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -91,7 +91,7 @@ func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now tim
 			return err
 		}
 		if tag.RowsAffected() == 0 {
-			return queue.ErrNotFound
+			return queue.ActionNotFound(actionID)
 		}
 		if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
 			actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
@@ -124,11 +124,11 @@ RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolv
 // TicketGetByID implements queue.Store.
 func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, error) {
 	if !queue.ValidID(id) {
-		return nil, queue.ErrNotFound
+		return nil, queue.TicketNotFound(id)
 	}
 	t, err := scanTicket(s.pool.QueryRow(ctx, ticketSelect+` WHERE t.id = $1`, id))
 	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, queue.ErrNotFound
+		return nil, queue.TicketNotFound(id)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("get ticket %s: %w", id, err)

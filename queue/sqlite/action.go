@@ -64,15 +64,11 @@ func scanAction(sc scanner) (*queue.Action, error) {
 	return &a, nil
 }
 
-func actionNotFound(id string) error {
-	return queue.Errorf(queue.CodeNotFound, "action %s not found", id)
-}
-
 // getAction reads one action without its ticket.
 func getAction(ctx context.Context, q querier, id string) (*queue.Action, error) {
 	a, err := scanAction(q.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, actionNotFound(id)
+		return nil, queue.ActionNotFound(id)
 	}
 	return a, err
 }
@@ -109,28 +105,12 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 			return nil, false, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
 		}
 	}
-	channel := a.Channel
-	if channel == "" {
-		channel = "api"
-	}
-	// The schema wants a claim deadline for every in_progress action; an
-	// exactly-once action is claimed by its submission, so the deadline
+	// An exactly-once action is claimed by its submission; the deadline
 	// follows from the snapshot's claim_timeout.
 	var claimedAt, claimDeadline any
 	if a.ClaimedAt != nil {
 		claimedAt = fmtTime(*a.ClaimedAt)
-	}
-	if a.State == queue.StateInProgress {
-		at := a.CreatedAt
-		if a.ClaimedAt != nil {
-			at = *a.ClaimedAt
-		}
-		timeout := a.Spec.ClaimTimeout
-		if timeout <= 0 {
-			timeout = classify.DefaultClaimTimeout
-		}
-		claimedAt = fmtTime(at)
-		claimDeadline = fmtTime(at.Add(timeout))
+		claimDeadline = fmtTime(*a.ClaimDeadline())
 	}
 	// Recorded (at-least-once) actions hold nothing: attempt 1, always.
 	attemptExpr := `1`
@@ -144,7 +124,7 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		?18, ?19, ?20, ?21, ?22, ?23)
 	ON CONFLICT DO NOTHING`
 	args := []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
-		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, channel,
+		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
 		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
 		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
 		boolInt(a.HasWebhook()), string(spec), string(warnings)}
@@ -154,39 +134,37 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		created bool
 	)
 	err = s.withTx(ctx, func(tx *sql.Tx) error {
-		for try := 0; try < 5; try++ {
-			n, err := rowsAffected(tx.ExecContext(ctx, insert, args...))
-			if err != nil {
+		n, err := rowsAffected(tx.ExecContext(ctx, insert, args...))
+		if err != nil {
+			return err
+		}
+		if n == 1 {
+			ev.ActionID = a.ID
+			if ev.At.IsZero() {
+				ev.At = a.CreatedAt
+			}
+			if _, err := insertEvent(ctx, tx, ev); err != nil {
 				return err
 			}
-			if n == 1 {
-				ev.ActionID = a.ID
-				if ev.At.IsZero() {
-					ev.At = a.CreatedAt
-				}
-				if _, err := insertEvent(ctx, tx, ev); err != nil {
-					return err
-				}
-				holder, err = getAction(ctx, tx, a.ID)
-				created = true
+			holder, err = getAction(ctx, tx, a.ID)
+			created = true
+			return err
+		}
+		if a.Class != classify.AtLeastOnce {
+			holder, err = heldAction(ctx, tx, a.IntentKey)
+			if err == nil {
+				return attachTickets(ctx, tx, []*queue.Action{holder})
+			}
+			if !errors.Is(err, queue.ErrNotFound) {
 				return err
-			}
-			if a.Class != classify.AtLeastOnce {
-				holder, err = heldAction(ctx, tx, a.IntentKey)
-				if err == nil {
-					return attachTickets(ctx, tx, []*queue.Action{holder})
-				}
-				if !errors.Is(err, queue.ErrNotFound) {
-					return err
-				}
-			}
-			// No holder: either the key was released in between, or the
-			// conflict was on the action id itself.
-			if existing, err := getAction(ctx, tx, a.ID); err == nil {
-				return fmt.Errorf("action id %s is already taken by intent %q", a.ID, existing.IntentKey)
 			}
 		}
-		return fmt.Errorf("intent %q: no holder found after repeated conflicts", a.IntentKey)
+		// No holder inside this immediate transaction: the conflict was on
+		// the action id itself.
+		if existing, err := getAction(ctx, tx, a.ID); err == nil {
+			return fmt.Errorf("action id %s is already taken by intent %q", a.ID, existing.IntentKey)
+		}
+		return fmt.Errorf("intent %q: insert refused and no holder found", a.IntentKey)
 	})
 	if err != nil {
 		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
@@ -204,10 +182,19 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 	return holder, created, false, nil
 }
 
+// heldStates is queue.HeldStates as an SQL list.
+var heldStates = "'" + strings.Join(func() []string {
+	out := make([]string, len(queue.HeldStates))
+	for i, st := range queue.HeldStates {
+		out[i] = string(st)
+	}
+	return out
+}(), "', '") + "'"
+
 // heldAction returns the action holding key, or ErrNotFound.
 func heldAction(ctx context.Context, q querier, key string) (*queue.Action, error) {
 	a, err := scanAction(q.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE intent_key = ? AND state IN ('pending', 'approved', 'rejected', 'in_progress', 'done')`, key))
+		WHERE intent_key = ? AND state IN (`+heldStates+`)`, key))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, queue.Errorf(queue.CodeNotFound, "no action holds intent %q", key)
 	}

@@ -47,7 +47,7 @@ func benchWriters(b *testing.B, cfg config) {
 				n := seq.Add(1)
 				a := &queue.Action{ID: queue.NewID(now), Tool: "issue_refund", Class: classify.ExactlyOnce,
 					IntentKey: fmt.Sprintf("bench:%d", n), State: queue.StateInProgress,
-					Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:bench", CreatedAt: now,
+					Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:bench", CreatedAt: now, ClaimedAt: &now,
 					Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
 				if _, _, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: "agent:bench"}); err != nil {
 					failures.Add(1)

@@ -17,7 +17,7 @@ func insertEvent(ctx context.Context, q querier, ev queue.Event) (int64, error) 
 	VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
 		ev.ActionID, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data)).Scan(&id)
 	if isForeignKeyViolation(err) {
-		return 0, actionNotFound(ev.ActionID)
+		return 0, queue.ActionNotFound(ev.ActionID)
 	}
 	return id, err
 }

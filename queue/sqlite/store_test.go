@@ -39,7 +39,7 @@ var t0 = time.Date(2031, time.March, 14, 9, 0, 0, 0, time.UTC)
 
 func claim(key string, now time.Time) *queue.Action {
 	return &queue.Action{ID: queue.NewID(now), Tool: "issue_refund", Class: classify.ExactlyOnce, IntentKey: key,
-		State: queue.StateInProgress, Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:test", CreatedAt: now,
+		State: queue.StateInProgress, Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:test", CreatedAt: now, ClaimedAt: &now,
 		Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
 }
 

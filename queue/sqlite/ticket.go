@@ -43,7 +43,7 @@ func scanTicket(sc scanner) (*queue.Ticket, error) {
 func getTicket(ctx context.Context, q querier, id string) (*queue.Ticket, error) {
 	t, err := scanTicket(q.QueryRowContext(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, queue.Errorf(queue.CodeNotFound, "ticket %s not found", id)
+		return nil, queue.TicketNotFound(id)
 	}
 	return t, err
 }
@@ -107,7 +107,7 @@ func openTicket(ctx context.Context, tx *sql.Tx, actionID string, kind queue.Tic
 	VALUES (?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING`, id, actionID, string(kind), fmtTime(now)))
 	if err != nil {
 		if isForeignKeyViolation(err) {
-			return nil, actionNotFound(actionID)
+			return nil, queue.ActionNotFound(actionID)
 		}
 		return nil, err
 	}

@@ -24,7 +24,6 @@
 package storetest
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,19 +292,7 @@ func show(p *string) string {
 // matter (PostgreSQL's jsonb normalises them).
 func jsonEq(t testing.TB, got, want []byte, what string) {
 	t.Helper()
-	if len(got) == 0 && len(want) == 0 {
-		return
-	}
-	var g, w any
-	if err := json.Unmarshal(got, &g); err != nil {
-		t.Fatalf("%s: got invalid JSON %q: %v", what, got, err)
-	}
-	if err := json.Unmarshal(want, &w); err != nil {
-		t.Fatalf("%s: want invalid JSON %q: %v", what, want, err)
-	}
-	gb, _ := json.Marshal(g)
-	wb, _ := json.Marshal(w)
-	if !bytes.Equal(gb, wb) {
+	if !queue.JSONEqual(got, want) {
 		t.Fatalf("%s: got %s, want %s", what, got, want)
 	}
 }
