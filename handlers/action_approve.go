@@ -41,14 +41,9 @@ func checkEditedPayload(s string) error {
 	if !utf8.ValidString(s) {
 		return queue.Errorf(queue.CodeInvalidRequest, "payload: the edited payload is not valid UTF-8")
 	}
-	dec := json.NewDecoder(strings.NewReader(s))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload is not valid JSON: %s", jsonErrorText(err))
-	}
-	if dec.More() || !onlySpace([]byte(s)[dec.InputOffset():]) {
-		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload has data after the JSON object")
+	v, err := decodeJSONValue([]byte(s))
+	if err != nil {
+		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload is not valid JSON: %s", err)
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload must be a JSON object")

@@ -103,12 +103,9 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	// JSON can only spell a NUL character as the escape \u0000, so only a
 	// body holding that text needs decoding to find where it is.
 	if bytes.Contains(top, []byte(`\u0000`)) {
-		// UseNumber, as everywhere: 1e400 is valid JSON, not a float64.
-		dec := json.NewDecoder(bytes.NewReader(top))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+		v, err := decodeJSONValue(top)
+		if err != nil {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", err)
 		}
 		if path, ok := findNUL(v, ""); ok {
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
@@ -124,6 +121,22 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 		}
 	}
 	return raw, nil
+}
+
+// decodeJSONValue decodes the one JSON value b holds as the API reads JSON
+// everywhere: numbers as json.Number (1e400 is valid JSON, not a float64)
+// and nothing after the value. The error says what is wrong.
+func decodeJSONValue(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New(jsonErrorText(err))
+	}
+	if dec.More() || !onlySpace(b[dec.InputOffset():]) {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
 }
 
 func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }

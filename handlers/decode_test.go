@@ -115,3 +115,21 @@ func findNULRaw(payload []byte) (string, bool) {
 	}
 	return findNUL(v, "payload")
 }
+
+// TestDashboardJSONFieldsReadNumbersAsTheAPIDoes: a ticket result and an
+// edited payload accept what POST /complete and submissions accept (1e400
+// is valid JSON), and still refuse NULs and trailing data.
+func TestDashboardJSONFieldsReadNumbersAsTheAPIDoes(t *testing.T) {
+	t.Parallel()
+	if err := checkResult(`{"n":1e400}`); err != nil {
+		t.Errorf("result with 1e400: %v", err)
+	}
+	if err := checkEditedPayload(`{"n":1e400}`); err != nil {
+		t.Errorf("edited payload with 1e400: %v", err)
+	}
+	for _, bad := range []string{`{"a":"\u0000"}`, `{"a":1} {}`, `{"a":`} {
+		if checkResult(bad) == nil || checkEditedPayload(bad) == nil {
+			t.Errorf("accepted %s", bad)
+		}
+	}
+}

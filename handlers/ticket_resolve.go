@@ -27,7 +27,7 @@ func (d *Dashboard) ResolveTicket(c echo.Context) error {
 		}
 		result = json.RawMessage(form.Result)
 	}
-	_, t, err := d.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: id, By: actor(currentUser(c)),
+	a, t, err := d.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: id, By: actor(currentUser(c)),
 		Outcome: queue.State(form.Outcome), Result: result, Note: form.Note})
 	if err != nil {
 		return d.resolveFailed(c, id, err, form)
@@ -35,11 +35,7 @@ func (d *Dashboard) ResolveTicket(c echo.Context) error {
 	if !isHX(c) {
 		return c.Redirect(http.StatusSeeOther, "/tickets")
 	}
-	row, err := d.ticketRow(ctx, t)
-	if err != nil {
-		return err
-	}
-	row.Notice = "Resolved: " + form.Outcome + "."
+	row := templates.TicketRow{Ticket: t, Action: a, Notice: "Resolved: " + form.Outcome + "."}
 	return render(c, http.StatusOK, templates.TicketCard(d.ticketsBase(c, ""), row))
 }
 
@@ -47,9 +43,9 @@ func checkResult(s string) error {
 	if !utf8.ValidString(s) {
 		return queue.Errorf(queue.CodeInvalidRequest, "result is not valid UTF-8")
 	}
-	var v any
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return queue.Errorf(queue.CodeInvalidRequest, "result must be JSON: %s", jsonErrorText(err))
+	v, err := decodeJSONValue([]byte(s))
+	if err != nil {
+		return queue.Errorf(queue.CodeInvalidRequest, "result must be JSON: %s", err)
 	}
 	if path, ok := findNUL(v, "result"); ok {
 		return queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
