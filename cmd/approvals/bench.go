@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"math"
@@ -95,11 +96,11 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.StringVar(&c.Cookie, "cookie", "", "cookie sent with every request")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL"), "storage for the sweep scenario")
 	fs.IntVar(&c.Rounds, "rounds", 20, "sweeps to time")
-	if err := fs.Parse(args); err != nil {
+	if err := parseFlags(fs, args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
 		return c, fmt.Errorf("%w\n\n%s", err, benchUsage)
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected argument %q\n\n%s", fs.Arg(0), benchUsage)
 	}
 	if !slices.Contains(benchScenarios, c.Scenario) {
 		return c, fmt.Errorf("--scenario %q: use one of %s", c.Scenario, strings.Join(benchScenarios, ", "))

@@ -61,7 +61,11 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
+		if cmd == "bench" {
+			fmt.Fprint(stdout, benchUsage)
+		} else {
+			fmt.Fprint(stdout, usage)
+		}
 		return 0
 	}
 	if err != nil {

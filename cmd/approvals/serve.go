@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -42,6 +43,15 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return fmt.Errorf("listen on %s: %w", cfg.Addr, err)
 	}
 	return serveOn(ctx, cfg, ln, log)
+}
+
+// browsableAddr is addr as a browser can open it: a server listening on
+// every interface (":8080" is "[::]:8080") is reached through localhost.
+func browsableAddr(addr net.Addr) string {
+	if tcp, ok := addr.(*net.TCPAddr); ok && tcp.IP.IsUnspecified() {
+		return net.JoinHostPort("localhost", strconv.Itoa(tcp.Port))
+	}
+	return addr.String()
 }
 
 // tuneGC trades memory the server does not use for CPU it does: its live
@@ -88,7 +98,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
-	base := "http://" + ln.Addr().String()
+	base := "http://" + browsableAddr(ln.Addr())
 	if link, err := app.server.SetupURL(ctx, base); err != nil {
 		log.Warn("could not prepare the setup link", "err", err)
 	} else if link != "" {
