@@ -149,7 +149,7 @@ func (d *Dispatcher) Scan(ctx context.Context) {
 // scan offers every approved webhook action to a delivery slot, oldest
 // first. Each delivery it starts is added to started, when not nil.
 func (d *Dispatcher) scan(ctx context.Context, started *sync.WaitGroup) {
-	p := ActionListParams{State: StateApproved, Oldest: true, Limit: 200}
+	p := ActionListParams{State: StateApproved, Webhook: true, Oldest: true, Limit: 200}
 	for ctx.Err() == nil {
 		list, err := d.svc.store.ActionList(ctx, p)
 		if err != nil {
@@ -159,7 +159,7 @@ func (d *Dispatcher) scan(ctx context.Context, started *sync.WaitGroup) {
 			return
 		}
 		for _, a := range list {
-			if a.HasWebhook() && !d.start(ctx, a, started) {
+			if !d.start(ctx, a, started) {
 				return
 			}
 		}

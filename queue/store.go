@@ -99,6 +99,9 @@ type ActionListParams struct {
 	IntentKeyPrefix string
 	State           State
 	Tool            string
+	// Webhook restricts the list to actions with a webhook executor (what
+	// the dispatcher delivers).
+	Webhook bool
 	// Oldest lists oldest first (the approval queue); default newest first.
 	Oldest bool
 	// After continues after this (created_at, id) position in the list order.

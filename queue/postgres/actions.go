@@ -435,6 +435,9 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 	if p.Tool != "" {
 		where = append(where, "a.tool = "+arg(p.Tool))
 	}
+	if p.Webhook {
+		where = append(where, "a.has_webhook")
+	}
 	order, cmp := "DESC", "<"
 	if p.Oldest {
 		order, cmp = "ASC", ">"

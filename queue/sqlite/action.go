@@ -265,6 +265,9 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 		where = append(where, `tool = ?`)
 		args = append(args, p.Tool)
 	}
+	if p.Webhook {
+		where = append(where, `has_webhook = 1`)
+	}
 	dir, cmp := "DESC", "<"
 	if p.Oldest {
 		dir, cmp = "ASC", ">"

@@ -121,6 +121,20 @@ var listTests = []test{
 			[]string{"email:c-1:welcome", "email:c-2:welcome"}, "limit")
 		eq(t, len(list(queue.ActionListParams{})), len(seed), "no filter")
 	}},
+	{"WebhookFilter", func(t *testing.T, s Store) {
+		hook := newAction(classify.AtMostOnce, "send_customer_email", "email:hook", at(0))
+		hook.Spec.Executor = &classify.Executor{Webhook: "http://127.0.0.1:9000/send", Timeout: 30 * time.Second}
+		submit(t, s, hook)
+		plain := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:plain", at(time.Second))
+		approve(t, s, hook.ID, at(time.Minute))
+		approve(t, s, plain.ID, at(time.Minute))
+		got, err := s.ActionList(t.Context(), queue.ActionListParams{State: queue.StateApproved, Webhook: true, Oldest: true, Limit: 10})
+		noErr(t, err, "list")
+		sliceEq(t, keysOf(got), []string{"email:hook"}, "approved webhook actions")
+		got, err = s.ActionList(t.Context(), queue.ActionListParams{State: queue.StateApproved, Oldest: true, Limit: 10})
+		noErr(t, err, "list")
+		sliceEq(t, keysOf(got), []string{"email:hook", "email:plain"}, "all approved actions")
+	}},
 	{"Order", func(t *testing.T, s Store) {
 		seed := seedList(t, s)
 		want := ids(newestFirst(seed))
