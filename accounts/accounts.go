@@ -165,6 +165,21 @@ func CheckPassword(hash, password string) bool {
 	return bcrypt.CompareHashAndPassword([]byte(hash), []byte(password)) == nil
 }
 
+// ValidateTokenName checks an agent token's name, which agents and staff
+// read as "agent:NAME" in requested_by, logs and timelines: 1-64 letters,
+// digits, '.', '_' or '-'.
+func ValidateTokenName(name string) error {
+	if name == "" || len(name) > 64 {
+		return fmt.Errorf("token name %q: use 1 to 64 characters", name)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
+			return fmt.Errorf("token name %q: use only letters, digits, '.', '_' and '-'", name)
+		}
+	}
+	return nil
+}
+
 // NormalizeEmail trims and lower-cases an email and checks its shape.
 func NormalizeEmail(email string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(email))

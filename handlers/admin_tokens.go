@@ -42,26 +42,13 @@ func (d *Dashboard) renderTokens(c echo.Context, status int, v templates.TokensV
 	return render(c, status, templates.TokensPage(p, v))
 }
 
-// validTokenName keeps names readable in logs and in requested_by.
-func validTokenName(name string) bool {
-	if name == "" || len(name) > 64 {
-		return false
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
-
 // CreateToken handles POST /admin/tokens (name). The token is shown in
 // this one response and stored only as a hash.
 func (d *Dashboard) CreateToken(c echo.Context) error {
 	name := strings.TrimSpace(c.FormValue("name"))
 	v := templates.TokensView{Name: name}
-	if !validTokenName(name) {
-		err := queue.Errorf(queue.CodeInvalidRequest, "name must be 1 to 64 letters, digits, dots, underscores or hyphens")
+	if nerr := accounts.ValidateTokenName(name); nerr != nil {
+		err := queue.Errorf(queue.CodeInvalidRequest, "%v", nerr)
 		v.Error = err.Detail
 		return d.renderTokens(c, 0, v, err)
 	}

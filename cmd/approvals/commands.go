@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/classify"
 )
 
 func newFlags(name string) *flag.FlagSet {
@@ -117,8 +116,8 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
 	}
-	if err := checkTokenName(name); err != nil {
-		return err
+	if err := accounts.ValidateTokenName(name); err != nil {
+		return fmt.Errorf("--name: %w", err)
 	}
 	st, _, err := openStore(ctx, c.DatabaseURL)
 	if err != nil {
@@ -146,22 +145,12 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-// checkTokenName keeps agent names readable in "agent:NAME".
-func checkTokenName(name string) error {
-	if name == "" || len(name) > 64 {
-		return errors.New("--name: give the agent a name of 1-64 characters")
-	}
-	for _, r := range name {
-		if !(r == '-' || r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
-			return fmt.Errorf("--name %q: use letters, digits, '-', '_' and '.'", name)
-		}
-	}
-	return nil
-}
-
 func toolsCmd(args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return errors.New("usage: approvals tools check [FILE]")
+	}
+	if len(args) > 2 {
+		return fmt.Errorf("unexpected argument %q: tools check takes one file", args[2])
 	}
 	path := env("APPROVALS_TOOLS")
 	if len(args) > 1 {
@@ -174,7 +163,7 @@ func toolsCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, err := classify.Load(path, classify.Options{WebhookSecretSet: secret != ""})
+	reg, err := loadTools(path, secret)
 	if err != nil {
 		return err
 	}

@@ -80,3 +80,28 @@ func TestSetupLinkHostIsBrowsable(t *testing.T) {
 		}
 	}
 }
+
+// TestToolsCheck: a valid file lists its tools and exits 0; a second file
+// is refused (it would go unchecked), and so is an invalid file.
+func TestToolsCheck(t *testing.T) {
+	t.Setenv("APPROVALS_WEBHOOK_SECRET", "")
+	bad := filepath.Join(t.TempDir(), "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tools:\n  x:\n    class: sometimes\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"tools", "check", "../../tools.example.yaml"}, 0, "issue_refund"},
+		{[]string{"tools", "check", "../../tools.example.yaml", bad}, 1, "unexpected argument"},
+		{[]string{"tools", "check", bad}, 1, "sometimes"},
+	} {
+		var out, errOut strings.Builder
+		code := run(t.Context(), tc.args, strings.NewReader(""), &out, &errOut)
+		if code != tc.code || !strings.Contains(out.String()+errOut.String(), tc.want) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d mentioning %q", tc.args, code, out.String(), errOut.String(), tc.code, tc.want)
+		}
+	}
+}
