@@ -380,7 +380,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 			}
 		}
 		if p.ResolveStaleTicket {
-			if err := resolveStaleTicket(ctx, tx, p.ID, p.To, ev.Actor, ev.At); err != nil {
+			if err := resolveStaleTicket(ctx, tx, p.ID, p.To, ev); err != nil {
 				return err
 			}
 		}
@@ -399,7 +399,8 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 
 // resolveStaleTicket resolves the action's open stale ticket, if any: a late
 // report from the agent settles what the operator would have checked.
-func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to queue.State, by string, at time.Time) error {
+func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to queue.State, report queue.Event) error {
+	by, at := report.Actor, report.At
 	var outcome any
 	if to == queue.StateDone || to == queue.StateFailed {
 		outcome = string(to)
@@ -416,8 +417,9 @@ func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to que
 	if err != nil {
 		return err
 	}
-	_, err = insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketResolved, Actor: by, At: at,
-		Data: queue.TicketEventData(ticketID, queue.TicketStale, to, note, nil)})
+	// The report's channel, as on PostgreSQL: the agent resolved it.
+	_, err = insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketResolved, Actor: by,
+		Channel: report.Channel, At: at, Data: queue.TicketEventData(ticketID, queue.TicketStale, to, note, nil)})
 	return err
 }
 

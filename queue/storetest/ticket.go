@@ -286,6 +286,7 @@ var ticketTests = []test{
 			now := at(time.Hour)
 			p := c.params(a.ID, now)
 			p.ResolveStaleTicket = true
+			p.Event.Channel = "mcp"
 			got := transition(t, s, p)
 			eq(t, got.State, c.state, c.name+": state")
 			wantTicket(t, got, tk.ID, queue.TicketResolved)
@@ -305,6 +306,7 @@ var ticketTests = []test{
 			noErr(t, err, "list events")
 			eq(t, len(evs), 1, c.name+": ticket_resolved events")
 			eq(t, evs[0].Actor, agent, c.name+": resolved by, in the timeline")
+			eq(t, evs[0].Channel, "mcp", c.name+": the report's channel, in the timeline")
 			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, queue.LateReportNote, nil)) {
 				t.Fatalf("%s: ticket_resolved data %s", c.name, evs[0].Data)
 			}
