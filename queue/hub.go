@@ -27,13 +27,6 @@ func (h *Hub) Publish(c Change) {
 	}
 }
 
-// Subscribers counts the current subscribers.
-func (h *Hub) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.subs)
-}
-
 // Subscribe registers a subscriber until cancel is called or the hub closes.
 func (h *Hub) Subscribe() (<-chan Change, func()) {
 	ch := make(chan Change, 64)

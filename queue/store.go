@@ -69,9 +69,13 @@ type Store interface {
 	TicketResolve(ctx context.Context, p TicketResolveParams) (*Action, *Ticket, error)
 
 	// Subscribe delivers a Change for every state change made through any
-	// process sharing the database, until cancel is called, and, within a
-	// second, one for new pending actions (possibly without their id).
+	// process sharing the database, until cancel is called.
 	Subscribe() (changes <-chan Change, cancel func())
+	// SubscribePending is Subscribe that also announces, within a second,
+	// new pending actions (possibly without their id): what the live queue
+	// needs. Finding them may cost the store a periodic query, made only
+	// while such a subscriber exists.
+	SubscribePending() (changes <-chan Change, cancel func())
 	// Ping checks that storage is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; waiters see their channels closed.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -36,7 +37,9 @@ type Store struct {
 	cancel  context.CancelFunc
 	done    chan struct{}
 	pending pendingMark
-	batch   *batcher
+	// pendingSubs counts SubscribePending subscribers.
+	pendingSubs atomic.Int64
+	batch       *batcher
 }
 
 // Options tune Open.
@@ -227,12 +230,15 @@ func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
 	return n, *mx, nil
 }
 
-// Subscribe delivers changes made by any process. The first subscriber
-// after an idle spell takes the pending mark before it registers, so a
-// pending action submitted after it subscribed is announced, and one from
-// before is not announced as new.
-func (s *Store) Subscribe() (<-chan queue.Change, func()) {
-	if s.hub.Subscribers() == 0 {
+// Subscribe delivers changes made by any process.
+func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+
+// SubscribePending also announces new pending actions. The first such
+// subscriber after an idle spell takes the pending mark before it
+// registers, so a pending action submitted after it subscribed is
+// announced, and one from before is not announced as new.
+func (s *Store) SubscribePending() (<-chan queue.Change, func()) {
+	if s.pendingSubs.Add(1) == 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		n, m, err := s.readPending(ctx)
 		cancel()
@@ -240,14 +246,22 @@ func (s *Store) Subscribe() (<-chan queue.Change, func()) {
 		s.pending.count, s.pending.max, s.pending.known = n, m, err == nil
 		s.pending.mu.Unlock()
 	}
-	return s.hub.Subscribe()
+	ch, cancel := s.hub.Subscribe()
+	var once sync.Once
+	return ch, func() {
+		once.Do(func() {
+			s.pendingSubs.Add(-1)
+			cancel()
+		})
+	}
 }
 
 // watchPending announces new pending approvals to this process's
 // subscribers (the live dashboard). Inserts do not NOTIFY: a notifying
 // transaction serialises commits, which would cap the submission rate. One
 // cheap index-only query per process and interval finds them instead, and
-// only while someone listens.
+// only while someone asked for them (SubscribePending): agent long-polls
+// and the dispatcher wait on existing actions and never need it.
 func (s *Store) watchPending(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -257,7 +271,7 @@ func (s *Store) watchPending(ctx context.Context, every time.Duration) {
 			return
 		case <-t.C:
 		}
-		if s.hub.Subscribers() == 0 {
+		if s.pendingSubs.Load() == 0 {
 			continue
 		}
 		n, m, err := s.readPending(ctx)

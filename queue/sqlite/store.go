@@ -166,6 +166,10 @@ func (s *Store) Ping(ctx context.Context) error {
 // Subscribe delivers the changes committed through this store.
 func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
 
+// SubscribePending is Subscribe: inserts are published like every other
+// commit of this process.
+func (s *Store) SubscribePending() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+
 // Close releases waiters and closes both pools.
 func (s *Store) Close() error {
 	s.hub.Close()

@@ -49,7 +49,7 @@ func waitChange(t *testing.T, ch <-chan queue.Change, id string, state queue.Sta
 
 var subscribeTests = []test{
 	{"ChangesArrive", func(t *testing.T, s Store) {
-		ch, cancel := s.Subscribe()
+		ch, cancel := s.SubscribePending()
 		defer cancel()
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "sub:1", at(0))
 		waitChange(t, ch, a.ID, queue.StatePending)
