@@ -502,3 +502,122 @@ func TestBatcherDropsAbandonedCalls(t *testing.T) {
 		t.Errorf("%d rows summing to %d, want only row 2: the abandoned insert must not run", n, sum)
 	}
 }
+
+// TestHintedReplayLookup: a key this process saw held is resubmitted
+// through the lookup statement, which answers exactly what the claiming
+// statement would (the holder, no new row, the replay recorded; merged when
+// several wait together); a key released since falls through to the claim
+// and gets a new attempt; a revoked token is refused either way; an
+// at-least-once submission never looks up.
+func TestHintedReplayLookup(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	if _, err := s.TokenCreate(ctx, "live", "hash-live", now); err != nil {
+		t.Fatal(err)
+	}
+	var held []*queue.Action
+	for _, k := range []string{"k1", "k2"} {
+		a := testAction(classify.AtMostOnce, k, now)
+		h, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a))
+		if err != nil || !created {
+			t.Fatalf("submit %s: created=%v err=%v", k, created, err)
+		}
+		held = append(held, h)
+	}
+	if found, missed, hinted := s.ReplayLookups(); found != 0 || missed != 0 || hinted != 2 {
+		t.Fatalf("after two claims: found %d missed %d hinted %d, want 0 0 2", found, missed, hinted)
+	}
+
+	// Four replays queued together: one merged lookup statement.
+	b := s.Batcher()
+	release := blockWorkers(t, s.Pool(), b)
+	keys := []string{"k1", "k2", "k1", "k2"}
+	type outcome struct {
+		holder          *queue.Action
+		created, replay bool
+		err             error
+	}
+	got := make([]outcome, len(keys))
+	var wg sync.WaitGroup
+	for i, k := range keys {
+		wg.Go(func() {
+			a := testAction(classify.AtMostOnce, k, now)
+			h, c, r, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), "hash-live")
+			got[i] = outcome{h, c, r, err}
+		})
+	}
+	waitFor(t, "the replays to queue", func() bool { return b.Waiting() == int64(len(keys)) })
+	release()
+	wg.Wait()
+	if b.Merged() != 1 || b.Refused() != 0 {
+		t.Errorf("merged statements %d, refused batches %d; want 1 and 0", b.Merged(), b.Refused())
+	}
+	for i, o := range got {
+		want := held[i%2]
+		if o.err != nil || o.created || !o.replay || o.holder.ID != want.ID || o.holder.State != queue.StatePending {
+			t.Errorf("replay %d of %s: holder %v created=%v replay=%v err=%v; want pending holder %s, replay recorded",
+				i, keys[i], o.holder, o.created, o.replay, o.err, want.ID)
+		}
+	}
+	if found, missed, _ := s.ReplayLookups(); found != 4 || missed != 0 {
+		t.Errorf("lookups found %d missed %d, want 4 and 0", found, missed)
+	}
+	countEvents := func(id, kind string) int {
+		var n int
+		if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM events WHERE action_id = $1 AND kind = $2`, id, kind).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for _, h := range held {
+		if n := countEvents(h.ID, queue.EventReplayed); n != 2 {
+			t.Errorf("%s: %d replayed events, want 2", h.IntentKey, n)
+		}
+	}
+
+	// A different payload under a held key: the holder comes back with no
+	// replay recorded (the Service decides), as from the claiming statement.
+	other := testAction(classify.AtMostOnce, "k1", now)
+	other.Payload = []byte(`{"n":2}`)
+	h, created, replay, err := s.ActionSubmit(ctx, other, submittedEv(other))
+	if err != nil || created || replay || h.ID != held[0].ID {
+		t.Errorf("other payload: holder %v created=%v replay=%v err=%v, want the holder and nothing recorded", h, created, replay, err)
+	}
+
+	// A revoked token: the lookup finds nothing it may show, the claim
+	// refuses, and the caller learns why.
+	if err := s.TokenRevoke(ctx, "live", now); err != nil {
+		t.Fatal(err)
+	}
+	a := testAction(classify.AtMostOnce, "k2", now)
+	if _, _, _, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), "hash-live"); queue.ErrorCode(err) != queue.CodeUnauthorized {
+		t.Errorf("replay with a revoked token: err=%v, want unauthorized", err)
+	}
+
+	// Released since (expired): the hint is stale, the claim takes over.
+	if _, err := s.ActionExpireDue(ctx, now.Add(2*time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	a = testAction(classify.AtMostOnce, "k1", now)
+	h, created, _, err = s.ActionSubmit(ctx, a, submittedEv(a))
+	if err != nil || !created || h.Attempt != 2 {
+		t.Fatalf("resubmit after expiry: created=%v attempt=%v err=%v, want a new attempt 2", created, h.Attempt, err)
+	}
+	found, missed, _ := s.ReplayLookups()
+	if missed != 2 {
+		t.Errorf("lookups missed %d, want 2 (the revoked token and the expired key)", missed)
+	}
+
+	// At-least-once submissions are recorded every time, never looked up.
+	for range 2 {
+		a := testAction(classify.AtLeastOnce, "log", now)
+		if _, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a)); err != nil || !created {
+			t.Fatalf("at-least-once: created=%v err=%v", created, err)
+		}
+	}
+	if f, m, _ := s.ReplayLookups(); f != found || m != missed {
+		t.Errorf("at-least-once submissions were looked up: found %d->%d, missed %d->%d", found, f, missed, m)
+	}
+}

@@ -56,3 +56,10 @@ func (t *TestBatcher) RunBatch(ctxs []context.Context, sqls []string) []error {
 
 // Batcher exposes the store's own batcher.
 func (s *Store) Batcher() *TestBatcher { return &TestBatcher{s.batch} }
+
+// ReplayLookups reports how many hinted replay lookups found a holder and
+// how many went on to the claiming statement, and how many keys the hint
+// holds.
+func (s *Store) ReplayLookups() (found, missed int64, hinted int) {
+	return s.found.Load(), s.missed.Load(), s.hint.size()
+}
