@@ -3,6 +3,8 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
+	"io"
 	"math/big"
 )
 
@@ -15,7 +17,21 @@ func DecodeObject(raw []byte) (map[string]any, error) {
 	if err := dec.Decode(&m); err != nil {
 		return nil, err
 	}
+	// Exactly one object: not null, nothing after it.
+	if m == nil {
+		return nil, errors.New("not a JSON object")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, errors.New("data after the JSON object")
+	}
 	return m, nil
+}
+
+// isJSONObject reports whether raw is exactly one JSON object, as
+// DecodeObject would accept it, without building its value.
+func isJSONObject(raw []byte) bool {
+	t := bytes.TrimLeft(raw, " \t\r\n")
+	return len(t) > 0 && t[0] == '{' && json.Valid(raw)
 }
 
 func decodeValue(raw []byte) (any, bool) {
