@@ -46,7 +46,7 @@ func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
 	if !ok {
 		return sb, queue.Errorf(queue.CodeInvalidRequest, "tool is required")
 	}
-	if err := json.Unmarshal(toolRaw, &sb.Tool); err != nil {
+	if err := decodeString(toolRaw, &sb.Tool); err != nil {
 		return sb, queue.Errorf(queue.CodeInvalidRequest, "tool must be a string")
 	}
 	if sb.Tool == "" || len(sb.Tool) > 128 || !printable(sb.Tool) {
@@ -61,7 +61,7 @@ func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
 	}
 	sb.Payload = p
 	if k, ok := raw["intent_key"]; ok && string(bytes.TrimSpace(k)) != "null" {
-		if err := json.Unmarshal(k, &sb.IntentKey); err != nil {
+		if err := decodeString(k, &sb.IntentKey); err != nil {
 			return sb, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
 		}
 		if err := classify.ValidateKey(sb.IntentKey); err != nil {
@@ -80,11 +80,28 @@ func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
 	return sb, nil
 }
 
+// decodeString decodes a JSON string from raw, valid JSON as
+// decodeObjectFields returns it; one without escapes is its own text.
+func decodeString(raw json.RawMessage, s *string) error {
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		*s = string(raw[1 : len(raw)-1])
+		return nil
+	}
+	return json.Unmarshal(raw, s)
+}
+
 // decodeObjectFields checks that body is one JSON object in valid UTF-8
 // with no NUL character in any string or key, and no field outside allowed.
 func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.RawMessage, error) {
 	if !utf8.Valid(body) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid UTF-8")
+	}
+	var raw map[string]json.RawMessage
+	// The common case in one pass: one JSON object (Unmarshal refuses
+	// anything after it) with no NUL escape. Everything else takes the
+	// steps below, which say what is wrong.
+	if !bytes.Contains(body, []byte(`\u0000`)) && json.Unmarshal(body, &raw) == nil && raw != nil {
+		return checkFields(raw, allowed)
 	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is empty; send a JSON object")
@@ -111,10 +128,13 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
 		}
 	}
-	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(top, &raw); err != nil {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
 	}
+	return checkFields(raw, allowed)
+}
+
+func checkFields(raw map[string]json.RawMessage, allowed map[string]bool) (map[string]json.RawMessage, error) {
 	for k := range raw {
 		if !allowed[k] {
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "unknown field %q", k)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -104,6 +105,17 @@ func FuzzDecodeSubmit(f *testing.F) {
 		}
 		if _, nul := findNULRaw(sb.Payload); nul {
 			t.Fatalf("accepted a NUL character: %q", sb.Payload)
+		}
+		// The fields read as encoding/json reads them.
+		var want struct {
+			Tool      string `json:"tool"`
+			IntentKey string `json:"intent_key"`
+		}
+		if err := json.Unmarshal(body, &want); err != nil {
+			t.Fatalf("accepted a body encoding/json refuses: %v", err)
+		}
+		if header == "" && (sb.Tool != want.Tool || sb.IntentKey != want.IntentKey) {
+			t.Fatalf("read tool %q key %q, encoding/json reads %q %q", sb.Tool, sb.IntentKey, want.Tool, want.IntentKey)
 		}
 	})
 }
