@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -51,12 +52,20 @@ func blockWorkers(t *testing.T, pool *pgxpool.Pool, batchers ...*postgres.TestBa
 		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n)
 		return err == nil && n == len(batchers)
 	})
-	return func() {
-		if err := tx.Rollback(ctx); err != nil {
-			t.Error(err)
-		}
-		wg.Wait()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			// Not ctx: on a failed test this runs as a cleanup, after ctx ended.
+			if err := tx.Rollback(context.Background()); err != nil {
+				t.Error(err)
+			}
+			wg.Wait()
+		})
 	}
+	// A test that fails before releasing must not leave its batcher's Stop
+	// waiting on the lock forever.
+	t.Cleanup(release)
+	return release
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -109,6 +118,83 @@ func TestBatcherSharesOneTransaction(t *testing.T) {
 	}
 	if b.Refused() != 0 {
 		t.Errorf("refused batches = %d, want 0", b.Refused())
+	}
+}
+
+// TestBatcherSpillsOnlyForEnoughCalls: while a batch is in flight, calls
+// wait for it rather than go out in small batches of their own, until
+// enough of them wait to make a second batch worth its cost.
+func TestBatcherSpillsOnlyForEnoughCalls(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	b := postgres.NewTestBatcher(pool, 2)
+	t.Cleanup(b.Stop)
+	release := blockWorkers(t, pool, b) // one worker holds a blocked batch
+
+	const spill = 8
+	xids := make([]int64, spill)
+	errs := make([]error, spill)
+	var wg sync.WaitGroup
+	query := func(i int) {
+		wg.Go(func() { xids[i], errs[i] = b.QueryInt(t.Context(), "", `SELECT txid_current()`) })
+	}
+	for i := range spill - 1 {
+		query(i)
+	}
+	waitFor(t, "the calls to queue", func() bool { return b.Waiting() == spill-1 })
+	// The idle worker leaves them: with the rule broken it takes them at
+	// once, so a pause is enough to see it (and cannot fail a correct rule).
+	time.Sleep(100 * time.Millisecond)
+	if n := b.Waiting(); n != spill-1 {
+		t.Fatalf("%d calls waiting after a pause, want %d: a second batch went out for fewer than %d", n, spill-1, spill)
+	}
+	query(spill - 1)
+	// Now the second worker sends them, while the first batch is blocked.
+	wg.Wait()
+	for i := range spill {
+		if errs[i] != nil {
+			t.Fatalf("call %d: %v", i, errs[i])
+		}
+		if xids[i] != xids[0] {
+			t.Errorf("call %d ran in transaction %d, call 0 in %d: not one batch", i, xids[i], xids[0])
+		}
+	}
+	release()
+}
+
+// TestBatcherStopAnswersWaitingCalls: stopping lets the batch in flight
+// finish, answers the calls no worker took, and refuses new ones.
+func TestBatcherStopAnswersWaitingCalls(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	b := postgres.NewTestBatcher(pool, 1)
+	release := blockWorkers(t, pool, b)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Go(func() { _, errs[i] = b.QueryInt(t.Context(), "", `SELECT 1::bigint`) })
+	}
+	waitFor(t, "the calls to queue", func() bool { return b.Waiting() == 2 })
+	stopped := make(chan struct{})
+	go func() {
+		b.Stop()
+		close(stopped)
+	}()
+	wg.Wait() // answered while the batch in flight still waits
+	for i, err := range errs {
+		if err == nil || !strings.Contains(err.Error(), "closed") {
+			t.Errorf("waiting call %d: err=%v, want the store closed", i, err)
+		}
+	}
+	select {
+	case <-stopped:
+		t.Fatal("Stop returned with a batch in flight")
+	default:
+	}
+	release() // the blocked batch finishes, then Stop returns
+	<-stopped
+	if _, err := b.QueryInt(t.Context(), "", `SELECT 1::bigint`); err == nil || !strings.Contains(err.Error(), "closed") {
+		t.Errorf("call after Stop: err=%v, want the store closed", err)
 	}
 }
 
