@@ -68,7 +68,10 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 	if a.Spec, err = decodeSpec(spec); err != nil {
 		return nil, fmt.Errorf("decode tool snapshot of action %s: %w", a.ID, err)
 	}
-	if err := json.Unmarshal(warnings, &a.Warnings); err != nil {
+	if string(warnings) == "[]" {
+		// Most actions have none; skip the decoder.
+		a.Warnings = []string{}
+	} else if err := json.Unmarshal(warnings, &a.Warnings); err != nil {
 		return nil, fmt.Errorf("decode warnings of action %s: %w", a.ID, err)
 	}
 	if a.Warnings == nil {
@@ -221,6 +224,19 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 	if tokenHash != "" {
 		guard = &tokenHash
 	}
+	if a.Class != classify.AtLeastOnce && s.hint.has(a.IntentKey) {
+		got, err := s.lookupReplay(ctx, a, ev, guard)
+		if err == nil {
+			s.found.Add(1)
+			return got.action, false, got.replayWritten, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return nil, false, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+		}
+		// Released since, or the token guard refused: claim as always.
+		s.missed.Add(1)
+		s.hint.forget(a.IntentKey)
+	}
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
 		return nil, false, false, fmt.Errorf("encode tool snapshot: %w", err)
@@ -235,20 +251,6 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
 		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard}
 	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
-	hinted := a.Class != classify.AtLeastOnce && s.hint.has(a.IntentKey)
-	if hinted {
-		got, err := s.lookupReplay(ctx, a, ev, guard)
-		if err == nil {
-			s.found.Add(1)
-			return got.action, false, got.replayWritten, nil
-		}
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
-		}
-		// Released since, or the token guard refused: claim as always.
-		s.missed.Add(1)
-		s.hint.forget(a.IntentKey)
-	}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {
