@@ -366,9 +366,22 @@ func (h *API) emptyBody(c echo.Context) ([]byte, error) {
 
 func writeJSON(c echo.Context, status int, v any) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	if a, ok := v.(*queue.Action); ok && a != nil {
+		bp := actionBuffers.Get().(*[]byte)
+		defer actionBuffers.Put(bp)
+		if b, ok := a.AppendJSON((*bp)[:0]); ok {
+			*bp = append(b, '\n') // as json.Encoder ends a value
+			c.Response().WriteHeader(status)
+			_, err := c.Response().Write(*bp)
+			return err
+		}
+	}
 	c.Response().WriteHeader(status)
 	return jsonEncode(c, v)
 }
+
+// actionBuffers recycle the buffers actions are encoded into.
+var actionBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
 func jsonEncode(c echo.Context, v any) error {
 	enc := json.NewEncoder(c.Response())
