@@ -55,9 +55,11 @@ type Options struct {
 	MaxConns int32
 	// BatchWorkers is how many batches of hot statements (token lookups,
 	// submissions, replay events) may be in flight at once; each holds one
-	// pooled connection while it runs. Default 2: on 2 cores, 2 workers
-	// beat 4 (larger batches cost PostgreSQL less per call) and 1 (a
-	// single batch in flight leaves a core idle while it waits).
+	// connection of the batches' own pool while it runs. Default 2: on 2
+	// cores, 2 workers beat 4 (larger batches cost PostgreSQL less per call)
+	// and 1 (a single batch in flight leaves a core idle while it waits);
+	// a batch starts beside another only for eight waiting calls
+	// (defaultSpillAt).
 	BatchWorkers int
 }
 
