@@ -4,7 +4,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -53,7 +52,7 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 		return d.renderTokens(c, 0, v, err)
 	}
 	token, hash := accounts.NewToken()
-	_, err := d.Accounts.TokenCreate(c.Request().Context(), name, hash, time.Now().UTC().Truncate(time.Microsecond))
+	_, err := d.Accounts.TokenCreate(c.Request().Context(), name, hash, d.Service.Now())
 	if errors.Is(err, accounts.ErrExists) {
 		err := queue.Errorf(queue.CodeInvalidRequest, "an active token named %s exists; revoke it first or choose another name", name)
 		v.Error = err.Detail
@@ -69,7 +68,7 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 // RevokeToken handles POST /admin/tokens/revoke (name).
 func (d *Dashboard) RevokeToken(c echo.Context) error {
 	name := c.FormValue("name")
-	err := d.Accounts.TokenRevoke(c.Request().Context(), name, time.Now().UTC().Truncate(time.Microsecond))
+	err := d.Accounts.TokenRevoke(c.Request().Context(), name, d.Service.Now())
 	if errors.Is(err, accounts.ErrNotFound) {
 		return queue.Errorf(queue.CodeNotFound, "no active token is named %q", name)
 	}

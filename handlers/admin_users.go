@@ -6,7 +6,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -95,7 +94,7 @@ func (d *Dashboard) CreateUser(c echo.Context) error {
 	if err != nil {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), form, 0)
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := d.Service.Now()
 	_, err = d.Accounts.UserCreate(c.Request().Context(), &accounts.User{Email: email, PasswordHash: hash, Role: role,
 		CreatedAt: now, PasswordChangedAt: now})
 	if errors.Is(err, accounts.ErrExists) {
@@ -183,7 +182,7 @@ func (d *Dashboard) SetUserPassword(c echo.Context) error {
 	if err != nil {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := d.Service.Now()
 	if err := d.Accounts.UserSetPassword(c.Request().Context(), u.ID, hash, now); err != nil {
 		return err
 	}

@@ -44,7 +44,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	password := c.FormValue("password")
 	v := templates.LoginView{Email: email, Next: safeNext(c.FormValue("next"))}
 	limits := d.Limits.WithDefaults()
-	now := time.Now()
+	now := d.Service.Now()
 
 	normalized, emailErr := accounts.NormalizeEmail(email)
 	if emailErr != nil {
@@ -134,7 +134,7 @@ func (d *Dashboard) signIn(c echo.Context, u *accounts.User) error {
 		delete(sess.Values, k)
 	}
 	sess.Values[accounts.SessionUserID] = u.ID
-	sess.Values[authAtValue] = time.Now().UTC().Truncate(time.Microsecond).Format(time.RFC3339Nano)
+	sess.Values[authAtValue] = d.Service.Now().Format(time.RFC3339Nano)
 	sess.Values[csrfValue] = accounts.RandomString(32)
 	return sess.Save(c.Request(), c.Response())
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -96,7 +95,7 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	if !took {
 		return queue.Errorf(queue.CodeNotFound, "this setup link was used a moment ago: sign in instead")
 	}
-	now := time.Now().UTC().Truncate(time.Microsecond)
+	now := d.Service.Now()
 	u, err := d.Accounts.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: accounts.RoleAdmin,
 		CreatedAt: now, PasswordChangedAt: now})
 	if err != nil {

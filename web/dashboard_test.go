@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
@@ -646,5 +647,47 @@ func TestDashboardLoginBurst(t *testing.T) {
 	}
 	if checked > 5 {
 		t.Fatalf("%d of %d parallel guesses had their password checked; the limit is 5", checked, n)
+	}
+}
+
+// TestDashboardUsesServiceClock: the times the dashboard records (tokens
+// created and revoked, users created) come from the Service's clock, like
+// every other time the service records, not from the wall clock.
+func TestDashboardUsesServiceClock(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("root@example.com", accounts.RoleAdmin)
+	b := d.login("root@example.com")
+	d.advance(48 * time.Hour)
+	ahead := time.Now().Add(47 * time.Hour)
+
+	b.post("/admin/tokens", url.Values{"name": {"clocked"}}).wantStatus(t, http.StatusOK)
+	b.post("/admin/tokens/revoke", url.Values{"name": {"clocked"}}).wantRedirect(t, "/admin/tokens?done=revoked")
+	b.post("/admin/users", url.Values{"email": {"clocked@example.com"}, "role": {"viewer"}, "password": {"long enough password"}}).
+		wantRedirect(t, "/admin/users?done=created")
+
+	tokens, err := d.store.TokenList(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, tok := range tokens {
+		if tok.Name != "clocked" {
+			continue
+		}
+		found = true
+		if tok.CreatedAt.Before(ahead) || tok.RevokedAt == nil || tok.RevokedAt.Before(ahead) {
+			t.Errorf("token created %v, revoked %v; want both on the Service's clock (after %v)", tok.CreatedAt, tok.RevokedAt, ahead)
+		}
+	}
+	if !found {
+		t.Fatal("token not stored")
+	}
+	u, err := d.store.UserGetByEmail(context.Background(), "clocked@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.CreatedAt.Before(ahead) {
+		t.Errorf("user created %v, want the Service's clock (after %v)", u.CreatedAt, ahead)
 	}
 }
