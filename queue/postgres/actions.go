@@ -33,14 +33,19 @@ func actionColumns(prefix string) string {
 const ticketColumns = `t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note`
 const noTicketColumns = `NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text`
 
-// selectAction reads actions with their current ticket: the open one if any,
-// else the most recent.
-var selectAction = `SELECT ` + actionColumns("a.") + `, ` + ticketColumns + `
-FROM actions a
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
+// currentTicket joins an action (alias a) with its current ticket t: the
+// open one if any, else the most recent.
+func currentTicket(a string) string {
+	return `LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = ` + a + `.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
 ) t ON true`
+}
+
+// selectAction reads actions with their current ticket.
+var selectAction = `SELECT ` + actionColumns("a.") + `, ` + ticketColumns + `
+FROM actions a
+` + currentTicket("a")
 
 type rowScanner interface{ Scan(dest ...any) error }
 
@@ -187,10 +192,7 @@ SELECT ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true, false FROM 
 UNION ALL
 SELECT ` + actionColumns("h.") + `, ` + ticketColumns + `, false, h.tool = $2 AND h.payload::text = $6::text
 FROM holder h
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = h.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
+` + currentTicket("h")
 
 // tokenGuard is true when hash is NULL (the caller checked the token) or
 // an active agent token has it: a submission whose token was revoked after
@@ -324,26 +326,36 @@ WITH input AS (
     SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json
     FROM ins JOIN input i ON i.id = ins.id
 ), holder AS (
-    SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
-        i.created_at AS in_at, a.*
+    SELECT ` + holderColumns + `
     FROM input i
     JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (` + heldStates + `)
     WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)
 ), rev AS (
-    ` + replayEventInsert("h", "h.ev_actor", "h.in_channel", "h.in_at") + `
-    FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
-    ORDER BY h.n
+    ` + holderReplayEvents + `
 )
 SELECT i.n::int - 1, ` + actionColumns("ins.") + `, ` + noTicketColumns + `, true, false
 FROM ins JOIN input i ON i.id = ins.id
 UNION ALL
-SELECT h.n::int - 1, ` + actionColumns("h.") + `, ` + ticketColumns + `, false,
+` + holderRows("h.n::int - 1, ")
+
+// The holder part shared by submitManySQL and replayLookupSQL: a holder
+// row carries the submission's n, tool, payload, actor, channel and time
+// (from input i) before the action's columns (a); the replay is recorded
+// when tool and payload text are the same; holderRows returns each holder
+// with its current ticket as scanSubmitted reads it, after index.
+const holderColumns = `i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
+        i.created_at AS in_at, a.*`
+
+var holderReplayEvents = replayEventInsert("h", "h.ev_actor", "h.in_channel", "h.in_at") + `
+    FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
+    ORDER BY h.n`
+
+func holderRows(index string) string {
+	return `SELECT ` + index + actionColumns("h.") + `, ` + ticketColumns + `, false,
     h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = h.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
+` + currentTicket("h")
+}
 
 // replayLookupSQL is the holder half of submitManySQL, for submissions
 // whose key this process recently saw held (heldHint): it reads the holder
@@ -366,22 +378,13 @@ WITH input AS (
     AS i(intent_key, tool, payload, ev_actor, channel, created_at, token_hash, n)
     WHERE ` + tokenGuard("i.token_hash") + `
 ), holder AS (
-    SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
-        i.created_at AS in_at, a.*
+    SELECT ` + holderColumns + `
     FROM input i
     JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (` + heldStates + `)
 ), rev AS (
-    ` + replayEventInsert("h", "h.ev_actor", "h.in_channel", "h.in_at") + `
-    FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
-    ORDER BY h.n
+    ` + holderReplayEvents + `
 )
-SELECT ` + index + actionColumns("h.") + `, ` + ticketColumns + `, false,
-    h.tool = h.in_tool AND h.payload::text = h.in_payload
-FROM holder h
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = h.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
+` + holderRows(index)
 }
 
 var (
