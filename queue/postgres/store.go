@@ -88,14 +88,14 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL at %s:%d: %w", cfg.ConnConfig.Host, cfg.ConnConfig.Port, err)
 	}
-	if err := Migrate(ctx, pool); err != nil {
+	schema, err := currentSchema(ctx, pool)
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	var schema string
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := migrateSchema(ctx, pool, schema); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("read current schema: %w", err)
+		return nil, err
 	}
 	lctx, cancel := context.WithCancel(context.Background())
 	workers := opts.BatchWorkers
@@ -141,10 +141,22 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 // The lock is keyed by the schema, so processes starting on one schema
 // queue behind each other while other schemas (tests) migrate in parallel.
 func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	schema, err := currentSchema(ctx, pool)
+	if err != nil {
+		return fmt.Errorf("migrations: %w", err)
+	}
+	return migrateSchema(ctx, pool, schema)
+}
+
+func currentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
-		return fmt.Errorf("migrations: read current schema: %w", err)
+		return "", fmt.Errorf("read current schema: %w", err)
 	}
+	return schema, nil
+}
+
+func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
 	return migrate(ctx, db, schema)
