@@ -8,6 +8,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 )
 
 // PayloadError says which payload field is wrong and why. Field is a dotted path ("a.b.c",
@@ -38,7 +39,28 @@ type templatePart struct {
 	path    []string // field split on '.'
 }
 
+// parsedTemplates caches parseTemplate per text: intent keys are derived
+// on every submission and previews rendered for every row of the queue.
+// Like compiledSchemas, it is bounded by the tools files the process read.
+var parsedTemplates sync.Map // string -> parsedTemplate
+
+type parsedTemplate struct {
+	t   template
+	err error
+}
+
+// parseTemplate returns the parsed template; callers must not modify it.
 func parseTemplate(s string) (template, error) {
+	if v, ok := parsedTemplates.Load(s); ok {
+		p := v.(parsedTemplate)
+		return p.t, p.err
+	}
+	t, err := doParseTemplate(s)
+	parsedTemplates.Store(s, parsedTemplate{t, err})
+	return t, err
+}
+
+func doParseTemplate(s string) (template, error) {
 	var (
 		parts []templatePart
 		lit   strings.Builder
