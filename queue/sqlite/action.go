@@ -446,19 +446,8 @@ func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) (
 		if err != nil {
 			return err
 		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
+		ids, err := scanIDs(rows)
+		if err != nil {
 			return err
 		}
 		for _, id := range ids {

@@ -137,19 +137,8 @@ func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) (
 		if err != nil {
 			return err
 		}
-		var ids []string
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return err
-			}
-			ids = append(ids, id)
-		}
-		if err := rows.Close(); err != nil {
-			return err
-		}
-		if err := rows.Err(); err != nil {
+		ids, err := scanIDs(rows)
+		if err != nil {
 			return err
 		}
 		for _, id := range ids {
@@ -325,4 +314,21 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
 	}
 	return a, t, nil
+}
+
+// scanIDs reads a one-column result of ids and closes it.
+func scanIDs(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	return ids, rows.Err()
 }
