@@ -707,3 +707,27 @@ func TestHintedReplayLookup(t *testing.T) {
 		t.Errorf("at-least-once submissions were looked up: found %d->%d, missed %d->%d", found, f, missed, m)
 	}
 }
+
+// TestBatchesUseGenericPlans: the batches' statements run on connections
+// that always use generic plans (re-planning the replay lookup on every
+// call cost more than running it); the store's other queries keep the
+// server's default.
+func TestBatchesUseGenericPlans(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	const q = `SELECT (current_setting('plan_cache_mode') = 'force_generic_plan')::int::bigint`
+	generic, err := s.Batcher().QueryInt(t.Context(), "", q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if generic != 1 {
+		t.Error("a batch ran without plan_cache_mode = force_generic_plan")
+	}
+	var other int64
+	if err := s.Pool().QueryRow(t.Context(), q).Scan(&other); err != nil {
+		t.Fatal(err)
+	}
+	if other != 0 {
+		t.Error("the store's own pool forces generic plans too; only the batches should")
+	}
+}
