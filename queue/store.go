@@ -93,6 +93,20 @@ type GuardedSubmitter interface {
 	ActionSubmitGuarded(ctx context.Context, a *Action, ev Event, tokenHash string) (holder *Action, created, replayRecorded bool, err error)
 }
 
+// BatchStats counts what a store that batches its hot statements
+// (PostgreSQL) did since it opened: batches sent and the calls they
+// carried, batches the server refused (their calls then ran one by one),
+// and the replay lookups that found the holder or went on to the claim.
+type BatchStats struct {
+	Batches, Calls, Refused     int64
+	LookupsFound, LookupsMissed int64
+}
+
+// BatchStatser is a store that reports BatchStats (for /metrics).
+type BatchStatser interface {
+	BatchStats() BatchStats
+}
+
 // ActionListParams filters and orders a listing. Cursor-based keyset
 // pagination over (created_at, id).
 type ActionListParams struct {

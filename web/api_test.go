@@ -383,7 +383,16 @@ func TestProbes(t *testing.T) {
 	t.Parallel()
 	e := startAPI(t)
 	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready", "/metrics": `approvals_submissions_total{class="at-most-once",outcome="created"} 1`} {
+	// The same submission again: a replay, answered by the lookup.
+	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
+	for _, c := range []struct{ path, want string }{
+		{"/healthz", "ok"},
+		{"/readyz", "ready"},
+		{"/metrics", `approvals_submissions_total{class="at-most-once",outcome="created"} 1`},
+		{"/metrics", `approvals_replay_lookups_total{result="found"} 1`},
+		{"/metrics", `approvals_store_batches_refused_total 0`},
+	} {
+		path, want := c.path, c.want
 		res, err := http.Get(e.base + path)
 		if err != nil {
 			t.Fatal(err)

@@ -46,14 +46,40 @@ var (
 	ticketsDesc = prometheus.NewDesc("approvals_tickets_open", "Open reconciliation tickets.", nil, nil)
 )
 
+var (
+	batchesDesc = prometheus.NewDesc("approvals_store_batches_total",
+		"Batches of hot statements sent to PostgreSQL (calls / batches is the mean batch size).", nil, nil)
+	batchCallsDesc = prometheus.NewDesc("approvals_store_batched_calls_total",
+		"Statements of requests sent in batches.", nil, nil)
+	batchesRefusedDesc = prometheus.NewDesc("approvals_store_batches_refused_total",
+		"Batches PostgreSQL refused; their calls ran again one by one.", nil, nil)
+	lookupsDesc = prometheus.NewDesc("approvals_replay_lookups_total",
+		"Resubmissions of keys this process saw held, by whether the lookup found the holder (found) or the claim ran (missed).",
+		[]string{"result"}, nil)
+)
+
 type storeCollector struct{ store queue.Store }
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- actionsDesc
 	ch <- ticketsDesc
+	if _, ok := c.store.(queue.BatchStatser); ok {
+		ch <- batchesDesc
+		ch <- batchCallsDesc
+		ch <- batchesRefusedDesc
+		ch <- lookupsDesc
+	}
 }
 
 func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+	if bs, ok := c.store.(queue.BatchStatser); ok {
+		st := bs.BatchStats()
+		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(st.Batches))
+		ch <- prometheus.MustNewConstMetric(batchCallsDesc, prometheus.CounterValue, float64(st.Calls))
+		ch <- prometheus.MustNewConstMetric(batchesRefusedDesc, prometheus.CounterValue, float64(st.Refused))
+		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsFound), "found")
+		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsMissed), "missed")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if counts, err := c.store.ActionCountByState(ctx); err == nil {

@@ -51,8 +51,9 @@ type batcher struct {
 
 	// waiting counts calls not yet taken by a worker; refused counts
 	// batches the server refused, whose calls then ran one by one.
-	// merged counts statements that did the work of several calls.
-	waiting, refused, merged atomic.Int64
+	// merged counts statements that did the work of several calls;
+	// batches and calls count what was sent.
+	waiting, refused, merged, batches, calls atomic.Int64
 }
 
 // batchCall is one queued statement. The worker stores the outcome in val
@@ -218,6 +219,10 @@ func (b *batcher) run(batch []*batchCall) {
 		live = append(live, c)
 	}
 	batch = live
+	if len(batch) > 0 {
+		b.batches.Add(1)
+		b.calls.Add(int64(len(batch)))
+	}
 	if len(batch) > 1 {
 		slices.SortStableFunc(batch, func(x, y *batchCall) int { return strings.Compare(x.order, y.order) })
 		if b.runTogether(ctx, batch) {

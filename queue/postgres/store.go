@@ -181,6 +181,12 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	return nil
 }
 
+// BatchStats implements queue.BatchStatser.
+func (s *Store) BatchStats() queue.BatchStats {
+	return queue.BatchStats{Batches: s.batch.batches.Load(), Calls: s.batch.calls.Load(),
+		Refused: s.batch.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load()}
+}
+
 // Pool exposes the pool for tests and benchmarks.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
