@@ -33,6 +33,13 @@ type Dispatcher struct {
 	cfg    DispatcherConfig
 	slots  chan struct{}
 	wg     sync.WaitGroup // deliveries under way
+
+	// offered holds the actions this dispatcher has taken a slot for and
+	// not finished: an approval's notification that arrives after a scan
+	// already started its delivery is a duplicate, and waiting for a slot
+	// for it would stall every other notification behind it.
+	mu      sync.Mutex
+	offered map[string]bool
 }
 
 // DispatcherConfig configure a Dispatcher.
@@ -94,7 +101,7 @@ func NewDispatcher(svc *Service, cfg DispatcherConfig) *Dispatcher {
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &Dispatcher{svc: svc, client: client, secret: []byte(cfg.Secret), log: cfg.Logger, cfg: cfg,
-		slots: make(chan struct{}, cfg.Concurrency)}
+		slots: make(chan struct{}, cfg.Concurrency), offered: map[string]bool{}}
 }
 
 // Run claims and delivers approved webhook actions until ctx ends: once at
@@ -191,20 +198,37 @@ func (d *Dispatcher) consider(ctx context.Context, id string) {
 // never runs while it waits for a slot. It reports false when ctx ended.
 // The delivery is added to started, when not nil.
 func (d *Dispatcher) start(ctx context.Context, a *Action, started *sync.WaitGroup) bool {
+	d.mu.Lock()
+	dup := d.offered[a.ID]
+	d.offered[a.ID] = true
+	d.mu.Unlock()
+	if dup {
+		return true // already waiting for a slot or under way here
+	}
+	release := func() {
+		d.mu.Lock()
+		delete(d.offered, a.ID)
+		d.mu.Unlock()
+	}
 	select {
 	case d.slots <- struct{}{}:
 	case <-ctx.Done():
+		release()
 		return false
 	}
 	if ctx.Err() != nil {
 		<-d.slots
+		release()
 		return false
 	}
 	if started != nil {
 		started.Add(1)
 	}
 	d.wg.Go(func() {
-		defer func() { <-d.slots }()
+		defer func() {
+			release()
+			<-d.slots
+		}()
 		if started != nil {
 			defer started.Done()
 		}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -871,4 +872,91 @@ func TestSign(t *testing.T) {
 	if got := queue.Sign([]byte("key"), []byte(`{"a":1}`)); got != want {
 		t.Fatalf("signature %s, want %s", got, want)
 	}
+}
+
+// An approval offered twice (a scan started its delivery, then its own
+// notification arrives while the claim is not visible yet) is skipped: with
+// one slot, waiting for a slot for the duplicate stalled every other
+// approval behind it (seen as a CI flake of the shutdown test above).
+func TestDispatcherSkipsDuplicateOffers(t *testing.T) {
+	t.Parallel()
+	e := startExec(t)
+	reads := make(chan string, 100)
+	spy := &dupSpy{readSpy: readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}, inject: make(chan queue.Change, 1)}
+	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	t.Cleanup(svc.Stop)
+	_, stop := e.runDispatcherConfig(svc, queue.DispatcherConfig{Concurrency: 1, Recheck: time.Hour})
+	t.Cleanup(stop)
+
+	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
+	e.approve(e.svc, held.ID)
+	select {
+	case <-e.prov.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the held delivery did not arrive")
+	}
+	// The duplicate: the held action offered again and read as approved,
+	// as when the notification overtakes the claim.
+	spy.staleApproved.Store(held.ID)
+	spy.inject <- queue.Change{ActionID: held.ID, State: queue.StateApproved}
+	waitRead := func(id string) {
+		t.Helper()
+		for got := ""; got != id; {
+			select {
+			case got = <-reads:
+			case <-time.After(20 * time.Second):
+				t.Fatalf("the dispatcher never read %s", id)
+			}
+		}
+	}
+	waitRead(held.ID)
+	late := e.submit("notify_partner", partner("dup", "json"))
+	e.approve(e.svc, late.ID)
+	waitRead(late.ID) // not stalled behind the duplicate
+	e.prov.releaseAll()
+	if n := e.prov.deliveries(held.ID); n != 1 {
+		t.Errorf("held action delivered %d times, want 1", n)
+	}
+}
+
+// dupSpy is a readSpy whose change feed also carries injected changes and
+// which reads one action (staleApproved) as still approved.
+type dupSpy struct {
+	readSpy
+	inject        chan queue.Change
+	staleApproved atomic.Value // string
+}
+
+func (s *dupSpy) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	a, err := s.readSpy.ActionGetByID(ctx, id)
+	if err == nil && s.staleApproved.Load() == id {
+		stale := *a
+		stale.State = queue.StateApproved
+		return &stale, nil
+	}
+	return a, err
+}
+
+func (s *dupSpy) Subscribe() (<-chan queue.Change, func()) {
+	real, cancel := s.readSpy.Subscribe()
+	out := make(chan queue.Change, 16)
+	done := make(chan struct{})
+	go func() {
+		defer close(out)
+		for {
+			select {
+			case c, ok := <-real:
+				if !ok {
+					return
+				}
+				out <- c
+			case c := <-s.inject:
+				out <- c
+			case <-done:
+				return
+			}
+		}
+	}()
+	var once sync.Once
+	return out, func() { once.Do(func() { close(done); cancel() }) }
 }
