@@ -26,3 +26,38 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 		}
 	}
 }
+
+// SweepResult counts what one sweep did.
+type SweepResult struct {
+	Expired []*Action
+	Tickets []*Ticket
+}
+
+// Sweep expires what is due and opens a stale ticket for every claim held
+// longer than its tool's claim_timeout. It never releases a claim.
+func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	now := s.Now()
+	const batch = 500
+	for {
+		exp, err := s.store.ActionExpireDue(ctx, now, batch)
+		if err != nil {
+			return res, err
+		}
+		res.Expired = append(res.Expired, exp...)
+		if len(exp) < batch {
+			break
+		}
+	}
+	for {
+		tk, err := s.store.TicketOpenStale(ctx, now, batch)
+		if err != nil {
+			return res, err
+		}
+		res.Tickets = append(res.Tickets, tk...)
+		if len(tk) < batch {
+			break
+		}
+	}
+	return res, nil
+}

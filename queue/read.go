@@ -1,0 +1,158 @@
+package queue
+
+import (
+	"context"
+	"encoding/base64"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Get returns one action.
+func (s *Service) Get(ctx context.Context, id string) (*Action, error) {
+	return s.store.ActionGetByID(ctx, id)
+}
+
+// MaxWait caps a long-poll.
+const MaxWait = 60 * time.Second
+
+// Wait returns the action once its state differs from until (default: its
+// state now), at once for a final state, or at the deadline. It subscribes
+// before reading, so a change between the two is not lost.
+func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
+	changes, cancel := s.store.Subscribe()
+	defer cancel()
+	a, err := s.store.ActionGetByID(ctx, id)
+	if err != nil || d <= 0 || a.State.Final() {
+		return a, err
+	}
+	if until == "" {
+		until = a.State
+	}
+	if a.State != until {
+		return a, nil
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	recheck := time.NewTicker(s.opts.WaitRecheck)
+	defer recheck.Stop()
+	for {
+		select {
+		case c, ok := <-changes:
+			if !ok { // shutting down: answer with what is stored
+				return s.store.ActionGetByID(ctx, id)
+			}
+			if c.ActionID != id {
+				continue
+			}
+		case <-recheck.C:
+		case <-s.stopping:
+			return s.store.ActionGetByID(ctx, id)
+		case <-deadline.C:
+			return s.store.ActionGetByID(ctx, id)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		a, err = s.store.ActionGetByID(ctx, id)
+		if err != nil || a.State != until || a.State.Final() {
+			return a, err
+		}
+	}
+}
+
+// ListRequest filters a listing.
+type ListRequest struct {
+	IntentKey       string
+	IntentKeyPrefix string
+	State           State
+	Tool            string
+	Oldest          bool
+	Limit           int
+	Cursor          string // from a previous NextCursor
+}
+
+// List returns a page of actions and the cursor of the next page ("" at
+// the end).
+func (s *Service) List(ctx context.Context, r ListRequest) ([]*Action, string, error) {
+	p := ActionListParams{IntentKey: r.IntentKey, IntentKeyPrefix: r.IntentKeyPrefix, State: r.State,
+		Tool: r.Tool, Oldest: r.Oldest, Limit: r.Limit + 1}
+	if r.Cursor != "" {
+		c, err := DecodeCursor(r.Cursor)
+		if err != nil {
+			return nil, "", err
+		}
+		p.After = &c
+	}
+	list, err := s.store.ActionList(ctx, p)
+	if err != nil {
+		return nil, "", err
+	}
+	next := ""
+	if len(list) > r.Limit {
+		list = list[:r.Limit]
+		last := list[len(list)-1]
+		next = EncodeCursor(Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return list, next, nil
+}
+
+// EncodeCursor makes an opaque page cursor.
+func EncodeCursor(c Cursor) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(c.CreatedAt.UTC().Format(time.RFC3339Nano) + "|" + c.ID))
+}
+
+// DecodeCursor reads a cursor made by EncodeCursor.
+func DecodeCursor(s string) (Cursor, error) {
+	bad := Errorf(CodeInvalidRequest, "cursor is not a cursor returned by this API")
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil {
+		return Cursor{}, bad
+	}
+	ts, id, ok := strings.Cut(string(b), "|")
+	if !ok {
+		return Cursor{}, bad
+	}
+	t, err := time.Parse(time.RFC3339Nano, ts)
+	if err != nil || !ValidID(id) {
+		return Cursor{}, bad
+	}
+	return Cursor{CreatedAt: t, ID: id}, nil
+}
+
+// ActionsByID reads the actions with these ids in one query, keyed by id;
+// unknown ids are absent.
+func (s *Service) ActionsByID(ctx context.Context, ids []string) (map[string]*Action, error) {
+	out := make(map[string]*Action, len(ids))
+	if len(ids) == 0 {
+		return out, nil
+	}
+	list, err := s.store.ActionList(ctx, ActionListParams{IDs: ids, Limit: len(ids)})
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range list {
+		out[a.ID] = a
+	}
+	return out, nil
+}
+
+// Attempts lists every attempt of an intent, newest first.
+func (s *Service) Attempts(ctx context.Context, key string) ([]*Action, error) {
+	return s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 200})
+}
+
+// Events returns an action's timeline, oldest first.
+func (s *Service) Events(ctx context.Context, actionID string) ([]Event, error) {
+	evs, err := s.store.EventList(ctx, EventListParams{ActionID: actionID, Limit: 1000})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(evs, func(i, j int) bool { return evs[i].ID < evs[j].ID })
+	return evs, nil
+}
+
+// refusal says why a drive call by agent may not touch a: it is another
+// agent's action, or (when agentExecuted) a webhook tool's. nil when only
+// a's state is at issue. The transitions themselves carry the same
+// conditions, so a drive call costs one statement; this only explains a
+// mismatch.
