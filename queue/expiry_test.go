@@ -14,7 +14,7 @@ import (
 func TestPendingExpiresBySweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startExecFrozen(t)
+	e := startEnvFrozen(t)
 	other := e.addService() // the sweep runs in another process
 	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
 	if a.ExpiresAt == nil || !a.ExpiresAt.Equal(a.CreatedAt.Add(time.Hour)) {
@@ -30,11 +30,11 @@ func TestPendingExpiresBySweep(t *testing.T) {
 		waited <- got
 	}()
 
-	e.clock.advance(time.Hour - time.Microsecond) // the clock's resolution
+	e.clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 	if res, err := other.Sweep(ctx); err != nil || len(res.Expired) != 0 {
 		t.Fatalf("sweep a microsecond before expiry: %v %d expired", err, len(res.Expired))
 	}
-	e.clock.advance(time.Microsecond)
+	e.clock.Advance(time.Microsecond)
 	if !other.Now().Equal(*a.ExpiresAt) {
 		t.Fatalf("now %v, want exactly expires_at %v", other.Now(), *a.ExpiresAt)
 	}
@@ -67,7 +67,7 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 	for _, verb := range []string{"approve", "reject"} {
 		t.Run(verb, func(t *testing.T) {
 			t.Parallel()
-			e := startExecFrozen(t)
+			e := startEnvFrozen(t)
 			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb})
 			b := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb + " in time"})
 			if !b.ExpiresAt.Equal(*a.ExpiresAt) {
@@ -80,12 +80,12 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 				}
 				return e.svc.Reject(ctx, r)
 			}
-			e.clock.advance(time.Hour - time.Microsecond) // the clock's resolution
+			e.clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 			inTime := map[string]queue.State{"approve": queue.StateApproved, "reject": queue.StateRejected}[verb]
 			if res, err := decide(b.ID, "just in time"); err != nil || res.Action.State != inTime {
 				t.Fatalf("%s a microsecond before expires_at: %v %+v", verb, err, res.Action)
 			}
-			e.clock.advance(time.Microsecond)
+			e.clock.Advance(time.Microsecond)
 			if !e.svc.Now().Equal(*a.ExpiresAt) {
 				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *a.ExpiresAt)
 			}
@@ -116,23 +116,23 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startExecFrozen(t)
+			e := startEnvFrozen(t)
 			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-3", "topic": name})
-			e.clock.advance(50 * time.Minute)
+			e.clock.Advance(50 * time.Minute)
 			approved := e.approve(e.svc, a.ID)
 			if !approved.ExpiresAt.Equal(approved.DecidedAt.Add(time.Hour)) {
 				t.Fatalf("expires_at %v, want the approval time %v + 1h", approved.ExpiresAt, approved.DecidedAt)
 			}
 			// Past the submission's first expiry, within the approval's.
-			e.clock.advance(30 * time.Minute)
+			e.clock.Advance(30 * time.Minute)
 			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
 				t.Fatalf("sweep within the approval's expiry: %v %d", err, len(res.Expired))
 			}
-			e.clock.advance(30*time.Minute - time.Microsecond) // the clock's resolution
+			e.clock.Advance(30*time.Minute - time.Microsecond) // the clock's resolution
 			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
 				t.Fatalf("sweep a microsecond before the approval's expiry: %v %d", err, len(res.Expired))
 			}
-			e.clock.advance(time.Microsecond)
+			e.clock.Advance(time.Microsecond)
 			if !e.svc.Now().Equal(*approved.ExpiresAt) {
 				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *approved.ExpiresAt)
 			}

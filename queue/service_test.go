@@ -13,7 +13,7 @@ import (
 // checks without decoding), and stores nothing.
 func TestSubmitRefusesNonObjectPayload(t *testing.T) {
 	t.Parallel()
-	e := startExecFrozen(t)
+	e := startEnvFrozen(t)
 	ctx := context.Background()
 	for _, tool := range []string{"send_customer_email", "not_registered_anywhere"} {
 		for _, payload := range []string{``, `[1]`, `"x"`, `null`, `{`, `{"a":1} {"b":2}`, `{"a":1} x`, ` 1`} {

@@ -18,36 +18,36 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 	ctx := context.Background()
 	cases := []struct {
 		name    string
-		claim   func(e *execEnv) *queue.Action // an in_progress action held by agent "bot"
+		claim   func(e *testEnv) *queue.Action // an in_progress action held by agent "bot"
 		timeout time.Duration
-		report  func(e *execEnv, id string) (queue.DriveResult, error)
+		report  func(e *testEnv, id string) (queue.DriveResult, error)
 		want    queue.State
 	}{
 		{
 			name: "exactly-once, late complete",
-			claim: func(e *execEnv) *queue.Action {
+			claim: func(e *testEnv) *queue.Action {
 				return e.submit("issue_refund", map[string]any{"order_id": "o-1", "line_id": 1})
 			},
 			timeout: 2 * time.Minute,
-			report: func(e *execEnv, id string) (queue.DriveResult, error) {
+			report: func(e *testEnv, id string) (queue.DriveResult, error) {
 				return e.svc.Complete(ctx, id, "bot", json.RawMessage(`{"refund":"re_1"}`), "api")
 			},
 			want: queue.StateDone,
 		},
 		{
 			name: "exactly-once, late fail",
-			claim: func(e *execEnv) *queue.Action {
+			claim: func(e *testEnv) *queue.Action {
 				return e.submit("issue_refund", map[string]any{"order_id": "o-2", "line_id": 1})
 			},
 			timeout: 2 * time.Minute,
-			report: func(e *execEnv, id string) (queue.DriveResult, error) {
+			report: func(e *testEnv, id string) (queue.DriveResult, error) {
 				return e.svc.Fail(ctx, id, "bot", "card declined", "api")
 			},
 			want: queue.StateFailed,
 		},
 		{
 			name: "at-most-once executed by the agent, late complete",
-			claim: func(e *execEnv) *queue.Action {
+			claim: func(e *testEnv) *queue.Action {
 				a := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "late"})
 				e.approve(e.svc, a.ID)
 				got, err := e.svc.Execute(ctx, a.ID, "bot", "api")
@@ -57,14 +57,14 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 				return got
 			},
 			timeout: 10 * time.Minute,
-			report: func(e *execEnv, id string) (queue.DriveResult, error) {
+			report: func(e *testEnv, id string) (queue.DriveResult, error) {
 				return e.svc.Complete(ctx, id, "bot", json.RawMessage(`{"message":"m-1"}`), "api")
 			},
 			want: queue.StateDone,
 		},
 		{
 			name: "at-most-once executed by the agent, late fail",
-			claim: func(e *execEnv) *queue.Action {
+			claim: func(e *testEnv) *queue.Action {
 				a := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "late"})
 				e.approve(e.svc, a.ID)
 				got, err := e.svc.Execute(ctx, a.ID, "bot", "api")
@@ -74,7 +74,7 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 				return got
 			},
 			timeout: 10 * time.Minute,
-			report: func(e *execEnv, id string) (queue.DriveResult, error) {
+			report: func(e *testEnv, id string) (queue.DriveResult, error) {
 				return e.svc.Fail(ctx, id, "bot", "mailbox rejected it", "api")
 			},
 			want: queue.StateFailed,
@@ -83,7 +83,7 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := startExecFrozen(t)
+			e := startEnvFrozen(t)
 			sweepers := []*queue.Service{e.svc, e.addService(), e.addService()}
 			a := tc.claim(e)
 			if a.State != queue.StateInProgress {
@@ -93,11 +93,11 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 				t.Fatalf("claimed at %v, want the frozen now %v", a.ClaimedAt, e.svc.Now())
 			}
 			deadline := a.ClaimedAt.Add(tc.timeout)
-			e.clock.advance(tc.timeout - time.Microsecond) // the clock's resolution
+			e.clock.Advance(tc.timeout - time.Microsecond) // the clock's resolution
 			if n := sweepConcurrently(t, sweepers); n != 0 {
 				t.Fatalf("%d tickets a microsecond before claim_timeout", n)
 			}
-			e.clock.advance(time.Microsecond)
+			e.clock.Advance(time.Microsecond)
 			if !e.svc.Now().Equal(deadline) {
 				t.Fatalf("now %v, want exactly the claim deadline %v", e.svc.Now(), deadline)
 			}
@@ -105,7 +105,7 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 			if n := sweepConcurrently(t, sweepers); n != 1 {
 				t.Fatalf("concurrent sweeps opened %d tickets, want 1", n)
 			}
-			e.clock.advance(time.Hour)
+			e.clock.Advance(time.Hour)
 			if n := sweepConcurrently(t, sweepers); n != 0 {
 				t.Fatalf("a later sweep opened %d more tickets", n)
 			}
@@ -168,9 +168,9 @@ func TestResolveStaleTicket(t *testing.T) {
 	for _, outcome := range []queue.State{queue.StateDone, queue.StateFailed} {
 		t.Run(string(outcome), func(t *testing.T) {
 			t.Parallel()
-			e := startExec(t)
+			e := startEnv(t)
 			a := e.submit("issue_refund", map[string]any{"order_id": "o-9", "line_id": 2})
-			e.clock.advance(3 * time.Minute)
+			e.clock.Advance(3 * time.Minute)
 			res, err := e.svc.Sweep(ctx)
 			if err != nil || len(res.Tickets) != 1 {
 				t.Fatalf("sweep: %v %+v", err, res.Tickets)

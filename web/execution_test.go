@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
 	"github.com/approvals/approvals/queue/storetest"
@@ -333,11 +336,18 @@ func TestWebhookActionThroughAPI(t *testing.T) {
 		mu     sync.Mutex
 		bodies []string
 	)
+	verifier, err := standardwebhooks.NewWebhookRaw([]byte(secret))
+	if err != nil {
+		t.Fatal(err)
+	}
 	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		mu.Lock()
 		defer mu.Unlock()
-		if r.Header.Get("X-Approvals-Signature") != queue.Sign([]byte(secret), b) || r.Header.Get("Idempotency-Key") != "partner:acme:hello" {
+		if err := verifier.Verify(b, r.Header); err != nil {
+			t.Errorf("the Standard Webhooks library refused the delivery: %v (headers %v)", err, r.Header)
+		}
+		if r.Header.Get("Idempotency-Key") != "partner:acme:hello" || r.Header.Get("webhook-id") != r.Header.Get("X-Approvals-Action") {
 			t.Errorf("delivery headers %v", r.Header)
 		}
 		bodies = append(bodies, string(b))
@@ -358,7 +368,10 @@ tools:
 	}
 	e.svc.SetRegistry(reg)
 	var outcomes sync.Map
-	d := queue.NewDispatcher(e.svc, queue.DispatcherConfig{Secret: secret, OnOutcome: func(o string) { outcomes.Store(o, true) }})
+	d, err := executor.NewWebhook(e.svc, executor.WebhookConfig{Secret: secret, OnOutcome: func(o string) { outcomes.Store(o, true) }})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() { d.Run(ctx); close(stopped) }()
@@ -390,7 +403,7 @@ tools:
 		t.Errorf("deliveries %q, want the approved payload once", bodies)
 	}
 	mu.Unlock()
-	if _, ok := outcomes.Load(queue.DeliveryDone); !ok {
+	if _, ok := outcomes.Load(executor.DeliveryDone); !ok {
 		t.Error("the outcome hook did not see done")
 	}
 	for verb, body := range map[string]any{"execute": nil, "complete": `{"result":{}}`, "fail": `{"error":"x"}`} {

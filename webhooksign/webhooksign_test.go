@@ -34,7 +34,9 @@ func TestSignedRequestVerifiesWithOfficialLibrary(t *testing.T) {
 		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", func() (*standardwebhooks.Webhook, error) {
 			return standardwebhooks.NewWebhook("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 		}},
-		{"plain-secret", func() (*standardwebhooks.Webhook, error) { return standardwebhooks.NewWebhookRaw([]byte("plain-secret")) }},
+		{"plain-secret", func() (*standardwebhooks.Webhook, error) {
+			return standardwebhooks.NewWebhookRaw([]byte("plain-secret"))
+		}},
 	} {
 		s, err := webhooksign.New(tc.secret)
 		if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/mcpserver"
 
 	"github.com/approvals/approvals/queue"
@@ -20,7 +21,7 @@ type app struct {
 	svc    *queue.Service
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
-	dispatcher *queue.Dispatcher
+	dispatcher *executor.Webhook
 	accounts   accounts.Store
 	log        *slog.Logger
 }
@@ -35,7 +36,7 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 	if err != nil {
 		return nil, err
 	}
-	dc := queue.DispatcherConfig{
+	dc := executor.WebhookConfig{
 		// Each delivery is bounded by its tool's executor timeout; the
 		// dispatcher never follows redirects.
 		Client: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
@@ -45,7 +46,10 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 	if metrics != nil {
 		dc.OnOutcome = func(outcome string) { metrics.Deliveries.WithLabelValues(outcome).Inc() }
 	}
-	d := queue.NewDispatcher(svc, dc)
+	d, err := executor.NewWebhook(svc, dc)
+	if err != nil {
+		return nil, err
+	}
 	return &app{server: srv, svc: svc, dispatcher: d, accounts: st, log: log}, nil
 }
 

@@ -15,6 +15,7 @@ import (
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/webhooksign"
 )
 
 // config is everything the server reads from flags and environment.
@@ -86,6 +87,13 @@ func parseServeConfig(args []string) (config, error) {
 	var err error
 	if c.WebhookSecret, err = secretEnv("APPROVALS_WEBHOOK_SECRET"); err != nil {
 		return c, err
+	}
+	// A "whsec_" secret that is not base64 would otherwise surface only at
+	// the first delivery; refuse it before the server starts.
+	if c.WebhookSecret != "" {
+		if _, err := webhooksign.New(c.WebhookSecret); err != nil {
+			return c, fmt.Errorf("APPROVALS_WEBHOOK_SECRET: %w", err)
+		}
 	}
 	if c.SessionSecret, err = secretEnv("APPROVALS_SESSION_SECRET"); err != nil {
 		return c, err

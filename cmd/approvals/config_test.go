@@ -18,6 +18,7 @@ func TestParseServeConfigRefuses(t *testing.T) {
 		{"unreadable secret file", "APPROVALS_WEBHOOK_SECRET_FILE", missing, nil, "APPROVALS_WEBHOOK_SECRET_FILE"},
 		{"public pprof address", "APPROVALS_PPROF_ADDR", "0.0.0.0:6060", nil, "APPROVALS_PPROF_ADDR"},
 		{"stray argument", "", "", []string{"extra"}, `unexpected argument "extra"`},
+		{"whsec_ secret that is not base64", "APPROVALS_WEBHOOK_SECRET", "whsec_not base64!", nil, "APPROVALS_WEBHOOK_SECRET"},
 		{"bad sweep interval", "APPROVALS_SWEEP_INTERVAL", "soon", nil, "APPROVALS_SWEEP_INTERVAL"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

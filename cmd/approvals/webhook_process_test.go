@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
@@ -28,7 +30,9 @@ import (
 // These tests run the real binary as separate processes on one database,
 // against a fake webhook receiver, and kill or stop it mid-delivery.
 
-const processSecret = "process-test-secret"
+// processSecret is in the "whsec_" form Standard Webhooks libraries
+// generate, so the processes sign with its decoded bytes.
+const processSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // receiver is a fake webhook provider that counts deliveries. A payload
 // with "respond": "hold" is held open until released (or the connection
@@ -47,14 +51,21 @@ type receiver struct {
 
 func newReceiver(t *testing.T) *receiver {
 	r := &receiver{arrived: make(chan string, 100), release: make(chan struct{}), hits: map[string]int{}}
+	verifier, err := standardwebhooks.NewWebhook(processSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
 		id := req.Header.Get("X-Approvals-Action")
 		r.mu.Lock()
 		r.total++
 		r.hits[id]++
-		if req.Header.Get("X-Approvals-Signature") != queue.Sign([]byte(processSecret), body) {
-			r.bad = append(r.bad, "bad signature on "+id)
+		if err := verifier.Verify(body, req.Header); err != nil {
+			r.bad = append(r.bad, "signature of "+id+" refused by the Standard Webhooks library: "+err.Error())
+		}
+		if req.Header.Get("webhook-id") != id {
+			r.bad = append(r.bad, "webhook-id of "+id+" is "+req.Header.Get("webhook-id"))
 		}
 		if req.Header.Get("Idempotency-Key") == "" {
 			r.bad = append(r.bad, "no Idempotency-Key on "+id)

@@ -1,4 +1,4 @@
-package queue_test
+package executor_test
 
 import (
 	"context"
@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/executor"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
@@ -73,9 +77,17 @@ func (p *provider) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	check(r.Method == http.MethodPost, "method %s", r.Method)
 	check(r.Header.Get("Content-Type") == "application/json", "Content-Type %q", r.Header.Get("Content-Type"))
-	check(r.Header.Get("X-Approvals-Signature") == queue.Sign([]byte(testSecret), body), "bad signature %q", r.Header.Get("X-Approvals-Signature"))
+	// A receiver verifies the Standard Webhooks signature with the
+	// official library; the message id is the action id.
+	verifier, err := standardwebhooks.NewWebhookRaw([]byte(testSecret))
+	check(err == nil, "verifier: %v", err)
+	if err == nil {
+		err = verifier.Verify(body, r.Header)
+		check(err == nil, "signature refused by the Standard Webhooks library: %v", err)
+	}
+	check(r.Header.Get("webhook-id") == id, "webhook-id %q, want the action id", r.Header.Get("webhook-id"))
 	check(r.Header.Get("Idempotency-Key") != "", "no Idempotency-Key")
-	_, err := strconv.Atoi(r.Header.Get("X-Approvals-Attempt"))
+	_, err = strconv.Atoi(r.Header.Get("X-Approvals-Attempt"))
 	check(err == nil, "X-Approvals-Attempt %q", r.Header.Get("X-Approvals-Attempt"))
 	p.mu.Unlock()
 	p.arrived <- id
@@ -133,36 +145,6 @@ func (p *provider) check(t testing.TB) {
 	}
 }
 
-// testClock is the injected service clock: real time plus an offset the
-// test advances, or, once frozen (frozenClock), a fixed base time that only
-// advance moves, for tests that assert a boundary to the microsecond.
-type testClock struct {
-	mu     sync.Mutex
-	base   time.Time // when set, the clock is frozen at base + offset
-	offset time.Duration
-}
-
-// frozenClock returns a clock standing still at the present, truncated to
-// the microsecond the service keeps.
-func frozenClock() *testClock {
-	return &testClock{base: time.Now().UTC().Truncate(time.Microsecond)}
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if !c.base.IsZero() {
-		return c.base.Add(c.offset)
-	}
-	return time.Now().Add(c.offset)
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
 // execEnv is one database with a fake provider, as several server processes
 // would share them.
 type execEnv struct {
@@ -171,7 +153,7 @@ type execEnv struct {
 	store *postgres.Store
 	svc   *queue.Service
 	reg   *classify.Registry
-	clock *testClock
+	clock *testclock.Clock
 	prov  *provider
 }
 
@@ -207,23 +189,15 @@ tools:
 `, hook, hook, unreachable)
 }
 
+// startExec starts one database with a fake provider and a service over
+// it; its clock follows real time until advanced.
 func startExec(t *testing.T) *execEnv {
 	t.Helper()
-	return startExecClock(t, &testClock{})
-}
-
-// startExecFrozen is startExec with a frozen clock.
-func startExecFrozen(t *testing.T) *execEnv {
-	t.Helper()
-	return startExecClock(t, frozenClock())
-}
-
-func startExecClock(t *testing.T, clock *testClock) *execEnv {
-	t.Helper()
-	e := &execEnv{t: t, url: pgtest.URL(t), clock: clock, prov: newProvider(t)}
+	e := &execEnv{t: t, url: pgtest.URL(t), clock: testclock.Running(), prov: newProvider(t)}
 	e.reg = execRegistry(t, e.prov)
-	e.svc = e.addService()
-	e.store = e.svc.Store().(*postgres.Store)
+	e.store = pgtest.OpenURL(t, e.url)
+	e.svc = queue.NewService(e.store, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
+	t.Cleanup(e.svc.Stop)
 	t.Cleanup(func() { e.prov.check(t) })
 	return e
 }
@@ -248,27 +222,30 @@ func execRegistry(t *testing.T, prov *provider) *classify.Registry {
 // addService opens another store (its own pool and LISTEN connection) on
 // the same database: another server process.
 func (e *execEnv) addService() *queue.Service {
-	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
 	e.t.Cleanup(svc.Stop)
 	return svc
 }
 
 // runDispatcher starts a dispatcher over svc; stop ends it and waits for
 // the deliveries under way, as a server shutting down does.
-func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (d *queue.Dispatcher, stop func()) {
-	return e.runDispatcherConfig(svc, queue.DispatcherConfig{OnOutcome: outcomes})
+func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (d *executor.Webhook, stop func()) {
+	return e.runDispatcherConfig(svc, executor.WebhookConfig{OnOutcome: outcomes})
 }
 
 // runDispatcherConfig is runDispatcher with more of the configuration; the
 // secret and a 1s recheck are set unless given.
-func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg queue.DispatcherConfig) (d *queue.Dispatcher, stop func()) {
+func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg executor.WebhookConfig) (d *executor.Webhook, stop func()) {
 	if cfg.Secret == "" {
 		cfg.Secret = testSecret
 	}
 	if cfg.Recheck == 0 {
 		cfg.Recheck = time.Second
 	}
-	d = queue.NewDispatcher(svc, cfg)
+	d, err := executor.NewWebhook(svc, cfg)
+	if err != nil {
+		e.t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -383,9 +360,9 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		want := map[string]int{
-			queue.DeliveryDone:    6, // json, text, big, nul, status:204, and the webhook action of the agent-executed case
-			queue.DeliveryFailed:  9, // the nine refusing statuses
-			queue.DeliveryUnknown: 7, // 500, 503, 409, 429, redirect, hang, unreachable
+			executor.DeliveryDone:    6, // json, text, big, nul, status:204, and the webhook action of the agent-executed case
+			executor.DeliveryFailed:  9, // the nine refusing statuses
+			executor.DeliveryUnknown: 7, // 500, 503, 409, 429, redirect, hang, unreachable
 		}
 		if len(outcomes) != len(want) {
 			t.Errorf("outcomes %v, want %v", outcomes, want)
@@ -506,7 +483,7 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	e := startExec(t)
 	_, stop := e.runDispatcher(e.svc, nil)
 	others := []*queue.Service{e.addService(), e.addService()}
-	var live []*queue.Dispatcher // the dispatchers of the processes still running
+	var live []*executor.Webhook // the dispatchers of the processes still running
 	for _, o := range others {
 		d, _ := e.runDispatcher(o, nil)
 		live = append(live, d)
@@ -527,11 +504,11 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	live = append(live, d)
 
 	// Before claim_timeout: no ticket.
-	e.clock.advance(time.Minute)
+	e.clock.Advance(time.Minute)
 	if res, err := e.svc.Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
 		t.Fatalf("sweep before claim_timeout: %v %d tickets", err, len(res.Tickets))
 	}
-	e.clock.advance(61 * time.Second)
+	e.clock.Advance(61 * time.Second)
 	sweepers := append([]*queue.Service{e.svc, restarted}, others...)
 	var wg sync.WaitGroup
 	start := make(chan struct{})
@@ -610,7 +587,7 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 		e.approve(svcs[i%3], id)
 	}
 	began := time.Now()
-	var ds []*queue.Dispatcher
+	var ds []*executor.Webhook
 	for _, s := range svcs {
 		d, _ := e.runDispatcher(s, nil)
 		ds = append(ds, d)
@@ -652,11 +629,11 @@ func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	// reached the dispatcher.
 	reads := make(chan string, 100)
 	spy := &readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}
-	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
 	t.Cleanup(svc.Stop)
 	// A recheck longer than the test: only the approval's notification
 	// offers the second action to the dispatcher.
-	_, stop := e.runDispatcherConfig(svc, queue.DispatcherConfig{Concurrency: 1, Recheck: time.Hour})
+	_, stop := e.runDispatcherConfig(svc, executor.WebhookConfig{Concurrency: 1, Recheck: time.Hour})
 
 	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
 	e.approve(e.svc, held.ID)
@@ -751,7 +728,7 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the delivery did not arrive")
 			}
-			e.clock.advance(2 * time.Minute)
+			e.clock.Advance(2 * time.Minute)
 			res, err := e.svc.Sweep(ctx)
 			if err != nil || len(res.Tickets) != 1 {
 				t.Fatalf("sweep: %v %+v", err, res.Tickets)
@@ -812,7 +789,10 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	e := startExec(t)
 	a := e.submit("notify_partner", partner("unsigned", "json"))
 	e.approve(e.svc, a.ID)
-	d := queue.NewDispatcher(e.svc, queue.DispatcherConfig{})
+	d, err := executor.NewWebhook(e.svc, executor.WebhookConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	done := make(chan struct{})
 	go func() {
 		d.Run(context.Background())
@@ -837,9 +817,9 @@ func TestWebhookDeliveryOnSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = st.Close() })
-	e := &execEnv{t: t, clock: &testClock{}, prov: newProvider(t)}
+	e := &execEnv{t: t, clock: testclock.Running(), prov: newProvider(t)}
 	e.reg = execRegistry(t, e.prov)
-	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
 	t.Cleanup(e.svc.Stop)
 	t.Cleanup(func() { e.prov.check(t) })
 	e.runDispatcher(e.svc, nil)
@@ -853,7 +833,7 @@ func TestWebhookDeliveryOnSQLite(t *testing.T) {
 	e.waitState(done.ID, queue.StateDone)
 	e.waitState(refused.ID, queue.StateFailed)
 	e.waitEvent(unknown.ID, queue.EventDeliveryResult)
-	e.clock.advance(2 * time.Minute)
+	e.clock.Advance(2 * time.Minute)
 	res, err := e.svc.Sweep(context.Background())
 	if err != nil || len(res.Tickets) != 1 || res.Tickets[0].ActionID != unknown.ID {
 		t.Fatalf("sweep: %v %+v", err, res.Tickets)
@@ -865,12 +845,27 @@ func TestWebhookDeliveryOnSQLite(t *testing.T) {
 	}
 }
 
-func TestSign(t *testing.T) {
+// A "whsec_" secret whose rest is not base64 stops the dispatcher from
+// being built, so a typo fails startup instead of signing with garbage.
+func TestWebhookRefusesInvalidSecret(t *testing.T) {
 	t.Parallel()
-	// echo -n '{"a":1}' | openssl dgst -sha256 -hmac key
-	const want = "sha256=88a67f24bbcdaed0e6c997404bb79a743baf44c6bab2f4c27328e3009d22e342"
-	if got := queue.Sign([]byte("key"), []byte(`{"a":1}`)); got != want {
-		t.Fatalf("signature %s, want %s", got, want)
+	svc := queue.NewService(nil, nil, queue.Options{})
+	for _, tc := range []struct {
+		secret string
+		ok     bool
+	}{
+		{"", true}, // off: nothing is sent
+		{"plain-secret", true},
+		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
+		{"whsec_not base64!", false},
+	} {
+		_, err := executor.NewWebhook(svc, executor.WebhookConfig{Secret: tc.secret})
+		if (err == nil) != tc.ok {
+			t.Errorf("secret %q: err %v, want ok=%v", tc.secret, err, tc.ok)
+		}
+		if err != nil && !strings.Contains(err.Error(), "APPROVALS_WEBHOOK_SECRET") {
+			t.Errorf("secret %q: error %q does not name the setting", tc.secret, err)
+		}
 	}
 }
 
@@ -883,9 +878,9 @@ func TestDispatcherSkipsDuplicateOffers(t *testing.T) {
 	e := startExec(t)
 	reads := make(chan string, 100)
 	spy := &dupSpy{readSpy: readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}, inject: make(chan queue.Change, 1)}
-	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.now, WaitRecheck: time.Second})
+	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
 	t.Cleanup(svc.Stop)
-	_, stop := e.runDispatcherConfig(svc, queue.DispatcherConfig{Concurrency: 1, Recheck: time.Hour})
+	_, stop := e.runDispatcherConfig(svc, executor.WebhookConfig{Concurrency: 1, Recheck: time.Hour})
 	t.Cleanup(stop)
 
 	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})

@@ -1,0 +1,99 @@
+// Package executor performs approved actions on the outside world: the
+// webhook dispatcher today, an MCP upstream later. Every executor takes
+// the same three steps through the queue.Service: claim the approved
+// action (committed before anything is sent), call once, record the
+// outcome. The domain rules (states, expiry, contradicting outcomes) stay
+// in queue; what a call looks like on the wire lives here.
+package executor
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// Call is one executor's way of performing an action.
+type Call interface {
+	// Channel names the executor in events ("webhook").
+	Channel() string
+	// Target describes where the action goes, for the claim and start
+	// events (never a credential).
+	Target(a *queue.Action) map[string]any
+	// Do performs the claimed action once and says what came of it. It is
+	// bounded by its own timeout, not by the caller's context: a call
+	// under way finishes during shutdown.
+	Do(a *queue.Action) queue.Execution
+}
+
+const storeTimeout = 10 * time.Second
+
+// detached is a context for work that must finish once begun (a claim, a
+// call, its outcome), even while the server shuts down.
+func detached(d time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.Background(), d)
+}
+
+// execute claims a unless worker has ended; once claimed, a is performed
+// by c and its outcome recorded whatever happens to worker. onOutcome, when
+// not nil, sees the outcome before it is visible in the store.
+func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Call, a *queue.Action, onOutcome func(string)) {
+	ctx, cancel := detached(storeTimeout)
+	defer cancel()
+	// Checked as late as possible: a shutdown that began while this
+	// goroutine waited to run claims nothing.
+	if worker.Err() != nil {
+		return
+	}
+	got, err := svc.ClaimApproved(ctx, a, c.Channel(), c.Target(a))
+	switch {
+	case errors.Is(err, queue.ErrStateMismatch):
+		return // another process claimed it, or its approval expired
+	case err != nil:
+		log.Warn("executor: claim", "action", a.ID, "err", err)
+		return
+	}
+	a = got
+	if !a.HasWebhook() || a.ApprovedPayload == nil {
+		// Cannot happen for an approved webhook action; refuse to guess.
+		log.Error("executor: claimed action has no webhook or approved payload; leaving it for an operator", "action", a.ID)
+		return
+	}
+	started := c.Target(a)
+	started["attempt"], started["idempotency_key"] = a.Attempt, a.IntentKey
+	if err := svc.RecordExecutionStart(ctx, a, c.Channel(), started); err != nil {
+		// Nothing was sent, and nothing will be: the claim stays and
+		// becomes a ticket, whose timeline shows no call started.
+		log.Error("executor: could not record the start; not calling", "action", a.ID, "err", err)
+		return
+	}
+	out := c.Do(a)
+	if out.Outcome == queue.ExecutionUnknown {
+		log.Warn("executor: outcome unknown", "action", a.ID, "details", out.Details)
+	}
+	if onOutcome != nil {
+		onOutcome(out.Outcome)
+	}
+	record(svc, log, c.Channel(), a, out)
+}
+
+// record stores the outcome. It retries briefly, because an outcome that
+// is not recorded becomes an operator's question.
+func record(svc *queue.Service, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
+	for try := range 3 {
+		if try > 0 {
+			time.Sleep(time.Duration(try) * time.Second)
+		}
+		ctx, cancel := detached(storeTimeout)
+		err := svc.RecordExecution(ctx, a, channel, out)
+		cancel()
+		if err == nil {
+			return
+		}
+		log.Warn("executor: record outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
+	}
+	log.Error("executor: the outcome is lost; the action becomes a ticket after its claim_timeout",
+		"action", a.ID, "outcome", out.Outcome, "details", out.Details)
+}

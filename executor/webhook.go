@@ -1,0 +1,388 @@
+package executor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/webhooksign"
+)
+
+// Webhook delivers approved actions of webhook tools. Every server process
+// runs one; the claim (approved → in_progress) is one conditional update,
+// so each action is delivered by exactly one of them, and it is committed
+// before the first byte is sent, so a crash can lose an outcome but never
+// cause a second delivery. Only approved actions are claimed: nothing
+// in_progress is ever sent again, by this or any other process.
+type Webhook struct {
+	svc    *queue.Service
+	client *http.Client
+	signer *webhooksign.Signer // nil: no secret, so nothing is ever sent
+	log    *slog.Logger
+	cfg    WebhookConfig
+	slots  chan struct{}
+	wg     sync.WaitGroup // deliveries under way
+
+	// offered holds the actions this dispatcher has taken a slot for and
+	// not finished: an approval's notification that arrives after a scan
+	// already started its delivery is a duplicate, and waiting for a slot
+	// for it would stall every other notification behind it.
+	mu      sync.Mutex
+	offered map[string]bool
+}
+
+// WebhookConfig configures a Webhook dispatcher.
+type WebhookConfig struct {
+	// Client sends deliveries; its redirect policy is replaced so that no
+	// redirect is followed. Default: a client over a clone of
+	// http.DefaultTransport. Each delivery is bounded by its tool's
+	// executor timeout.
+	Client *http.Client
+	// Secret signs every delivery as Standard Webhooks say
+	// (APPROVALS_WEBHOOK_SECRET: "whsec_" and base64, or raw bytes).
+	// Without it the dispatcher claims nothing: an unsigned delivery is
+	// never sent.
+	Secret string
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+	// OnOutcome observes each delivery's outcome (done, failed, unknown),
+	// for metrics.
+	OnOutcome func(outcome string)
+	// Recheck is the slow timed scan for approved actions whose
+	// notification was missed. Default 10s.
+	Recheck time.Duration
+	// Concurrency caps deliveries under way in this process. Default 32.
+	Concurrency int
+}
+
+// Delivery outcomes, as passed to OnOutcome.
+const (
+	DeliveryDone    = queue.ExecutionDone
+	DeliveryFailed  = queue.ExecutionFailed
+	DeliveryUnknown = queue.ExecutionUnknown
+)
+
+// MaxResultBody caps the stored response of a delivery.
+const MaxResultBody = 64 << 10
+
+// refusedStatuses are the answers that say the receiver did not act on the
+// request; any other non-2xx answer leaves the outcome unknown.
+var refusedStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 405: true,
+	410: true, 413: true, 415: true, 422: true}
+
+// NewWebhook returns a webhook dispatcher over svc. A secret that is not
+// usable (a "whsec_" secret whose rest is not base64) is an error, so a
+// typo stops the server at start instead of leaving deliveries unsigned.
+func NewWebhook(svc *queue.Service, cfg WebhookConfig) (*Webhook, error) {
+	var signer *webhooksign.Signer
+	if cfg.Secret != "" {
+		s, err := webhooksign.New(cfg.Secret)
+		if err != nil {
+			return nil, fmt.Errorf("APPROVALS_WEBHOOK_SECRET: %w", err)
+		}
+		signer = s
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	if cfg.Recheck <= 0 {
+		cfg.Recheck = 10 * time.Second
+	}
+	if cfg.Concurrency <= 0 {
+		cfg.Concurrency = 32
+	}
+	client := &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	if cfg.Client != nil {
+		c := *cfg.Client
+		client = &c
+	}
+	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	return &Webhook{svc: svc, client: client, signer: signer, log: cfg.Logger, cfg: cfg,
+		slots: make(chan struct{}, cfg.Concurrency), offered: map[string]bool{}}, nil
+}
+
+// Run claims and delivers approved webhook actions until ctx ends: once at
+// start (actions approved while no process ran), on every change to
+// approved, and on a slow timer. When ctx ends it claims nothing more and
+// returns once the deliveries under way have finished; they run on a
+// context detached from ctx, bounded by their own timeout.
+func (d *Webhook) Run(ctx context.Context) {
+	defer d.wg.Wait()
+	if d.signer == nil {
+		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set, and deliveries are never sent unsigned")
+		return
+	}
+	// Subscribe before the first scan, so an approval between the two is
+	// not missed.
+	changes, cancel := d.svc.Subscribe()
+	defer cancel()
+	d.scan(ctx, nil)
+	t := time.NewTicker(d.cfg.Recheck)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case c, ok := <-changes:
+			if !ok { // the store is closing; the timer alone remains
+				changes = nil
+				continue
+			}
+			if c.State == queue.StateApproved {
+				d.consider(ctx, c.ActionID)
+			}
+		case <-t.C:
+			d.scan(ctx, nil)
+		}
+	}
+}
+
+// Scan does once what Run does at start and on its timer: it offers every
+// approved webhook action to a delivery slot, then waits until the
+// deliveries it started have finished. Run need not be running; without a
+// secret it claims nothing.
+func (d *Webhook) Scan(ctx context.Context) {
+	if d.signer == nil {
+		return
+	}
+	var started sync.WaitGroup
+	d.scan(ctx, &started)
+	started.Wait()
+}
+
+// scan offers every approved webhook action to a delivery slot, oldest
+// first. Each delivery it starts is added to started, when not nil.
+func (d *Webhook) scan(ctx context.Context, started *sync.WaitGroup) {
+	const page = 200
+	var after *queue.Cursor
+	for ctx.Err() == nil {
+		list, err := d.svc.ApprovedWebhookActions(ctx, after, page)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.log.Warn("dispatcher: list approved actions", "err", err)
+			}
+			return
+		}
+		for _, a := range list {
+			if !d.start(ctx, a, started) {
+				return
+			}
+		}
+		if len(list) < page {
+			return
+		}
+		last := list[len(list)-1]
+		after = &queue.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+// consider delivers one action that was just approved, if it belongs to a
+// webhook tool.
+func (d *Webhook) consider(ctx context.Context, id string) {
+	a, err := d.svc.Get(ctx, id)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.log.Warn("dispatcher: read approved action", "action", id, "err", err)
+		}
+		return
+	}
+	if a.State == queue.StateApproved && a.HasWebhook() {
+		d.start(ctx, a, nil)
+	}
+}
+
+// start waits for a free slot, then claims and delivers a in the
+// background. The slot is taken before the claim, so a claim's deadline
+// never runs while it waits for a slot. It reports false when ctx ended.
+// The delivery is added to started, when not nil.
+func (d *Webhook) start(ctx context.Context, a *queue.Action, started *sync.WaitGroup) bool {
+	d.mu.Lock()
+	dup := d.offered[a.ID]
+	d.offered[a.ID] = true
+	d.mu.Unlock()
+	if dup {
+		return true // already waiting for a slot or under way here
+	}
+	release := func() {
+		d.mu.Lock()
+		delete(d.offered, a.ID)
+		d.mu.Unlock()
+	}
+	select {
+	case d.slots <- struct{}{}:
+	case <-ctx.Done():
+		release()
+		return false
+	}
+	if ctx.Err() != nil {
+		<-d.slots
+		release()
+		return false
+	}
+	if started != nil {
+		started.Add(1)
+	}
+	d.wg.Go(func() {
+		defer func() {
+			release()
+			<-d.slots
+		}()
+		if started != nil {
+			defer started.Done()
+		}
+		// The webhook URL needs no check here: loading the tools file
+		// refuses any that is not an absolute http or https URL, and the
+		// action's spec is a snapshot of a loaded tool.
+		execute(ctx, d.svc, d.log, d, a, d.cfg.OnOutcome)
+	})
+	return true
+}
+
+// Channel names the webhook executor in events.
+func (d *Webhook) Channel() string { return "webhook" }
+
+// Target is the webhook URL.
+func (d *Webhook) Target(a *queue.Action) map[string]any {
+	return map[string]any{"webhook": a.Spec.Executor.Webhook}
+}
+
+// Do POSTs the approved payload once, signed, and reads what the answer
+// says: 2xx done, a refusal failed, anything else unknown. It is bounded by
+// the tool's executor timeout, not by the worker's context: a delivery
+// under way finishes during shutdown.
+func (d *Webhook) Do(a *queue.Action) queue.Execution {
+	status, body, err := d.post(a)
+	info := d.Target(a)
+	if status != 0 {
+		info["status"] = status
+	}
+	if err != nil {
+		info["error"] = describeDeliveryError(err)
+	}
+	switch {
+	case status >= 200 && status < 300:
+		// The receiver said it acted; a body cut short changes nothing.
+		return queue.Execution{Outcome: queue.ExecutionDone, Result: responseResult(body), Details: info}
+	case refusedStatuses[status]:
+		info["body"] = excerpt(body, 1024)
+		return queue.Execution{Outcome: queue.ExecutionFailed, Details: info,
+			Error: fmt.Sprintf("the receiver refused it with status %d", status)}
+	}
+	// Other statuses, redirects, timeouts, connection errors.
+	if status != 0 {
+		info["body"] = excerpt(body, 1024)
+		if status >= 300 && status < 400 {
+			info["note"] = "redirects are not followed"
+		}
+	}
+	return queue.Execution{Outcome: queue.ExecutionUnknown, Details: info}
+}
+
+// post sends one delivery. status is 0 when no response arrived; body is
+// at most MaxResultBody+1 bytes of the response; err says why no usable
+// response arrived.
+func (d *Webhook) post(a *queue.Action) (status int, body []byte, err error) {
+	hook := a.Spec.Executor
+	timeout := hook.Timeout
+	if timeout <= 0 {
+		timeout = min(30*time.Second, a.Spec.ClaimTimeout/2)
+	}
+	ctx, cancel := detached(timeout)
+	defer cancel()
+	payload := []byte(a.ApprovedPayload)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.Webhook, bytes.NewReader(payload))
+	if err != nil {
+		return 0, nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "approvals-dispatcher")
+	req.Header.Set("Idempotency-Key", a.IntentKey)
+	req.Header.Set("X-Approvals-Action", a.ID)
+	req.Header.Set("X-Approvals-Attempt", strconv.Itoa(a.Attempt))
+	// The action id is the message id, so a receiver that dedupes on
+	// webhook-id sees one message per action. The timestamp is wall time,
+	// not the service clock: the receiver compares it with its own clock
+	// to refuse replays.
+	d.signer.SetHeaders(req.Header, a.ID, time.Now(), payload)
+	res, err := d.client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer res.Body.Close()
+	body, err = io.ReadAll(io.LimitReader(res.Body, MaxResultBody+1))
+	return res.StatusCode, body, err
+}
+
+// responseResult is what a 2xx response stores as the action's result: a
+// JSON body as it is, anything else (or a body over MaxResultBody, or JSON
+// that PostgreSQL's jsonb cannot hold) as {"body": "<text>"}, cut at
+// MaxResultBody.
+func responseResult(body []byte) json.RawMessage {
+	if len(body) <= MaxResultBody && json.Valid(body) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) == nil && !hasNUL(v) {
+			// Re-encoding replaces invalid UTF-8 and lone surrogates, which
+			// jsonb refuses.
+			if b, err := json.Marshal(v); err == nil {
+				return b
+			}
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"body": excerpt(body, MaxResultBody)})
+	return b
+}
+
+// excerpt returns at most n bytes of b as valid UTF-8 text without NUL
+// characters, which jsonb cannot hold.
+func excerpt(b []byte, n int) string {
+	s := strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
+}
+
+func hasNUL(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return strings.IndexByte(x, 0) >= 0
+	case map[string]any:
+		for k, w := range x {
+			if strings.IndexByte(k, 0) >= 0 || hasNUL(w) {
+				return true
+			}
+		}
+	case []any:
+		for _, w := range x {
+			if hasNUL(w) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// describeDeliveryError says in words why no response arrived.
+func describeDeliveryError(err error) string {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return "timed out: " + err.Error()
+	}
+	return err.Error()
+}

@@ -1,0 +1,140 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+)
+
+// The steps an executor (the webhook dispatcher, later an MCP upstream)
+// takes with an approved action: claim it, record that the call started,
+// call the outside world, record the outcome. The executor owns the call;
+// the rules about states, expiry and contradicting outcomes stay here.
+
+// DispatcherActor is the claimed_by and the actor of the events of the
+// server's own executors.
+const DispatcherActor = "dispatcher"
+
+// Execution outcomes, as an executor reports them.
+const (
+	// ExecutionDone: the receiver said it acted.
+	ExecutionDone = "done"
+	// ExecutionFailed: the receiver said it did not act.
+	ExecutionFailed = "failed"
+	// ExecutionUnknown: no answer that says either; the action stays
+	// in_progress and becomes a ticket after its claim_timeout.
+	ExecutionUnknown = "unknown"
+)
+
+// Execution is what one call of an executor came to.
+type Execution struct {
+	Outcome string          // ExecutionDone, ExecutionFailed or ExecutionUnknown
+	Result  json.RawMessage // for done: the result to store, storable JSON
+	Error   string          // for failed: why, in words
+	// Details go into the outcome's event (status, an excerpt of the
+	// answer, ...).
+	Details map[string]any
+}
+
+// ApprovedWebhookActions returns approved actions of webhook tools, oldest
+// first, after the given position: what the dispatcher offers to deliver.
+func (s *Service) ApprovedWebhookActions(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
+	return s.store.ActionList(ctx, ActionListParams{State: StateApproved, Webhook: true, Oldest: true, After: after, Limit: limit})
+}
+
+// Subscribe delivers a Change for every state change made through any
+// process sharing the database, until cancel is called.
+func (s *Service) Subscribe() (changes <-chan Change, cancel func()) { return s.store.Subscribe() }
+
+// ClaimApproved moves an approved action to in_progress for an executor
+// of the given channel, with details in the claimed event. The claim is
+// committed before it returns, so an executor that calls out only after
+// it never calls twice. Losing the race to another process, or finding the
+// approval expired (the action is then expired, as the sweep would),
+// answers an error wrapping ErrStateMismatch with the current action.
+func (s *Service) ClaimApproved(ctx context.Context, a *Action, channel string, details map[string]any) (*Action, error) {
+	now := s.Now()
+	by := DispatcherActor
+	deadline := now.Add(a.Spec.ClaimTimeout)
+	info := maps.Clone(details)
+	if info == nil {
+		info = map[string]any{}
+	}
+	info["claim_deadline"] = deadline
+	data, _ := json.Marshal(info)
+	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
+		ID: a.ID, From: []State{StateApproved}, To: StateInProgress, Now: now, Unexpired: true,
+		ClaimedAt: &now, ClaimedBy: &by, ClaimDeadline: &deadline,
+		Event: Event{ActionID: a.ID, Kind: EventClaimed, Actor: by, Channel: channel, At: now, Data: data},
+	})
+	if errors.Is(err, ErrStateMismatch) && got != nil && got.State == StateApproved {
+		// Its approval expired before the executor came to it.
+		if exp, xerr := s.expireOne(ctx, got, StateApproved); xerr == nil {
+			s.log.Info("executor: approval expired before execution", "action", a.ID)
+			got = exp
+		}
+	}
+	return got, err
+}
+
+// RecordExecutionStart writes ahead that the call of a claimed action
+// starts, so the actions with a delivery event and no outcome are exactly
+// the unknown ones. When it fails the executor must not call.
+func (s *Service) RecordExecutionStart(ctx context.Context, a *Action, channel string, details map[string]any) error {
+	data, _ := json.Marshal(details)
+	return s.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDelivery, Actor: DispatcherActor,
+		Channel: channel, At: s.Now(), Data: data})
+}
+
+// RecordExecution stores the outcome of a claimed action's call: done or
+// failed with one conditional update, or for an unknown outcome an event
+// only (the action stays in_progress and the sweep turns it into a ticket
+// after claim_timeout). When someone settled the action first, the
+// executor's answer is kept on record, and an answer that contradicts the
+// stored outcome opens a conflict ticket.
+func (s *Service) RecordExecution(ctx context.Context, a *Action, channel string, out Execution) error {
+	now := s.Now()
+	info := maps.Clone(out.Details)
+	if info == nil {
+		info = map[string]any{}
+	}
+	p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, Now: now, FinishedAt: &now,
+		ResolveStaleTicket: true}
+	switch out.Outcome {
+	case ExecutionDone:
+		info["result"] = out.Result
+		p.To, p.Result = StateDone, out.Result
+		p.Event = Event{ActionID: a.ID, Kind: EventCompleted, Actor: DispatcherActor, Channel: channel, At: now}
+	case ExecutionFailed:
+		msg := out.Error
+		p.To, p.Error = StateFailed, &msg
+		p.Event = Event{ActionID: a.ID, Kind: EventFailed, Actor: DispatcherActor, Channel: channel, At: now}
+	case ExecutionUnknown:
+		info["outcome"] = "unknown: the action stays in_progress, is never re-sent, and becomes a ticket after claim_timeout"
+		data, _ := json.Marshal(info)
+		return s.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDeliveryResult, Actor: DispatcherActor,
+			Channel: channel, At: now, Data: data})
+	default:
+		return fmt.Errorf("record execution of %s: unknown outcome %q", a.ID, out.Outcome)
+	}
+	p.Event.Data, _ = json.Marshal(info)
+	got, err := s.store.ActionTransition(ctx, p)
+	if errors.Is(err, ErrStateMismatch) && got != nil {
+		// Someone settled it first: an operator after a ticket, which the
+		// executor timeout (shorter than claim_timeout) should prevent.
+		// Keep the receiver's answer on record, and flag a contradiction:
+		// another state, or done with another result.
+		if got.State == p.To && (p.To != StateDone || JSONEqual(got.Result, p.Result)) {
+			return s.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDeliveryResult, Actor: DispatcherActor,
+				Channel: channel, At: now, Data: p.Event.Data})
+		}
+		info["report"], info["stored_state"] = out.Outcome, got.State
+		data, _ := json.Marshal(info)
+		_, err = s.store.TicketOpenConflict(ctx, a.ID, now, Event{ActionID: a.ID, Kind: EventOutcomeConflict,
+			Actor: DispatcherActor, Channel: channel, At: now, Data: data})
+		return err
+	}
+	return err
+}
