@@ -247,7 +247,7 @@ func (d *Dashboard) page(c echo.Context, title, nav string) (templates.Page, err
 	p := templates.Page{Title: title, Nav: nav, CSRF: csrf, Assets: d.Assets}
 	if u := currentUser(c); u != nil {
 		p.Viewer = viewer(u)
-		n, err := d.Service.Store().TicketCountOpen(c.Request().Context())
+		n, err := d.Service.TicketCountOpen(c.Request().Context())
 		if err != nil {
 			return p, err
 		}

@@ -17,7 +17,7 @@ const streamRecheck = 20 * time.Second
 // action made by any server process (the store's notifications), so open
 // queues reload their table within a second, with no polling.
 func (d *Dashboard) Events(c echo.Context) error {
-	changes, cancel := d.Service.Store().SubscribePending()
+	changes, cancel := d.Service.SubscribePending()
 	defer cancel()
 	w := c.Response()
 	h := w.Header()

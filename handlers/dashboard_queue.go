@@ -32,7 +32,7 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: previewTitle(a)})
 	}
 	if isHX(c) {
-		if v.OpenTickets, err = d.Service.Store().TicketCountOpen(ctx); err != nil {
+		if v.OpenTickets, err = d.Service.TicketCountOpen(ctx); err != nil {
 			return err
 		}
 		return render(c, http.StatusOK, templates.QueueFragment(v, true))

@@ -46,7 +46,7 @@ func (d *Dashboard) ticketsBase(c echo.Context, state string) templates.TicketsV
 func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.TicketsView, error) {
 	ctx := c.Request().Context()
 	v := d.ticketsBase(c, state)
-	tickets, err := d.Service.Store().TicketList(ctx, queue.TicketListParams{State: queue.TicketState(state), Limit: 200})
+	tickets, err := d.Service.TicketList(ctx, queue.TicketListParams{State: queue.TicketState(state), Limit: 200})
 	if err != nil {
 		return v, err
 	}

@@ -58,7 +58,7 @@ func (s *server) refuse(ctx context.Context, err error, agent string) (*mcp.Call
 		// The call's context may be spent; the ping gets its own short one.
 		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 		defer cancel()
-		if s.svc.Store().Ping(pctx) == nil {
+		if s.svc.Ping(pctx) == nil {
 			qe = &queue.Error{Code: codeInternal, Detail: "internal error; it has been logged"}
 		}
 	}

@@ -156,3 +156,38 @@ func (s *Service) Events(ctx context.Context, actionID string) ([]Event, error) 
 // a's state is at issue. The transitions themselves carry the same
 // conditions, so a drive call costs one statement; this only explains a
 // mismatch.
+
+// EventList returns events matching p, newest first (the audit log).
+func (s *Service) EventList(ctx context.Context, p EventListParams) ([]Event, error) {
+	return s.store.EventList(ctx, p)
+}
+
+// TicketList returns tickets matching p, oldest first.
+func (s *Service) TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error) {
+	return s.store.TicketList(ctx, p)
+}
+
+// TicketGetByID returns one ticket, or ErrNotFound.
+func (s *Service) TicketGetByID(ctx context.Context, id string) (*Ticket, error) {
+	return s.store.TicketGetByID(ctx, id)
+}
+
+// TicketCountOpen counts open tickets.
+func (s *Service) TicketCountOpen(ctx context.Context) (int64, error) {
+	return s.store.TicketCountOpen(ctx)
+}
+
+// ActionCountByState counts actions per state, for metrics.
+func (s *Service) ActionCountByState(ctx context.Context) (map[State]int64, error) {
+	return s.store.ActionCountByState(ctx)
+}
+
+// SubscribePending is Subscribe that also announces, within a second, new
+// pending actions (possibly without their id): what the live queue needs.
+func (s *Service) SubscribePending() (changes <-chan Change, cancel func()) {
+	return s.store.SubscribePending()
+}
+
+// Ping checks that storage is reachable: an error that is not a domain
+// error is then the storage being down, not a bug.
+func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }

@@ -69,9 +69,6 @@ func (s *Service) Registry() *classify.Registry { return s.reg.Load() }
 // their snapshot.
 func (s *Service) SetRegistry(r *classify.Registry) { s.reg.Store(r) }
 
-// Store returns the underlying store.
-func (s *Service) Store() Store { return s.store }
-
 // Now returns the service clock's time in UTC, truncated to microseconds
 // (what PostgreSQL keeps), so what is returned equals what is stored.
 func (s *Service) Now() time.Time { return s.now().UTC().Truncate(time.Microsecond) }

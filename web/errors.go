@@ -61,7 +61,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
 		qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
-		if s.store.Ping(c.Request().Context()) == nil {
+		if s.cfg.Service.Ping(c.Request().Context()) == nil {
 			qe = &queue.Error{Code: "internal", Detail: "internal error; it has been logged"}
 		}
 	}

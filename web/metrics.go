@@ -19,9 +19,17 @@ type Metrics struct {
 	Deliveries  *prometheus.CounterVec
 }
 
+// Counts is where the metrics read actions by state and open tickets at
+// scrape time: the store (cmd/approvals passes it, so a batching store
+// also reports its batch counters) or the Service.
+type Counts interface {
+	ActionCountByState(ctx context.Context) (map[queue.State]int64, error)
+	TicketCountOpen(ctx context.Context) (int64, error)
+}
+
 // NewMetrics registers the metrics; actions by state and open tickets are
-// read from the store at scrape time.
-func NewMetrics(store queue.Store) *Metrics {
+// read from counts at scrape time.
+func NewMetrics(store Counts) *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
 	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "approvals_submissions_total",
@@ -58,7 +66,7 @@ var (
 		[]string{"result"}, nil)
 )
 
-type storeCollector struct{ store queue.Store }
+type storeCollector struct{ store Counts }
 
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- actionsDesc

@@ -48,7 +48,6 @@ type Server struct {
 	cfg       Config
 	echo      *echo.Echo
 	log       *slog.Logger
-	store     queue.Store
 	api       *handlers.API
 	dashboard *handlers.Dashboard // set by registerDashboard; renders dashboard errors
 }
@@ -62,14 +61,14 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxBody = 256 << 10
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(cfg.Service.Store())
+		cfg.Metrics = NewMetrics(cfg.Service)
 	}
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The client address (for the per-address login limit) is the TCP
 	// peer: headers such as X-Forwarded-For are anyone's to forge.
 	e.IPExtractor = echo.ExtractIPDirect()
-	s := &Server{cfg: cfg, echo: e, log: cfg.Logger, store: cfg.Service.Store(),
+	s := &Server{cfg: cfg, echo: e, log: cfg.Logger,
 		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
@@ -112,7 +111,7 @@ func (s *Server) routes(e *echo.Echo) error {
 }
 
 func (s *Server) ready(c echo.Context) error {
-	if err := s.store.Ping(c.Request().Context()); err != nil {
+	if err := s.cfg.Service.Ping(c.Request().Context()); err != nil {
 		return c.String(http.StatusServiceUnavailable, "storage unreachable\n")
 	}
 	return c.String(http.StatusOK, "ready\n")

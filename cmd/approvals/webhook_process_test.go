@@ -348,7 +348,7 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		var ticket *queue.Ticket
 		deadline := time.Now().Add(20 * time.Second)
 		for ticket == nil {
-			open, err := d.svc.Store().TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+			open, err := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -382,7 +382,7 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		if one, _ := rcv.count(marker.ID); one != 1 {
 			t.Fatalf("the marker was delivered %d times", one)
 		}
-		if all, _ := d.svc.Store().TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
+		if all, _ := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
 			t.Fatalf("%d tickets for the action, want 1", len(all))
 		}
 		if got := d.action(a.ID); got.State != queue.StateInProgress {
