@@ -27,9 +27,6 @@ func answer(v any, text string) (*mcp.CallToolResult, error) {
 	}, nil
 }
 
-// codeInternal is the code of an unexpected failure, as the REST API names it.
-const codeInternal queue.Code = "internal"
-
 // Refusal is the structuredContent of an isError result: the code and detail
 // of the REST API's problem, and the action that explains it, if any.
 type Refusal struct {
@@ -38,30 +35,18 @@ type Refusal struct {
 	Action *queue.Action `json:"action,omitempty"`
 }
 
-// pingTimeout bounds the storage check of refuse.
-const pingTimeout = 2 * time.Second
-
 // refuse turns an error of the service or of argument decoding into an
 // isError result the model can read: never a protocol error, which a client
 // would likely retry. Only a call whose client went away (its context
 // cancelled or past its deadline) gets a protocol error; nobody reads it.
 func (s *server) refuse(ctx context.Context, err error, agent string) (*mcp.CallToolResult, error) {
 	var qe *queue.Error
-	if !errors.As(err, &qe) {
-		// Gone only if the call's own context ended; a timeout inside
-		// the store with the client still waiting stays a readable result.
-		if ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
-			return nil, err
-		}
-		s.log.Error("mcp: call failed", "agent", agent, "err", err)
-		qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
-		// The call's context may be spent; the ping gets its own short one.
-		pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
-		defer cancel()
-		if s.svc.Ping(pctx) == nil {
-			qe = &queue.Error{Code: codeInternal, Detail: "internal error; it has been logged"}
-		}
+	// Gone only if the call's own context ended; a timeout inside the
+	// store with the client still waiting stays a readable result.
+	if !errors.As(err, &qe) && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
+		return nil, err
 	}
+	qe = s.svc.ErrorOf(ctx, err, "face", "mcp", "agent", agent)
 	r := Refusal{Code: qe.Code, Detail: qe.Detail, Action: qe.Action}
 	text := strings.TrimSpace(fmt.Sprintf("Refused (%s): %s. %s", qe.Code, strings.TrimSuffix(qe.Detail, "."), refusalAdvice(qe, agent)))
 	res, err := answer(r, text)
@@ -110,7 +95,7 @@ func refusalAdvice(e *queue.Error, agent string) string {
 		return "Check the id; find_actions with the intent key lists an intent's actions."
 	case queue.CodeUnauthorized:
 		return "The call carries no valid agent token."
-	case queue.CodeUnavailable, codeInternal:
+	case queue.CodeUnavailable, queue.CodeInternal:
 		return "approvals could not complete the call. Before calling a guarded tool again, call find_actions with its intent key."
 	}
 	return ""

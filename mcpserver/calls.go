@@ -32,7 +32,7 @@ func (s *server) handle(c call) mcp.ToolHandler {
 		defer func() {
 			if p := recover(); p != nil {
 				s.log.Error("mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
-				res, err = s.refuse(ctx, &queue.Error{Code: codeInternal, Detail: "internal error; it has been logged"}, "")
+				res, err = s.refuse(ctx, &queue.Error{Code: queue.CodeInternal, Detail: "internal error; it has been logged"}, "")
 			}
 		}()
 		agent, ok := agentOf(req)

@@ -17,13 +17,13 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -115,7 +115,7 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody 
 	// (CallToolRequest.Extra.TokenInfo); the token itself was checked by
 	// authenticate just before.
 	verified := auth.RequireBearerToken(verifyAgent, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-	return authenticate(accts, logger, verified)
+	return authenticate(svc, accts, verified)
 }
 
 func version() string {
@@ -130,20 +130,32 @@ type agentKey struct{}
 // authenticate answers 401 (problem details, like the REST API) unless the
 // request carries a valid, unrevoked agent token, and passes the agent's
 // name on in the request context.
-func authenticate(accts accounts.Store, log *slog.Logger, next http.Handler) http.Handler {
+func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := handlers.AuthenticateAgent(r, accts)
+		name, err := bearerAgent(r, accts)
 		if err != nil {
-			var qe *queue.Error
-			if !errors.As(err, &qe) {
-				log.Error("mcp: token lookup failed", "err", err)
-				qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
-			}
-			writeProblem(w, qe)
+			writeProblem(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
 	})
+}
+
+// bearerAgent returns the name of the agent whose token the request
+// carries as Authorization: Bearer TOKEN.
+func bearerAgent(r *http.Request, accts accounts.Store) (string, error) {
+	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
+	}
+	t, err := accts.TokenGetByHash(r.Context(), accounts.HashToken(strings.TrimSpace(token)))
+	if errors.Is(err, accounts.ErrNotFound) {
+		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+	}
+	if err != nil {
+		return "", err
+	}
+	return t.Name, nil
 }
 
 // verifyAgent hands the agent named by authenticate to the SDK.
@@ -163,14 +175,23 @@ func agentOf(req *mcp.CallToolRequest) (string, bool) {
 	return req.Extra.TokenInfo.UserID, true
 }
 
+// problem is the RFC 9457 body of a refused HTTP request, as the REST API
+// writes it.
+type problem struct {
+	Type   string     `json:"type"`
+	Title  string     `json:"title"`
+	Status int        `json:"status"`
+	Detail string     `json:"detail"`
+	Code   queue.Code `json:"code"`
+}
+
 // writeProblem answers a refused HTTP request the way the REST API does.
 func writeProblem(w http.ResponseWriter, e *queue.Error) {
-	status := http.StatusServiceUnavailable
+	status := e.Code.HTTPStatus()
 	if e.Code == queue.CodeUnauthorized {
-		status = http.StatusUnauthorized
 		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
 	}
-	p := handlers.Problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code}
+	p := problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code}
 	w.Header().Set("Content-Type", "application/problem+json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(p)

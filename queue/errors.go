@@ -1,12 +1,15 @@
 package queue
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"time"
 )
 
-// Code is a machine-readable error code; the web layer maps each code to an
-// HTTP status in one place.
+// Code is a machine-readable error code. Every face reports it as it is
+// (the REST problem's code, the MCP refusal's code); HTTPStatus maps it to
+// an HTTP status in one place.
 type Code string
 
 const (
@@ -25,7 +28,38 @@ const (
 	CodePayloadTooLarge   Code = "payload_too_large"
 	CodeTicketResolved    Code = "ticket_resolved"
 	CodeUnavailable       Code = "unavailable"
+	// CodeInternal is an unexpected failure with storage reachable: a bug.
+	// Its detail reveals nothing; the error itself is logged.
+	CodeInternal Code = "internal"
+	// CodeMethodNotAllowed is an HTTP method a route does not serve.
+	CodeMethodNotAllowed Code = "method_not_allowed"
 )
+
+// HTTPStatus is the status a code answers over HTTP: the one place where
+// this mapping lives (numbers, so the domain imports no net/http).
+func (c Code) HTTPStatus() int {
+	switch c {
+	case CodeInvalidRequest, CodeIntentKeyRequired:
+		return 400
+	case CodeUnauthorized:
+		return 401
+	case CodeForbidden:
+		return 403
+	case CodeNotFound:
+		return 404
+	case CodeMethodNotAllowed:
+		return 405
+	case CodeInProgress, CodeInvalidTransition, CodeOutcomeConflict, CodeAlreadyDecided, CodeTicketResolved:
+		return 409
+	case CodePayloadTooLarge:
+		return 413
+	case CodeInvalidPayload, CodeIntentKeyMismatch, CodeIntentKeyReused:
+		return 422
+	case CodeUnavailable:
+		return 503
+	}
+	return 500
+}
 
 // Error is the one error type the domain speaks. Detail is safe to show to
 // the caller; Action, when set, is the existing action that explains it.
@@ -76,4 +110,28 @@ func ErrorCode(err error) Code {
 		return e.Code
 	}
 	return ""
+}
+
+// pingTimeout bounds the storage check of ErrorOf.
+const pingTimeout = 2 * time.Second
+
+// ErrorOf turns any error into a domain error, the one classification
+// every face (REST, dashboard, MCP) uses. A domain error is returned as it
+// is. Anything else is unexpected and logged here, once, with attrs: it is
+// unavailable when storage does not answer a ping (the caller may try
+// again), internal otherwise. Neither detail reveals SQL, stack traces or
+// identifiers. The ping has its own short deadline, because the caller's
+// context may be spent by the failure being classified.
+func (s *Service) ErrorOf(ctx context.Context, err error, attrs ...any) *Error {
+	var qe *Error
+	if errors.As(err, &qe) {
+		return qe
+	}
+	s.log.Error("unexpected error", append(attrs, "err", err)...)
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
+	defer cancel()
+	if s.store.Ping(pctx) != nil {
+		return &Error{Code: CodeUnavailable, Detail: "storage is unavailable; try again"}
+	}
+	return &Error{Code: CodeInternal, Detail: "internal error; it has been logged"}
 }

@@ -12,35 +12,6 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-const codeMethodNotAllowed queue.Code = "method_not_allowed"
-
-// statusOf maps every domain code to its HTTP status: the one place where
-// this mapping lives.
-func statusOf(code queue.Code) int {
-	switch code {
-	case queue.CodeInvalidRequest, queue.CodeIntentKeyRequired:
-		return http.StatusBadRequest
-	case queue.CodeUnauthorized:
-		return http.StatusUnauthorized
-	case queue.CodeForbidden:
-		return http.StatusForbidden
-	case queue.CodeNotFound:
-		return http.StatusNotFound
-	case queue.CodeInProgress, queue.CodeInvalidTransition, queue.CodeOutcomeConflict,
-		queue.CodeAlreadyDecided, queue.CodeTicketResolved:
-		return http.StatusConflict
-	case queue.CodePayloadTooLarge:
-		return http.StatusRequestEntityTooLarge
-	case queue.CodeInvalidPayload, queue.CodeIntentKeyMismatch, queue.CodeIntentKeyReused:
-		return http.StatusUnprocessableEntity
-	case queue.CodeUnavailable:
-		return http.StatusServiceUnavailable
-	case codeMethodNotAllowed:
-		return http.StatusMethodNotAllowed
-	}
-	return http.StatusInternalServerError
-}
-
 // errorHandler turns every error into a response. Domain errors keep their
 // code and detail; echo's own errors (unknown route, wrong method) keep their
 // status; anything else is logged and answered without internals.
@@ -59,13 +30,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().WriteHeader(499)
 		return
 	default:
-		s.log.Error("request failed", "method", c.Request().Method, "path", c.Request().URL.Path, "err", err)
-		qe = &queue.Error{Code: queue.CodeUnavailable, Detail: "storage is unavailable; try again"}
-		if s.cfg.Service.Ping(c.Request().Context()) == nil {
-			qe = &queue.Error{Code: "internal", Detail: "internal error; it has been logged"}
-		}
+		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	status := statusOf(qe.Code)
+	status := qe.Code.HTTPStatus()
 	if handlers.IsDashboard(c) {
 		s.dashboardError(c, status, qe)
 		return
@@ -94,10 +61,10 @@ func fromHTTPError(he *echo.HTTPError) *queue.Error {
 	case http.StatusForbidden:
 		return &queue.Error{Code: queue.CodeForbidden, Detail: msg}
 	case http.StatusMethodNotAllowed:
-		return &queue.Error{Code: codeMethodNotAllowed, Detail: "method not allowed on this resource"}
+		return &queue.Error{Code: queue.CodeMethodNotAllowed, Detail: "method not allowed on this resource"}
 	}
 	if he.Code >= 400 && he.Code < 500 {
 		return &queue.Error{Code: queue.CodeInvalidRequest, Detail: msg}
 	}
-	return &queue.Error{Code: "internal", Detail: "internal error; it has been logged"}
+	return &queue.Error{Code: queue.CodeInternal, Detail: "internal error; it has been logged"}
 }

@@ -1,0 +1,49 @@
+package queue_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"testing"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/sqlite"
+)
+
+// ErrorOf is the one classification every face uses: domain errors pass
+// through, anything else is internal while storage answers and
+// unavailable once it does not.
+func TestErrorOf(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "approvals.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	svc := queue.NewService(st, nil, queue.Options{})
+	conflict := queue.Errorf(queue.CodeInvalidTransition, "cannot approve")
+	for _, tc := range []struct {
+		name string
+		err  error
+		want queue.Code
+	}{
+		{"domain error", conflict, queue.CodeInvalidTransition},
+		{"wrapped domain error", fmt.Errorf("approve: %w", conflict), queue.CodeInvalidTransition},
+		{"unexpected error, storage up", errors.New("boom"), queue.CodeInternal},
+	} {
+		if got := svc.ErrorOf(ctx, tc.err); got.Code != tc.want {
+			t.Errorf("%s: code %s, want %s", tc.name, got.Code, tc.want)
+		}
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got := svc.ErrorOf(ctx, errors.New("sql: database is closed"))
+	if got.Code != queue.CodeUnavailable || got.Code.HTTPStatus() != 503 {
+		t.Fatalf("storage down: %s (%d), want unavailable (503)", got.Code, got.Code.HTTPStatus())
+	}
+	if got.Detail == "" || got.Detail == "sql: database is closed" {
+		t.Fatalf("detail %q: must say what to do and reveal nothing", got.Detail)
+	}
+}
