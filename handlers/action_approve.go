@@ -6,7 +6,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -36,22 +35,11 @@ func (d *Dashboard) ApproveAction(c echo.Context) error {
 }
 
 // checkEditedPayload refuses what PostgreSQL's jsonb cannot store before
-// the service sees it.
+// the service sees it. Not JSON, or not an object, is the approver's typo:
+// 422 with the form, as a payload failing the schema is.
 func checkEditedPayload(s string) error {
-	if !utf8.ValidString(s) {
-		return queue.Errorf(queue.CodeInvalidRequest, "payload: the edited payload is not valid UTF-8")
-	}
-	v, err := decodeJSONValue([]byte(s))
-	if err != nil {
-		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload is not valid JSON: %s", err)
-	}
-	if _, ok := v.(map[string]any); !ok {
-		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload must be a JSON object")
-	}
-	if path, ok := findNUL(v, ""); ok {
-		return queue.Errorf(queue.CodeInvalidRequest, "payload: %s contains a NUL character", path)
-	}
-	return nil
+	_, err := queue.StorableJSON([]byte(s), "payload", true, queue.CodeInvalidPayload)
+	return err
 }
 
 // decided answers a decision that took effect (or was replayed).

@@ -6,15 +6,12 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -178,23 +175,13 @@ func (h *API) Submit(c echo.Context) error {
 
 // GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.
 func (h *API) GetAction(c echo.Context) error {
-	var wait time.Duration
-	if w := c.QueryParam("wait"); w != "" {
-		d, err := time.ParseDuration(w)
-		if err != nil || d < 0 {
-			return queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as 30s")
-		}
-		if d > queue.MaxWait {
-			return queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
-		}
-		wait = d
+	wait, err := queue.ParseWait(c.QueryParam("wait"))
+	if err != nil {
+		return err
 	}
-	var until queue.State
-	if s := c.QueryParam("state"); s != "" {
-		until = queue.State(s)
-		if !until.Valid() {
-			return queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
-		}
+	until, err := queue.ParseState(c.QueryParam("state"))
+	if err != nil {
+		return err
 	}
 	a, err := h.Service.Wait(c.Request().Context(), c.Param("id"), until, wait)
 	if err != nil {
@@ -203,15 +190,9 @@ func (h *API) GetAction(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, a)
 }
 
-// ActionList is the body of GET /api/v1/actions.
-type ActionList struct {
-	Actions    []*queue.Action `json:"actions"`
-	NextCursor *string         `json:"next_cursor"`
-}
-
 // ListActions handles GET /api/v1/actions.
 func (h *API) ListActions(c echo.Context) error {
-	r, err := ParseListRequest(c.QueryParams().Get)
+	r, err := queue.ParseListRequest(c.QueryParams().Get)
 	if err != nil {
 		return err
 	}
@@ -219,70 +200,13 @@ func (h *API) ListActions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	out := ActionList{Actions: list}
-	if out.Actions == nil {
-		out.Actions = []*queue.Action{}
-	}
-	if next != "" {
-		out.NextCursor = &next
-	}
-	return writeJSON(c, http.StatusOK, out)
-}
-
-// ParseListRequest reads the listing filters shared by the API and the
-// dashboard search.
-func ParseListRequest(get func(string) string) (queue.ListRequest, error) {
-	r := queue.ListRequest{IntentKey: get("intent_key"), Tool: get("tool"), Cursor: get("cursor"), Limit: 50}
-	if s := get("state"); s != "" {
-		r.State = queue.State(s)
-		if !r.State.Valid() {
-			return r, queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
-		}
-	}
-	if l := get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > 200 {
-			return r, queue.Errorf(queue.CodeInvalidRequest, "limit must be a whole number from 1 to 200")
-		}
-		r.Limit = n
-	}
-	return r, nil
-}
-
-// ToolView is one entry of GET /api/v1/tools.
-type ToolView struct {
-	Name        string               `json:"name"`
-	Class       classify.Class       `json:"class"`
-	Reason      string               `json:"reason"`
-	Description string               `json:"description"`
-	Intent      string               `json:"intent"`
-	Check       string               `json:"check"`
-	Guidance    string               `json:"guidance"`
-	Webhook     bool                 `json:"webhook"`
-	Annotations classify.Annotations `json:"annotations"`
-	Schema      json.RawMessage      `json:"schema"`
-}
-
-// ToolViews describes the registry for agents.
-func ToolViews(reg *classify.Registry) []ToolView {
-	tools := reg.Tools()
-	out := make([]ToolView, 0, len(tools))
-	for _, t := range tools {
-		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
-			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
-			Annotations: t.Annotations, Schema: t.Schema}
-		if v.Schema == nil {
-			v.Schema = json.RawMessage("null")
-		}
-		out = append(out, v)
-	}
-	return out
+	return writeJSON(c, http.StatusOK, queue.NewActionList(list, next))
 }
 
 // Tools handles GET /api/v1/tools.
 func (h *API) Tools(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{
-		"tools":    ToolViews(h.Service.Registry()),
+		"tools":    queue.ToolViews(h.Service.Registry()),
 		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K).",
 	})
 }

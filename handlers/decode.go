@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strings"
 	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
@@ -120,12 +119,8 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	// JSON can only spell a NUL character as the escape \u0000, so only a
 	// body holding that text needs decoding to find where it is.
 	if bytes.Contains(top, []byte(`\u0000`)) {
-		v, err := decodeJSONValue(top)
-		if err != nil {
-			return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", err)
-		}
-		if path, ok := findNUL(v, ""); ok {
-			return nil, queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
+		if _, err := queue.StorableJSON(top, "", true, queue.CodeInvalidRequest); err != nil {
+			return nil, err
 		}
 	}
 	if err := json.Unmarshal(top, &raw); err != nil {
@@ -143,22 +138,6 @@ func checkFields(raw map[string]json.RawMessage, allowed map[string]bool) (map[s
 	return raw, nil
 }
 
-// decodeJSONValue decodes the one JSON value b holds as the API reads JSON
-// everywhere: numbers as json.Number (1e400 is valid JSON, not a float64)
-// and nothing after the value. The error says what is wrong.
-func decodeJSONValue(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, errors.New(jsonErrorText(err))
-	}
-	if dec.More() || !onlySpace(b[dec.InputOffset():]) {
-		return nil, errors.New("data after the JSON value")
-	}
-	return v, nil
-}
-
 func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
 
 func jsonErrorText(err error) string {
@@ -170,37 +149,6 @@ func jsonErrorText(err error) string {
 		return "unexpected end of input"
 	}
 	return err.Error()
-}
-
-// findNUL reports the path of the first string or key holding U+0000,
-// which PostgreSQL's jsonb cannot store.
-func findNUL(v any, path string) (string, bool) {
-	name := func(k string) string {
-		if path == "" {
-			return k
-		}
-		return path + "." + k
-	}
-	switch x := v.(type) {
-	case string:
-		return path, strings.IndexByte(x, 0) >= 0
-	case map[string]any:
-		for k, e := range x {
-			if strings.IndexByte(k, 0) >= 0 {
-				return name("(a key)"), true
-			}
-			if p, ok := findNUL(e, name(k)); ok {
-				return p, true
-			}
-		}
-	case []any:
-		for i, e := range x {
-			if p, ok := findNUL(e, fmt.Sprintf("%s[%d]", path, i)); ok {
-				return p, true
-			}
-		}
-	}
-	return "", false
 }
 
 func printable(s string) bool {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -39,18 +38,10 @@ func (d *Dashboard) ResolveTicket(c echo.Context) error {
 	return render(c, http.StatusOK, templates.TicketCard(d.ticketsBase(c, ""), row))
 }
 
+// checkResult refuses an operator's result that storage cannot hold.
 func checkResult(s string) error {
-	if !utf8.ValidString(s) {
-		return queue.Errorf(queue.CodeInvalidRequest, "result is not valid UTF-8")
-	}
-	v, err := decodeJSONValue([]byte(s))
-	if err != nil {
-		return queue.Errorf(queue.CodeInvalidRequest, "result must be JSON: %s", err)
-	}
-	if path, ok := findNUL(v, "result"); ok {
-		return queue.Errorf(queue.CodeInvalidRequest, "%s contains a NUL character", path)
-	}
-	return nil
+	_, err := queue.StorableJSON([]byte(s), "result", false, queue.CodeInvalidRequest)
+	return err
 }
 
 // resolveFailed re-shows the ticket with the error and what was typed.

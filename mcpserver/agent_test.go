@@ -17,7 +17,6 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
 )
@@ -204,7 +203,7 @@ func (a *scriptedAgent) refundGuided(ctx context.Context, args map[string]any) e
 		if err != nil {
 			return err
 		}
-		var list handlers.ActionList
+		var list queue.ActionList
 		if err := decodeResult(found, &list); err != nil {
 			return err
 		}

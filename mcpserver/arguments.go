@@ -3,12 +3,11 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"unicode/utf8"
 
-	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -35,23 +34,32 @@ func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	return raw, nil
 }
 
-// decodeArguments applies the REST body checks to the arguments of a read or
-// drive tool: at most max bytes, valid UTF-8, one JSON object, and no NUL
-// character in any string or key (PostgreSQL's json and text cannot hold
-// one). Absent arguments are an empty object.
+// decodeArguments decodes the arguments of a read or drive tool: at most
+// max bytes, valid UTF-8, one JSON object, each argument JSON that storage
+// can hold (queue.StorableJSON: no NUL character in any string or key).
+// Absent arguments are an empty object.
 func decodeArguments(raw json.RawMessage, max int64) (arguments, error) {
 	raw, err := rawArguments(raw, max)
 	if err != nil {
 		return nil, err
 	}
+	return objectArguments(raw)
+}
+
+// objectArguments splits one JSON object into its arguments and checks
+// each with queue.StorableJSON, naming a NUL by the argument's path.
+func objectArguments(raw json.RawMessage) (arguments, error) {
 	var args arguments
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
 		return nil, errNotObject
 	}
-	// The REST decoder owns the NUL rule; hand it the arguments as the
-	// payload of a submission body.
-	if _, err := handlers.DecodeSubmit(submitBody("arguments", raw, nil), ""); err != nil {
-		return nil, argumentError(err)
+	for name, v := range args {
+		if strings.IndexByte(name, 0) >= 0 {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "an argument name contains a NUL character")
+		}
+		if _, err := queue.StorableJSON(v, "argument "+name, false, queue.CodeInvalidRequest); err != nil {
+			return nil, err
+		}
 	}
 	return args, nil
 }
@@ -97,41 +105,41 @@ func (a arguments) string(name string, required bool) (string, error) {
 	return s, nil
 }
 
-// submission turns a guarded tool's raw arguments into the body of a REST
-// submission (intent_key apart, the rest as payload, as the client wrote it)
-// and decodes it with the REST decoder, once, so both faces accept exactly
-// the same submissions and store the same payload bytes.
-func submission(tool string, raw json.RawMessage, max int64) (handlers.SubmitBody, error) {
+// submission is what a guarded tool's call submits: the arguments without
+// intent_key as the payload, byte for byte as the client wrote them (key
+// order, number spelling and escapes kept), and the intent key.
+type submission struct {
+	Payload   json.RawMessage
+	IntentKey string
+}
+
+// decodeSubmission decodes a guarded tool's raw arguments, with the checks
+// a REST submission gets: size, UTF-8, storable JSON, a well-formed key.
+func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 	raw, err := rawArguments(raw, max)
 	if err != nil {
-		return handlers.SubmitBody{}, err
+		return submission{}, err
 	}
 	payload, key, err := splitIntentKey(raw)
 	if err != nil {
-		return handlers.SubmitBody{}, err
+		return submission{}, err
 	}
-	sb, err := handlers.DecodeSubmit(submitBody(tool, payload, key), "")
-	if err != nil {
-		return handlers.SubmitBody{}, argumentError(err)
+	if _, err := objectArguments(payload); err != nil {
+		return submission{}, err
 	}
-	return sb, nil
-}
-
-// submitBody writes a REST submission body around payload and key, both
-// JSON as received: nothing is re-encoded, so the payload keeps its key
-// order, number spelling and escapes.
-func submitBody(tool string, payload, key json.RawMessage) []byte {
-	name, _ := json.Marshal(tool) // a string always encodes
-	b := make([]byte, 0, len(payload)+len(key)+len(name)+40)
-	b = append(b, `{"tool":`...)
-	b = append(b, name...)
-	b = append(b, `,"payload":`...)
-	b = append(b, payload...)
-	if key != nil {
-		b = append(b, `,"intent_key":`...)
-		b = append(b, key...)
+	sub := submission{Payload: payload}
+	if key != nil && string(key) != "null" {
+		if _, err := queue.StorableJSON(key, "argument "+argIntentKey, false, queue.CodeInvalidRequest); err != nil {
+			return submission{}, err
+		}
+		if err := json.Unmarshal(key, &sub.IntentKey); err != nil {
+			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
+		}
+		if err := classify.ValidateKey(sub.IntentKey); err != nil {
+			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
+		}
 	}
-	return append(b, '}')
+	return sub, nil
 }
 
 // splitIntentKey takes the intent_key members out of the arguments object
@@ -202,26 +210,6 @@ func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err erro
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
-
-// argumentError words an error of the REST decoder for the arguments of a
-// call: the body it checked is one this package wrote around them.
-func argumentError(err error) error {
-	var qe *queue.Error
-	if !errors.As(err, &qe) {
-		return err
-	}
-	switch {
-	case strings.HasPrefix(qe.Detail, "payload."): // the NUL check names the argument the way the model wrote it
-		return queue.Errorf(qe.Code, "argument %s", strings.TrimPrefix(qe.Detail, "payload."))
-	case strings.HasPrefix(qe.Detail, argIntentKey+" contains"):
-		return queue.Errorf(qe.Code, "argument %s", qe.Detail)
-	case strings.HasPrefix(qe.Detail, argIntentKey):
-		return err // intent_key must be a string, intent_key: ...
-	case strings.HasPrefix(qe.Detail, "body "):
-		return queue.Errorf(qe.Code, "the arguments %s", strings.TrimPrefix(qe.Detail, "body "))
-	}
-	return queue.Errorf(qe.Code, "the arguments: %s", qe.Detail)
-}
 
 // marshal encodes v without escaping <, > and &, so a payload keeps the
 // characters the model wrote.

@@ -49,17 +49,17 @@ func TestDecodeArguments(t *testing.T) {
 
 func TestSubmissionSplitsIntentKey(t *testing.T) {
 	t.Parallel()
-	sb, err := submission("post_partner_message", json.RawMessage(`{"intent_key":"partner:acme:q3","text":"<b>&","n":1.0}`), defaultMaxBody)
+	sb, err := decodeSubmission(json.RawMessage(`{"intent_key":"partner:acme:q3","text":"<b>&","n":1.0}`), defaultMaxBody)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sb.Tool != "post_partner_message" || sb.IntentKey != "partner:acme:q3" {
+	if sb.IntentKey != "partner:acme:q3" {
 		t.Fatalf("submission %+v", sb)
 	}
 	if string(sb.Payload) != `{"text":"<b>&","n":1.0}` {
 		t.Fatalf("payload %s: want the arguments as written, without intent_key", sb.Payload)
 	}
-	if sb, err := submission("t", json.RawMessage(`{"intent_key":null,"x":1}`), defaultMaxBody); err != nil || sb.IntentKey != "" {
+	if sb, err := decodeSubmission(json.RawMessage(`{"intent_key":null,"x":1}`), defaultMaxBody); err != nil || sb.IntentKey != "" {
 		t.Fatalf("a null intent_key is no key: %+v %v", sb, err)
 	}
 }
@@ -84,7 +84,7 @@ func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			sb, err := submission("t", json.RawMessage(tc.raw), defaultMaxBody)
+			sb, err := decodeSubmission(json.RawMessage(tc.raw), defaultMaxBody)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -112,7 +112,7 @@ func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
 			if tc.code == queue.CodePayloadTooLarge {
 				max = 8
 			}
-			_, err := submission("t", json.RawMessage(tc.raw), max)
+			_, err := decodeSubmission(json.RawMessage(tc.raw), max)
 			if queue.ErrorCode(err) != tc.code || !strings.Contains(err.Error(), tc.in) {
 				t.Fatalf("got %v, want %s with %q", err, tc.code, tc.in)
 			}

@@ -7,12 +7,10 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -60,16 +58,15 @@ func (s *server) withArguments(c argumentsCall) call {
 
 // submit is the call of a guarded tool: it submits the arguments (without
 // intent_key, otherwise as the client wrote them) as the payload of an
-// action, as the calling agent. The arguments are decoded once, by the REST
-// decoder.
+// action, as the calling agent.
 func (s *server) submit(tool string) mcp.ToolHandler {
 	return s.handle(func(ctx context.Context, agent string, raw json.RawMessage) (*mcp.CallToolResult, error) {
-		sb, err := submission(tool, raw, s.maxBody)
+		sub, err := decodeSubmission(raw, s.maxBody)
 		if err != nil {
 			return nil, err
 		}
 		res, err := s.svc.Submit(ctx, queue.SubmitRequest{
-			Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent, Channel: Channel})
+			Tool: tool, Payload: sub.Payload, IntentKey: sub.IntentKey, Agent: agent, Channel: Channel})
 		if err != nil {
 			return nil, err
 		}
@@ -89,24 +86,17 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	if err != nil {
 		return nil, err
 	}
-	var wait time.Duration
-	if w != "" {
-		d, err := time.ParseDuration(w)
-		if err != nil || d < 0 {
-			return nil, queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as \"30s\"")
-		}
-		if d > queue.MaxWait {
-			return nil, queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
-		}
-		wait = d
+	wait, err := queue.ParseWait(w)
+	if err != nil {
+		return nil, err
 	}
 	st, err := args.string("state", false)
 	if err != nil {
 		return nil, err
 	}
-	until := queue.State(st)
-	if st != "" && !until.Valid() {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", st)
+	until, err := queue.ParseState(st)
+	if err != nil {
+		return nil, err
 	}
 	a, err := s.svc.Wait(ctx, id, until, wait)
 	if err != nil {
@@ -139,7 +129,7 @@ func (s *server) findActions(ctx context.Context, agent string, args arguments) 
 		}
 		filters["limit"] = strconv.Itoa(n)
 	}
-	lr, err := handlers.ParseListRequest(func(name string) string { return filters[name] })
+	lr, err := queue.ParseListRequest(func(name string) string { return filters[name] })
 	if err != nil {
 		return nil, err
 	}
@@ -147,18 +137,12 @@ func (s *server) findActions(ctx context.Context, agent string, args arguments) 
 	if err != nil {
 		return nil, err
 	}
-	out := handlers.ActionList{Actions: list}
-	if out.Actions == nil {
-		out.Actions = []*queue.Action{}
-	}
-	if next != "" {
-		out.NextCursor = &next
-	}
+	out := queue.NewActionList(list, next)
 	return answer(out, found(key, out, agent))
 }
 
 // found says what find_actions found.
-func found(key string, l handlers.ActionList, agent string) string {
+func found(key string, l queue.ActionList, agent string) string {
 	if len(l.Actions) == 0 {
 		return fmt.Sprintf("No action matches intent key %q: approvals has recorded nothing for it, so an earlier call that timed out "+
 			"never reached it. If the effect is still wanted, call the tool now.", key)
@@ -176,7 +160,7 @@ func (s *server) listTools(ctx context.Context, agent string, args arguments) (*
 	if err := args.only(); err != nil {
 		return nil, err
 	}
-	views := handlers.ToolViews(s.svc.Registry())
+	views := queue.ToolViews(s.svc.Registry())
 	return answer(map[string]any{"tools": views, "guidance": listGuidance}, fmt.Sprintf(
 		"%d guarded tools. Each call of one submits an action; follow the guidance of its class. %s", len(views), listGuidance))
 }

@@ -294,8 +294,8 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 
 	lt := call(t, cs, "list_tools", nil)
 	type toolList struct {
-		Tools    []handlers.ToolView `json:"tools"`
-		Guidance string              `json:"guidance"`
+		Tools    []queue.ToolView `json:"tools"`
+		Guidance string           `json:"guidance"`
 	}
 	listed := decode[toolList](t, lt)
 	if lt.IsError || len(listed.Tools) != 4 || listed.Guidance == "" {

@@ -1,0 +1,203 @@
+package queue
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// The checks every face (REST, dashboard, MCP) applies to its input once it
+// has decoded it its own way: what JSON storage can hold, and the wait,
+// state and listing parameters of reads.
+
+// StorableJSON is the one check of JSON that will be stored: a payload, a
+// result, an edited payload, a tool call's arguments. raw must be valid
+// UTF-8, one JSON value with nothing after it, and hold no NUL character in
+// any string or key (PostgreSQL's jsonb cannot store U+0000); when object
+// is set it must be a JSON object. It returns the value decoded as the API
+// reads JSON everywhere (numbers as json.Number, so 1e400 is valid).
+//
+// Errors are invalid_request naming what is wrong, with what naming the
+// document and the path of a NUL below it ("payload.a[0].b"; with what ""
+// the path alone). shapeCode is the code when raw is not JSON or not an
+// object: invalid_request for a request, invalid_payload for an edit an
+// approver typed.
+func StorableJSON(raw []byte, what string, object bool, shapeCode Code) (any, error) {
+	if !utf8.Valid(raw) {
+		return nil, Errorf(CodeInvalidRequest, "%s is not valid UTF-8", what)
+	}
+	v, err := DecodeJSON(raw)
+	if err != nil {
+		return nil, Errorf(shapeCode, "%s is not valid JSON: %s", what, err)
+	}
+	if _, ok := v.(map[string]any); object && !ok {
+		return nil, Errorf(shapeCode, "%s must be a JSON object", what)
+	}
+	if path, ok := findNUL(v, what); ok {
+		return nil, Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
+	}
+	return v, nil
+}
+
+// DecodeJSON decodes the one JSON value raw holds: numbers as json.Number
+// and nothing after the value. The error says what is wrong, for a detail.
+func DecodeJSON(raw []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, errors.New(jsonErrorText(err))
+	}
+	if dec.More() || len(bytes.TrimSpace(raw[dec.InputOffset():])) != 0 {
+		return nil, errors.New("data after the JSON value")
+	}
+	return v, nil
+}
+
+func jsonErrorText(err error) string {
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		return "unexpected end of input"
+	}
+	return err.Error()
+}
+
+// findNUL reports the path of the first string or key holding U+0000.
+func findNUL(v any, path string) (string, bool) {
+	name := func(k string) string {
+		if path == "" {
+			return k
+		}
+		return path + "." + k
+	}
+	switch x := v.(type) {
+	case string:
+		return path, strings.IndexByte(x, 0) >= 0
+	case map[string]any:
+		for k, e := range x {
+			if strings.IndexByte(k, 0) >= 0 {
+				return name("(a key)"), true
+			}
+			if p, ok := findNUL(e, name(k)); ok {
+				return p, true
+			}
+		}
+	case []any:
+		for i, e := range x {
+			if p, ok := findNUL(e, fmt.Sprintf("%s[%d]", path, i)); ok {
+				return p, true
+			}
+		}
+	}
+	return "", false
+}
+
+// ParseWait reads the wait of a long-poll: a Go duration from 0 to
+// MaxWait; "" is no wait.
+func ParseWait(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, Errorf(CodeInvalidRequest, "wait must be a Go duration such as 30s")
+	}
+	if d > MaxWait {
+		return 0, Errorf(CodeInvalidRequest, "wait may be at most %s", MaxWait)
+	}
+	return d, nil
+}
+
+// ParseState reads a state filter; "" is none.
+func ParseState(s string) (State, error) {
+	st := State(s)
+	if s != "" && !st.Valid() {
+		return "", Errorf(CodeInvalidRequest, "state %q is not a state", s)
+	}
+	return st, nil
+}
+
+// Listing limits: the default page and the most a caller may ask for.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// ParseListRequest reads the listing filters every face shares (intent_key,
+// state, tool, limit, cursor), each as text; get returns "" for an absent
+// one.
+func ParseListRequest(get func(string) string) (ListRequest, error) {
+	r := ListRequest{IntentKey: get("intent_key"), Tool: get("tool"), Cursor: get("cursor"), Limit: DefaultListLimit}
+	var err error
+	if r.State, err = ParseState(get("state")); err != nil {
+		return r, err
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return r, Errorf(CodeInvalidRequest, "limit must be a whole number from 1 to %d", MaxListLimit)
+		}
+		r.Limit = n
+	}
+	return r, nil
+}
+
+// ToolView is how agents see one tool (GET /api/v1/tools, list_tools).
+type ToolView struct {
+	Name        string               `json:"name"`
+	Class       classify.Class       `json:"class"`
+	Reason      string               `json:"reason"`
+	Description string               `json:"description"`
+	Intent      string               `json:"intent"`
+	Check       string               `json:"check"`
+	Guidance    string               `json:"guidance"`
+	Webhook     bool                 `json:"webhook"`
+	Annotations classify.Annotations `json:"annotations"`
+	Schema      json.RawMessage      `json:"schema"`
+}
+
+// ToolViews describes the registry for agents.
+func ToolViews(reg *classify.Registry) []ToolView {
+	tools := reg.Tools()
+	out := make([]ToolView, 0, len(tools))
+	for _, t := range tools {
+		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
+			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
+			Annotations: t.Annotations, Schema: t.Schema}
+		if v.Schema == nil {
+			v.Schema = json.RawMessage("null")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ActionList is a page of actions (GET /api/v1/actions, find_actions).
+type ActionList struct {
+	Actions    []*Action `json:"actions"`
+	NextCursor *string   `json:"next_cursor"`
+}
+
+// NewActionList is the page of list with the cursor of the next one ("" at
+// the end); an empty page lists [] rather than null.
+func NewActionList(list []*Action, next string) ActionList {
+	out := ActionList{Actions: list}
+	if out.Actions == nil {
+		out.Actions = []*Action{}
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return out
+}
