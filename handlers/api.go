@@ -15,7 +15,8 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// API serves the agent REST API of contract section 4.
+// API serves the agent REST API under /api/v1: submit, read (with the
+// long-poll) and drive actions, authenticated by agent bearer tokens.
 type API struct {
 	Service  *queue.Service
 	Accounts accounts.Store

@@ -19,7 +19,8 @@ import (
 	"github.com/approvals/approvals/templates"
 )
 
-// Dashboard serves the staff web UI of contract section 7. Roles are
+// Dashboard serves the staff web UI: the approval queue, actions,
+// tickets, audit and administration. Roles are
 // enforced here, on the server, by the Allow middleware of each route.
 type Dashboard struct {
 	Service  *queue.Service

@@ -1,5 +1,5 @@
-// Package mcpserver serves the Model Context Protocol endpoint of contract
-// section 8: a second face of the agent REST API, over Streamable HTTP with
+// Package mcpserver serves the Model Context Protocol endpoint /mcp for
+// agents: a second face of the agent REST API, over Streamable HTTP with
 // the official Go SDK. Every guarded tool of the registry becomes an MCP tool
 // of the same name whose call submits an action through queue.Service, and
 // the read and drive tools (get_action, find_actions, list_tools,

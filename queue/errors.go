@@ -82,7 +82,7 @@ func (e *Error) Is(target error) bool {
 }
 
 // ActionNotFound and TicketNotFound are ErrNotFound (for errors.Is) with a
-// detail naming the id, as the contract wants of every error body.
+// detail naming the id: every error body says what is wrong.
 func ActionNotFound(id string) error { return Errorf(CodeNotFound, "action %s not found", id) }
 
 func TicketNotFound(id string) error { return Errorf(CodeNotFound, "ticket %s not found", id) }

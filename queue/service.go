@@ -9,7 +9,7 @@ import (
 	"github.com/approvals/approvals/classify"
 )
 
-// Service is the one implementation of every rule of the contract; the REST
+// Service is the one implementation of every rule of the product; the REST
 // API, the MCP endpoint and the dashboard all call it.
 type Service struct {
 	store Store
@@ -64,10 +64,6 @@ func (s *Service) Stopping() <-chan struct{} { return s.stopping }
 
 // Registry returns the current tools.
 func (s *Service) Registry() *classify.Registry { return s.reg.Load() }
-
-// SetRegistry swaps the tools for new submissions; existing actions keep
-// their snapshot.
-func (s *Service) SetRegistry(r *classify.Registry) { s.reg.Store(r) }
 
 // Now returns the service clock's time in UTC, truncated to microseconds
 // (what PostgreSQL keeps), so what is returned equals what is stored.

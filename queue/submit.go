@@ -37,7 +37,7 @@ type SubmitResult struct {
 	Replayed bool // the stored action of the held intent: 200
 }
 
-// Submit runs the checks of the contract in order (payload, key, then the
+// Submit runs the checks in their documented order (payload, key, then the
 // held action of the intent) and claims the intent in one statement.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	tool, registered := s.Registry().Lookup(req.Tool)

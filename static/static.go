@@ -11,9 +11,8 @@ import (
 	"sort"
 )
 
-// HTMXVersion is the vendored htmx.org release (npm), see htmx.min.js.
-const HTMXVersion = "2.0.11"
-
+// htmx.min.js is the htmx.org 2.0.11 release from npm, vendored.
+//
 //go:embed app.css app.js htmx.min.js
 var files embed.FS
 

@@ -78,7 +78,13 @@ func startAPISQLite(t *testing.T) *apiEnv {
 
 func startAPIOn(t *testing.T, store storetest.Store) *apiEnv {
 	t.Helper()
-	e := &apiEnv{t: t, reg: exampleRegistry(t), store: store,
+	return startAPIWith(t, store, exampleRegistry(t))
+}
+
+// startAPIWith starts a server over store with the tools of reg.
+func startAPIWith(t *testing.T, store storetest.Store, reg *classify.Registry) *apiEnv {
+	t.Helper()
+	e := &apiEnv{t: t, reg: reg, store: store,
 		client: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
 	e.svc, e.base = e.serve(e.store)
 	e.token = e.newToken("bot")

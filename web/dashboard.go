@@ -21,8 +21,9 @@ import (
 // so restarts and every server process sign cookies alike.
 const sessionSecretSetting = "session_secret"
 
-// registerDashboard registers every route of the staff dashboard (contract
-// section 7) and its static files. Middleware order on a route: load the
+// registerDashboard registers every route of the staff dashboard (staff
+// sign in with a password; roles decide who approves, resolves tickets
+// and administers) and its static files. Middleware order on a route: load the
 // session, require a signed-in user, check the CSRF token of a
 // state-changing request, then the role.
 func (s *Server) registerDashboard(e *echo.Echo) error {

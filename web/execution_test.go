@@ -330,7 +330,6 @@ func TestLongPollSeesExpiry(t *testing.T) {
 // the provider's response. The agent cannot execute or finish it itself.
 func TestWebhookActionThroughAPI(t *testing.T) {
 	t.Parallel()
-	e := startAPI(t)
 	const secret = "api-test-secret"
 	var (
 		mu     sync.Mutex
@@ -366,7 +365,7 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc.SetRegistry(reg)
+	e := startAPIWith(t, pgtest.Open(t), reg)
 	var outcomes sync.Map
 	d, err := executor.NewWebhook(e.svc, executor.WebhookConfig{Secret: secret, OnOutcome: func(o string) { outcomes.Store(o, true) }})
 	if err != nil {
