@@ -18,24 +18,43 @@ import (
 const SetupTokenSetting = "setup_token"
 
 // SetupToken returns the token of the one-time setup link, creating it
-// once (every process agrees on it), or "" when staff users exist.
+// once (every process agrees on it), or "" when an admin exists. Users of
+// other roles do not end it: only an admin can add the others, so until
+// one exists the link is the way in.
 func SetupToken(ctx context.Context, store accounts.Store) (string, error) {
-	n, err := store.UserCount(ctx)
-	if err != nil || n > 0 {
+	if has, err := adminExists(ctx, store); err != nil || has {
 		return "", err
 	}
 	return store.SettingInit(ctx, SetupTokenSetting, accounts.RandomString(32))
 }
 
+// adminExists reports whether any staff user is an admin. Staff are few,
+// so listing them is cheap, and it runs only on the setup paths.
+func adminExists(ctx context.Context, store accounts.Store) (bool, error) {
+	users, err := store.UserList(ctx)
+	if err != nil {
+		return false, err
+	}
+	for _, u := range users {
+		if u.Role == accounts.RoleAdmin {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
 // setupAllowed reports whether token opens the setup form: it matches the
-// stored token and no user exists yet.
+// stored token and no admin exists yet. A refusal says which it is.
 func (d *Dashboard) setupAllowed(ctx context.Context, token string) error {
-	refused := queue.Errorf(queue.CodeNotFound, "this setup link is not valid, or the first admin exists already: sign in instead")
-	n, err := d.Accounts.UserCount(ctx)
+	has, err := adminExists(ctx, d.Accounts)
 	if err != nil {
 		return err
 	}
-	if n > 0 || token == "" {
+	if has {
+		return queue.Errorf(queue.CodeNotFound, "this setup link is no longer valid: an admin exists already; sign in, or ask an admin for an account")
+	}
+	refused := queue.Errorf(queue.CodeNotFound, "this setup link is not valid; the server prints the current one when it starts")
+	if token == "" {
 		return refused
 	}
 	want, err := d.Accounts.SettingGet(ctx, SetupTokenSetting)

@@ -580,6 +580,32 @@ func TestDashboardSetup(t *testing.T) {
 	c.post("/setup", url.Values{"token": {tok}, "email": {"eve@example.com"}, "password": {"a long password"}}).wantStatus(t, http.StatusNotFound)
 }
 
+// TestDashboardSetupUntilAnAdminExists follows the README in order: a
+// user who is not an admin (added from the command line) leaves the setup
+// link working, because only an admin can add the others; once an admin
+// exists the link's page says so.
+func TestDashboardSetupUntilAnAdminExists(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	ctx := context.Background()
+	d.addUser("ann@example.com", accounts.RoleApprover)
+	link, err := d.srv.SetupURL(ctx, d.url)
+	if err != nil || link == "" {
+		t.Fatalf("setup link with only an approver: %q, %v", link, err)
+	}
+	path := strings.TrimPrefix(link, d.url)
+	b := d.anonymous()
+	b.get(path).wantContains(t, "Create admin and sign in")
+	u, _ := url.Parse(link)
+	b.post("/setup", url.Values{"token": {u.Query().Get("token")}, "email": {"boss@example.com"}, "password": {"a long password"}}).wantRedirect(t, "/")
+	if l, err := d.srv.SetupURL(ctx, d.url); l != "" || err != nil {
+		t.Fatalf("setup link once an admin exists: %q, %v", l, err)
+	}
+	after := d.anonymous().get(path)
+	after.wantStatus(t, http.StatusNotFound)
+	after.wantContains(t, "an admin exists already")
+}
+
 // TestDashboardSetupRace: people using the setup link at the same moment
 // create exactly one admin.
 func TestDashboardSetupRace(t *testing.T) {
