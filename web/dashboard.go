@@ -70,6 +70,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.GET("/events", d.Events, staff...)
 	e.GET("/actions", d.SearchActions, staff...)
 	e.GET("/actions/:id", d.ShowAction, staff...)
+	e.POST("/actions/bulk", d.BulkDecide, with(decide)...)
 	e.POST("/actions/:id/approve", d.ApproveAction, with(decide)...)
 	e.POST("/actions/:id/reject", d.RejectAction, with(decide)...)
 	e.GET("/tickets", d.TicketList, staff...)
