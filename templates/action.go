@@ -16,6 +16,8 @@ type ActionView struct {
 	Payload      string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
+	// Diff shows the edit field by field; no Fields when not edited.
+	Diff DiffView
 	Result          string
 	Events          []EventView
 	Attempts        []*queue.Action // the other attempts of the intent
