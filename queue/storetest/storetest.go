@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Subscribe", subscribeTests},
 		{"Concurrency", concurrencyTests},
 		{"Bulk", bulkTests},
+		{"Overview", overviewTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
