@@ -63,7 +63,8 @@ var overviewTests = []test{
 		o, err := queue.NewService(s, nil, queue.Options{Now: func() time.Time { return now }}).Overview(t.Context())
 		noErr(t, err, "overview")
 
-		wantPending := []queue.ToolPending{{toolB, 1, now.Add(-30 * time.Minute)}, {toolA, 2, now.Add(-10 * d)}}
+		wantPending := []queue.ToolPending{{Tool: toolB, Pending: 1, Oldest: now.Add(-30 * time.Minute)},
+			{Tool: toolA, Pending: 2, Oldest: now.Add(-10 * d)}}
 		if len(o.Pending) != 2 {
 			t.Fatalf("pending %+v, want %+v", o.Pending, wantPending)
 		}
@@ -83,7 +84,8 @@ var overviewTests = []test{
 		}
 		// A: 10, 20, 30, 40, 60 minutes: ranks 3 and 5. B: 1 h and 2 h:
 		// ranks 1 and 2.
-		wantTimes := []queue.ToolDecisionTimes{{toolB, 2, h, 2 * h}, {toolA, 5, 30 * time.Minute, h}}
+		wantTimes := []queue.ToolDecisionTimes{{Tool: toolB, Decisions: 2, P50: h, P90: 2 * h},
+			{Tool: toolA, Decisions: 5, P50: 30 * time.Minute, P90: h}}
 		if len(o.DecisionTimes) != len(wantTimes) {
 			t.Fatalf("decision times %+v, want %+v", o.DecisionTimes, wantTimes)
 		}
