@@ -76,6 +76,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.GET("/tickets", d.TicketList, staff...)
 	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
 	e.GET("/audit", d.AuditList, staff...)
+	e.GET("/overview", d.ShowOverview, staff...)
 	e.GET("/tools", d.ToolsList, staff...)
 	e.GET("/admin/users", d.Users, with(admin)...)
 	e.POST("/admin/users", d.CreateUser, with(admin)...)
