@@ -109,6 +109,10 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)),
+		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+			_, err := chromedp.Poll[bool](`document.getElementById("live-status").textContent === "Live"`)(ctx, tg)
+			return err
+		}),
 	)
 	// j moves to the next row, x ticks it: rows 1, 2 and 4 (oldest first).
 	step("select three with the keyboard", 15*time.Second,
@@ -118,6 +122,15 @@ func TestBulkApproveInBrowser(t *testing.T) {
 			return err
 		}),
 	)
+	// A new submission reloads the rows live; the ticks survive the swap.
+	late := d.submitEmail("bulk-browser-late", "Arrived while selecting", "B")
+	step("the live reload keeps the selection", 10*time.Second,
+		chromedp.WaitVisible(chromedp.CSS(`[data-row-link="`+late.ID+`"]`)),
+	)
+	if got := eval(`Array.from(document.querySelectorAll("#queue [data-select-row]:checked")).map(b => b.value).join(" ")`); got !=
+		list[0].ID+" "+list[1].ID+" "+list[3].ID {
+		t.Fatalf("ticked after the reload: %q", got)
+	}
 	if got := eval(`document.querySelector("[data-bulk-count]").textContent`); got != "3 selected" {
 		t.Fatalf("count says %q, want 3 selected", got)
 	}
@@ -148,8 +161,8 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`nav a[href="/overview"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="hourly-chart"]`)),
 	)
-	if got := eval(`document.querySelector("[data-testid=decisions-24h]").textContent + "/" + document.querySelector("[data-testid=pending-total]").textContent`); got != "4/1" {
-		t.Fatalf("overview decisions/pending = %s, want 4/1", got)
+	if got := eval(`document.querySelector("[data-testid=decisions-24h]").textContent + "/" + document.querySelector("[data-testid=pending-total]").textContent`); got != "4/2" {
+		t.Fatalf("overview decisions/pending = %s, want 4/2", got)
 	}
 	screenshot("overview.png")
 }
