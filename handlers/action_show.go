@@ -39,6 +39,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	v.PreviewTitle, v.Preview = preview(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
 		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
+		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")
 	}
 	v.Form.Payload = v.Payload
 	if u := currentUser(c); u != nil {

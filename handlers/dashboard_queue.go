@@ -21,7 +21,7 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		return err
 	}
 	v := templates.QueueView{Now: d.Service.Now(), Tool: c.QueryParam("tool"), Cursor: c.QueryParam("cursor"),
-		Limit: limit, Tools: toolNames(d.Service)}
+		Limit: limit, Tools: toolNames(d.Service), Bulk: d.bulkForm(c)}
 	list, next, err := d.Service.List(ctx, queue.ListRequest{State: queue.StatePending, Oldest: true,
 		Tool: v.Tool, Cursor: v.Cursor, Limit: limit})
 	if err != nil {

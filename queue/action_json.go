@@ -98,6 +98,19 @@ func (a *Action) AppendJSON(b []byte) ([]byte, bool) {
 		}
 		b = append(b, ']')
 	}
+	b = append(b, `,"edited_fields":`...)
+	if edited := a.EditedFields(); edited == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, p := range edited {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendString(b, p)
+		}
+		b = append(b, ']')
+	}
 	return append(b, '}'), true
 }
 

@@ -34,7 +34,7 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		s := str()
 		return &s
 	}
-	raws := []string{``, `{}`, `{"a":1}`, `{ "a" : [1, 2.50, "x y"] }`, `{"h":"<b>&amp;</b>"}`, "{\"s\":\"\u2028\"}", `{"n":1e400}`, "\n{\"a\":null}\n", `{"k":"é"}`}
+	raws := []string{``, `{}`, `{"a":1}`, `{ "a" : [1, 2.50, "x y"] }`, `{"h":"<b>&amp;</b>"}`, "{\"s\":\"\u2028\"}", `{"n":1e400}`, "\n{\"a\":null}\n", `{"k":"é"}`, `{"a":2,"b/~c":{"d":[1,2]}}`, `{"a":1,"b/~c":{"d":[1,3]}}`, `{"a":1,"b/~c":{"d":[1]}}`}
 	raw := func() json.RawMessage {
 		s := raws[r.IntN(len(raws))]
 		if s == "" {

@@ -21,6 +21,7 @@
     var target = e.detail.target;
     if (target && target.id === "queue") {
       restoreSelection();
+      restoreChecked();
       return;
     }
     var root = target && target.isConnected ? target : document;
@@ -155,6 +156,7 @@
       return;
     }
     switch (e.key) {
+      case "x": if (!toggleFocusedRow()) return; break;
       case "j": move(1); break;
       case "k": move(-1); break;
       case "a": if (!focusField("approve-note")) return; break;
@@ -165,6 +167,67 @@
     }
     e.preventDefault();
   });
+
+  // --- Bulk selection: checkboxes of the queue belong to #bulk-form. ---
+  // The live reload replaces the rows, so the ticked ids are kept here and
+  // ticked again after each swap.
+  var checked = new Set();
+
+  function rowBoxes() {
+    return Array.prototype.slice.call(document.querySelectorAll("#queue [data-select-row]"));
+  }
+
+  function updateBulkCount() {
+    var count = document.querySelector("[data-bulk-count]");
+    var all = document.querySelector("[data-select-all]");
+    var boxes = rowBoxes();
+    var ticked = boxes.filter(function (b) { return b.checked; }).length;
+    if (count) count.textContent = ticked === 0 ? "Nothing selected (x selects the focused row)" : ticked + " selected";
+    if (all) {
+      all.checked = boxes.length > 0 && ticked === boxes.length;
+      all.indeterminate = ticked > 0 && ticked < boxes.length;
+    }
+  }
+
+  function setChecked(box, on) {
+    box.checked = on;
+    var id = box.getAttribute("data-select-row");
+    if (on) { checked.add(id); } else { checked.delete(id); }
+    box.closest("tr").classList.toggle("checked", on);
+  }
+
+  function restoreChecked() {
+    rowBoxes().forEach(function (b) {
+      if (b.checked) checked.add(b.getAttribute("data-select-row"));
+      setChecked(b, checked.has(b.getAttribute("data-select-row")));
+    });
+    updateBulkCount();
+  }
+
+  // x toggles the row of the focused (or last selected) row.
+  function toggleFocusedRow() {
+    var link = document.activeElement && document.activeElement.closest &&
+      document.activeElement.closest("#queue tr") ? document.activeElement : selectedLink();
+    var row = link && link.closest("tr");
+    var box = row && row.querySelector("[data-select-row]");
+    if (!box) return false;
+    setChecked(box, !box.checked);
+    updateBulkCount();
+    return true;
+  }
+
+  document.addEventListener("change", function (e) {
+    var t = e.target;
+    if (t.matches && t.matches("[data-select-row]")) {
+      setChecked(t, t.checked);
+      updateBulkCount();
+    } else if (t.matches && t.matches("[data-select-all]")) {
+      rowBoxes().forEach(function (b) { setChecked(b, t.checked); });
+      updateBulkCount();
+    }
+  });
+
+  restoreChecked();
 
   // --- Small form helpers. ---
   document.addEventListener("change", function (e) {

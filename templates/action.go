@@ -16,12 +16,14 @@ type ActionView struct {
 	Payload      string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
-	Result          string
-	Events          []EventView
-	Attempts        []*queue.Action // the other attempts of the intent
-	CanDecide       bool
-	CSRF            string
-	Form            DecisionForm
+	// Diff shows the edit field by field; no Fields when not edited.
+	Diff      DiffView
+	Result    string
+	Events    []EventView
+	Attempts  []*queue.Action // the other attempts of the intent
+	CanDecide bool
+	CSRF      string
+	Form      DecisionForm
 	// Error is shown above everything (a 409: who decided, and when).
 	Error string
 	// Notice confirms what this request did ("Approved.").

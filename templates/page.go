@@ -25,7 +25,7 @@ type Viewer struct {
 // Page is what the layout of every page needs.
 type Page struct {
 	Title string
-	// Nav names the current section: queue, search, tickets, audit, tools,
+	// Nav names the current section: queue, search, tickets, overview, audit, tools,
 	// users or tokens.
 	Nav         string
 	CSRF        string

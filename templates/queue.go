@@ -20,6 +20,8 @@ type QueueView struct {
 	// OpenTickets refreshes the count in the header when the fragment is
 	// reloaded.
 	OpenTickets int64
+	// Bulk is the selection form; its checkboxes show for those who decide.
+	Bulk BulkForm
 }
 
 // QueueRow is one pending action.

@@ -1,0 +1,44 @@
+package web_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// TestEditedFieldsInAPI: the action resource names the fields an approver
+// edited (RFC 6901 pointers, validated against the OpenAPI document by the
+// harness), null for an action approved as submitted, on both stores.
+func TestEditedFieldsInAPI(t *testing.T) {
+	t.Parallel()
+	for _, store := range []struct {
+		name  string
+		start func(*testing.T) *apiEnv
+	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			e := store.start(t)
+			for _, tc := range []struct {
+				customer, edit, want string
+			}{
+				{"c-e1", `{"customer_id":"c-e1","topic":"x","to":"c@example.com","subject":"Hello (edited)","body":"Hi there, Sam"}`, `["/body","/subject"]`},
+				{"c-e2", ``, `null`},
+				{"c-e3", `{"body":"Hi there","subject":"Hello","to":"c@example.com","topic":"x","customer_id":"c-e3"}`, `null`},
+			} {
+				a := e.do(e.base, e.token, "POST", "/api/v1/actions", email(tc.customer, "x")).action(t)
+				if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com",
+					Payload: json.RawMessage(tc.edit)}); err != nil {
+					t.Fatal(err)
+				}
+				r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID, nil)
+				var got struct {
+					EditedFields json.RawMessage `json:"edited_fields"`
+				}
+				if err := json.Unmarshal(r.body, &got); err != nil || string(got.EditedFields) != tc.want {
+					t.Errorf("%s: edited_fields = %s (%v), want %s; body %s", tc.customer, got.EditedFields, err, tc.want, r.body)
+				}
+			}
+		})
+	}
+}

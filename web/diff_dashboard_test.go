@@ -1,0 +1,51 @@
+package web_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/approvals/approvals/accounts"
+)
+
+// TestDashboardShowsEditAsDiff: after an approver edits the subject, the
+// action page shows that field old → new with the words removed and added,
+// and a hostile edit stays text.
+func TestDashboardShowsEditAsDiff(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("ann@example.com", accounts.RoleApprover)
+	ann := d.login("ann@example.com")
+	a := d.submitEmail("diff1", "Your order ships", "Body")
+	edit := `{"customer_id":"diff1","topic":"t","to":"c@example.com","subject":"Your order <script>x()</script> ships today","body":"Body"}`
+	ann.post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}}).wantRedirect(t, "/actions/"+a.ID)
+
+	res := ann.get("/actions/" + a.ID)
+	res.wantStatus(t, http.StatusOK)
+	doc, err := html.Parse(strings.NewReader(res.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var fields []string
+	var ins []string
+	for n := range doc.Descendants() {
+		if attr(n, "data-testid") == "diff-field" {
+			fields = append(fields, attr(n, "data-pointer"))
+		}
+		if n.Type == html.ElementNode && n.Data == "ins" {
+			ins = append(ins, strings.TrimPrefix(textOf(n), "added: "))
+		}
+		if n.Type == html.ElementNode && n.Data == "script" && n.FirstChild != nil {
+			t.Fatalf("inline script on the page: %s", textOf(n))
+		}
+	}
+	if strings.Join(fields, " ") != "/subject" {
+		t.Fatalf("diff rows %q, want /subject:\n%s", fields, truncateBody(res.body))
+	}
+	if got := strings.Join(ins, "|"); got != "<script>x()</script>| today" {
+		t.Fatalf("added words %q", got)
+	}
+}

@@ -1,0 +1,74 @@
+package web_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+)
+
+// TestDashboardOverview: every member of staff sees the numbers and an
+// inline SVG chart with a title, reachable from the navigation, with no
+// script; anonymous visitors are sent to log in.
+func TestDashboardOverview(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("vic@example.com", accounts.RoleViewer)
+	vic := d.login("vic@example.com")
+	a := d.submitEmail("ov1", "Hello", "Body")
+	d.submitEmail("ov2", "Hello", "Body")
+	if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	d.staleTicket("ov-order")
+
+	res := vic.get("/overview")
+	res.wantStatus(t, http.StatusOK)
+	res.wantContains(t, `<a href="/overview" aria-current="page">Overview</a>`)
+	doc, err := html.Parse(strings.NewReader(res.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*html.Node{}
+	rects, titles, hourRows := 0, 0, 0
+	for n := range doc.Descendants() {
+		if id := attr(n, "data-testid"); id != "" {
+			byID[id] = n
+		}
+		if n.Type == html.ElementNode && n.Data == "script" && n.FirstChild != nil {
+			t.Fatalf("inline script: %s", textOf(n))
+		}
+	}
+	for _, id := range []string{"pending-total", "decisions-24h", "open-tickets"} {
+		if n := byID[id]; n == nil || textOf(n) != "1" {
+			t.Errorf("%s = %v, want 1", id, n)
+		}
+	}
+	chart := byID["hourly-chart"]
+	if chart == nil || attr(chart, "role") != "img" {
+		t.Fatalf("no accessible chart:\n%s", truncateBody(res.body))
+	}
+	for n := range chart.Descendants() {
+		switch {
+		case n.Type == html.ElementNode && n.Data == "rect":
+			rects++
+		case n.Type == html.ElementNode && n.Data == "title" && n.Parent == chart:
+			titles++
+		}
+	}
+	for n := range byID["hourly-table"].Descendants() {
+		if n.Type == html.ElementNode && n.Data == "tr" && n.Parent.Data == "tbody" {
+			hourRows++
+		}
+	}
+	if rects != 2*queue.OverviewHours || titles != 1 || hourRows != queue.OverviewHours {
+		t.Errorf("chart: %d bars, %d titles, %d table rows; want %d, 1, %d", rects, titles, hourRows, 2*queue.OverviewHours, queue.OverviewHours)
+	}
+	if got := d.anonymous().get("/overview"); got.status != http.StatusSeeOther || !strings.HasPrefix(got.header.Get("Location"), "/login") {
+		t.Errorf("anonymous: %d %s", got.status, got.header.Get("Location"))
+	}
+}
