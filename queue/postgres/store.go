@@ -137,17 +137,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Migrate applies the embedded migrations under a PostgreSQL advisory lock.
-// The lock is keyed by the schema, so processes starting on one schema
-// queue behind each other while other schemas (tests) migrate in parallel.
-func Migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	schema, err := currentSchema(ctx, pool)
-	if err != nil {
-		return fmt.Errorf("migrations: %w", err)
-	}
-	return migrateSchema(ctx, pool, schema)
-}
-
 func currentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var schema string
 	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
@@ -156,6 +145,10 @@ func currentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	return schema, nil
 }
 
+// migrateSchema applies the embedded migrations under a PostgreSQL
+// advisory lock. The lock is keyed by the schema, so processes starting on
+// one schema queue behind each other while other schemas (tests) migrate in
+// parallel.
 func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()
