@@ -11,8 +11,6 @@ import (
 	"github.com/approvals/approvals/accounts"
 )
 
-const userSelect = `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users`
-
 func scanUser(row rowScanner) (*accounts.User, error) {
 	var u accounts.User
 	var role string
@@ -69,17 +67,17 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 
 // UserGetByEmail implements accounts.Store.
 func (s *Store) UserGetByEmail(ctx context.Context, email string) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, userSelect+` WHERE lower(email) = lower($1)`, email))
+	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users WHERE lower(email) = lower($1)`, email))
 }
 
 // UserGetByID implements accounts.Store.
 func (s *Store) UserGetByID(ctx context.Context, id int64) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, userSelect+` WHERE id = $1`, id))
+	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users WHERE id = $1`, id))
 }
 
 // UserList implements accounts.Store.
 func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
-	rows, err := s.pool.Query(ctx, userSelect+` ORDER BY email`)
+	rows, err := s.pool.Query(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users ORDER BY email`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}

@@ -52,35 +52,10 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $
 
 // EventList implements queue.Store.
 func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue.Event, error) {
-	var (
-		where []string
-		args  sqlArgs
-	)
-	arg := args.add
-	if p.ActionID != "" {
-		if !queue.ValidID(p.ActionID) {
-			return nil, nil
-		}
-		where = append(where, "action_id = "+arg(p.ActionID))
+	if p.ActionID != "" && !queue.ValidID(p.ActionID) {
+		return nil, nil
 	}
-	if p.Kind != "" {
-		where = append(where, "kind = "+arg(p.Kind))
-	}
-	if p.Actor != "" {
-		where = append(where, "actor = "+arg(p.Actor))
-	}
-	if p.BeforeID > 0 {
-		where = append(where, "id < "+arg(p.BeforeID))
-	}
-	q := `SELECT id, action_id::text, kind, actor, channel, at, data FROM events`
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q += " ORDER BY id DESC LIMIT " + arg(limit)
+	q, args := eventListSQL(p)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list events: %w", err)
@@ -98,4 +73,39 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 		out = append(out, ev)
 	}
 	return out, rows.Err()
+}
+
+// eventListSelect is what eventListSQL adds its WHERE clause to.
+const eventListSelect = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events`
+
+// eventListSQL builds EventList's statement from the filters p sets
+// (testdata/event_list.golden).
+func eventListSQL(p queue.EventListParams) (string, []any) {
+	var (
+		where []string
+		args  sqlArgs
+	)
+	arg := args.add
+	if p.ActionID != "" {
+		where = append(where, "action_id = "+arg(p.ActionID))
+	}
+	if p.Kind != "" {
+		where = append(where, "kind = "+arg(p.Kind))
+	}
+	if p.Actor != "" {
+		where = append(where, "actor = "+arg(p.Actor))
+	}
+	if p.BeforeID > 0 {
+		where = append(where, "id < "+arg(p.BeforeID))
+	}
+	q := eventListSelect
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += "\nORDER BY id DESC LIMIT " + arg(limit)
+	return q, args
 }

@@ -63,3 +63,14 @@ func (s *Store) Batcher() *TestBatcher { return &TestBatcher{s.batch} }
 func (s *Store) ReplayLookups() (found, missed int64, hinted int) {
 	return s.found.Load(), s.missed.Load(), s.hint.size()
 }
+
+// MigrateSchema is what Open runs before it starts: the migrations of the
+// pool's current schema, under the advisory lock. Tests race it on pools
+// that are already connected, so that the callers overlap.
+func MigrateSchema(ctx context.Context, pool *pgxpool.Pool) error {
+	schema, err := currentSchema(ctx, pool)
+	if err != nil {
+		return err
+	}
+	return migrateSchema(ctx, pool, schema)
+}

@@ -145,6 +145,10 @@ func currentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	return schema, nil
 }
 
+// migrateSchema applies the embedded migrations under a PostgreSQL
+// advisory lock. The lock is keyed by the schema, so processes starting on
+// one schema queue behind each other while other schemas (tests) migrate in
+// parallel.
 func migrateSchema(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	db := stdlib.OpenDBFromPool(pool)
 	defer db.Close()

@@ -12,7 +12,27 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-const ticketSelect = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note FROM tickets t`
+// The statements that read tickets return the columns scanTicket reads.
+
+const ticketGetByIDSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM tickets t WHERE t.id = $1`
+
+// ticketLockSQL reads a ticket and locks it; the action's row must be
+// locked first (ticketLockActionSQL).
+const ticketLockSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM tickets t WHERE t.id = $1 FOR UPDATE`
+
+// ticketLockActionSQL locks the action of a ticket: every path that
+// changes an action and its tickets locks the action first, then the
+// ticket, so that they never wait for each other in a circle.
+const ticketLockActionSQL = `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`
+
+const ticketOpenConflictGetSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM tickets t WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open'`
+
+// ticketListSelect is what ticketListSQL adds its WHERE clause to.
+const ticketListSelect = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM tickets t`
 
 func scanTicket(row rowScanner) (*queue.Ticket, error) {
 	var (
@@ -46,10 +66,11 @@ func collectTickets(rows pgx.Rows) ([]*queue.Ticket, error) {
 	return out, rows.Err()
 }
 
-// TicketOpenStale implements queue.Store. The partial unique index
-// tickets_one_open makes concurrent sweeps open one ticket, not several.
-func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*queue.Ticket, error) {
-	rows, err := s.pool.Query(ctx, `
+// ticketOpenStaleSQL opens a stale ticket for up to $2 in_progress actions
+// whose claim deadline is at or before $1 and that have no open one. The
+// partial unique index tickets_one_open makes concurrent sweeps open one
+// ticket, not several.
+const ticketOpenStaleSQL = `
 WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
@@ -67,7 +88,11 @@ WITH due AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
 )
-SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`, now, limit)
+SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`
+
+// TicketOpenStale implements queue.Store.
+func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*queue.Ticket, error) {
+	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, now, limit)
 	if err != nil {
 		return nil, fmt.Errorf("open stale tickets: %w", err)
 	}
@@ -78,6 +103,13 @@ SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_
 	return out, nil
 }
 
+// ticketOpenConflictSQL opens a conflict ticket for action $1 unless one
+// is open (tickets_one_open); then it returns no row and the caller reads
+// the open one (ticketOpenConflictGetSQL).
+const ticketOpenConflictSQL = `INSERT INTO tickets (id, action_id, kind, state, opened_at) VALUES (gen_random_uuid(), $1, 'conflict', 'open', $2)
+ON CONFLICT DO NOTHING
+RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`
+
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
 	if !queue.ValidID(actionID) {
@@ -86,7 +118,7 @@ func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now tim
 	var t *queue.Ticket
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		// Lock order: the action, then its tickets.
-		tag, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, actionID)
+		tag, err := tx.Exec(ctx, ticketLockActionSQL, actionID)
 		if err != nil {
 			return err
 		}
@@ -97,12 +129,9 @@ func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now tim
 			actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
 			return err
 		}
-		t, err = scanTicket(tx.QueryRow(ctx, `
-INSERT INTO tickets (id, action_id, kind, state, opened_at) VALUES (gen_random_uuid(), $1, 'conflict', 'open', $2)
-ON CONFLICT DO NOTHING
-RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`, actionID, now))
+		t, err = scanTicket(tx.QueryRow(ctx, ticketOpenConflictSQL, actionID, now))
 		if errors.Is(err, pgx.ErrNoRows) {
-			t, err = scanTicket(tx.QueryRow(ctx, ticketSelect+` WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open'`, actionID))
+			t, err = scanTicket(tx.QueryRow(ctx, ticketOpenConflictGetSQL, actionID))
 			return err
 		}
 		if err != nil {
@@ -126,7 +155,7 @@ func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, er
 	if !queue.ValidID(id) {
 		return nil, queue.TicketNotFound(id)
 	}
-	t, err := scanTicket(s.pool.QueryRow(ctx, ticketSelect+` WHERE t.id = $1`, id))
+	t, err := scanTicket(s.pool.QueryRow(ctx, ticketGetByIDSQL, id))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.TicketNotFound(id)
 	}
@@ -138,29 +167,10 @@ func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, er
 
 // TicketList implements queue.Store.
 func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*queue.Ticket, error) {
-	var (
-		where []string
-		args  sqlArgs
-	)
-	arg := args.add
-	if p.State != "" {
-		where = append(where, "t.state = "+arg(string(p.State)))
+	if p.ActionID != "" && !queue.ValidID(p.ActionID) {
+		return nil, nil
 	}
-	if p.ActionID != "" {
-		if !queue.ValidID(p.ActionID) {
-			return nil, nil
-		}
-		where = append(where, "t.action_id = "+arg(p.ActionID))
-	}
-	q := ticketSelect
-	if len(where) > 0 {
-		q += " WHERE " + strings.Join(where, " AND ")
-	}
-	limit := p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	q += " ORDER BY t.opened_at, t.id LIMIT " + arg(limit)
+	q, args := ticketListSQL(p)
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list tickets: %w", err)
@@ -172,15 +182,48 @@ func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*qu
 	return out, nil
 }
 
+// ticketListSQL builds TicketList's statement from the filters p sets
+// (testdata/ticket_list.golden).
+func ticketListSQL(p queue.TicketListParams) (string, []any) {
+	var (
+		where []string
+		args  sqlArgs
+	)
+	arg := args.add
+	if p.State != "" {
+		where = append(where, "t.state = "+arg(string(p.State)))
+	}
+	if p.ActionID != "" {
+		where = append(where, "t.action_id = "+arg(p.ActionID))
+	}
+	q := ticketListSelect
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += "\nORDER BY t.opened_at, t.id LIMIT " + arg(limit)
+	return q, args
+}
+
+const ticketCountOpenSQL = `SELECT count(*) FROM tickets WHERE state = 'open'`
+
 // TicketCountOpen implements queue.Store.
 func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM tickets WHERE state = 'open'`).Scan(&n)
+	err := s.pool.QueryRow(ctx, ticketCountOpenSQL).Scan(&n)
 	if err != nil {
 		return 0, fmt.Errorf("count open tickets: %w", err)
 	}
 	return n, nil
 }
+
+// ticketResolveActionSQL gives a stale claim the outcome an operator
+// found, if it is still in progress.
+const ticketResolveActionSQL = `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
+WHERE id = $1 AND state = 'in_progress'`
 
 // TicketResolve implements queue.Store.
 func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (*queue.Action, *queue.Ticket, error) {
@@ -191,10 +234,10 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 	var notOpen bool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
 		// Lock order: the action first, then the ticket, as every other path.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`, t.ActionID); err != nil {
+		if _, err := tx.Exec(ctx, ticketLockActionSQL, t.ActionID); err != nil {
 			return err
 		}
-		cur, err := scanTicket(tx.QueryRow(ctx, ticketSelect+` WHERE t.id = $1 FOR UPDATE`, p.TicketID))
+		cur, err := scanTicket(tx.QueryRow(ctx, ticketLockSQL, p.TicketID))
 		if err != nil {
 			return err
 		}
@@ -212,8 +255,7 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			// No row updated: the action finished meanwhile (a late report
 			// that raced the sweep). The operator's finding is recorded
 			// below and no state changes.
-			if _, err := tx.Exec(ctx, `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
-WHERE id = $1 AND state = 'in_progress'`, t.ActionID, string(p.Outcome), result, errText, p.Now); err != nil {
+			if _, err := tx.Exec(ctx, ticketResolveActionSQL, t.ActionID, string(p.Outcome), result, errText, p.Now); err != nil {
 				return err
 			}
 		}

@@ -147,6 +147,68 @@ func TestTwoStoresOneFile(t *testing.T) {
 	}
 }
 
+// Two stores on one file are two processes' worth of writers: each has its
+// own write connection, so submissions of one intent overlap in SQLite
+// itself (within one store the single write connection would serialise
+// them in Go). Only the schema's partial unique index and the immediate
+// transactions keep the intent to one holder.
+func TestOneIntentTwoStoresOneFile(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a.db")
+	stores := []*Store{openTestStore(t, path), openTestStore(t, path)}
+	for _, class := range []classify.Class{classify.ExactlyOnce, classify.AtMostOnce} {
+		const n = 40
+		key := "one:" + string(class)
+		holders := make([]*queue.Action, n)
+		created := make([]bool, n)
+		errs := make([]error, n)
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				<-start
+				now := t0.Add(time.Duration(i) * time.Millisecond)
+				a := claim(key, now)
+				if class == classify.AtMostOnce {
+					a.Class, a.State, a.ClaimedAt = class, queue.StatePending, nil
+				}
+				holders[i], created[i], _, errs[i] = stores[i%2].ActionSubmit(t.Context(), a, submitEvent(a))
+			})
+		}
+		close(start)
+		wg.Wait()
+		winner := -1
+		for i := range n {
+			if errs[i] != nil {
+				t.Fatalf("%s: submitter %d (store %d): %v", class, i, i%2, errs[i])
+			}
+			if created[i] {
+				if winner >= 0 {
+					t.Fatalf("%s: submitters %d and %d both created an action", class, winner, i)
+				}
+				winner = i
+			}
+		}
+		if winner < 0 {
+			t.Fatalf("%s: nobody created the action", class)
+		}
+		for i := range n {
+			if holders[i].ID != holders[winner].ID {
+				t.Fatalf("%s: submitter %d (store %d) sees holder %s, want %s", class, i, i%2, holders[i].ID, holders[winner].ID)
+			}
+		}
+		for i, s := range stores {
+			list, err := s.ActionList(t.Context(), queue.ActionListParams{IntentKey: key, Limit: 100})
+			if err != nil {
+				t.Fatalf("list through store %d: %v", i, err)
+			}
+			if len(list) != 1 || list[0].Attempt != 1 {
+				t.Fatalf("%s: store %d lists %d actions for the intent, want one (attempt 1)", class, i, len(list))
+			}
+		}
+	}
+}
+
 // Close releases long-polls waiting on a subscription.
 func TestCloseReleasesSubscribers(t *testing.T) {
 	t.Parallel()

@@ -60,6 +60,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Concurrency", concurrencyTests},
 		{"Bulk", bulkTests},
 		{"Overview", overviewTests},
+		{"LockOrder", lockOrderTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

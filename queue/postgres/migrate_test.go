@@ -1,0 +1,175 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/migrations"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+)
+
+// Three server processes started at once on a fresh schema: one applies
+// the migrations under the advisory lock while the others wait, then all
+// start, and the schema is exactly what one process alone builds. Opening
+// takes about as long as migrating, so racing Open itself leaves the
+// migrations overlapping only now and then: the three race the migration
+// step of Open on pools that are already connected, then open.
+func TestMigrationsFromThreeProcessesAtOnce(t *testing.T) {
+	t.Parallel()
+	ref := describeSchema(t, pgtest.Open(t).Pool())
+	if !strings.Contains(ref, "CREATE UNIQUE INDEX actions_held_intent ON actions") {
+		t.Fatalf("the description of a migrated schema misses the held-intent index:\n%s", ref)
+	}
+	for round := range 4 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			t.Parallel()
+			migrateThreeAtOnce(t, ref)
+		})
+	}
+}
+
+func migrateThreeAtOnce(t *testing.T, wantSchema string) {
+	u := pgtest.URL(t)
+	const n = 3
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	pools := make([]*pgxpool.Pool, n)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		if err := p.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pools[i] = p
+	}
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = postgres.MigrateSchema(ctx, pools[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: migrate: %v", i, err)
+		}
+	}
+
+	// Each migration applied once: goose records every application.
+	want, err := fs.Glob(migrations.Postgres(), "*.sql")
+	if err != nil || len(want) == 0 {
+		t.Fatalf("embedded migrations: %v %v", want, err)
+	}
+	rows, err := pools[0].Query(ctx,
+		`SELECT version_id, count(*) FROM goose_db_version WHERE version_id > 0 GROUP BY version_id ORDER BY version_id`)
+	if err != nil {
+		t.Fatalf("read goose_db_version: %v", err)
+	}
+	var applied []string
+	for rows.Next() {
+		var v, count int64
+		if err := rows.Scan(&v, &count); err != nil {
+			t.Fatal(err)
+		}
+		if count != 1 {
+			t.Errorf("migration %d recorded %d times", v, count)
+		}
+		applied = append(applied, fmt.Sprint(v))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != len(want) {
+		t.Fatalf("applied migrations %v, want one per file of %v", applied, want)
+	}
+	// The schema is the one a lone process builds.
+	if got := describeSchema(t, pools[0]); got != wantSchema {
+		t.Fatalf("schema built by three processes differs from one built alone:\n%s\nwant:\n%s", got, wantSchema)
+	}
+
+	// All three start on it, at once, and work: a claim made through one
+	// is held for the others.
+	stores := make([]*postgres.Store, n)
+	start = make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = postgres.Open(ctx, u, postgres.Options{MaxConns: 4})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if stores[i] != nil {
+			t.Cleanup(func() { _ = stores[i].Close() })
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: open: %v", i, err)
+		}
+	}
+	now := time.Date(2031, time.March, 14, 9, 0, 0, 0, time.UTC)
+	for i, s := range stores {
+		a := &queue.Action{ID: queue.NewID(now), Tool: "issue_refund", Class: classify.ExactlyOnce, IntentKey: "migrated",
+			State: queue.StateInProgress, Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:test", CreatedAt: now,
+			ClaimedAt: &now, Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
+		_, created, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: a.RequestedBy, At: now})
+		if err != nil {
+			t.Fatalf("process %d: submit: %v", i, err)
+		}
+		if created != (i == 0) {
+			t.Fatalf("process %d: created %v, want %v", i, created, i == 0)
+		}
+	}
+}
+
+// describeSchema lists the current schema's columns, constraints and
+// indexes, with the schema's name left out so two schemas compare.
+func describeSchema(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+FROM information_schema.columns WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+UNION ALL
+SELECT 'index ' || replace(indexdef, current_schema() || '.', '')
+FROM pg_indexes WHERE schemaname = current_schema()
+ORDER BY 1`)
+	if err != nil {
+		t.Fatalf("describe schema: %v", err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
