@@ -366,7 +366,12 @@ func TestTLS(t *testing.T) {
 			}
 			got := m.delivered()
 			if len(got) != 1 || !got[0].tls || got[0].user != "user" {
-				t.Fatalf("delivered %+v, want one message over TLS after AUTH", got)
+				t.Fatalf("delivered %d messages (first: tls=%v user=%q), want one over TLS after AUTH", len(got), len(got) > 0 && got[0].tls, func() string {
+					if len(got) == 0 {
+						return ""
+					}
+					return got[0].user
+				}())
 			}
 		})
 	}
