@@ -32,6 +32,12 @@ type message struct {
 	Blocks []slackapi.Block
 }
 
+// options are the message as slack-go sends it. The fallback text is escaped like the
+// blocks: Slack reads mrkdwn there too, and a payload's "<!channel>" would ping everyone.
+func (m message) options() []slackapi.MsgOption {
+	return []slackapi.MsgOption{slackapi.MsgOptionText(m.Text, true), slackapi.MsgOptionBlocks(m.Blocks...)}
+}
+
 // render builds the message for n from the action as it is now: with buttons while it is
 // pending, else saying who decided what (the buttons are gone).
 func (c *Client) render(n queue.Notification) message {

@@ -131,8 +131,7 @@ func (c *Client) Notify(ctx context.Context, n queue.Notification) error {
 // post sends a new message for n; record keeps its ts for later updates.
 func (c *Client) post(ctx context.Context, channel string, n queue.Notification, record bool) error {
 	m := c.render(n)
-	gotChannel, ts, err := c.api.PostMessageContext(ctx, channel,
-		slackapi.MsgOptionText(m.Text, false), slackapi.MsgOptionBlocks(m.Blocks...))
+	gotChannel, ts, err := c.api.PostMessageContext(ctx, channel, m.options()...)
 	if err := apiError("chat.postMessage", err); err != nil {
 		return err
 	}
@@ -175,8 +174,7 @@ func (c *Client) update(ctx context.Context, channel string, n queue.Notificatio
 	// Every message is rewritten on every try: chat.update is idempotent, so a retry after a
 	// failure part-way through does no harm.
 	for _, sm := range mine {
-		_, ts, _, err := c.api.UpdateMessageContext(ctx, sm.Channel, sm.TS,
-			slackapi.MsgOptionText(m.Text, false), slackapi.MsgOptionBlocks(m.Blocks...))
+		_, ts, _, err := c.api.UpdateMessageContext(ctx, sm.Channel, sm.TS, m.options()...)
 		if err := apiError("chat.update", err); err != nil {
 			return err
 		}

@@ -79,7 +79,7 @@ func TestPendingPostsMessageWithButtons(t *testing.T) {
 	if p.Form.Get("channel") != channelID {
 		t.Fatalf("channel %q", p.Form.Get("channel"))
 	}
-	if text := p.Form.Get("text"); text != "Approval needed: send_customer_email: Refund <!channel> & more" {
+	if text := p.Form.Get("text"); text != "Approval needed: send_customer_email: Refund &lt;!channel&gt; &amp; more" {
 		t.Fatalf("fallback text %q", text)
 	}
 	want := []string{"approve=" + a.ID, "reject=" + a.ID, "request_changes=" + a.ID}
