@@ -116,8 +116,14 @@ func resultText(res *mcp.CallToolResult) string {
 	return strings.Join(parts, "\n")
 }
 
-// reportLost tells the supervisor that cs broke, without waiting for it.
+// reportLost marks the upstream down at once, so that no other call is sent over the broken
+// session, and tells the supervisor to reconnect.
 func reportLost(c *conn, cs *mcp.ClientSession) {
+	c.mu.Lock()
+	if c.session == cs {
+		c.session, c.down = nil, "connection lost during a call; reconnecting"
+	}
+	c.mu.Unlock()
 	select {
 	case c.lost <- cs:
 	default: // a report is pending; the supervisor reconnects anyway

@@ -190,8 +190,12 @@ func (m *Manager) serve(c *conn, cs *mcp.ClientSession) string {
 			if lostSession != cs {
 				continue
 			}
-			_ = cs.Close()
-			<-ended
+			// Closing a session whose peer vanished can take seconds (the HTTP client
+			// says goodbye to a server that is gone); reconnect meanwhile.
+			m.wg.Go(func() {
+				_ = cs.Close()
+				<-ended
+			})
 			return "connection lost during a call"
 		case <-c.relist:
 			ctx, cancel := context.WithTimeout(m.ctx, m.opts.ConnectTimeout)
@@ -250,7 +254,9 @@ func (m *Manager) connect(c *conn) (*mcp.ClientSession, []classify.UpstreamTool,
 			base = http.DefaultTransport
 		}
 		hc.Transport = &headerTransport{headers: c.cfg.Headers, base: base}
-		transport = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &hc}
+		// MaxRetries -1: a dropped stream ends the session at once and the supervisor
+		// reconnects, rather than the SDK trying to resume it for seconds meanwhile.
+		transport = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &hc, MaxRetries: -1}
 	} else {
 		// Not exec.CommandContext: the process must outlive this attempt's deadline.
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)

@@ -1,17 +1,18 @@
 package upstream
 
 import (
-	"errors"
-	"strconv"
-	"syscall"
+	"context"
 	"encoding/json"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -67,7 +68,7 @@ func toolNames(l classify.UpstreamListing) []string {
 }
 
 // startHTTPUpstream serves the test upstream over Streamable HTTP, requiring the bearer token.
-func startHTTPUpstream(t *testing.T, token string) (*httptest.Server, *counter) {
+func startHTTPUpstream(t *testing.T, token string) (*httptest.Server, *counter, *mcp.Server) {
 	t.Helper()
 	calls := newCounter()
 	release := make(chan struct{})
@@ -82,14 +83,17 @@ func startHTTPUpstream(t *testing.T, token string) (*httptest.Server, *counter) 
 	}))
 	t.Cleanup(func() {
 		close(release) // no handler outlives the test
+		// Streams of sessions whose client vanished (TestHTTPKilledMidCallIsUnknown) would
+		// hold Close for seconds.
+		ts.CloseClientConnections()
 		ts.Close()
 	})
-	return ts, calls
+	return ts, calls, srv
 }
 
 func TestCallOutcomesHTTP(t *testing.T) {
 	t.Parallel()
-	ts, calls := startHTTPUpstream(t, "s3cret")
+	ts, calls, _ := startHTTPUpstream(t, "s3cret")
 	ups := parseUpstreams(t, `
 upstreams:
   crm:
@@ -143,7 +147,7 @@ upstreams:
 
 func TestHTTPKilledMidCallIsUnknown(t *testing.T) {
 	t.Parallel()
-	ts, calls := startHTTPUpstream(t, "t")
+	ts, calls, _ := startHTTPUpstream(t, "t")
 	ups := parseUpstreams(t, "upstreams:\n  crm:\n    url: "+ts.URL+"\n    headers: { Authorization: Bearer t }\n    timeout: 60s\n", nil)
 	opts, ch := changes(Options{MinBackoff: 10 * time.Millisecond})
 	m := Start(t.Context(), ups, opts)
@@ -176,7 +180,7 @@ func TestUpstreamDownAtStart(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	_ = l.Close() // nothing listens here now
-	ts, _ := startHTTPUpstream(t, "right")
+	ts, _, _ := startHTTPUpstream(t, "right")
 	ups := parseUpstreams(t, `
 upstreams:
   gone:
@@ -273,4 +277,23 @@ upstreams:
 	if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 		t.Fatalf("upstream process %d after Close: kill -0 = %v; want it gone", pid, err)
 	}
+}
+
+// TestHTTPToolListChanged: a tool the upstream adds while connected is listed, without a
+// reconnect, because the upstream says its list changed.
+func TestHTTPToolListChanged(t *testing.T) {
+	t.Parallel()
+	ts, _, srv := startHTTPUpstream(t, "t")
+	ups := parseUpstreams(t, "upstreams:\n  crm:\n    url: "+ts.URL+"\n    headers: { Authorization: Bearer t }\n", nil)
+	opts, ch := changes(Options{})
+	m := Start(t.Context(), ups, opts)
+	t.Cleanup(func() { _ = m.Close() })
+	if l := m.Listings()["crm"]; l.Unavailable != "" || slices.Contains(toolNames(l), "late") {
+		t.Fatalf("listing = %+v", l)
+	}
+	srv.AddTool(&mcp.Tool{Name: "late", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{}, nil
+		})
+	waitListing(t, m, ch, "crm", func(l classify.UpstreamListing) bool { return slices.Contains(toolNames(l), "late") })
 }
