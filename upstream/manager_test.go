@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -296,4 +298,30 @@ func TestHTTPToolListChanged(t *testing.T) {
 			return &mcp.CallToolResult{}, nil
 		})
 	waitListing(t, m, ch, "crm", func(l classify.UpstreamListing) bool { return slices.Contains(toolNames(l), "late") })
+}
+
+// TestCallErrorClassification pins the rule for errors the SDK returns: only an error the
+// upstream answered means the tool did not run; codes the SDK makes up on our side, and
+// everything else, leave the effect unknown.
+func TestCallErrorClassification(t *testing.T) {
+	t.Parallel()
+	m := &Manager{}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want Kind
+	}{
+		{"upstream error", fmt.Errorf("calling: %w", &jsonrpc.Error{Code: -32000, Message: "no"}), Failed},
+		{"invalid params", &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: "unknown tool"}, Failed},
+		{"rejected by transport", fmt.Errorf("sending: %w: EOF", &jsonrpc.Error{Code: codeRejected, Message: "rejected by transport"}), Unknown},
+		{"client closing", &jsonrpc.Error{Code: codeClientClosing, Message: "client is closing"}, Unknown},
+		{"server closing", &jsonrpc.Error{Code: codeServerClosing, Message: "server is closing"}, Unknown},
+		{"connection closed", fmt.Errorf("%w: calling: EOF", mcp.ErrConnectionClosed), Unknown},
+		{"anything else", errors.New("unexpected EOF"), Unknown},
+	} {
+		c := &conn{cfg: classify.Upstream{Name: "crm", Timeout: time.Second}, lost: make(chan *mcp.ClientSession, 1)}
+		if got := m.callError(c, nil, t.Context(), t.Context(), tc.err); got.Kind != tc.want {
+			t.Errorf("%s: %s (%s), want %s", tc.name, got.Kind, got.Error, tc.want)
+		}
+	}
 }
