@@ -288,6 +288,10 @@ func (r *Registry) checkUpstreamTools() []error {
 			errs = append(errs, fmt.Errorf("tool %q: has both a webhook executor and upstream %q; a tool is executed one way", name, t.Upstream))
 			continue
 		}
+		if t.ClaimTimeout <= u.Timeout {
+			errs = append(errs, claimTooShort(name, t.ClaimTimeout, u))
+			continue
+		}
 		if t.UpstreamTool == "" {
 			t.UpstreamTool = strings.TrimPrefix(name, u.Prefix)
 		}
@@ -310,6 +314,11 @@ func (r *Registry) importersOf(name string) []string {
 		}
 	}
 	return out
+}
+
+// claimTooShort is the error for a tool whose claim would go stale while a call is running.
+func claimTooShort(name string, claim time.Duration, u Upstream) error {
+	return fmt.Errorf("tool %q: claim_timeout %s must be longer than upstream %s's timeout %s, so a call ends before its claim goes stale; set claim_timeout in a tools: entry", name, claim, u.Name, u.Timeout)
 }
 
 // UpstreamTool is one tool as an upstream MCP server lists it.
@@ -384,6 +393,8 @@ func (r *Registry) Import(listings map[string]UpstreamListing) (*Registry, error
 			}
 			existing, ok := out.tools[name]
 			switch {
+			case !ok && DefaultClaimTimeout <= u.Timeout:
+				errs = append(errs, claimTooShort(name, DefaultClaimTimeout, u))
 			case !ok:
 				out.tools[name] = Tool{Name: name, Registered: true, ClaimTimeout: DefaultClaimTimeout,
 					ExpiresAfter: DefaultExpiresAfter, Upstream: uname, UpstreamTool: uTool}

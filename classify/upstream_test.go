@@ -84,6 +84,7 @@ func TestParseUpstreamErrors(t *testing.T) {
 		{"empty command", "upstreams:\n  f:\n    command: []\n", []string{`upstream "f"`, `"command"`, "non-empty list"}},
 		{"unknown upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm2\n", []string{`tool "x"`, `"upstream"`, `"crm2"`, "known upstreams: crm"}},
 		{"upstream_tool alone", "tools:\n  x:\n    upstream_tool: y\n", []string{`tool "x"`, `"upstream_tool"`, "no upstream"}},
+		{"claim shorter than call", "upstreams:\n  crm:\n    url: http://h/\n    timeout: 2m\ntools:\n  x:\n    upstream: crm\n    claim_timeout: 1m\n", []string{`tool "x"`, "claim_timeout 1m0s must be longer than upstream crm's timeout 2m0s"}},
 		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/ }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
 	}
 	for _, tc := range tests {
@@ -218,6 +219,9 @@ func TestImportCollisions(t *testing.T) {
 		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/ }\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}},
 			[]string{`tool "a_send"`, "defined in the tools file", "imported from upstream a tool send"}},
+		{"default claim shorter than call", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    timeout: 10m\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "slow"}}}},
+			[]string{`tool "a_slow"`, "claim_timeout 5m0s must be longer than upstream a's timeout 10m0s"}},
 		{"reserved name", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    prefix: \"\"\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "get_action"}}}},
 			[]string{`tool "get_action"`, "imported from upstream a tool get_action", "MCP endpoint's own tools"}},
