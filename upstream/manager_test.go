@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -323,5 +324,39 @@ func TestCallErrorClassification(t *testing.T) {
 		if got := m.callError(c, nil, t.Context(), t.Context(), tc.err); got.Kind != tc.want {
 			t.Errorf("%s: %s (%s), want %s", tc.name, got.Kind, got.Error, tc.want)
 		}
+	}
+}
+
+// TestStdioUpstreamRetriedUntilItStarts: an upstream that cannot start is unavailable, with
+// the reason, and is retried in the background until it comes up.
+func TestStdioUpstreamRetriedUntilItStarts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ready := filepath.Join(dir, "ready")
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ups := parseUpstreams(t, `
+upstreams:
+  files:
+    command: [`+exe+`, -test.run=^$]
+    env: { `+envServer+`: stdio, `+envCallsFile+`: "${CALLS}", `+envReadyFile+`: "${READY}" }
+`, map[string]string{"CALLS": filepath.Join(dir, "calls"), "READY": ready})
+	opts, ch := changes(Options{MinBackoff: 10 * time.Millisecond, MaxBackoff: 50 * time.Millisecond, Stderr: io.Discard})
+	m := Start(t.Context(), ups, opts)
+	t.Cleanup(func() { _ = m.Close() })
+	if l := m.Listings()["files"]; l.Unavailable == "" {
+		t.Fatalf("listing = %+v; want unavailable while the process exits at once", l)
+	}
+	if o := m.Call(t.Context(), "files", "echo", nil); o.Kind != NotSent || !o.Unavailable {
+		t.Fatalf("Call while down = %+v; want not_sent, unavailable", o)
+	}
+	if err := os.WriteFile(ready, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitListing(t, m, ch, "files", func(l classify.UpstreamListing) bool { return l.Unavailable == "" })
+	if o := m.Call(t.Context(), "files", "echo", nil); o.Kind != Done {
+		t.Fatalf("Call after start = %+v", o)
 	}
 }

@@ -21,6 +21,7 @@ const (
 	envServer    = "UPSTREAM_TEST_SERVER"     // "stdio": this process is the upstream
 	envCallsFile = "UPSTREAM_TEST_CALLS_FILE" // the stdio upstream appends each call's tool name here
 	envToolsFile = "UPSTREAM_TEST_TOOLS_FILE" // holding "v2", the stdio upstream lists one more tool
+	envReadyFile = "UPSTREAM_TEST_READY_FILE" // if set, the stdio upstream exits at once until this file exists
 )
 
 func TestMain(m *testing.M) {
@@ -99,6 +100,12 @@ func newTestServer(record func(string), release <-chan struct{}) *mcp.Server {
 
 // runStdioServer serves the upstream over stdin/stdout and exits when stdin closes.
 func runStdioServer() {
+	if ready := os.Getenv(envReadyFile); ready != "" {
+		if _, err := os.Stat(ready); err != nil {
+			fmt.Fprintln(os.Stderr, "stdio upstream: not ready")
+			os.Exit(1)
+		}
+	}
 	record := func(name string) {
 		f, err := os.OpenFile(os.Getenv(envCallsFile), os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o600)
 		if err != nil {
