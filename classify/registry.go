@@ -22,6 +22,8 @@ type Options struct {
 	// WebhookSecretSet says APPROVALS_WEBHOOK_SECRET is set; a webhook tool without it is an
 	// invalid file, because its deliveries could not be signed.
 	WebhookSecretSet bool
+	// LookupEnv resolves ${VAR} in upstream headers and env; nil means os.LookupEnv.
+	LookupEnv func(string) (string, bool)
 }
 
 // Registry is the set of tools from one tools file.
@@ -29,6 +31,10 @@ type Registry struct {
 	Hash  string // hex SHA-256 of the file bytes; "" for Empty
 	tools map[string]Tool
 	names []string // sorted
+	// upstreams are the MCP servers of the file, by name; explicit holds, per tool of the
+	// file, the keys it sets, which an upstream's definition of the tool must not override.
+	upstreams map[string]Upstream
+	explicit  map[string][]string
 }
 
 // Empty is the registry of a server without a tools file: every tool is Unregistered.
@@ -84,7 +90,7 @@ func prefixErrors(prefix string, err error) error {
 }
 
 // toolKeys are the keys of a tool definition, in the order the error message lists them.
-var toolKeys = []string{"annotations", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema"}
+var toolKeys = []string{"annotations", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema", "upstream", "upstream_tool"}
 
 // reservedNames are the MCP endpoint's own tools; a registered tool of the same name would
 // hide one of them.
@@ -99,7 +105,7 @@ func Reserved(name string) bool { return slices.Contains(reservedNames, name) }
 // such as "clas:" must not silently turn a refund into an at-most-once tool.
 func Parse(data []byte, opts Options) (*Registry, error) {
 	sum := sha256.Sum256(data)
-	r := &Registry{Hash: hex.EncodeToString(sum[:]), tools: map[string]Tool{}}
+	r := &Registry{Hash: hex.EncodeToString(sum[:]), tools: map[string]Tool{}, upstreams: map[string]Upstream{}, explicit: map[string][]string{}}
 
 	// Strictness comes from walking the node tree (toolParser.mapping) rather than from
 	// Decoder.KnownFields: its errors name a line and a Go type, ours the tool and the key.
@@ -122,28 +128,44 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf(`line %d: expected a top-level "tools:" mapping, found %s`, root.Line, nodeKind(root))
 	}
-	var toolsNode *yaml.Node
+	var toolsNode, upstreamsNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
+		if k.Value == "upstreams" {
+			if upstreamsNode != nil {
+				return nil, fmt.Errorf(`line %d: key "upstreams" appears twice`, k.Line)
+			}
+			upstreamsNode = resolveAlias(root.Content[i+1])
+			continue
+		}
 		if k.Value != "tools" {
-			return nil, fmt.Errorf(`line %d: unknown top-level key %q; the file has one key, "tools"`, k.Line, k.Value)
+			return nil, fmt.Errorf(`line %d: unknown top-level key %q; the file has the keys "tools" and "upstreams"`, k.Line, k.Value)
 		}
 		if toolsNode != nil {
 			return nil, fmt.Errorf(`line %d: key "tools" appears twice`, k.Line)
 		}
 		toolsNode = resolveAlias(root.Content[i+1])
 	}
-	if toolsNode == nil {
+	var errs []error
+	if upstreamsNode != nil {
+		var uerrs []error
+		r.upstreams, uerrs = parseUpstreams(upstreamsNode, opts)
+		errs = append(errs, uerrs...)
+	}
+	if toolsNode == nil && upstreamsNode == nil {
 		return nil, errors.New(`expected a top-level "tools:" mapping`)
 	}
-	if isNull(toolsNode) {
-		return r, nil // "tools:" with nothing under it: no tools
+	if toolsNode == nil || isNull(toolsNode) {
+		// "tools:" with nothing under it: no tools but the imported ones
+		if len(errs) > 0 {
+			return nil, errors.Join(errs...)
+		}
+		return r, nil
 	}
 	if toolsNode.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf(`line %d: "tools" must be a mapping from tool name to definition, found %s`, toolsNode.Line, nodeKind(toolsNode))
 	}
 
-	var errs []error
 	seen := map[string]int{}
 	for i := 0; i+1 < len(toolsNode.Content); i += 2 {
 		k, v := toolsNode.Content[i], resolveAlias(toolsNode.Content[i+1])
@@ -165,7 +187,9 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 		}
 		r.tools[name] = t
 		r.names = append(r.names, name)
+		r.explicit[name] = p.keys
 	}
+	errs = append(errs, r.checkUpstreamTools()...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -195,6 +219,7 @@ type toolParser struct {
 	line int
 	opts Options
 	errs []error
+	keys []string // the keys the definition sets, sorted
 }
 
 func (p *toolParser) fail(field string, line int, format string, args ...any) {
@@ -211,6 +236,9 @@ func (p *toolParser) parse(def *yaml.Node) Tool {
 		return t
 	}
 	fields := p.mapping(def, "", toolKeys)
+	p.keys = slices.Sorted(maps.Keys(fields))
+	p.scalar(fields, "upstream", &t.Upstream)
+	p.scalar(fields, "upstream_tool", &t.UpstreamTool)
 
 	var class string
 	classSet := p.scalar(fields, "class", &class)

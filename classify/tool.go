@@ -50,6 +50,13 @@ type Tool struct {
 	Preview      map[string]string `json:"preview,omitempty"` // templates over payload fields, rendered leniently
 	Schema       json.RawMessage   `json:"schema,omitempty"`  // the JSON Schema as compact JSON, if any
 	Annotations  Annotations       `json:"annotations"`
+	// Upstream names the MCP server that executes the tool, UpstreamTool the tool's name
+	// there; both empty for a tool approvals does not execute through MCP.
+	Upstream     string `json:"upstream,omitempty"`
+	UpstreamTool string `json:"upstream_tool,omitempty"`
+	// Unavailable, when set, says why the tool cannot be called now (its upstream is down or
+	// no longer lists it); calls are refused with it rather than left to hang.
+	Unavailable string `json:"unavailable,omitempty"`
 }
 
 // Unregistered is the definition used for a tool that is not in the tools file: at-most-once

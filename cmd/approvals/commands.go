@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/upstream"
 )
 
 func newFlags(name string) *flag.FlagSet {
@@ -145,7 +146,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	return nil
 }
 
-func toolsCmd(args []string, stdout io.Writer) error {
+func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
 		return errors.New("usage: approvals tools check [FILE]")
 	}
@@ -167,9 +168,43 @@ func toolsCmd(args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if ups := reg.Upstreams(); len(ups) > 0 {
+		// Imported tools exist only once their upstream has listed them: connect, as the
+		// server would at start, and report an upstream that is down rather than fail.
+		m := upstream.Start(ctx, ups, upstream.Options{})
+		listings := m.Listings()
+		_ = m.Close()
+		if reg, err = reg.Import(listings); err != nil {
+			return prefixLines(fmt.Sprintf("tools file %s: ", path), err)
+		}
+		for _, u := range ups {
+			l := listings[u.Name]
+			state := fmt.Sprintf("connected, %d tools", len(l.Tools))
+			if l.Unavailable != "" {
+				state = "unavailable: " + l.Unavailable
+			}
+			fmt.Fprintf(stdout, "upstream %s (%s): %s\n", u.Name, u.Transport(), state)
+		}
+	}
 	fmt.Fprintf(stdout, "%s: %d tools, sha256 %s\n", path, len(reg.Tools()), reg.Hash)
 	for _, t := range reg.Tools() {
-		fmt.Fprintf(stdout, "%-28s %-14s %s\n", t.Name, t.Class, t.Reason)
+		reason := t.Reason
+		if t.Upstream != "" {
+			reason = fmt.Sprintf("[upstream %s tool %s] %s", t.Upstream, t.UpstreamTool, reason)
+		}
+		if t.Unavailable != "" {
+			reason += "; unavailable: " + t.Unavailable
+		}
+		fmt.Fprintf(stdout, "%-28s %-14s %s\n", t.Name, t.Class, reason)
 	}
 	return nil
+}
+
+// prefixLines puts prefix before each line of a (joined) error, so every line names the file.
+func prefixLines(prefix string, err error) error {
+	lines := strings.Split(err.Error(), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return errors.New(strings.Join(lines, "\n"))
 }

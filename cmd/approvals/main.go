@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "token":
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
-		err = toolsCmd(args, stdout)
+		err = toolsCmd(ctx, args, stdout)
 	case "bench":
 		err = benchCmd(ctx, args, stdout)
 	case "help", "-h", "--help":

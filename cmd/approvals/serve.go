@@ -78,6 +78,12 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
+	if len(reg.Upstreams()) > 0 {
+		// Until the gateway's executor is wired, an upstream tool served here would be
+		// taken for one the agent executes itself: refuse rather than guess.
+		ln.Close()
+		return fmt.Errorf("tools file %s: upstreams are not served yet; check the file with approvals tools check", cfg.Tools)
+	}
 	if cfg.Tools == "" {
 		log.Warn("no tools file (APPROVALS_TOOLS): every tool is treated as unregistered, at-most-once")
 	} else {

@@ -1,0 +1,277 @@
+package classify
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+)
+
+func fakeEnv(vars map[string]string) func(string) (string, bool) {
+	return func(name string) (string, bool) {
+		v, ok := vars[name]
+		return v, ok
+	}
+}
+
+func TestParseUpstreams(t *testing.T) {
+	t.Parallel()
+	src := `
+upstreams:
+  crm:
+    url: https://user:secret@crm.example/mcp
+    headers: { Authorization: "Bearer ${CRM_TOKEN}", X-Literal: "$HOME and ${CRM_TOKEN}" }
+    timeout: 5s
+    import: all
+  files:
+    command: [node, /opt/files/index.js, /srv]
+    env: { API_KEY: "${FILES_KEY}" }
+    import: [read_file, write_file]
+    prefix: ""
+tools:
+  crm_send_email:
+    upstream: crm
+    intent: "email:{customer_id}"
+  write:
+    upstream: files
+    upstream_tool: write_file
+`
+	r := mustParse(t, src, Options{LookupEnv: fakeEnv(map[string]string{"CRM_TOKEN": "t0k", "FILES_KEY": "k3y"})})
+	ups := r.Upstreams()
+	if len(ups) != 2 || ups[0].Name != "crm" || ups[1].Name != "files" {
+		t.Fatalf("Upstreams() = %+v; want crm and files", ups)
+	}
+	crm, files := ups[0], ups[1]
+	if crm.URL != "https://user:secret@crm.example/mcp" || crm.Transport() != "http" || crm.Timeout != 5*time.Second || !crm.ImportAll || crm.Prefix != "crm_" {
+		t.Errorf("crm = %+v", crm)
+	}
+	if got := crm.Headers["Authorization"]; got != "Bearer t0k" {
+		t.Errorf("Authorization = %q; want the variable expanded", got)
+	}
+	if got := crm.Headers["X-Literal"]; got != "$HOME and t0k" {
+		t.Errorf("X-Literal = %q; want only ${VAR} expanded", got)
+	}
+	if files.Transport() != "stdio" || strings.Join(files.Command, " ") != "node /opt/files/index.js /srv" || files.Env["API_KEY"] != "k3y" ||
+		files.Prefix != "" || files.ImportAll || strings.Join(files.Import, ",") != "read_file,write_file" || files.Timeout != DefaultUpstreamTimeout {
+		t.Errorf("files = %+v", files)
+	}
+	send := mustLookup(t, r, "crm_send_email")
+	if send.Upstream != "crm" || send.UpstreamTool != "send_email" || send.Unavailable == "" {
+		t.Errorf("crm_send_email = %+v; want upstream tool send_email (prefix dropped), unavailable until listed", send)
+	}
+	if w := mustLookup(t, r, "write"); w.UpstreamTool != "write_file" {
+		t.Errorf("write.UpstreamTool = %q", w.UpstreamTool)
+	}
+}
+
+func TestParseUpstreamErrors(t *testing.T) {
+	t.Parallel()
+	env := fakeEnv(map[string]string{"SET": "x"})
+	tests := []struct {
+		name, src string
+		want      []string
+	}{
+		{"missing variable", "upstreams:\n  crm:\n    url: http://h/mcp\n    headers: { Authorization: \"Bearer ${CRM_TOKEN}\" }\n",
+			[]string{`upstream "crm"`, `"headers.Authorization"`, "CRM_TOKEN is not set"}},
+		{"missing env variable", "upstreams:\n  f:\n    command: [x]\n    env: { K: \"${SET}${NOPE}\" }\n",
+			[]string{`upstream "f"`, `"env.K"`, "NOPE is not set"}},
+		{"neither", "upstreams:\n  crm:\n    timeout: 5s\n", []string{`upstream "crm"`, "needs url"}},
+		{"both", "upstreams:\n  crm:\n    url: http://h/\n    command: [x]\n", []string{`upstream "crm"`, "both url and command"}},
+		{"bad url keeps secret", "upstreams:\n  crm:\n    url: ftp://u:hunter2@h/\n", []string{`upstream "crm"`, `"url"`, "not an absolute http"}},
+		{"unknown key", "upstreams:\n  crm:\n    url: http://h/\n    header: {}\n", []string{`upstream "crm"`, `unknown key "header"`}},
+		{"bad import", "upstreams:\n  crm:\n    url: http://h/\n    import: some\n", []string{`upstream "crm"`, `"import"`, "all, or a list"}},
+		{"bad timeout", "upstreams:\n  crm:\n    url: http://h/\n    timeout: soon\n", []string{`upstream "crm"`, `"timeout"`, "not a duration"}},
+		{"empty command", "upstreams:\n  f:\n    command: []\n", []string{`upstream "f"`, `"command"`, "non-empty list"}},
+		{"unknown upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm2\n", []string{`tool "x"`, `"upstream"`, `"crm2"`, "known upstreams: crm"}},
+		{"upstream_tool alone", "tools:\n  x:\n    upstream_tool: y\n", []string{`tool "x"`, `"upstream_tool"`, "no upstream"}},
+		{"claim shorter than call", "upstreams:\n  crm:\n    url: http://h/\n    timeout: 2m\ntools:\n  x:\n    upstream: crm\n    claim_timeout: 1m\n", []string{`tool "x"`, "claim_timeout 1m0s must be longer than upstream crm's timeout 2m0s"}},
+		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/ }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tc.src), Options{LookupEnv: env, WebhookSecretSet: true})
+			if err == nil {
+				t.Fatalf("Parse succeeded; want an error mentioning %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+			if strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("error %q leaks the URL's password", err)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestImport(t *testing.T) {
+	t.Parallel()
+	src := `
+upstreams:
+  crm:
+    url: http://crm/mcp
+    import: all
+  files:
+    command: [files-server]
+    import: [read_file, gone]
+    prefix: fs_
+  quiet:
+    url: http://quiet/mcp
+tools:
+  crm_send_email:                 # override of an import: any field it sets wins
+    intent: "email:{customer_id}"
+    description: Send one email (reviewed).
+  crm_delete_contact:             # class set: the upstream's annotations only explain
+    class: exactly-once
+  fs_write:                       # defined here, executed upstream, no import needed
+    upstream: files
+    upstream_tool: write_file
+  quiet_ping:
+    upstream: quiet
+`
+	r := mustParse(t, src, Options{})
+	listings := map[string]UpstreamListing{
+		"crm": {Tools: []UpstreamTool{
+			{Name: "send_email", Description: "Send an email.", InputSchema: json.RawMessage(`{"type": "object", "properties": {"customer_id": {"type": "string"}}}`)},
+			{Name: "lookup", Description: "Read a contact.", InputSchema: json.RawMessage(`{"type":"object"}`), Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+			{Name: "delete_contact", Annotations: Annotations{IdempotentHint: ptr(true)}},
+			{Name: "touch", Annotations: Annotations{OpenWorldHint: ptr(false)}},
+			{Name: "bad_schema", InputSchema: json.RawMessage(`{"type":"object","properties":{"intent_key":{}}}`)},
+		}},
+		"files": {Tools: []UpstreamTool{{Name: "read_file", Annotations: Annotations{ReadOnlyHint: ptr(true)}}, {Name: "write_file"}}},
+		"quiet": {Unavailable: "dial tcp: connection refused"},
+	}
+	m, err := r.Import(listings)
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	tests := []struct {
+		name, upstreamTool string
+		class              Class
+		reason             string // substring
+		unavailable        string // substring; "" means available
+		description        string
+		schema             string
+	}{
+		{"crm_send_email", "send_email", AtMostOnce, "upstream crm's annotations: openWorldHint is absent", "", "Send one email (reviewed).", `{"type":"object","properties":{"customer_id":{"type":"string"}}}`},
+		{"crm_lookup", "lookup", AtLeastOnce, "upstream crm's annotations: readOnlyHint", "", "Read a contact.", `{"type":"object"}`},
+		{"crm_delete_contact", "delete_contact", ExactlyOnce, "class set in the tools file (upstream crm's annotations alone would make it at-least-once)", "", "", ""},
+		{"crm_touch", "touch", ExactlyOnce, "upstream crm's annotations: openWorldHint is false", "", "", ""},
+		{"crm_bad_schema", "bad_schema", AtMostOnce, "upstream crm's", `"intent_key" is reserved`, "", ""},
+		{"fs_read_file", "read_file", AtLeastOnce, "readOnlyHint", "", "", ""},
+		{"fs_gone", "gone", AtMostOnce, "fail closed", "upstream files does not list tool gone", "", ""},
+		{"fs_write", "write_file", AtMostOnce, "upstream files's annotations: openWorldHint is absent", "", "", ""},
+		{"quiet_ping", "ping", AtMostOnce, "fail closed", "upstream quiet is unavailable: dial tcp: connection refused", "", ""},
+	}
+	for _, tc := range tests {
+		got := mustLookup(t, m, tc.name)
+		if got.UpstreamTool != tc.upstreamTool || got.Class != tc.class || !strings.Contains(got.Reason, tc.reason) ||
+			got.Description != tc.description || string(got.Schema) != tc.schema || !got.Registered {
+			t.Errorf("%s = upstream tool %q, class %s (%q), description %q, schema %s; want %q, %s (%q), %q, %s",
+				tc.name, got.UpstreamTool, got.Class, got.Reason, got.Description, got.Schema, tc.upstreamTool, tc.class, tc.reason, tc.description, tc.schema)
+		}
+		if (tc.unavailable == "") != (got.Unavailable == "") || !strings.Contains(got.Unavailable, tc.unavailable) {
+			t.Errorf("%s.Unavailable = %q; want %q", tc.name, got.Unavailable, tc.unavailable)
+		}
+	}
+	if got := mustLookup(t, m, "crm_send_email"); got.Intent != "email:{customer_id}" {
+		t.Errorf("override lost the file's intent: %q", got.Intent)
+	}
+	if _, ok := m.Lookup("fs_write_file"); ok {
+		t.Errorf("fs_write_file imported; files imports only read_file and gone")
+	}
+	if before := mustLookup(t, r, "crm_send_email"); before.Description != "Send one email (reviewed)." || before.Upstream != "crm" || before.Unavailable == "" || len(before.Schema) != 0 {
+		t.Errorf("Import changed the registry it was called on: %+v", before)
+	}
+
+	// The upstream comes back without a tool: the tool stays, unavailable, so its pending
+	// actions can still be shown and rejected.
+	listings["crm"] = UpstreamListing{Tools: []UpstreamTool{{Name: "lookup"}}}
+	m2, err := r.Import(listings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, m2, "crm_send_email"); !strings.Contains(got.Unavailable, "does not list tool send_email") {
+		t.Errorf("after removal: %+v", got)
+	}
+	if _, ok := m2.Lookup("crm_touch"); ok {
+		t.Errorf("crm_touch still imported after the upstream stopped listing it")
+	}
+}
+
+func TestImportCollisions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, src string
+		listings  map[string]UpstreamListing
+		want      []string
+	}{
+		{"two upstreams", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    prefix: x_\n  b:\n    url: http://b/\n    import: all\n    prefix: x_\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}, "b": {Tools: []UpstreamTool{{Name: "send"}}}},
+			[]string{`tool "x_send"`, "imported from upstream a tool send", "imported from upstream b tool send"}},
+		{"file tool for another upstream", "upstreams:\n  a:\n    url: http://a/\n    import: all\n  b:\n    url: http://b/\ntools:\n  a_send:\n    upstream: b\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}, "b": {Tools: []UpstreamTool{{Name: "send"}}}},
+			[]string{`tool "a_send"`, "defined in the tools file for upstream b tool a_send", "imported from upstream a tool send"}},
+		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/ }\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}},
+			[]string{`tool "a_send"`, "defined in the tools file", "imported from upstream a tool send"}},
+		{"default claim shorter than call", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    timeout: 10m\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "slow"}}}},
+			[]string{`tool "a_slow"`, "claim_timeout 5m0s must be longer than upstream a's timeout 10m0s"}},
+		{"reserved name", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    prefix: \"\"\n",
+			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "get_action"}}}},
+			[]string{`tool "get_action"`, "imported from upstream a tool get_action", "MCP endpoint's own tools"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := mustParse(t, tc.src, Options{WebhookSecretSet: true})
+			_, err := r.Import(tc.listings)
+			if err == nil {
+				t.Fatalf("Import succeeded; want an error mentioning %q", tc.want)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not mention %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestToolJSONRoundTripsUpstreamFields(t *testing.T) {
+	t.Parallel()
+	in := Tool{Name: "crm_send", Class: AtMostOnce, Upstream: "crm", UpstreamTool: "send", ClaimTimeout: time.Minute}
+	js, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(js), `"upstream":"crm","upstream_tool":"send"`) {
+		t.Errorf("JSON %s lacks upstream and upstream_tool", js)
+	}
+	var out Tool
+	if err := json.Unmarshal(js, &out); err != nil || out.Upstream != "crm" || out.UpstreamTool != "send" {
+		t.Errorf("round trip: %+v, %v", out, err)
+	}
+}
+
+func TestNeedsIntentKey(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		tool Tool
+		want bool
+	}{
+		{Tool{Class: AtLeastOnce, Upstream: "crm"}, false},
+		{Tool{Class: AtLeastOnce}, true},
+		{Tool{Class: ExactlyOnce, Upstream: "crm"}, true},
+		{Tool{Class: AtMostOnce, Upstream: "crm", Intent: "x:{id}"}, false},
+	} {
+		if got := tc.tool.NeedsIntentKey(); got != tc.want {
+			t.Errorf("%+v.NeedsIntentKey() = %v, want %v", tc.tool, got, tc.want)
+		}
+	}
+}
