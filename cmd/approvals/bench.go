@@ -46,12 +46,14 @@ type benchConfig struct {
 	MaxRequests int
 	Path        string
 	Cookie      string // list scenario: a dashboard session cookie (NAME=VALUE)
-	// Sweep scenario only: storage is opened directly, not through HTTP.
+	// Sweep and sqlite-insert scenarios: storage is opened directly, not
+	// through HTTP.
 	DatabaseURL string
 	Rounds      int
+	Table       string // sqlite-insert: one-index or actions
 }
 
-var benchScenarios = []string{"new", "replay", "claim", "list", "sweep"}
+var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert"}
 
 const benchUsage = `usage: approvals bench [flags]
 
@@ -65,6 +67,11 @@ scenarios:
           --tool must be an exactly-once tool without an intent template
   list    GET --path (default /api/v1/actions?state=pending)
   sweep   times queue.Service.Sweep --rounds times on --database-url (no HTTP)
+  sqlite-insert
+          the yardstick of SQLite submissions (no server): --clients goroutines
+          insert new intents into a NEW file --database-url sqlite:PATH through
+          modernc SQLite with the store's settings (WAL, synchronous=FULL, one
+          write connection); --table one-index (default) or actions
 
 flags:
   --url URL            server base URL, loopback only (default http://127.0.0.1:8080)
@@ -79,6 +86,7 @@ flags:
   --cookie NAME=VALUE  cookie sent with every request (a dashboard session for --path /)
   --database-url URL   storage for the sweep scenario (default $DATABASE_URL)
   --rounds N           sweeps to time (default 20)
+  --table T            sqlite-insert: one-index or actions (default one-index)
 `
 
 func parseBenchConfig(args []string) (benchConfig, error) {
@@ -96,6 +104,7 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.StringVar(&c.Cookie, "cookie", "", "cookie sent with every request")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL"), "storage for the sweep scenario")
 	fs.IntVar(&c.Rounds, "rounds", 20, "sweeps to time")
+	fs.StringVar(&c.Table, "table", "one-index", "sqlite-insert: one-index or actions")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -114,6 +123,15 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 		}
 		return c, nil
 	}
+	if c.Scenario == "sqlite-insert" {
+		path, ok := strings.CutPrefix(c.DatabaseURL, "sqlite:")
+		if !ok || path == "" {
+			return c, errors.New("--database-url sqlite:PATH (a file that does not exist yet) is required for the sqlite-insert scenario")
+		}
+		if c.Table != "one-index" && c.Table != "actions" {
+			return c, fmt.Errorf("--table %q: use one-index or actions", c.Table)
+		}
+	}
 	if c.Clients < 1 || c.Clients > benchMaxClients {
 		return c, fmt.Errorf("--clients must be from 1 to %d", benchMaxClients)
 	}
@@ -125,6 +143,9 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	}
 	if c.ReplayKeys < 1 || c.ReplayKeys > benchMaxReplayKeys {
 		return c, fmt.Errorf("--replay-keys must be from 1 to %d", benchMaxReplayKeys)
+	}
+	if c.Scenario == "sqlite-insert" {
+		return c, nil
 	}
 	if c.Token == "" {
 		return c, errors.New("--token (or APPROVALS_TOKEN) is required: create one with approvals token create --name bench")
@@ -239,8 +260,11 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if cfg.Scenario == "sweep" {
+	switch cfg.Scenario {
+	case "sweep":
 		return benchSweep(ctx, cfg, stdout)
+	case "sqlite-insert":
+		return benchSQLiteInsert(ctx, cfg, stdout)
 	}
 	client, err := newBenchClient(cfg)
 	if err != nil {
@@ -460,13 +484,17 @@ func printBench(out io.Writer, cfg benchConfig, workers []*benchWorker, elapsed 
 		samples = append(samples, w.samples...)
 	}
 	secs := elapsed.Seconds()
-	opName := map[string]string{"new": "submissions", "replay": "replays", "claim": "claim+complete cycles", "list": "reads"}[cfg.Scenario]
+	opName := map[string]string{"new": "submissions", "replay": "replays", "claim": "claim+complete cycles",
+		"list": "reads", "sqlite-insert": "inserts"}[cfg.Scenario]
 	s := summarize(lat)
-	what := "tool " + cfg.Tool
-	if cfg.Scenario == "list" {
+	target, what := cfg.URL, "tool "+cfg.Tool
+	switch cfg.Scenario {
+	case "list":
 		what = "GET " + cfg.Path
+	case "sqlite-insert":
+		target, what = cfg.DatabaseURL, "table "+cfg.Table
 	}
-	fmt.Fprintf(out, "scenario %s: %s, %d clients, %.1fs, %s\n", cfg.Scenario, cfg.URL, cfg.Clients, secs, what)
+	fmt.Fprintf(out, "scenario %s: %s, %d clients, %.1fs, %s\n", cfg.Scenario, target, cfg.Clients, secs, what)
 	fmt.Fprintf(out, "  %d %s (%.1f/s), %d requests (%.1f/s), %d errors\n", ops, opName, float64(ops)/secs, reqs, float64(reqs)/secs, errs)
 	fmt.Fprintf(out, "  latency ms: p50 %s  p95 %s  p99 %s  max %s\n", ms(s.P50), ms(s.P95), ms(s.P99), ms(s.Max))
 	if cfg.Scenario == "claim" {

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"database/sql"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +94,16 @@ func TestParseBenchConfig(t *testing.T) {
 		{name: "replay keys", args: []string{"--token", "T", "--replay-keys", "0"}, wantErr: "--replay-keys"},
 		{name: "path", args: []string{"--token", "T", "--path", "api"}, wantErr: "--path"},
 		{name: "sweep without storage", args: []string{"--scenario", "sweep"}, wantErr: "--database-url"},
+		{name: "sqlite-insert needs no token", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db"}, check: func(t *testing.T, c benchConfig) {
+			if c.Table != "one-index" || c.Clients != 16 {
+				t.Fatalf("parsed: %+v", c)
+			}
+		}},
+		{name: "sqlite-insert on the actions table", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db", "--table", "actions"}},
+		{name: "sqlite-insert without a file", args: []string{"--scenario", "sqlite-insert"}, wantErr: "sqlite:PATH"},
+		{name: "sqlite-insert on PostgreSQL", args: []string{"--scenario", "sqlite-insert", "--database-url", "postgres://x/y"}, wantErr: "sqlite:PATH"},
+		{name: "sqlite-insert table", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db", "--table", "events"}, wantErr: "--table"},
+		{name: "sqlite-insert clients", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db", "--clients", "0"}, wantErr: "--clients"},
 		{name: "stray argument", args: []string{"--token", "T", "extra"}, wantErr: "unexpected argument"},
 		{name: "unknown flag", args: []string{"--token", "T", "--rate", "5"}, wantErr: "usage"},
 	}
@@ -109,6 +121,40 @@ func TestParseBenchConfig(t *testing.T) {
 			}
 			if tt.check != nil {
 				tt.check(t, c)
+			}
+		})
+	}
+}
+
+// The SQLite yardstick stores every insert it counts, on both tables, and
+// refuses a file that exists.
+func TestBenchSQLiteInsertStoresWhatItCounts(t *testing.T) {
+	t.Parallel()
+	for _, table := range []string{"one-index", "actions"} {
+		t.Run(table, func(t *testing.T) {
+			t.Parallel()
+			path := filepath.Join(t.TempDir(), "yardstick.db")
+			args := []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:" + path,
+				"--table", table, "--clients", "4", "--duration", "10s", "--max-requests", "40"}
+			var out strings.Builder
+			if err := benchCmd(t.Context(), args, &out); err != nil {
+				t.Fatalf("bench: %v\n%s", err, out.String())
+			}
+			if !strings.Contains(out.String(), "summary scenario=sqlite-insert clients=4 ") ||
+				!strings.Contains(out.String(), " ops=40 ") || !strings.Contains(out.String(), " errors=0 ") {
+				t.Fatalf("report:\n%s", out.String())
+			}
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			var rows int
+			if err := db.QueryRow(`SELECT count(*) FROM actions WHERE state = 'pending'`).Scan(&rows); err != nil || rows != 40 {
+				t.Fatalf("%d rows stored (%v), want the 40 counted", rows, err)
+			}
+			if err := benchCmd(t.Context(), args, &out); err == nil || !strings.Contains(err.Error(), "does not exist yet") {
+				t.Fatalf("a second run on the same file: %v", err)
 			}
 		})
 	}

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+)
+
+// ackLog is what the load generator was told: for every action, the last
+// state a 201, 200 or 303 confirmed, and the state a request still without
+// an answer asked for (a request cut by the kill may or may not have
+// committed; either outcome is correct).
+type ackLog struct {
+	mu       sync.Mutex
+	acked    map[string]queue.State
+	inflight map[string]queue.State
+	n        atomic.Int64
+	reached  chan struct{} // closed at the threshold-th acknowledgement
+	once     sync.Once
+	limit    int64
+}
+
+func (l *ackLog) send(id string, want queue.State) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.inflight[id] = want
+}
+
+func (l *ackLog) ack(id string, got queue.State) {
+	l.mu.Lock()
+	l.acked[id] = got
+	delete(l.inflight, id)
+	l.mu.Unlock()
+	if l.n.Add(1) == l.limit {
+		l.once.Do(func() { close(l.reached) })
+	}
+}
+
+// TestKillDuringLoadLosesNoAcknowledgedWrite kills `approvals serve` with
+// SIGKILL while clients submit, claim, complete, cancel and approve on
+// PostgreSQL, restarts it, and reads back every action through the new
+// process: each acknowledged submission exists, and holds the acknowledged
+// decision or outcome (or the one a request cut by the kill asked for).
+// Whatever answers before its commit (a batch handing out results early,
+// say) fails here.
+func TestKillDuringLoadLosesNoAcknowledgedWrite(t *testing.T) {
+	t.Parallel()
+	pgtest.BaseURL(t)
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(tools, []byte(`
+tools:
+  kill_exactly_once:
+    class: exactly-once
+    description: The caller supplies the intent key.
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
+			d.env = append(d.env, kv)
+		}
+	}
+	d.env = append(d.env, "DATABASE_URL="+d.dbURL, "APPROVALS_TOOLS="+tools, "APPROVALS_SWEEP_INTERVAL=1h")
+	d.token = strings.TrimSpace(d.command("", "token", "create", "--name", "bot"))
+	d.command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver")
+
+	first := d.start()
+	ann := loginDashboard(t, first.base, "ann@example.com", "correct horse battery staple")
+	csrf := ann.csrf("/")
+
+	const clients = 8
+	acks := &ackLog{acked: map[string]queue.State{}, inflight: map[string]queue.State{},
+		reached: make(chan struct{}), limit: 120}
+	var (
+		wg  sync.WaitGroup
+		cut atomic.Int64 // clients stopped by a transport error: the kill
+	)
+	for i := range clients {
+		wg.Go(func() {
+			api := &http.Client{Timeout: 10 * time.Second}
+			for n := 0; ; n++ {
+				if err := loadRound(api, ann.client, first.base, d.token, csrf, acks, i, n); err != nil {
+					if !isTransportError(err) {
+						t.Errorf("client %d: %v", i, err)
+					}
+					cut.Add(1)
+					return
+				}
+			}
+		})
+	}
+	select {
+	case <-acks.reached:
+	case <-time.After(60 * time.Second):
+		t.Fatalf("only %d acknowledgements in 60s", acks.n.Load())
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	wg.Wait()
+	if cut.Load() != clients {
+		t.Fatalf("%d of %d clients were cut by the kill: it did not land under load", cut.Load(), clients)
+	}
+
+	second := d.start()
+	acks.mu.Lock()
+	defer acks.mu.Unlock()
+	counts := map[queue.State]int{}
+	for id, want := range acks.acked {
+		counts[want]++
+		got := readAction(t, second.base, d.token, id)
+		if got != want && got != acks.inflight[id] {
+			t.Errorf("action %s: acknowledged %s, stored %s after the restart (in flight: %q)", id, want, got, acks.inflight[id])
+		}
+	}
+	t.Logf("%d acknowledged writes on %d actions before the kill, last states %v; %d requests cut",
+		acks.n.Load(), len(acks.acked), counts, len(acks.inflight))
+	for _, s := range []queue.State{queue.StatePending, queue.StateApproved, queue.StateCancelled, queue.StateDone} {
+		if counts[s] == 0 {
+			t.Errorf("no acknowledged %s action: the load did not exercise every kind of write", s)
+		}
+	}
+}
+
+// loadRound is one client's round: a new at-most-once submission (201
+// pending), then its decision (an approval in the dashboard, 303, or the
+// agent's cancel, 200), then an exactly-once claim (201 in_progress) and
+// its completion (200 done).
+func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, i, n int) error {
+	key := fmt.Sprintf("kill:%d:%d", i, n)
+	a, err := apiCall(api, base, token, "/api/v1/actions", fmt.Sprintf(`{"tool":"kill_at_most_once","intent_key":%q,"payload":{"n":%d}}`, key+":amo", n), http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	acks.ack(a.ID, queue.StatePending)
+	if n%2 == 0 {
+		acks.send(a.ID, queue.StateCancelled)
+		if _, err := apiCall(api, base, token, "/api/v1/actions/"+a.ID+"/cancel", `{}`, http.StatusOK); err != nil {
+			return err
+		}
+		acks.ack(a.ID, queue.StateCancelled)
+	} else {
+		acks.send(a.ID, queue.StateApproved)
+		res, err := staff.PostForm(base+"/actions/"+a.ID+"/approve", url.Values{"note": {"kill test"}, "_csrf": {csrf}})
+		if err != nil {
+			return err
+		}
+		body, err := io.ReadAll(res.Body)
+		res.Body.Close()
+		if err != nil {
+			return transportError{err}
+		}
+		if res.StatusCode != http.StatusSeeOther {
+			return fmt.Errorf("approve %s: %d %s", a.ID, res.StatusCode, snippet(body))
+		}
+		acks.ack(a.ID, queue.StateApproved)
+	}
+	c, err := apiCall(api, base, token, "/api/v1/actions", fmt.Sprintf(`{"tool":"kill_exactly_once","intent_key":%q,"payload":{"n":%d}}`, key+":eo", n), http.StatusCreated)
+	if err != nil {
+		return err
+	}
+	if c.State != queue.StateInProgress {
+		return fmt.Errorf("exactly-once submission answered %s, want in_progress", c.State)
+	}
+	acks.ack(c.ID, queue.StateInProgress)
+	acks.send(c.ID, queue.StateDone)
+	if _, err := apiCall(api, base, token, "/api/v1/actions/"+c.ID+"/complete", `{"result":{"ok":true}}`, http.StatusOK); err != nil {
+		return err
+	}
+	acks.ack(c.ID, queue.StateDone)
+	return nil
+}
+
+// transportError is a request that got no answer: after the kill, the
+// expected end of every client.
+type transportError struct{ err error }
+
+func (e transportError) Error() string { return "no answer: " + e.err.Error() }
+
+func isTransportError(err error) bool {
+	var te transportError
+	var ue *url.Error
+	return errors.As(err, &te) || errors.As(err, &ue)
+}
+
+func apiCall(c *http.Client, base, token, path, body string, want int) (*queue.Action, error) {
+	req, err := http.NewRequest(http.MethodPost, base+path, strings.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := c.Do(req)
+	if err != nil {
+		return nil, transportError{err}
+	}
+	b, err := io.ReadAll(res.Body)
+	res.Body.Close()
+	if err != nil {
+		return nil, transportError{err}
+	}
+	var a queue.Action
+	if res.StatusCode != want || json.Unmarshal(b, &a) != nil || a.ID == "" {
+		return nil, fmt.Errorf("POST %s answered %d, want %d: %s", path, res.StatusCode, want, snippet(b))
+	}
+	return &a, nil
+}
+
+// readAction reads an action's state through the API of a running server.
+func readAction(t *testing.T, base, token, id string) queue.State {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, base+"/api/v1/actions/"+id, nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	var a queue.Action
+	if res.StatusCode != http.StatusOK || json.Unmarshal(b, &a) != nil {
+		t.Fatalf("GET action %s after the restart: %d %s", id, res.StatusCode, bytes.TrimSpace(b))
+	}
+	return a.State
+}
