@@ -50,6 +50,9 @@ type Tool struct {
 	Preview      map[string]string `json:"preview,omitempty"` // templates over payload fields, rendered leniently
 	Schema       json.RawMessage   `json:"schema,omitempty"`  // the JSON Schema as compact JSON, if any
 	Annotations  Annotations       `json:"annotations"`
+	// Approval is the tool's approval rule (at-most-once tools only); nil: one approval by
+	// any approver or admin, told to no channel.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Unregistered is the definition used for a tool that is not in the tools file: at-most-once
@@ -91,6 +94,10 @@ func (t Tool) clone() Tool {
 	t.Preview = maps.Clone(t.Preview)
 	if t.Schema != nil {
 		t.Schema = bytes.Clone(t.Schema)
+	}
+	if t.Approval != nil {
+		a := t.Approval.clone()
+		t.Approval = &a
 	}
 	t.Annotations = Annotations{
 		ReadOnlyHint:   cloneBool(t.Annotations.ReadOnlyHint),
