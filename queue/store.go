@@ -35,6 +35,15 @@ type Store interface {
 	// current action and an error wrapping ErrStateMismatch; ErrNotFound for
 	// an unknown id.
 	ActionTransition(ctx context.Context, p ActionTransitionParams) (*Action, error)
+	// ActionDecide records one staff decision in one transaction that locks
+	// the action first (PostgreSQL SELECT … FOR UPDATE; SQLite's single
+	// writer), applies PlanDecision to the locked row and writes the plan:
+	// the approval row (unique per action and user), the action's approvals
+	// column and, when the plan says so, the conditional transition, with
+	// the plan's event. It returns the action as it then is. A refusal by
+	// PlanDecision is returned with the current action (ErrStateMismatch
+	// or CodeForbidden) and nothing written; ErrNotFound for an unknown id.
+	ActionDecide(ctx context.Context, p ActionDecideParams) (*Action, DecideOutcome, error)
 	// ActionExpireDue moves pending and approved actions whose expires_at is
 	// at or before now to expired (decided_by stays as it was for approved
 	// ones, system for pending ones), with an event each.

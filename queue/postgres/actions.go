@@ -23,7 +23,7 @@ func actionColumns(prefix string) string {
 	cols := []string{"id::text", "tool", "class", "intent_key", "attempt", "state", "payload",
 		"approved_payload", "result", "error", "requested_by", "channel", "decided_by",
 		"decision_note", "created_at", "decided_at", "claimed_at", "claimed_by", "finished_at",
-		"expires_at", "spec", "warnings"}
+		"expires_at", "spec", "warnings", "approvals", "escalated_at"}
 	for i, c := range cols {
 		cols[i] = prefix + c
 	}
@@ -54,13 +54,14 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 		a                                         queue.Action
 		class, state                              string
 		payload, approved, result, spec, warnings []byte
+		approvals                                 []byte
 		tID, tKind, tState, tBy, tOutcome, tNote  *string
 		tOpened, tResolved                        *time.Time
 	)
 	err := row.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
 		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
 		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
-		&a.ExpiresAt, &spec, &warnings,
+		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt,
 		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
 	if err != nil {
 		return nil, err
@@ -82,8 +83,12 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 	if a.Warnings == nil {
 		a.Warnings = []string{}
 	}
+	if a.Approvals, err = queue.DecodeApprovals(approvals); err != nil {
+		return nil, fmt.Errorf("decode approvals of action %s: %w", a.ID, err)
+	}
+	a.ApprovalsRequired = a.Spec.Approval.RequiredApprovals()
 	utc(&a.CreatedAt)
-	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt)
+	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt, a.EscalatedAt)
 	if tID != nil {
 		t := &queue.Ticket{ID: *tID, ActionID: a.ID, Kind: queue.TicketKind(*tKind),
 			State: queue.TicketState(*tState), OpenedAt: tOpened.UTC(), ResolvedAt: tResolved,

@@ -58,6 +58,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Accounts", accountTests},
 		{"Subscribe", subscribeTests},
 		{"Concurrency", concurrencyTests},
+		{"ActionDecide", decideTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
