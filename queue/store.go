@@ -85,6 +85,9 @@ type Store interface {
 	// needs. Finding them may cost the store a periodic query, made only
 	// while such a subscriber exists.
 	SubscribePending() (changes <-chan Change, cancel func())
+	// Outbox stores notifications (outbox.go).
+	Outbox
+
 	// Ping checks that storage is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; waiters see their channels closed.
