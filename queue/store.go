@@ -48,6 +48,15 @@ type Store interface {
 	// at or before now to expired (decided_by stays as it was for approved
 	// ones, system for pending ones), with an event each.
 	ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*Action, error)
+	// ActionRemindDue writes a reminder event for every pending action
+	// whose rule's remind_after has passed since its last reminder (or its
+	// submission), and ActionEscalateDue an escalated event, once, for
+	// every pending action whose escalate_after has passed since its
+	// submission (EscalatedAt is then set, which widens who may decide).
+	// Each is a conditional update: concurrent sweeps send one each per
+	// interval. They return how many actions they changed.
+	ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error)
+	ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error)
 	// ActionCountByState counts actions per state, for metrics.
 	ActionCountByState(ctx context.Context) (map[State]int64, error)
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -99,4 +100,59 @@ VALUES ($1, $2, $3, $4, $5, $6::json)`, p.ID, ev.Kind, ev.Actor, ev.Channel, p.N
 		return a, 0, refusal
 	}
 	return a, outcome, nil
+}
+
+// approvalAfter is a duration of the action's approval rule (nanoseconds
+// in the tool snapshot) as an interval.
+func approvalAfter(key string) string {
+	return `((a.spec->'approval'->>'` + key + `')::bigint / 1000) * interval '1 microsecond'`
+}
+
+// remindDueSQL reminds every pending action whose remind_after has passed
+// since its last reminder (or its submission). FOR UPDATE re-checks the
+// condition on the row a concurrent sweep just updated, and SKIP LOCKED
+// passes over the rows it holds, so each interval sends one reminder.
+var remindDueSQL = `WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'pending' AND a.spec->'approval'->>'remind_after' IS NOT NULL
+      AND coalesce(a.reminded_at, a.created_at) + ` + approvalAfter("remind_after") + ` <= $1
+    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'reminder', 'system', '', $1 FROM upd
+)
+SELECT count(*) FROM upd`
+
+// escalateDueSQL escalates, once, every pending action whose
+// escalate_after has passed since its submission.
+var escalateDueSQL = `WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'pending' AND a.escalated_at IS NULL AND a.spec->'approval'->>'escalate_after' IS NOT NULL
+      AND a.created_at + ` + approvalAfter("escalate_after") + ` <= $1
+    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
+    RETURNING a.id
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'escalated', 'system', '', $1 FROM upd
+)
+SELECT count(*) FROM upd`
+
+// ActionRemindDue implements queue.Store.
+func (s *Store) ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, remindDueSQL, now, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("remind due actions: %w", err)
+	}
+	return n, nil
+}
+
+// ActionEscalateDue implements queue.Store.
+func (s *Store) ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error) {
+	var n int
+	if err := s.pool.QueryRow(ctx, escalateDueSQL, now, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("escalate due actions: %w", err)
+	}
+	return n, nil
 }
