@@ -11,12 +11,12 @@ import (
 	"github.com/approvals/approvals/accounts"
 )
 
-const userSelect = `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users`
+const userSelect = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users`
 
 func scanUser(row rowScanner) (*accounts.User, error) {
 	var u accounts.User
 	var role string
-	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, accounts.ErrNotFound
 		}
@@ -29,7 +29,7 @@ func scanUser(row rowScanner) (*accounts.User, error) {
 // UserCreate implements accounts.Store.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
 	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
-VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at`,
+VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`,
 		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
@@ -65,6 +65,34 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 		return accounts.ErrNotFound
 	}
 	return nil
+}
+
+// UserSetSlackID implements accounts.Store; the partial unique index
+// users_slack_id keeps one user per Slack id.
+func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
+	var v *string
+	if slackID != "" {
+		v = &slackID
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, v)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("set slack id: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
+// UserGetBySlackID implements accounts.Store.
+func (s *Store) UserGetBySlackID(ctx context.Context, slackID string) (*accounts.User, error) {
+	if slackID == "" {
+		return nil, accounts.ErrNotFound
+	}
+	return scanUser(s.pool.QueryRow(ctx, userSelect+` WHERE slack_id = $1`, slackID))
 }
 
 // UserGetByEmail implements accounts.Store.

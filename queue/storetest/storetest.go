@@ -59,6 +59,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Subscribe", subscribeTests},
 		{"Concurrency", concurrencyTests},
 		{"ActionDecide", decideTests},
+		{"Routing", routingTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
