@@ -58,6 +58,9 @@ type User struct {
 	Role              Role
 	CreatedAt         time.Time
 	PasswordChangedAt time.Time
+	// SlackID is the user's Slack member id (U123…), "" when unset: how a
+	// decision made in Slack is mapped to a staff user.
+	SlackID string
 }
 
 // Token is an agent's bearer token; only its hash is stored.
@@ -93,6 +96,10 @@ type Store interface {
 	UserList(ctx context.Context) ([]*User, error)
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
+	// UserSetSlackID sets (or with "" clears) the user's Slack id;
+	// ErrExists when another user has it, ErrNotFound for no such user.
+	UserSetSlackID(ctx context.Context, id int64, slackID string) error
+	UserGetBySlackID(ctx context.Context, slackID string) (*User, error) // ErrNotFound
 
 	TokenCreate(ctx context.Context, name, hash string, now time.Time) (*Token, error) // ErrExists for an active name
 	TokenGetByHash(ctx context.Context, hash string) (*Token, error)                   // active tokens only

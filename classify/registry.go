@@ -24,6 +24,12 @@ type Options struct {
 	WebhookSecretSet bool
 	// LookupEnv resolves ${VAR} in upstream headers and env; nil means os.LookupEnv.
 	LookupEnv func(string) (string, bool)
+	// SlackConfigured says the Slack bot token and signing secret are set; a Slack channel
+	// without them could never be told anything.
+	SlackConfigured bool
+	// SMTPConfigured says APPROVALS_SMTP_URL and APPROVALS_SMTP_FROM are set; an email
+	// channel needs them.
+	SMTPConfigured bool
 }
 
 // Registry is the set of tools from one tools file.
@@ -35,6 +41,7 @@ type Registry struct {
 	// file, the keys it sets, which an upstream's definition of the tool must not override.
 	upstreams map[string]Upstream
 	explicit  map[string][]string
+	routing
 }
 
 // Empty is the registry of a server without a tools file: every tool is Unregistered.
@@ -90,7 +97,7 @@ func prefixErrors(prefix string, err error) error {
 }
 
 // toolKeys are the keys of a tool definition, in the order the error message lists them.
-var toolKeys = []string{"annotations", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema", "upstream", "upstream_tool"}
+var toolKeys = []string{"annotations", "approval", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema", "upstream", "upstream_tool"}
 
 // reservedNames are the MCP endpoint's own tools; a registered tool of the same name would
 // hide one of them.
@@ -128,25 +135,30 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 	if root.Kind != yaml.MappingNode {
 		return nil, fmt.Errorf(`line %d: expected a top-level "tools:" mapping, found %s`, root.Line, nodeKind(root))
 	}
-	var toolsNode, upstreamsNode *yaml.Node
+	var toolsNode, upstreamsNode, groupsNode, channelsNode *yaml.Node
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k := root.Content[i]
-		if k.Value == "upstreams" {
-			if upstreamsNode != nil {
-				return nil, fmt.Errorf(`line %d: key "upstreams" appears twice`, k.Line)
-			}
-			upstreamsNode = resolveAlias(root.Content[i+1])
-			continue
+		var dst **yaml.Node
+		switch k.Value {
+		case "tools":
+			dst = &toolsNode
+		case "upstreams":
+			dst = &upstreamsNode
+		case "groups":
+			dst = &groupsNode
+		case "channels":
+			dst = &channelsNode
+		default:
+			return nil, fmt.Errorf(`line %d: unknown top-level key %q; the file has the keys "tools", "upstreams", "groups" and "channels"`, k.Line, k.Value)
 		}
-		if k.Value != "tools" {
-			return nil, fmt.Errorf(`line %d: unknown top-level key %q; the file has the keys "tools" and "upstreams"`, k.Line, k.Value)
+		if *dst != nil {
+			return nil, fmt.Errorf(`line %d: key %q appears twice`, k.Line, k.Value)
 		}
-		if toolsNode != nil {
-			return nil, fmt.Errorf(`line %d: key "tools" appears twice`, k.Line)
-		}
-		toolsNode = resolveAlias(root.Content[i+1])
+		*dst = resolveAlias(root.Content[i+1])
 	}
 	var errs []error
+	// Groups and channels come first: the tools' approval rules refer to them.
+	r.routing, errs = parseRouting(groupsNode, channelsNode, opts)
 	if upstreamsNode != nil {
 		var uerrs []error
 		r.upstreams, uerrs = parseUpstreams(upstreamsNode, opts)
@@ -179,7 +191,7 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 			errs = append(errs, fmt.Errorf("tool %q (line %d): %w", name, k.Line, err))
 			continue
 		}
-		p := &toolParser{name: name, line: k.Line, opts: opts}
+		p := &toolParser{name: name, line: k.Line, opts: opts, routing: &r.routing}
 		t := p.parse(v)
 		if len(p.errs) > 0 {
 			errs = append(errs, p.errs...)
@@ -220,10 +232,22 @@ type toolParser struct {
 	opts Options
 	errs []error
 	keys []string // the keys the definition sets, sorted
+	// subject is what the messages call the thing parsed: "tool" unless set ("channel").
+	subject string
+	// routing holds the groups and channels an approval rule may name.
+	routing *routing
+}
+
+// what names the parsed thing in messages: `tool "send_email"`.
+func (p *toolParser) what() string {
+	if p.subject == "" {
+		return fmt.Sprintf("tool %q", p.name)
+	}
+	return fmt.Sprintf("%s %q", p.subject, p.name)
 }
 
 func (p *toolParser) fail(field string, line int, format string, args ...any) {
-	p.errs = append(p.errs, fmt.Errorf("tool %q, field %q (line %d): %s", p.name, field, line, fmt.Sprintf(format, args...)))
+	p.errs = append(p.errs, fmt.Errorf("%s, field %q (line %d): %s", p.what(), field, line, fmt.Sprintf(format, args...)))
 }
 
 func (p *toolParser) parse(def *yaml.Node) Tool {
@@ -280,6 +304,9 @@ func (p *toolParser) parse(def *yaml.Node) Tool {
 	if n := fields["schema"]; n != nil && !isNull(n) {
 		t.Schema = p.schema(n)
 	}
+	if n := fields["approval"]; n != nil && !isNull(n) {
+		t.Approval = p.approval(n, &t)
+	}
 	return t
 }
 
@@ -305,7 +332,7 @@ func (p *toolParser) mapping(n *yaml.Node, field string, known []string) map[str
 		for _, src := range sources {
 			src = resolveAlias(src)
 			if src.Kind != yaml.MappingNode {
-				p.errs = append(p.errs, fmt.Errorf("tool %q (line %d): a merge key (<<) needs a mapping, found %s", p.name, src.Line, nodeKind(src)))
+				p.errs = append(p.errs, fmt.Errorf("%s (line %d): a merge key (<<) needs a mapping, found %s", p.what(), src.Line, nodeKind(src)))
 				continue
 			}
 			inner := p.mapping(src, field, known)
@@ -322,7 +349,7 @@ func (p *toolParser) mapping(n *yaml.Node, field string, known []string) map[str
 func (p *toolParser) mappingKey(out map[string]*yaml.Node, k, v *yaml.Node, field string, known []string) {
 	name := k.Value
 	if k.Kind != yaml.ScalarNode {
-		p.errs = append(p.errs, fmt.Errorf("tool %q (line %d): a key must be a plain name, found %s", p.name, k.Line, nodeKind(k)))
+		p.errs = append(p.errs, fmt.Errorf("%s (line %d): a key must be a plain name, found %s", p.what(), k.Line, nodeKind(k)))
 		return
 	}
 	full := name
@@ -331,9 +358,9 @@ func (p *toolParser) mappingKey(out map[string]*yaml.Node, k, v *yaml.Node, fiel
 	}
 	switch {
 	case known != nil && !slices.Contains(known, name):
-		where := fmt.Sprintf("tool %q", p.name)
+		where := p.what()
 		if field != "" {
-			where = fmt.Sprintf("tool %q, field %q", p.name, field)
+			where = fmt.Sprintf("%s, field %q", p.what(), field)
 		}
 		p.errs = append(p.errs, fmt.Errorf("%s (line %d): unknown key %q; known keys: %s", where, k.Line, name, strings.Join(known, ", ")))
 	case out[name] != nil:

@@ -57,6 +57,9 @@ type Tool struct {
 	// Unavailable, when set, says why the tool cannot be called now (its upstream is down or
 	// no longer lists it); calls are refused with it rather than left to hang.
 	Unavailable string `json:"unavailable,omitempty"`
+	// Approval is the tool's approval rule (at-most-once tools only); nil: one approval by
+	// any approver or admin, told to no channel.
+	Approval *Approval `json:"approval,omitempty"`
 }
 
 // Unregistered is the definition used for a tool that is not in the tools file: at-most-once
@@ -98,6 +101,10 @@ func (t Tool) clone() Tool {
 	t.Preview = maps.Clone(t.Preview)
 	if t.Schema != nil {
 		t.Schema = bytes.Clone(t.Schema)
+	}
+	if t.Approval != nil {
+		a := t.Approval.clone()
+		t.Approval = &a
 	}
 	t.Annotations = Annotations{
 		ReadOnlyHint:   cloneBool(t.Annotations.ReadOnlyHint),

@@ -15,20 +15,24 @@ import (
 type State string
 
 const (
-	StatePending    State = "pending"
-	StateApproved   State = "approved"
-	StateRejected   State = "rejected"
-	StateExpired    State = "expired"
-	StateCancelled  State = "cancelled"
-	StateInProgress State = "in_progress"
-	StateDone       State = "done"
-	StateFailed     State = "failed"
-	StateRecorded   State = "recorded"
+	StatePending  State = "pending"
+	StateApproved State = "approved"
+	StateRejected State = "rejected"
+	// StateChangesRequested: a human asked for a revision. Final for the
+	// attempt, and it releases the intent: the revised payload comes back
+	// as the next attempt, which needs a fresh approval.
+	StateChangesRequested State = "changes_requested"
+	StateExpired          State = "expired"
+	StateCancelled        State = "cancelled"
+	StateInProgress       State = "in_progress"
+	StateDone             State = "done"
+	StateFailed           State = "failed"
+	StateRecorded         State = "recorded"
 )
 
 // States lists every state, in lifecycle order.
-var States = []State{StatePending, StateApproved, StateRejected, StateExpired, StateCancelled,
-	StateInProgress, StateDone, StateFailed, StateRecorded}
+var States = []State{StatePending, StateApproved, StateRejected, StateChangesRequested, StateExpired,
+	StateCancelled, StateInProgress, StateDone, StateFailed, StateRecorded}
 
 // Valid reports whether s is one of the defined states.
 func (s State) Valid() bool {
@@ -43,7 +47,7 @@ func (s State) Valid() bool {
 // Final reports whether no transition leaves s (a long-poll answers at once).
 func (s State) Final() bool {
 	switch s {
-	case StateDone, StateFailed, StateRejected, StateExpired, StateCancelled, StateRecorded:
+	case StateDone, StateFailed, StateRejected, StateChangesRequested, StateExpired, StateCancelled, StateRecorded:
 		return true
 	}
 	return false
@@ -75,6 +79,10 @@ type Action struct {
 	ExpiresAt       *time.Time      `json:"expires_at"`
 	Ticket          *Ticket         `json:"ticket"`
 	Warnings        []string        `json:"warnings"`
+	// ApprovalsRequired is the quorum of the tool's approval rule (1
+	// without one); Approvals are the approvals given so far, oldest first.
+	ApprovalsRequired int        `json:"approvals_required"`
+	Approvals         []Approval `json:"approvals"`
 
 	// Spec is the tool definition as it was when the action was submitted;
 	// later changes of the tools file affect new submissions only.
@@ -84,6 +92,9 @@ type Action struct {
 	ClaimedBy *string `json:"-"`
 	// Channel is how it was submitted: "api" or "mcp".
 	Channel string `json:"-"`
+	// EscalatedAt is when the sweep escalated the pending action (nil
+	// before): from then on the rule's EscalateEmails may decide too.
+	EscalatedAt *time.Time `json:"-"`
 }
 
 // Agent returns the token name behind RequestedBy ("agent:NAME").
@@ -176,12 +187,21 @@ type Event struct {
 
 // Event kinds.
 const (
-	EventSubmitted       = "submitted"
-	EventReplayed        = "replayed"
-	EventReused          = "intent_key_reused"
-	EventInProgressSeen  = "in_progress_refused"
-	EventApproved        = "approved"
-	EventRejected        = "rejected"
+	EventSubmitted      = "submitted"
+	EventReplayed       = "replayed"
+	EventReused         = "intent_key_reused"
+	EventInProgressSeen = "in_progress_refused"
+	EventApproved       = "approved"
+	EventRejected       = "rejected"
+	// EventChangesRequested is the third decision (pending → changes_requested).
+	EventChangesRequested = "changes_requested"
+	// EventApprovalCounted is one approval of a quorum that is not yet
+	// complete; the last one is EventApproved.
+	EventApprovalCounted = "approval_counted"
+	// EventReminder and EventEscalated are written by the sweep for a
+	// pending action that waited remind_after or escalate_after.
+	EventReminder        = "reminder"
+	EventEscalated       = "escalated"
 	EventCancelled       = "cancelled"
 	EventExpired         = "expired"
 	EventClaimed         = "claimed"

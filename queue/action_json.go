@@ -15,6 +15,9 @@ import (
 // 0-9999 (time.Time.MarshalJSON has rules of its own for those).
 func (a *Action) AppendJSON(b []byte) ([]byte, bool) {
 	times := []*time.Time{&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt}
+	for i := range a.Approvals {
+		times = append(times, &a.Approvals[i].At)
+	}
 	if a.Ticket != nil {
 		times = append(times, &a.Ticket.OpenedAt, a.Ticket.ResolvedAt)
 	}
@@ -95,6 +98,27 @@ func (a *Action) AppendJSON(b []byte) ([]byte, bool) {
 				b = append(b, ',')
 			}
 			b = appendString(b, w)
+		}
+		b = append(b, ']')
+	}
+	b = append(b, `,"approvals_required":`...)
+	b = strconv.AppendInt(b, int64(a.ApprovalsRequired), 10)
+	b = append(b, `,"approvals":`...)
+	if a.Approvals == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, ap := range a.Approvals {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"by":`...)
+			b = appendString(b, ap.By)
+			b = append(b, `,"at":`...)
+			b = appendTime(b, ap.At)
+			b = append(b, `,"note":`...)
+			b = appendString(b, ap.Note)
+			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}

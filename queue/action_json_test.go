@@ -63,6 +63,13 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		case 1:
 			a.Warnings = []string{str(), str()}
 		}
+		a.ApprovalsRequired = r.IntN(5)
+		switch r.IntN(3) {
+		case 0:
+			a.Approvals = []queue.Approval{}
+		case 1:
+			a.Approvals = []queue.Approval{{By: str(), At: tm(), Note: str()}, {By: str(), At: tm()}}
+		}
 		if r.IntN(2) == 0 {
 			a.Ticket = &queue.Ticket{ID: str(), Kind: queue.TicketKind(str()), State: queue.TicketState(str()),
 				OpenedAt: tm(), ResolvedAt: tmp(), ResolvedBy: strp(), Note: strp()}

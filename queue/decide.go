@@ -14,8 +14,18 @@ import (
 type DecideRequest struct {
 	ID      string
 	By      string          // user:EMAIL
-	Note    string          // required to reject
+	Note    string          // required to reject and to request changes
 	Payload json.RawMessage // approve only: an edited payload, or nil
+	// Channel is where the decision was made: "dashboard" (the default),
+	// "slack", …; it shows in the timeline.
+	Channel string
+}
+
+func (r DecideRequest) channel() string {
+	if r.Channel == "" {
+		return "dashboard"
+	}
+	return r.Channel
 }
 
 // Approve approves a pending action, exactly once.
@@ -30,6 +40,9 @@ func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, er
 		data["note"] = r.Note
 	}
 	if len(r.Payload) > 0 && !JSONEqual(r.Payload, a.Payload) {
+		if n := a.Spec.Approval.RequiredApprovals(); n > 1 {
+			return DriveResult{}, Errorf(CodeInvalidPayload, "tool %s needs %d approvals of the same content, so the payload cannot be edited; request changes instead", a.Tool, n)
+		}
 		edited, err := DecodeObject(r.Payload)
 		if err != nil {
 			return DriveResult{}, Errorf(CodeInvalidPayload, "the edited payload must be a JSON object")
@@ -55,36 +68,49 @@ func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, er
 		approved = r.Payload
 	}
 	now := s.Now()
-	exp := now.Add(a.Spec.ExpiresAfter)
 	raw, _ := json.Marshal(data)
-	p := ActionTransitionParams{
-		ID: r.ID, From: []State{StatePending}, To: StateApproved, Now: now, Unexpired: true,
-		DecidedBy: &r.By, DecidedAt: &now, ApprovedPayload: approved, ExpiresAt: &exp,
-		Event: Event{ActionID: r.ID, Kind: EventApproved, Actor: r.By, Channel: "dashboard", At: now, Data: raw},
-	}
-	if r.Note != "" {
-		p.DecisionNote = &r.Note
-	}
-	return s.decide(ctx, p, "approve")
+	return s.decide(ctx, ActionDecideParams{
+		ID: r.ID, To: StateApproved, By: r.By, Note: r.Note, Channel: r.channel(), Now: now,
+		ApprovedPayload: approved, ExpiresAt: now.Add(a.Spec.ExpiresAfter),
+		Event: Event{ActionID: r.ID, Kind: EventApproved, Actor: r.By, Channel: r.channel(), At: now, Data: raw},
+	})
 }
 
 // Reject rejects a pending action for good; the reason is required.
 func (s *Service) Reject(ctx context.Context, r DecideRequest) (DriveResult, error) {
-	note := strings.TrimSpace(r.Note)
-	if note == "" {
-		return DriveResult{}, Errorf(CodeInvalidRequest, "note: a reason is required to reject")
-	}
-	now := s.Now()
-	raw, _ := json.Marshal(map[string]string{"note": note})
-	return s.decide(ctx, ActionTransitionParams{
-		ID: r.ID, From: []State{StatePending}, To: StateRejected, Now: now, Unexpired: true,
-		DecidedBy: &r.By, DecidedAt: &now, DecisionNote: &note, FinishedAt: &now,
-		Event: Event{ActionID: r.ID, Kind: EventRejected, Actor: r.By, Channel: "dashboard", At: now, Data: raw},
-	}, "reject")
+	return s.decideWithNote(ctx, r, StateRejected, EventRejected, "a reason is required to reject")
 }
 
-func (s *Service) decide(ctx context.Context, p ActionTransitionParams, verb string) (DriveResult, error) {
-	got, err := s.store.ActionTransition(ctx, p)
+// RequestChanges sends a pending action back to its agent: the state
+// changes_requested is final for this attempt and releases the intent, so
+// the agent revises the payload as the note asks and submits again with
+// the same key. The note is required; the roles and rules are reject's.
+func (s *Service) RequestChanges(ctx context.Context, r DecideRequest) (DriveResult, error) {
+	return s.decideWithNote(ctx, r, StateChangesRequested, EventChangesRequested, "say what should change")
+}
+
+func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, to State, kind, missing string) (DriveResult, error) {
+	note := strings.TrimSpace(r.Note)
+	if note == "" {
+		return DriveResult{}, Errorf(CodeInvalidRequest, "note: %s", missing)
+	}
+	r.Note = note
+	now := s.Now()
+	raw, _ := json.Marshal(map[string]string{"note": note})
+	return s.decide(ctx, ActionDecideParams{
+		ID: r.ID, To: to, By: r.By, Note: note, Channel: r.channel(), Now: now,
+		Event: Event{ActionID: r.ID, Kind: kind, Actor: r.By, Channel: r.channel(), At: now, Data: raw},
+	})
+}
+
+// decide runs one decision through the store's locked path and turns a
+// refusal into the contract's answer: a replay for the same user's same
+// decision, else already_decided naming who decided and when.
+func (s *Service) decide(ctx context.Context, p ActionDecideParams) (DriveResult, error) {
+	got, outcome, err := s.store.ActionDecide(ctx, p)
+	if err == nil {
+		return DriveResult{Action: got, Replayed: outcome == DecideReplayed}, nil
+	}
 	if !errors.Is(err, ErrStateMismatch) {
 		return DriveResult{Action: got}, err
 	}
@@ -93,11 +119,17 @@ func (s *Service) decide(ctx context.Context, p ActionTransitionParams, verb str
 			got = exp
 		}
 	}
-	sameUser := got.DecidedBy != nil && *got.DecidedBy == *p.DecidedBy
-	switch {
-	case verb == "reject" && got.State == StateRejected && sameUser,
-		verb == "approve" && sameUser && got.State != StateRejected && got.State != StateCancelled && got.ApprovedPayload != nil:
-		return DriveResult{Action: got, Replayed: true}, nil
+	sameUser := got.DecidedBy != nil && *got.DecidedBy == p.By
+	switch p.To {
+	case StateRejected, StateChangesRequested:
+		if got.State == p.To && sameUser {
+			return DriveResult{Action: got, Replayed: true}, nil
+		}
+	case StateApproved:
+		if (sameUser || got.Approved(p.By)) && got.ApprovedPayload != nil &&
+			got.State != StateRejected && got.State != StateCancelled && got.State != StateChangesRequested {
+			return DriveResult{Action: got, Replayed: true}, nil
+		}
 	}
 	by := "system"
 	if got.DecidedBy != nil {

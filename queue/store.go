@@ -35,10 +35,28 @@ type Store interface {
 	// current action and an error wrapping ErrStateMismatch; ErrNotFound for
 	// an unknown id.
 	ActionTransition(ctx context.Context, p ActionTransitionParams) (*Action, error)
+	// ActionDecide records one staff decision in one transaction that locks
+	// the action first (PostgreSQL SELECT … FOR UPDATE; SQLite's single
+	// writer), applies PlanDecision to the locked row and writes the plan:
+	// the approval row (unique per action and user), the action's approvals
+	// column and, when the plan says so, the conditional transition, with
+	// the plan's event. It returns the action as it then is. A refusal by
+	// PlanDecision is returned with the current action (ErrStateMismatch
+	// or CodeForbidden) and nothing written; ErrNotFound for an unknown id.
+	ActionDecide(ctx context.Context, p ActionDecideParams) (*Action, DecideOutcome, error)
 	// ActionExpireDue moves pending and approved actions whose expires_at is
 	// at or before now to expired (decided_by stays as it was for approved
 	// ones, system for pending ones), with an event each.
 	ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*Action, error)
+	// ActionRemindDue writes a reminder event for every pending action
+	// whose rule's remind_after has passed since its last reminder (or its
+	// submission), and ActionEscalateDue an escalated event, once, for
+	// every pending action whose escalate_after has passed since its
+	// submission (EscalatedAt is then set, which widens who may decide).
+	// Each is a conditional update: concurrent sweeps send one each per
+	// interval. They return how many actions they changed.
+	ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error)
+	ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error)
 	// ActionCountByState counts actions per state, for metrics.
 	ActionCountByState(ctx context.Context) (map[State]int64, error)
 
@@ -76,6 +94,9 @@ type Store interface {
 	// needs. Finding them may cost the store a periodic query, made only
 	// while such a subscriber exists.
 	SubscribePending() (changes <-chan Change, cancel func())
+	// Outbox stores notifications (outbox.go).
+	Outbox
+
 	// Ping checks that storage is reachable.
 	Ping(ctx context.Context) error
 	// Close releases the store; waiters see their channels closed.

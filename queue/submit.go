@@ -117,6 +117,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	a := &Action{
 		ID: NewID(now), Tool: req.Tool, Class: tool.Class, IntentKey: key, Attempt: 1,
 		Payload: req.Payload, RequestedBy: agent, CreatedAt: now, Warnings: warnings,
+		ApprovalsRequired: tool.Approval.RequiredApprovals(), Approvals: []Approval{},
 		Spec: tool, Channel: channel,
 	}
 	switch tool.Class {

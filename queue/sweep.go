@@ -16,8 +16,9 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("sweep failed", "err", err)
-		case len(res.Expired) > 0 || len(res.Tickets) > 0:
-			s.log.Info("sweep", "expired", len(res.Expired), "tickets_opened", len(res.Tickets))
+		case len(res.Expired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0:
+			s.log.Info("sweep", "expired", len(res.Expired), "tickets_opened", len(res.Tickets),
+				"reminded", res.Reminded, "escalated", res.Escalated)
 		}
 		select {
 		case <-ctx.Done():
@@ -29,8 +30,10 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 
 // SweepResult counts what one sweep did.
 type SweepResult struct {
-	Expired []*Action
-	Tickets []*Ticket
+	Expired   []*Action
+	Tickets   []*Ticket
+	Reminded  int // pending actions reminded of (approval.remind_after)
+	Escalated int // pending actions escalated (approval.escalate_after)
 }
 
 // Sweep expires what is due and opens a stale ticket for every claim held
@@ -56,6 +59,28 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		res.Tickets = append(res.Tickets, tk...)
 		if len(tk) < batch {
+			break
+		}
+	}
+	// Escalate before reminding: an action due for both is told of its
+	// escalation, and its reminder clock still runs.
+	for {
+		n, err := s.store.ActionEscalateDue(ctx, now, batch)
+		if err != nil {
+			return res, err
+		}
+		res.Escalated += n
+		if n < batch {
+			break
+		}
+	}
+	for {
+		n, err := s.store.ActionRemindDue(ctx, now, batch)
+		if err != nil {
+			return res, err
+		}
+		res.Reminded += n
+		if n < batch {
 			break
 		}
 	}

@@ -164,5 +164,11 @@ func loadTools(path, secret string) (*classify.Registry, error) {
 	if path == "" {
 		return classify.Empty(), nil
 	}
-	return classify.Load(path, classify.Options{WebhookSecretSet: secret != ""})
+	// The channel settings are read here (not passed in) so that tools check and serve judge
+	// a file against the same environment.
+	return classify.Load(path, classify.Options{
+		WebhookSecretSet: secret != "",
+		SlackConfigured:  env("APPROVALS_SLACK_BOT_TOKEN") != "" && env("APPROVALS_SLACK_SIGNING_SECRET") != "",
+		SMTPConfigured:   env("APPROVALS_SMTP_URL") != "" && env("APPROVALS_SMTP_FROM") != "",
+	})
 }

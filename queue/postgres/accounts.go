@@ -14,7 +14,7 @@ import (
 func scanUser(row rowScanner) (*accounts.User, error) {
 	var u accounts.User
 	var role string
-	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, accounts.ErrNotFound
 		}
@@ -27,7 +27,7 @@ func scanUser(row rowScanner) (*accounts.User, error) {
 // UserCreate implements accounts.Store.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
 	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
-VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at`,
+VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`,
 		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
@@ -65,19 +65,47 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 	return nil
 }
 
+// UserSetSlackID implements accounts.Store; the partial unique index
+// users_slack_id keeps one user per Slack id.
+func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
+	var v *string
+	if slackID != "" {
+		v = &slackID
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, v)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrExists)
+	}
+	if err != nil {
+		return fmt.Errorf("set slack id: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
+// UserGetBySlackID implements accounts.Store.
+func (s *Store) UserGetBySlackID(ctx context.Context, slackID string) (*accounts.User, error) {
+	if slackID == "" {
+		return nil, accounts.ErrNotFound
+	}
+	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE slack_id = $1`, slackID))
+}
+
 // UserGetByEmail implements accounts.Store.
 func (s *Store) UserGetByEmail(ctx context.Context, email string) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users WHERE lower(email) = lower($1)`, email))
+	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE lower(email) = lower($1)`, email))
 }
 
 // UserGetByID implements accounts.Store.
 func (s *Store) UserGetByID(ctx context.Context, id int64) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users WHERE id = $1`, id))
+	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE id = $1`, id))
 }
 
 // UserList implements accounts.Store.
 func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at FROM users ORDER BY email`)
+	rows, err := s.pool.Query(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users ORDER BY email`)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}

@@ -24,7 +24,7 @@ const actionGetByIDSQL = `
 SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
-    a.finished_at, a.expires_at, a.spec, a.warnings,
+    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -39,7 +39,7 @@ const actionListSelect = `
 SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
-    a.finished_at, a.expires_at, a.spec, a.warnings,
+    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -54,13 +54,14 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 		a                                         queue.Action
 		class, state                              string
 		payload, approved, result, spec, warnings []byte
+		approvals                                 []byte
 		tID, tKind, tState, tBy, tOutcome, tNote  *string
 		tOpened, tResolved                        *time.Time
 	)
 	err := row.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
 		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
 		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
-		&a.ExpiresAt, &spec, &warnings,
+		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt,
 		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
 	if err != nil {
 		return nil, err
@@ -82,8 +83,12 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 	if a.Warnings == nil {
 		a.Warnings = []string{}
 	}
+	if a.Approvals, err = queue.DecodeApprovals(approvals); err != nil {
+		return nil, fmt.Errorf("decode approvals of action %s: %w", a.ID, err)
+	}
+	a.ApprovalsRequired = a.Spec.Approval.RequiredApprovals()
 	utc(&a.CreatedAt)
-	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt)
+	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt, a.EscalatedAt)
 	if tID != nil {
 		t := &queue.Ticket{ID: *tID, ActionID: a.ID, Kind: queue.TicketKind(*tKind),
 			State: queue.TicketState(*tState), OpenedAt: tOpened.UTC(), ResolvedAt: tResolved,
@@ -378,7 +383,7 @@ WITH due AS (
 SELECT upd.id::text, upd.tool, upd.class, upd.intent_key, upd.attempt, upd.state, upd.payload,
     upd.approved_payload, upd.result, upd.error, upd.requested_by, upd.channel, upd.decided_by,
     upd.decision_note, upd.created_at, upd.decided_at, upd.claimed_at, upd.claimed_by,
-    upd.finished_at, upd.expires_at, upd.spec, upd.warnings,
+    upd.finished_at, upd.expires_at, upd.spec, upd.warnings, upd.approvals, upd.escalated_at,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text
 FROM upd`
 

@@ -88,7 +88,7 @@ WITH ins AS (
 SELECT ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state, ins.payload,
     ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
     ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
-    ins.finished_at, ins.expires_at, ins.spec, ins.warnings,
+    ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins
@@ -96,7 +96,7 @@ UNION ALL
 SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings,
+    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = $2 AND h.payload::text = $6::text
 FROM holder h
@@ -154,7 +154,7 @@ WITH input AS (
 SELECT i.n::int - 1, ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state, ins.payload,
     ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
     ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
-    ins.finished_at, ins.expires_at, ins.spec, ins.warnings,
+    ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins JOIN input i ON i.id = ins.id
@@ -162,7 +162,7 @@ UNION ALL
 SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings,
+    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
@@ -201,7 +201,7 @@ WITH input AS (
 SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings,
+    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
@@ -233,7 +233,7 @@ WITH input AS (
 SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings,
+    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h

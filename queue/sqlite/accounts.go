@@ -10,7 +10,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 )
 
-const userColumns = `id, email, password_hash, role, created_at, password_changed_at`
+const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`
 
 func scanUser(sc scanner) (*accounts.User, error) {
 	var (
@@ -18,7 +18,7 @@ func scanUser(sc scanner) (*accounts.User, error) {
 		role               string
 		created, pwChanged string
 	)
-	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged); err != nil {
+	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged, &u.SlackID); err != nil {
 		return nil, err
 	}
 	u.Role = accounts.Role(role)
@@ -99,6 +99,34 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 		return fmt.Errorf("set role of user %d: %w", id, err)
 	}
 	return nil
+}
+
+// UserSetSlackID sets or clears the user's Slack id; the partial unique
+// index users_slack_id keeps one user per id.
+func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
+	var v any
+	if slackID != "" {
+		v = slackID
+	}
+	n, err := s.exec(ctx, `UPDATE users SET slack_id = ? WHERE id = ?`, v, id)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrExists)
+	}
+	if err == nil && n == 0 {
+		err = accounts.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("set slack id of user %d: %w", id, err)
+	}
+	return nil
+}
+
+// UserGetBySlackID finds the user with a Slack id.
+func (s *Store) UserGetBySlackID(ctx context.Context, slackID string) (*accounts.User, error) {
+	if slackID == "" {
+		return nil, fmt.Errorf("empty slack id: %w", accounts.ErrNotFound)
+	}
+	return s.userWhere(ctx, slackID, `slack_id = ?`, slackID)
 }
 
 // UserGetByEmail finds a user by email, ignoring case.

@@ -15,7 +15,7 @@ import (
 
 const actionColumns = `id, tool, class, intent_key, attempt, state, payload, approved_payload, result, error,
 	requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
-	finished_at, expires_at, spec, warnings`
+	finished_at, expires_at, spec, warnings, approvals, escalated_at`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -27,11 +27,12 @@ func scanAction(sc scanner) (*queue.Action, error) {
 		approved, result, errText             sql.NullString
 		decidedBy, note, claimedBy            sql.NullString
 		decidedAt, claimedAt, finishedAt      sql.NullString
-		expiresAt                             sql.NullString
+		expiresAt, escalatedAt                sql.NullString
+		approvals                             string
 	)
 	err := sc.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload, &approved, &result, &errText,
 		&a.RequestedBy, &a.Channel, &decidedBy, &note, &createdAt, &decidedAt, &claimedAt, &claimedBy,
-		&finishedAt, &expiresAt, &spec, &warnings)
+		&finishedAt, &expiresAt, &spec, &warnings, &approvals, &escalatedAt)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +51,7 @@ func scanAction(sc scanner) (*queue.Action, error) {
 	for _, f := range []struct {
 		dst **time.Time
 		src sql.NullString
-	}{{&a.DecidedAt, decidedAt}, {&a.ClaimedAt, claimedAt}, {&a.FinishedAt, finishedAt}, {&a.ExpiresAt, expiresAt}} {
+	}{{&a.DecidedAt, decidedAt}, {&a.ClaimedAt, claimedAt}, {&a.FinishedAt, finishedAt}, {&a.ExpiresAt, expiresAt}, {&a.EscalatedAt, escalatedAt}} {
 		if *f.dst, err = parseNullTime(f.src); err != nil {
 			return nil, err
 		}
@@ -61,6 +62,10 @@ func scanAction(sc scanner) (*queue.Action, error) {
 	if err := json.Unmarshal([]byte(warnings), &a.Warnings); err != nil {
 		return nil, fmt.Errorf("action %s: stored warnings: %w", a.ID, err)
 	}
+	if a.Approvals, err = queue.DecodeApprovals([]byte(approvals)); err != nil {
+		return nil, fmt.Errorf("action %s: stored approvals: %w", a.ID, err)
+	}
+	a.ApprovalsRequired = a.Spec.Approval.RequiredApprovals()
 	return &a, nil
 }
 

@@ -95,7 +95,7 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 		wdb.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
-	if err := migrate(ctx, wdb); err != nil {
+	if err := migrate(ctx, uri+fmt.Sprintf("?_busy_timeout=%d&_journal_mode=WAL&_txlock=immediate", busyTimeout.Milliseconds())); err != nil {
 		wdb.Close()
 		return nil, fmt.Errorf("SQLite database %s: %w", abs, err)
 	}
@@ -137,7 +137,19 @@ func pingBusy(ctx context.Context, db *sql.DB) error {
 // goose, so two processes starting on a fresh file can both decide to apply
 // a migration; the loser fails inside its (immediate) transaction and,
 // retried, finds the migration applied.
-func migrate(ctx context.Context, db *sql.DB) error {
+//
+// Migrations run on a connection of their own with foreign keys off (the
+// SQLite default, so uri omits _foreign_keys): a migration that rebuilds a
+// parent table, as SQLite must to change a CHECK constraint, would
+// otherwise trip the references of its children. foreign_key_check then
+// proves no reference was broken.
+func migrate(ctx context.Context, uri string) error {
+	db, err := sql.Open("sqlite", uri)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
 	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
 	if err != nil {
 		return fmt.Errorf("migrations: %w", err)
@@ -151,7 +163,15 @@ func migrate(ctx context.Context, db *sql.DB) error {
 	if err != nil {
 		return fmt.Errorf("apply migrations: %w", err)
 	}
-	return nil
+	rows, err := db.QueryContext(ctx, `PRAGMA foreign_key_check`)
+	if err != nil {
+		return fmt.Errorf("check foreign keys after migrations: %w", err)
+	}
+	defer rows.Close()
+	if rows.Next() {
+		return errors.New("migrations left a broken foreign key reference")
+	}
+	return rows.Err()
 }
 
 // Ping checks that the database answers.

@@ -61,6 +61,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Bulk", bulkTests},
 		{"Overview", overviewTests},
 		{"LockOrder", lockOrderTests},
+		{"ActionDecide", decideTests},
+		{"Routing", routingTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -1,0 +1,405 @@
+package classify
+
+import (
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// routing is the groups and channels of a tools file.
+type routing struct {
+	groups   map[string][]string // lower-cased emails, sorted, distinct
+	channels map[string]Channel
+}
+
+// approvalKeys are the keys of a tool's approval rule.
+var approvalKeys = []string{"approvers", "bulk", "escalate_after", "escalate_notify", "escalate_to", "notify", "remind_after", "required"}
+
+// maxEmailLength is the longest address SMTP carries (RFC 5321 path limit).
+const maxEmailLength = 254
+
+// Groups returns every group with its members' emails (lower case), by group name.
+func (r *Registry) Groups() map[string][]string {
+	out := map[string][]string{}
+	if r == nil {
+		return out
+	}
+	for name, members := range r.groups {
+		out[name] = slices.Clone(members)
+	}
+	return out
+}
+
+// Channels returns every channel, sorted by name.
+func (r *Registry) Channels() []Channel {
+	if r == nil {
+		return nil
+	}
+	out := make([]Channel, 0, len(r.channels))
+	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
+		out = append(out, r.channels[name].clone())
+	}
+	return out
+}
+
+// Channel returns the named channel.
+func (r *Registry) Channel(name string) (Channel, bool) {
+	if r == nil {
+		return Channel{}, false
+	}
+	c, ok := r.channels[name]
+	return c.clone(), ok
+}
+
+// ChannelsFor returns the channels that hear of an event of the given type about an action of
+// tool (the action's snapshot, so the rule it was submitted under decides), sorted by name
+// and each once. A channel with Events hears exactly those types, of every tool; any other
+// channel hears a tool's pending, reminder and decision events when the tool's notify names
+// it, and its escalation when escalate_notify does.
+func (r *Registry) ChannelsFor(event string, tool Tool) []Channel {
+	if r == nil {
+		return nil
+	}
+	named := map[string]bool{}
+	if a := tool.Approval; a != nil {
+		switch event {
+		case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
+			EventActionChangesRequested, EventActionExpired, EventActionCancelled:
+			for _, n := range a.Notify {
+				named[n] = true
+			}
+		case EventActionEscalated:
+			for _, n := range a.EscalateNotify {
+				named[n] = true
+			}
+		}
+	}
+	var out []Channel
+	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
+		c := r.channels[name]
+		if len(c.Events) > 0 && slices.Contains(c.Events, event) || len(c.Events) == 0 && named[name] {
+			out = append(out, c.clone())
+		}
+	}
+	return out
+}
+
+func (c Channel) clone() Channel {
+	if c.Slack != nil {
+		s := *c.Slack
+		c.Slack = &s
+	}
+	if c.Email != nil {
+		e := EmailChannel{To: slices.Clone(c.Email.To)}
+		c.Email = &e
+	}
+	c.Events = slices.Clone(c.Events)
+	return c
+}
+
+// RequiredApprovals is the number of distinct approvals an action of the rule needs (1 for a
+// tool without a rule).
+func (a *Approval) RequiredApprovals() int {
+	if a == nil || a.Required < 1 {
+		return 1
+	}
+	return a.Required
+}
+
+// BulkAllowed reports whether actions of the rule may be approved in bulk (the default).
+func (a *Approval) BulkAllowed() bool { return a == nil || a.Bulk == nil || *a.Bulk }
+
+// MayDecide reports whether the staff member with this email may decide an action of the rule;
+// escalated says the action has been escalated, which admits EscalateEmails too. Without
+// approvers every approver and admin may decide: roles are the caller's business.
+func (a *Approval) MayDecide(email string, escalated bool) bool {
+	if a == nil || len(a.Approvers) == 0 {
+		return true
+	}
+	email = strings.ToLower(email)
+	return slices.Contains(a.ApproverEmails, email) || escalated && slices.Contains(a.EscalateEmails, email)
+}
+
+func (a Approval) clone() Approval {
+	a.Approvers = slices.Clone(a.Approvers)
+	a.ApproverEmails = slices.Clone(a.ApproverEmails)
+	a.Notify = slices.Clone(a.Notify)
+	a.EscalateTo = slices.Clone(a.EscalateTo)
+	a.EscalateEmails = slices.Clone(a.EscalateEmails)
+	a.EscalateNotify = slices.Clone(a.EscalateNotify)
+	if a.Bulk != nil {
+		b := *a.Bulk
+		a.Bulk = &b
+	}
+	return a
+}
+
+// parseRouting reads the top-level groups and channels mappings (either may be nil).
+func parseRouting(groupsNode, channelsNode *yaml.Node, opts Options) (routing, []error) {
+	rt := routing{groups: map[string][]string{}, channels: map[string]Channel{}}
+	var errs []error
+	if groupsNode != nil && !isNull(groupsNode) {
+		if groupsNode.Kind != yaml.MappingNode {
+			errs = append(errs, fmt.Errorf(`line %d: "groups" must be a mapping from group name to a list of emails, found %s`, groupsNode.Line, nodeKind(groupsNode)))
+		} else {
+			p := &toolParser{name: "groups", subject: "section"}
+			for name, n := range p.mapping(groupsNode, "", nil) {
+				gp := &toolParser{name: name, line: n.Line, subject: "group"}
+				if members := gp.emails(n, "members"); len(gp.errs) == 0 {
+					if len(members) == 0 {
+						gp.fail("members", n.Line, "a group needs at least one email")
+					}
+					rt.groups[name] = members
+				}
+				errs = append(errs, gp.errs...)
+			}
+			errs = append(errs, p.errs...)
+		}
+	}
+	if channelsNode != nil && !isNull(channelsNode) {
+		if channelsNode.Kind != yaml.MappingNode {
+			errs = append(errs, fmt.Errorf(`line %d: "channels" must be a mapping from channel name to its settings, found %s`, channelsNode.Line, nodeKind(channelsNode)))
+		} else {
+			p := &toolParser{name: "channels", subject: "section"}
+			for name, n := range p.mapping(channelsNode, "", nil) {
+				cp := &toolParser{name: name, line: n.Line, subject: "channel", opts: opts}
+				c := cp.channel(n)
+				if len(cp.errs) == 0 {
+					rt.channels[name] = c
+				}
+				errs = append(errs, cp.errs...)
+			}
+			errs = append(errs, p.errs...)
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return rt, errs
+}
+
+// emails reads a list of email addresses, lower-cased, sorted and distinct.
+func (p *toolParser) emails(n *yaml.Node, field string) []string {
+	list := p.names(n, field)
+	var out []string
+	for _, e := range list {
+		if len(e) > maxEmailLength || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || strings.ContainsAny(e, " \t\r\n<>,") {
+			p.fail(field, n.Line, "%q is not an email address", e)
+			continue
+		}
+		out = append(out, strings.ToLower(e))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// names reads a list of non-empty strings; a single string is a list of one.
+func (p *toolParser) names(n *yaml.Node, field string) []string {
+	n = resolveAlias(n)
+	if isNull(n) {
+		return nil
+	}
+	items := []*yaml.Node{n}
+	if n.Kind == yaml.SequenceNode {
+		items = n.Content
+	}
+	var out []string
+	for _, it := range items {
+		it = resolveAlias(it)
+		if it.Kind != yaml.ScalarNode || isNull(it) || it.Value == "" {
+			p.fail(field, it.Line, "must be a list of names, found %s", nodeKind(it))
+			continue
+		}
+		out = append(out, it.Value)
+	}
+	return out
+}
+
+func (p *toolParser) channel(n *yaml.Node) Channel {
+	c := Channel{Name: p.name}
+	if n.Kind != yaml.MappingNode {
+		p.errs = append(p.errs, fmt.Errorf("%s (line %d): must be a mapping with one of slack, email or webhook, found %s", p.what(), n.Line, nodeKind(n)))
+		return c
+	}
+	fields := p.mapping(n, "", []string{"email", "events", "slack", "webhook"})
+	kinds := 0
+	for _, k := range []string{"slack", "email", "webhook"} {
+		if fields[k] != nil {
+			kinds++
+		}
+	}
+	if kinds != 1 {
+		p.errs = append(p.errs, fmt.Errorf("%s (line %d): needs exactly one of slack, email or webhook, found %d", p.what(), n.Line, kinds))
+		return c
+	}
+	if s := fields["slack"]; s != nil {
+		if s.Kind != yaml.MappingNode {
+			p.fail("slack", s.Line, "must be a mapping with channel (a Slack channel id), found %s", nodeKind(s))
+		} else {
+			sf := p.mapping(s, "slack", []string{"channel"})
+			c.Slack = &SlackChannel{}
+			if !p.scalarAt(sf, "channel", "slack.channel", &c.Slack.Channel) || c.Slack.Channel == "" {
+				p.fail("slack.channel", s.Line, "needs the Slack channel id (C0APPROVALS)")
+			}
+		}
+		if !p.opts.SlackConfigured {
+			p.fail("slack", s.Line, "a Slack channel needs APPROVALS_SLACK_BOT_TOKEN and APPROVALS_SLACK_SIGNING_SECRET, and they are not set")
+		}
+	}
+	if e := fields["email"]; e != nil {
+		if e.Kind != yaml.MappingNode {
+			p.fail("email", e.Line, "must be a mapping with to (a list of addresses), found %s", nodeKind(e))
+		} else {
+			ef := p.mapping(e, "email", []string{"to"})
+			c.Email = &EmailChannel{}
+			if to := ef["to"]; to != nil {
+				c.Email.To = p.emails(to, "email.to")
+			}
+			if len(c.Email.To) == 0 {
+				p.fail("email.to", e.Line, "needs at least one address")
+			}
+		}
+		if !p.opts.SMTPConfigured {
+			p.fail("email", e.Line, "an email channel needs APPROVALS_SMTP_URL and APPROVALS_SMTP_FROM, and they are not set")
+		}
+	}
+	if w := fields["webhook"]; w != nil {
+		if p.scalarAt(fields, "webhook", "webhook", &c.Webhook) {
+			if u, err := url.Parse(c.Webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+				p.fail("webhook", w.Line, "%q is not an absolute http or https URL", c.Webhook)
+			}
+		} else {
+			p.fail("webhook", w.Line, "needs the URL that receives the events")
+		}
+		if !p.opts.WebhookSecretSet {
+			p.fail("webhook", w.Line, "a webhook channel needs %s to sign its events, and it is not set", webhookSecretVariable)
+		}
+	}
+	if ev := fields["events"]; ev != nil {
+		for _, t := range p.names(ev, "events") {
+			if !slices.Contains(EventTypes, t) {
+				p.fail("events", ev.Line, "%q is not an event type; known types: %s", t, strings.Join(EventTypes, ", "))
+				continue
+			}
+			if !slices.Contains(c.Events, t) {
+				c.Events = append(c.Events, t)
+			}
+		}
+		if len(c.Events) == 0 && len(p.errs) == 0 {
+			p.fail("events", ev.Line, "an empty list would tell the channel nothing; leave events out to follow the tools' notify lists")
+		}
+	}
+	return c
+}
+
+// approval reads a tool's approval rule, resolving group names to their members now: the
+// action keeps the snapshot, so a later change of a group affects new submissions only.
+func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
+	if n.Kind != yaml.MappingNode {
+		p.fail("approval", n.Line, "must be a mapping of keys (%s), found %s", strings.Join(approvalKeys, ", "), nodeKind(n))
+		return nil
+	}
+	if t.Class.Valid() && t.Class != AtMostOnce {
+		p.fail("approval", n.Line, "an approval rule is allowed only on at-most-once tools; this tool is %s: %s", t.Class, t.Reason)
+	}
+	fields := p.mapping(n, "approval", approvalKeys)
+	a := &Approval{Required: 1}
+	groups := func(key string) ([]string, []string) {
+		v := fields[key]
+		if v == nil {
+			return nil, nil
+		}
+		var names, members []string
+		for _, g := range p.names(v, "approval."+key) {
+			m, ok := p.routing.groups[g]
+			if !ok {
+				p.fail("approval."+key, v.Line, "unknown group %q; groups: %s", g, listOrNone(slices.Sorted(maps.Keys(p.routing.groups))))
+				continue
+			}
+			names = append(names, g)
+			members = append(members, m...)
+		}
+		slices.Sort(members)
+		return names, slices.Compact(members)
+	}
+	channels := func(key string) []string {
+		v := fields[key]
+		if v == nil {
+			return nil
+		}
+		var out []string
+		for _, c := range p.names(v, "approval."+key) {
+			if _, ok := p.routing.channels[c]; !ok {
+				p.fail("approval."+key, v.Line, "unknown channel %q; channels: %s", c, listOrNone(slices.Sorted(maps.Keys(p.routing.channels))))
+				continue
+			}
+			if !slices.Contains(out, c) {
+				out = append(out, c)
+			}
+		}
+		return out
+	}
+	a.Approvers, a.ApproverEmails = groups("approvers")
+	a.EscalateTo, a.EscalateEmails = groups("escalate_to")
+	a.Notify = channels("notify")
+	a.EscalateNotify = channels("escalate_notify")
+	p.duration(fields, "remind_after", "approval.remind_after", &a.RemindAfter)
+	p.duration(fields, "escalate_after", "approval.escalate_after", &a.EscalateAfter)
+
+	if v := fields["required"]; v != nil && !isNull(v) {
+		n, err := strconv.Atoi(v.Value)
+		if v.Kind != yaml.ScalarNode || err != nil || n < 1 {
+			p.fail("approval.required", v.Line, "must be a whole number of at least 1, found %s", nodeKind(v))
+		} else {
+			a.Required = n
+		}
+	}
+	if v := fields["bulk"]; v != nil && !isNull(v) {
+		var b bool
+		if v.Kind != yaml.ScalarNode || v.ShortTag() != "!!bool" || v.Decode(&b) != nil {
+			p.fail("approval.bulk", v.Line, "must be true or false, found %s", nodeKind(v))
+		} else {
+			a.Bulk = &b
+		}
+	}
+
+	if len(a.Approvers) > 0 {
+		eligible := slices.Concat(a.ApproverEmails, a.EscalateEmails)
+		slices.Sort(eligible)
+		if people := len(slices.Compact(eligible)); a.Required > people && fields["required"] != nil {
+			p.fail("approval.required", fields["required"].Line, "%d approvals need %d different people, but approvers and escalate_to have only %d", a.Required, a.Required, people)
+		}
+	}
+	// Without approvers the eligible people are every approver and admin, whom the tools
+	// file cannot count: a required larger than the staff leaves actions to expire.
+	if fields["escalate_to"] != nil && fields["approvers"] == nil {
+		p.fail("approval.escalate_to", fields["escalate_to"].Line, "without approvers every approver and admin may decide already; name the approvers that escalation widens")
+	}
+	escalates := fields["escalate_to"] != nil || fields["escalate_notify"] != nil
+	switch {
+	case escalates && a.EscalateAfter == 0 && fields["escalate_after"] == nil:
+		line := n.Line
+		if f := fields["escalate_to"]; f != nil {
+			line = f.Line
+		} else if f := fields["escalate_notify"]; f != nil {
+			line = f.Line
+		}
+		p.fail("approval.escalate_after", line, "escalate_to and escalate_notify need escalate_after: when to escalate")
+	case !escalates && fields["escalate_after"] != nil:
+		p.fail("approval.escalate_after", fields["escalate_after"].Line, "escalation needs escalate_to or escalate_notify: whom it widens to or tells")
+	}
+	if len(p.errs) > 0 {
+		return nil
+	}
+	return a
+}
+
+func listOrNone(names []string) string {
+	if len(names) == 0 {
+		return "none are defined"
+	}
+	return strings.Join(names, ", ")
+}

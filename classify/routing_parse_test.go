@@ -1,0 +1,201 @@
+package classify
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+var allSet = Options{WebhookSecretSet: true, SlackConfigured: true, SMTPConfigured: true}
+
+const routingFile = `
+groups:
+  support-leads: [Ann@Example.com, bob@example.com]
+  night-shift: [cara@example.com, ann@example.com]
+channels:
+  support-slack: { slack: { channel: C0APPROVALS } }
+  leads-mail:    { email: { to: [leads@example.com] } }
+  ops-events:    { webhook: "http://127.0.0.1:9100/events", events: [ticket.opened, action.failed] }
+  escalations:   { webhook: "http://127.0.0.1:9100/escalations" }
+tools:
+  send_customer_email:
+    class: at-most-once
+    approval:
+      approvers: [support-leads]
+      required: 3
+      notify: [support-slack, leads-mail]
+      remind_after: 15m
+      escalate_after: 1h
+      escalate_to: [night-shift]
+      escalate_notify: [escalations]
+      bulk: false
+  post_update:
+    class: at-most-once
+`
+
+func TestParseApprovalRule(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, routingFile, allSet)
+	tool := mustLookup(t, r, "send_customer_email")
+	no := false
+	want := &Approval{
+		Approvers:      []string{"support-leads"},
+		ApproverEmails: []string{"ann@example.com", "bob@example.com"},
+		Required:       3,
+		Notify:         []string{"support-slack", "leads-mail"},
+		RemindAfter:    15 * time.Minute,
+		EscalateAfter:  time.Hour,
+		EscalateTo:     []string{"night-shift"},
+		EscalateEmails: []string{"ann@example.com", "cara@example.com"},
+		EscalateNotify: []string{"escalations"},
+		Bulk:           &no,
+	}
+	if !reflect.DeepEqual(tool.Approval, want) {
+		t.Fatalf("Approval = %+v\nwant       %+v", tool.Approval, want)
+	}
+	if tool.Approval.BulkAllowed() {
+		t.Fatal("BulkAllowed() = true with bulk: false")
+	}
+	// The rule is part of the snapshot an action stores.
+	raw, err := json.Marshal(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back Tool
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(back.Approval, want) {
+		t.Fatalf("after a JSON round trip Approval = %+v", back.Approval)
+	}
+	// Lookup hands out copies.
+	tool.Approval.ApproverEmails[0] = "mallory@example.com"
+	if again := mustLookup(t, r, "send_customer_email"); again.Approval.ApproverEmails[0] != "ann@example.com" {
+		t.Fatal("changing a looked-up tool changed the registry")
+	}
+	if plain := mustLookup(t, r, "post_update"); plain.Approval != nil || plain.Approval.RequiredApprovals() != 1 || !plain.Approval.BulkAllowed() {
+		t.Fatalf("a tool without approval: Approval = %+v", plain.Approval)
+	}
+	if got := r.Groups()["night-shift"]; !reflect.DeepEqual(got, []string{"ann@example.com", "cara@example.com"}) {
+		t.Fatalf("Groups()[night-shift] = %v", got)
+	}
+	var names []string
+	for _, c := range r.Channels() {
+		names = append(names, c.Name+"="+c.Kind())
+	}
+	if got := strings.Join(names, " "); got != "escalations=webhook leads-mail=email ops-events=webhook support-slack=slack" {
+		t.Fatalf("Channels() = %s", got)
+	}
+}
+
+func TestApprovalMayDecide(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, routingFile, allSet)
+	a := mustLookup(t, r, "send_customer_email").Approval
+	tests := []struct {
+		email     string
+		escalated bool
+		want      bool
+	}{
+		{"ann@example.com", false, true},
+		{"BOB@example.com", false, true},
+		{"cara@example.com", false, false},
+		{"cara@example.com", true, true},
+		{"dave@example.com", true, false},
+	}
+	for _, tt := range tests {
+		if got := a.MayDecide(tt.email, tt.escalated); got != tt.want {
+			t.Errorf("MayDecide(%q, escalated %v) = %v, want %v", tt.email, tt.escalated, got, tt.want)
+		}
+	}
+	var none *Approval
+	if !none.MayDecide("anyone@example.com", false) {
+		t.Error("without a rule anyone (with the role) may decide")
+	}
+}
+
+func TestChannelsFor(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, routingFile, allSet)
+	tool := mustLookup(t, r, "send_customer_email")
+	other := mustLookup(t, r, "post_update")
+	tests := []struct {
+		event string
+		tool  Tool
+		want  string
+	}{
+		{EventActionPending, tool, "leads-mail support-slack"},
+		{EventActionReminder, tool, "leads-mail support-slack"},
+		{EventActionApproved, tool, "leads-mail support-slack"},
+		{EventActionChangesRequested, tool, "leads-mail support-slack"},
+		{EventActionCancelled, tool, "leads-mail support-slack"},
+		{EventActionEscalated, tool, "escalations"},
+		{EventActionDone, tool, ""},
+		{EventActionFailed, tool, "ops-events"},
+		{EventActionFailed, other, "ops-events"},
+		{EventTicketOpened, other, "ops-events"},
+		{EventActionPending, other, ""},
+	}
+	for _, tt := range tests {
+		var names []string
+		for _, c := range r.ChannelsFor(tt.event, tt.tool) {
+			names = append(names, c.Name)
+		}
+		if got := strings.Join(names, " "); got != tt.want {
+			t.Errorf("ChannelsFor(%s, %s) = %q, want %q", tt.event, tt.tool.Name, got, tt.want)
+		}
+	}
+}
+
+func TestParseRejectsBadRouting(t *testing.T) {
+	t.Parallel()
+	tool := func(approval string) string {
+		return "groups:\n  leads: [ann@example.com, bob@example.com]\n  night: [cara@example.com]\n" +
+			"channels:\n  slack: { slack: { channel: C1 } }\n  mail: { email: { to: [x@example.com] } }\n" +
+			"tools:\n  t:\n    class: at-most-once\n    approval:\n" + approval
+	}
+	tests := []struct {
+		name string
+		src  string
+		opts Options
+		want []string // every fragment must be in the error
+	}{
+		{"unknown group", tool("      approvers: [leeds]\n"), allSet, []string{`tool "t"`, `"approval.approvers"`, `unknown group "leeds"`}},
+		{"unknown channel", tool("      notify: [slak]\n"), allSet, []string{`tool "t"`, `"approval.notify"`, `unknown channel "slak"`}},
+		{"required too large", tool("      approvers: [leads]\n      required: 3\n"), allSet, []string{`tool "t"`, `"approval.required"`, "only 2"}},
+		{"required counts escalate_to", tool("      approvers: [leads]\n      required: 4\n      escalate_after: 1h\n      escalate_to: [night]\n"), allSet, []string{`"approval.required"`, "only 3"}},
+		{"required zero", tool("      required: 0\n"), allSet, []string{`"approval.required"`, "at least 1"}},
+		{"required not a number", tool("      required: two\n"), allSet, []string{`"approval.required"`}},
+		{"unknown key", tool("      aprovers: [leads]\n"), allSet, []string{`tool "t"`, `unknown key "aprovers"`}},
+		{"escalate without when", tool("      approvers: [leads]\n      escalate_to: [night]\n"), allSet, []string{`"approval.escalate_after"`}},
+		{"escalate_after alone", tool("      escalate_after: 1h\n"), allSet, []string{`"approval.escalate_after"`}},
+		{"bad duration", tool("      remind_after: soon\n"), allSet, []string{`"approval.remind_after"`}},
+		{"bulk not bool", tool("      bulk: maybe\n"), allSet, []string{`"approval.bulk"`}},
+		{"not at-most-once", "tools:\n  t:\n    class: exactly-once\n    approval: { required: 1 }\n", allSet, []string{`tool "t"`, `"approval"`, "only on at-most-once"}},
+		{"slack unconfigured", tool("      notify: [slack]\n"), Options{SMTPConfigured: true}, []string{`channel "slack"`, "APPROVALS_SLACK_BOT_TOKEN"}},
+		{"smtp unconfigured", tool("      notify: [mail]\n"), Options{SlackConfigured: true}, []string{`channel "mail"`, "APPROVALS_SMTP_URL"}},
+		{"webhook unsigned", "channels:\n  hook: { webhook: \"http://x/y\" }\ntools: {}\n", Options{}, []string{`channel "hook"`, "APPROVALS_WEBHOOK_SECRET"}},
+		{"two kinds", "channels:\n  c: { webhook: \"http://x/y\", email: { to: [a@b.c] } }\ntools: {}\n", allSet, []string{`channel "c"`, "exactly one"}},
+		{"unknown event", "channels:\n  c: { webhook: \"http://x/y\", events: [action.exploded] }\ntools: {}\n", allSet, []string{`channel "c"`, `"events"`, "action.exploded"}},
+		{"bad email", "groups:\n  g: [not-an-email]\ntools: {}\n", allSet, []string{`group "g"`, "not an email"}},
+		{"empty group", "groups:\n  g: []\ntools: {}\n", allSet, []string{`group "g"`, "at least one"}},
+		{"email without to", "channels:\n  c: { email: {} }\ntools: {}\n", allSet, []string{`channel "c"`, `"email.to"`}},
+		{"unknown top-level", "grups: {}\ntools: {}\n", allSet, []string{`unknown top-level key "grups"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := Parse([]byte(tt.src), tt.opts)
+			if err == nil {
+				t.Fatalf("Parse accepted:\n%s", tt.src)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,369 @@
+package queue_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/sqlite"
+)
+
+const outboxTools = `
+groups:
+  leads: [ann@example.com, bob@example.com]
+channels:
+  leads-hook: { webhook: "http://127.0.0.1:1/leads" }
+  leads-slack: { slack: { channel: C0APPROVALS } }
+  ops: { webhook: "http://127.0.0.1:1/ops", events: [action.failed, ticket.opened] }
+tools:
+  send_customer_email:
+    class: at-most-once
+    intent: "email:{customer_id}:{topic}"
+    approval:
+      approvers: [leads]
+      notify: [leads-hook, leads-slack]
+  post_update:
+    class: at-most-once
+    intent: "post:{topic}"
+`
+
+// manualClock is the injected clock of the outbox tests.
+type manualClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *manualClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *manualClock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// recorder stands in for a channel's receiver: it records each delivery
+// and answers what fail says for the attempt.
+type recorder struct {
+	mu    sync.Mutex
+	calls []queue.Notification
+	fail  func(n queue.Notification) error
+}
+
+func (r *recorder) Notify(_ context.Context, n queue.Notification) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, n)
+	if r.fail != nil {
+		return r.fail(n)
+	}
+	return nil
+}
+
+func (r *recorder) byID() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range r.calls {
+		out[c.ID]++
+	}
+	return out
+}
+
+// outboxDB is one database that several "processes" (Services) open.
+type outboxDB struct {
+	t     *testing.T
+	clock *manualClock
+	reg   *classify.Registry
+	open  func() queue.Store
+}
+
+func (d *outboxDB) service(opts queue.Options) *queue.Service {
+	opts.Now = d.clock.Now
+	return queue.NewService(d.open(), d.reg, opts)
+}
+
+func onBothDatabases(t *testing.T, fn func(t *testing.T, db *outboxDB)) {
+	t.Helper()
+	reg, err := classify.Parse([]byte(outboxTools), classify.Options{WebhookSecretSet: true, SlackConfigured: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			db := &outboxDB{t: t, reg: reg, clock: &manualClock{now: time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)}}
+			if kind == "sqlite" {
+				path := filepath.Join(t.TempDir(), "approvals.db")
+				db.open = func() queue.Store {
+					s, err := sqlite.Open(t.Context(), path)
+					if err != nil {
+						t.Fatal(err)
+					}
+					t.Cleanup(func() { s.Close() })
+					return s
+				}
+			} else {
+				url := pgtest.URL(t)
+				db.open = func() queue.Store { return pgtest.OpenURL(t, url) }
+			}
+			fn(t, db)
+		})
+	}
+}
+
+func submitTopic(t *testing.T, svc *queue.Service, tool, topic string) *queue.Action {
+	t.Helper()
+	raw, _ := json.Marshal(map[string]any{"customer_id": "c-1", "topic": topic})
+	res, err := svc.Submit(t.Context(), queue.SubmitRequest{Tool: tool, Payload: raw, Agent: "bot"})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	return res.Action
+}
+
+func TestFanOutRoutesEvents(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		svc := db.service(queue.Options{})
+		a := submitTopic(t, svc, "send_customer_email", "route")
+		submitTopic(t, svc, "send_customer_email", "route") // a replay notifies nobody
+		other := submitTopic(t, svc, "post_update", "route")
+		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Reject(ctx, queue.DecideRequest{ID: other.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.FanOut(ctx, 2); err != nil { // a small batch: FanOut loops
+			t.Fatal(err)
+		}
+		if n, err := svc.FanOut(ctx, 2); err != nil || n != 0 {
+			t.Fatalf("a second fan-out took %d events (%v), want none", n, err)
+		}
+		list, err := svc.Notifications(ctx, a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, n := range list {
+			got = append(got, n.Type+"→"+n.Channel+"/"+n.Kind+"/"+string(n.State))
+		}
+		want := []string{"action.pending→leads-hook/webhook/pending", "action.pending→leads-slack/slack/pending",
+			"action.approved→leads-hook/webhook/pending", "action.approved→leads-slack/slack/pending"}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("notifications of the routed action:\n got %v\nwant %v", got, want)
+		}
+		if list, _ := svc.Notifications(ctx, other.ID); len(list) != 0 {
+			t.Fatalf("a tool without notify got %d notifications", len(list))
+		}
+		if depth, err := svc.NotificationQueueDepth(ctx); err != nil || depth != 4 {
+			t.Fatalf("queue depth %d (%v), want 4", depth, err)
+		}
+	})
+}
+
+// A notification committed with its transition is delivered after a
+// restart, although the first sender died after claiming it.
+func TestOutboxSurvivesASenderThatDied(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		first := db.open()
+		svc := queue.NewService(first, db.reg, queue.Options{Now: db.clock.Now})
+		a := submitTopic(t, svc, "send_customer_email", "crash")
+		if _, err := svc.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		// The first process claims both notifications and dies before sending.
+		claimed, err := first.NotificationClaim(ctx, db.clock.Now(), time.Minute, 100)
+		if err != nil || len(claimed) != 2 {
+			t.Fatalf("claim: %d (%v), want 2", len(claimed), err)
+		}
+		hook, slack := &recorder{}, &recorder{}
+		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": slack}, Lease: time.Minute}
+		restarted := db.service(queue.Options{})
+		if n, err := restarted.SendDue(ctx, cfg); err != nil || n != 0 {
+			t.Fatalf("within the lease the restarted sender took %d (%v), want none", n, err)
+		}
+		db.clock.advance(time.Minute)
+		if n, err := restarted.SendDue(ctx, cfg); err != nil || n != 2 {
+			t.Fatalf("after the lease the restarted sender took %d (%v), want 2", n, err)
+		}
+		for _, r := range []*recorder{hook, slack} {
+			if len(r.calls) != 1 || r.calls[0].Action.ID != a.ID || r.calls[0].Type != classify.EventActionPending || r.calls[0].Attempt != 2 {
+				t.Fatalf("deliveries: %+v", r.calls)
+			}
+		}
+		if hook.calls[0].ID != claimed[0].ID && hook.calls[0].ID != claimed[1].ID {
+			t.Fatal("the notification id changed across the retry")
+		}
+		// The dead sender's late settlement changes nothing.
+		if ok, err := first.NotificationSettle(ctx, queue.NotificationSettleParams{ID: claimed[0].ID, Attempts: 1,
+			State: queue.NotificationPending, Now: db.clock.Now(), DueAt: db.clock.Now(), LastError: "late"}); err != nil || ok {
+			t.Fatalf("a stale settlement applied (%v, %v)", ok, err)
+		}
+		list, _ := restarted.Notifications(ctx, a.ID)
+		for _, n := range list {
+			if n.State != queue.NotificationDelivered || n.DeliveredAt == nil {
+				t.Fatalf("notification %s is %s", n.ID, n.State)
+			}
+		}
+	})
+}
+
+// Two healthy senders on one database deliver each notification once.
+func TestOutboxTwoSendersDeliverOnce(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		svc := db.service(queue.Options{})
+		for i := range 25 {
+			submitTopic(t, svc, "send_customer_email", fmt.Sprintf("pair-%d", i))
+		}
+		hook := &recorder{}
+		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": hook}, Batch: 7}
+		senders := []*queue.Service{svc, db.service(queue.Options{})}
+		var errs [2]error
+		race(2, func(i int) {
+			// Both fan out and send until nothing is left.
+			for {
+				f, err := senders[i].FanOut(ctx, 5)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				n, err := senders[i].SendDue(ctx, cfg)
+				if err != nil {
+					errs[i] = err
+					return
+				}
+				if f == 0 && n == 0 {
+					if d, _ := senders[i].NotificationQueueDepth(ctx); d == 0 {
+						return
+					}
+				}
+			}
+		})
+		if err := errors.Join(errs[:]...); err != nil {
+			t.Fatal(err)
+		}
+		got := hook.byID()
+		if len(got) != 50 {
+			t.Fatalf("%d notifications delivered, want 50", len(got))
+		}
+		for id, n := range got {
+			if n != 1 {
+				t.Fatalf("notification %s delivered %d times", id, n)
+			}
+		}
+	})
+}
+
+func race(n int, fn func(i int)) {
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			fn(i)
+		})
+	}
+	close(start)
+	wg.Wait()
+}
+
+func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		var mu sync.Mutex
+		outcomes := map[string]int{}
+		svc := db.service(queue.Options{OnNotification: func(kind, outcome string) {
+			mu.Lock()
+			outcomes[kind+"/"+outcome]++
+			mu.Unlock()
+		}})
+		a := submitTopic(t, svc, "send_customer_email", "retry")
+		hook := &recorder{fail: func(n queue.Notification) error {
+			if n.Attempt == 3 {
+				return &queue.RetryAfterError{After: 90 * time.Second, Err: errors.New("429")}
+			}
+			return errors.New("receiver answered 500")
+		}}
+		slack := &recorder{}
+		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": slack}}
+		if _, err := svc.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		start := db.clock.Now()
+		hookState := func() queue.NotificationRecord {
+			list, err := svc.Notifications(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, n := range list {
+				if n.Channel == "leads-hook" {
+					return n
+				}
+			}
+			t.Fatal("no leads-hook notification")
+			return queue.NotificationRecord{}
+		}
+		// 5s, 10s, then the receiver's 90s, then 40s, 80s, … capped at 5m.
+		for i, wait := range []time.Duration{5 * time.Second, 10 * time.Second, 90 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute} {
+			if _, err := svc.SendDue(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			n := hookState()
+			if n.State != queue.NotificationPending || n.Attempts != i+1 || !n.DueAt.Equal(db.clock.Now().Add(wait)) || n.LastError == "" {
+				t.Fatalf("after attempt %d: %s, %d attempts, due in %s (want %s), error %q", i+1, n.State, n.Attempts, n.DueAt.Sub(db.clock.Now()), wait, n.LastError)
+			}
+			db.clock.advance(wait - time.Microsecond)
+			if k, _ := svc.SendDue(ctx, cfg); k != 0 {
+				t.Fatalf("attempt %d: a retry went out %s early", i+1, time.Microsecond)
+			}
+			db.clock.advance(time.Microsecond)
+		}
+		// Keep failing until 24 hours after creation: the last retry is due
+		// exactly then, and its failure gives up.
+		for hookState().State == queue.NotificationPending {
+			if _, err := svc.SendDue(ctx, cfg); err != nil {
+				t.Fatal(err)
+			}
+			if n := hookState(); n.State == queue.NotificationPending {
+				if n.DueAt.After(start.Add(24 * time.Hour)) {
+					t.Fatalf("a retry is due %s, after the 24 hours", n.DueAt)
+				}
+				db.clock.now = n.DueAt
+			}
+		}
+		n := hookState()
+		if n.State != queue.NotificationFailed || db.clock.Now().Before(start.Add(24*time.Hour)) {
+			t.Fatalf("gave up at %s (state %s), want failed at 24h", db.clock.Now().Sub(start), n.State)
+		}
+		if len(slack.calls) != 1 {
+			t.Fatalf("the healthy channel got %d deliveries, want 1", len(slack.calls))
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		if outcomes["webhook/failed"] != 1 || outcomes["slack/delivered"] != 1 || outcomes["webhook/retry"] != n.Attempts-1 {
+			t.Fatalf("outcomes %v (attempts %d)", outcomes, n.Attempts)
+		}
+		if d, _ := svc.NotificationQueueDepth(ctx); d != 0 {
+			t.Fatalf("queue depth %d after giving up, want 0", d)
+		}
+	})
+}

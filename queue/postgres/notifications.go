@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// fanOutSQL takes the waiting outbox events. Its predicate repeats the
+// partial index events_fan_out's, so the scan reads only that index, and
+// SKIP LOCKED lets several processes share the work.
+var fanOutSQL = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events
+WHERE NOT fanned_out AND kind IN (` + queue.NotifyingKindsSQL() + `)
+ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
+
+// NotificationFanOut implements queue.Store.
+func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int, route func(queue.Event, *queue.Action) []queue.NotificationRecord) (int, error) {
+	var n int
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, fanOutSQL, limit)
+		if err != nil {
+			return err
+		}
+		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.Event, error) {
+			var ev queue.Event
+			var data []byte
+			err := row.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data)
+			ev.Data = nullableJSON(data)
+			ev.At = ev.At.UTC()
+			return ev, err
+		})
+		if err != nil {
+			return err
+		}
+		n = len(evs)
+		ids := make([]int64, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID
+			a, err := scanAction(tx.QueryRow(ctx, actionListSelect+` WHERE a.id = $1`, ev.ActionID))
+			if err != nil {
+				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, err)
+			}
+			for _, r := range route(ev, a) {
+				if _, err := tx.Exec(ctx, `INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING`,
+					r.ID, ev.ID, ev.ActionID, r.Type, r.Channel, r.Kind, r.CreatedAt, r.DueAt); err != nil {
+					return err
+				}
+			}
+		}
+		if len(ids) > 0 {
+			_, err = tx.Exec(ctx, `UPDATE events SET fanned_out = true WHERE id = ANY($1)`, ids)
+		}
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("fan out notifications: %w", err)
+	}
+	return n, nil
+}
+
+const notificationColumns = `n.id::text, n.event_id, n.action_id::text, n.type, n.channel, n.kind, n.state, n.attempts,
+    n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data`
+
+func scanNotification(row pgx.CollectableRow) (queue.NotificationRecord, error) {
+	var r queue.NotificationRecord
+	var state string
+	var data []byte
+	err := row.Scan(&r.ID, &r.EventID, &r.ActionID, &r.Type, &r.Channel, &r.Kind, &state, &r.Attempts,
+		&r.CreatedAt, &r.DueAt, &r.DeliveredAt, &r.LastError, &r.EventAt, &data)
+	r.State = queue.NotificationState(state)
+	r.EventData = json.RawMessage(nullableJSON(data))
+	utc(&r.CreatedAt)
+	utc(&r.DueAt)
+	utc(&r.EventAt)
+	utcp(r.DeliveredAt)
+	return r, err
+}
+
+// NotificationClaim implements queue.Store: one statement takes the due
+// rows (SKIP LOCKED) and moves them a lease ahead, so once it commits no
+// other sender finds them due.
+func (s *Store) NotificationClaim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]queue.NotificationRecord, error) {
+	rows, err := s.pool.Query(ctx, `WITH due AS (
+    SELECT id FROM notifications WHERE state = 'pending' AND due_at <= $1
+    ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED
+), n AS (
+    UPDATE notifications n SET due_at = $2, attempts = n.attempts + 1
+    FROM due WHERE n.id = due.id AND n.state = 'pending'
+    RETURNING n.*
+)
+SELECT `+notificationColumns+` FROM n JOIN events e ON e.id = n.event_id ORDER BY n.created_at`,
+		now, now.Add(lease), limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanNotification)
+	if err != nil {
+		return nil, fmt.Errorf("claim notifications: %w", err)
+	}
+	return out, nil
+}
+
+// NotificationSettle implements queue.Store.
+func (s *Store) NotificationSettle(ctx context.Context, p queue.NotificationSettleParams) (bool, error) {
+	var delivered *time.Time
+	due := p.DueAt
+	if p.State == queue.NotificationDelivered {
+		delivered = &p.Now
+	}
+	if p.State != queue.NotificationPending {
+		due = p.Now
+	}
+	var lastErr *string
+	if p.LastError != "" {
+		lastErr = &p.LastError
+	}
+	tag, err := s.pool.Exec(ctx, `UPDATE notifications SET state = $3, due_at = $4, delivered_at = $5,
+    last_error = coalesce($6, last_error)
+WHERE id = $1 AND state = 'pending' AND attempts = $2`, p.ID, p.Attempts, string(p.State), due, delivered, lastErr)
+	if err != nil {
+		return false, fmt.Errorf("settle notification %s: %w", p.ID, err)
+	}
+	return tag.RowsAffected() == 1, nil
+}
+
+// NotificationList implements queue.Store.
+func (s *Store) NotificationList(ctx context.Context, actionID string) ([]queue.NotificationRecord, error) {
+	if !queue.ValidID(actionID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT `+notificationColumns+` FROM notifications n JOIN events e ON e.id = n.event_id
+WHERE n.action_id = $1 ORDER BY n.event_id, n.channel`, actionID)
+	if err != nil {
+		return nil, fmt.Errorf("list notifications of %s: %w", actionID, err)
+	}
+	return pgx.CollectRows(rows, scanNotification)
+}
+
+// NotificationCountPending implements queue.Store.
+func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE state = 'pending'`).Scan(&n)
+	return n, err
+}
+
+// SlackMessageAdd implements queue.SlackMessages; adding the same message
+// twice (a repeated notification) keeps one.
+func (s *Store) SlackMessageAdd(ctx context.Context, m queue.SlackMessage) error {
+	if !queue.ValidID(m.ActionID) {
+		return queue.ActionNotFound(m.ActionID)
+	}
+	_, err := s.pool.Exec(ctx, `INSERT INTO slack_messages (action_id, channel, ts, posted_at) VALUES ($1, $2, $3, $4)
+ON CONFLICT DO NOTHING`, m.ActionID, m.Channel, m.TS, m.PostedAt)
+	if isForeignKeyViolation(err) {
+		return queue.ActionNotFound(m.ActionID)
+	}
+	return err
+}
+
+// SlackMessageList implements queue.SlackMessages.
+func (s *Store) SlackMessageList(ctx context.Context, actionID string) ([]queue.SlackMessage, error) {
+	if !queue.ValidID(actionID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, `SELECT action_id::text, channel, ts, posted_at FROM slack_messages
+WHERE action_id = $1 ORDER BY posted_at, channel, ts`, actionID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.SlackMessage, error) {
+		var m queue.SlackMessage
+		err := row.Scan(&m.ActionID, &m.Channel, &m.TS, &m.PostedAt)
+		m.PostedAt = m.PostedAt.UTC()
+		return m, err
+	})
+}
