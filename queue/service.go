@@ -20,6 +20,9 @@ type Service struct {
 	// stopping closes on shutdown and releases long-polls.
 	stopping  chan struct{}
 	closeOnce sync.Once
+	// waiters counts long-polls that have subscribed, read the action and
+	// now wait for a change (the approvals_waiters gauge).
+	waiters atomic.Int64
 }
 
 // Options configure a Service.
