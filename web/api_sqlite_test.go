@@ -88,8 +88,10 @@ func TestSQLiteLongPollAndReplay(t *testing.T) {
 		}
 		done <- r
 	}()
-	// The waiter subscribes before it reads, so a cancel that lands before
-	// or after it starts waiting ends the wait either way.
+	// Cancel once the poll waits (subscribed, action read pending); the
+	// fallback re-read (a minute) outlasts the 20 s wait, so the commit's
+	// notification is what ends it.
+	e.app.AwaitWaiters(t, 1)
 	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}

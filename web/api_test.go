@@ -255,24 +255,33 @@ func TestLongPollWakesAcrossServers(t *testing.T) {
 	e := startAPI(t)
 	other := e.addServer()
 	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-5", "poll")).action(t)
-	changed := make(chan time.Time, 1)
+	type answer struct {
+		r   resp
+		err error
+		at  time.Time
+	}
+	answered := make(chan answer, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond) // let the long-poll start waiting
-		r, err := e.try(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil)
-		if err != nil || r.status != 200 {
-			t.Errorf("cancel through the other server: %v %d %s", err, r.status, r.body)
-		}
-		changed <- time.Now()
+		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
+		answered <- answer{r, err, time.Now()}
 	}()
-	r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
-	answered := time.Now()
-	at := <-changed
-	if got := r.action(t).State; got != queue.StateCancelled {
-		t.Fatalf("long-poll answered %s, want cancelled", got)
+	// Cancel only once the first server holds the poll: subscribed, the
+	// action read pending. Its fallback re-read (a minute) is longer than
+	// the poll's 20 s, so only the other server's notification can end it.
+	e.app.AwaitWaiters(t, 1)
+	changed := time.Now()
+	if r := e.do(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
+		t.Fatalf("cancel through the other server: %d %s", r.status, r.body)
 	}
-	if lag := answered.Sub(at); lag > time.Second {
-		t.Fatalf("long-poll answered %s after the change; want within a second", lag)
+	got := <-answered
+	if got.err != nil {
+		t.Fatal(got.err)
 	}
+	if st := got.r.action(t).State; st != queue.StateCancelled {
+		t.Fatalf("long-poll answered %s, want cancelled", st)
+	}
+	// Wall-clock lag depends on the machine's load: logged, not asserted.
+	t.Logf("long-poll answered %s after the change", got.at.Sub(changed))
 }
 
 func TestReadsAndDriveErrors(t *testing.T) {
@@ -358,7 +367,10 @@ func TestAgentExecutesApprovedActionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := runConcurrently(10, func(int) resp {
-		r, _ := e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/execute", nil)
+		r, err := e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/execute", nil)
+		if err != nil {
+			t.Error(err) // a transport error or a response the OpenAPI document does not allow
+		}
 		return r
 	})
 	ok := 0
