@@ -6,23 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/web"
 )
 
 const toolsYAML = `
@@ -61,11 +57,12 @@ tools:
     annotations: { idempotentHint: true }
 `
 
-// env is one whole approvals server (web.New with the MCP endpoint mounted)
-// over its own PostgreSQL schema.
+// env is one whole approvals process (apptest: the assembly cmd/approvals
+// runs, with the MCP endpoint mounted) over its own PostgreSQL schema.
 type env struct {
+	app   *apptest.App
 	svc   *queue.Service
-	store *postgres.Store
+	store app.Store
 	url   string // the /mcp endpoint
 }
 
@@ -82,38 +79,18 @@ type envOptions struct {
 // newEnv starts a server.
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	store := pgtest.Open(t)
 	reg, err := classify.Parse([]byte(toolsYAML), classify.Options{})
 	if err != nil {
 		t.Fatalf("parse tools: %v", err)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	var qs queue.Store = store
-	if opts.wrapStore != nil {
-		qs = opts.wrapStore(store)
-	}
-	svc := queue.NewService(qs, reg, queue.Options{Logger: logger, WaitRecheck: 500 * time.Millisecond})
-	h := mcpserver.New(svc, store, logger, opts.maxBody)
-	if opts.wrapMCP != nil {
-		h = opts.wrapMCP(h)
-	}
-	srv, err := web.New(web.Config{Service: svc, Accounts: store, Logger: logger, MCP: h, MaxBody: opts.maxBody})
-	if err != nil {
-		t.Fatalf("web.New: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return &env{svc: svc, store: store, url: ts.URL + "/mcp"}
+	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody})
+	return &env{app: a, svc: a.Service, store: a.Store, url: a.URL + "/mcp"}
 }
 
 // token creates an agent token named name.
 func (e *env) token(t testing.TB, name string) string {
 	t.Helper()
-	tok, hash := accounts.NewToken()
-	if _, err := e.store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
-		t.Fatalf("create token %s: %v", name, err)
-	}
-	return tok
+	return e.app.Token(t, name)
 }
 
 // bearer adds an agent token to every request of an MCP client.
@@ -350,6 +327,9 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 		}
 		waited <- res
 	}()
+	// Approve once the call holds its long-poll; the fallback re-read (a
+	// minute) outlasts the wait, so the approval's notification ends it.
+	e.app.AwaitWaiters(t, 1)
 	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
