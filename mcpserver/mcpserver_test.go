@@ -716,3 +716,34 @@ func BenchmarkCallOverMCP(b *testing.B) {
 		})
 	}
 }
+
+// The refusals an agent can meet that TestRefusalsAreToolErrors does not
+// reach: a conflicting outcome, another agent's execute and fail, and
+// storage that is down; each is the REST code, as an isError result.
+func TestRefusalsOfEveryAgentCode(t *testing.T) {
+	t.Parallel()
+	var outage apptest.Outage
+	e := newEnv(t, envOptions{wrapStore: outage.Wrap})
+	cs := e.connect(t, e.token(t, "owner"))
+	other := e.connect(t, e.token(t, "intruder"))
+	ctx := context.Background()
+
+	held := wantAction(t, call(t, cs, "issue_refund", map[string]any{"order_id": "o-7", "line_id": "l-1", "amount": 3}), queue.StateInProgress)
+	mail := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c7", "topic": "t", "to": "a@example.com", "subject": "s", "body": "b"}), queue.StatePending)
+	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: mail.ID, By: "user:ops@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, call(t, other, "execute_action", map[string]any{"id": mail.ID}), queue.CodeForbidden)
+	wantRefusal(t, call(t, other, "fail_action", map[string]any{"id": held.ID, "error": "not mine"}), queue.CodeForbidden)
+	wantAction(t, call(t, cs, "complete_action", map[string]any{"id": held.ID, "result": map[string]any{"refund": "re_1"}}), queue.StateDone)
+	wantRefusal(t, call(t, cs, "fail_action", map[string]any{"id": held.ID, "error": "declined"}), queue.CodeOutcomeConflict)
+	wantRefusal(t, call(t, cs, "complete_action", map[string]any{"id": held.ID, "result": map[string]any{"refund": "re_2"}}), queue.CodeOutcomeConflict)
+
+	outage.Begin()
+	r := wantRefusal(t, call(t, cs, "get_action", map[string]any{"id": held.ID}), queue.CodeUnavailable)
+	if strings.Contains(r.Detail, "refused") {
+		t.Errorf("the refusal reveals internals: %q", r.Detail)
+	}
+	outage.End()
+	wantAction(t, call(t, cs, "get_action", map[string]any{"id": held.ID}), queue.StateDone)
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -532,5 +533,38 @@ func TestUnknownActionNamesTheID(t *testing.T) {
 		if p := r.problem(t); r.status != 404 || p.Code != queue.CodeNotFound || !strings.Contains(p.Detail, id) {
 			t.Errorf("GET unknown action: %d %s, want 404 not_found naming %s", r.status, r.body, id)
 		}
+	}
+}
+
+// Storage that stops answering is 503 unavailable, a documented answer
+// that says to try again and reveals nothing of the failure; reads and
+// transitions alike, and the service recovers when storage does.
+func TestStorageDownIs503(t *testing.T) {
+	t.Parallel()
+	var outage apptest.Outage
+	e := startAPIWith(t, apptest.Options{WrapStore: outage.Wrap})
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-503", "down")).action(t)
+	outage.Begin()
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/api/v1/actions/" + a.ID},
+		{"GET", "/api/v1/actions/" + a.ID + "?wait=5s"},
+		{"POST", "/api/v1/actions/" + a.ID + "/cancel"},
+	} {
+		r := e.do(e.base, e.token, tc.method, tc.path, nil)
+		if p := r.problem(t); r.status != http.StatusServiceUnavailable || p.Code != queue.CodeUnavailable || strings.Contains(string(r.body), "refused") {
+			t.Errorf("%s %s with storage down: %d %s", tc.method, tc.path, r.status, r.body)
+		}
+	}
+	r, err := http.Get(e.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("readyz with storage down: %d", r.StatusCode)
+	}
+	outage.End()
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != http.StatusOK {
+		t.Fatalf("cancel after the outage: %d %s", r.status, r.body)
 	}
 }
