@@ -39,8 +39,6 @@ type apiEnv struct {
 	*testclock.Clock
 }
 
-func exampleRegistry(t testing.TB) *classify.Registry { return apptest.ExampleTools(t) }
-
 // startAPI starts a server on a fresh PostgreSQL schema.
 func startAPI(t *testing.T) *apiEnv {
 	t.Helper()
