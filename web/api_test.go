@@ -263,18 +263,24 @@ func TestLongPollWakesAcrossServers(t *testing.T) {
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
+		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=60s", nil)
 		answered <- answer{r, err, time.Now()}
 	}()
 	// Cancel only once the first server holds the poll: subscribed, the
-	// action read pending. Its fallback re-read (a minute) is longer than
-	// the poll's 20 s, so only the other server's notification can end it.
+	// action read pending. Its fallback re-read (a minute) and its deadline
+	// (60 s) are both later than this test waits for the answer (30 s), so
+	// only the other server's notification can end it in time.
 	e.app.AwaitWaiters(t, 1)
 	changed := time.Now()
 	if r := e.do(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
 		t.Fatalf("cancel through the other server: %d %s", r.status, r.body)
 	}
-	got := <-answered
+	var got answer
+	select {
+	case got = <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long-poll did not answer within 30 s of the change")
+	}
 	if got.err != nil {
 		t.Fatal(got.err)
 	}
