@@ -166,6 +166,11 @@ tools:
     claim_timeout: 2m
     expires_after: 1h
     check: "Search the partner's inbox for the Idempotency-Key."
+    executor: { webhook: %q, timeout: 30s }
+  notify_slow:
+    class: at-most-once
+    intent: "slow:{partner}:{topic}"
+    claim_timeout: 2m
     executor: { webhook: %q, timeout: 1s }
   notify_held:
     class: at-most-once
@@ -176,7 +181,7 @@ tools:
     class: at-most-once
     intent: "unreachable:{topic}"
     claim_timeout: 2m
-    executor: { webhook: %q, timeout: 1s }
+    executor: { webhook: %q, timeout: 30s }
   send_customer_email:
     class: at-most-once
     intent: "email:{customer_id}:{topic}"
@@ -186,7 +191,7 @@ tools:
     class: exactly-once
     intent: "refund:{order_id}:{line_id}"
     claim_timeout: 2m
-`, hook, hook, unreachable)
+`, hook, hook, hook, unreachable)
 }
 
 // startExec starts one database with a fake provider and a service over
@@ -405,7 +410,13 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.respond, func(t *testing.T) {
 			t.Parallel()
-			a := e.submit("notify_partner", partner(tc.respond, tc.respond))
+			// Generous delivery timeouts where a delivery must succeed; the
+			// short one (notify_slow, 1 s) only where it is the behaviour.
+			tool := "notify_partner"
+			if tc.respond == "hang" {
+				tool = "notify_slow"
+			}
+			a := e.submit(tool, partner(tc.respond, tc.respond))
 			e.approve(e.svc, a.ID)
 			var got *queue.Action
 			if tc.state == queue.StateInProgress {
@@ -489,7 +500,7 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 		live = append(live, d)
 	}
 	a500 := e.submit("notify_partner", partner("five-hundred", "status:500"))
-	hang := e.submit("notify_partner", partner("hang", "hang"))
+	hang := e.submit("notify_slow", partner("hang", "hang")) // its 1 s timeout is what leaves it unknown
 	for _, a := range []*queue.Action{a500, hang} {
 		e.approve(e.svc, a.ID)
 	}

@@ -6,23 +6,19 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/web"
 )
 
 const toolsYAML = `
@@ -61,11 +57,12 @@ tools:
     annotations: { idempotentHint: true }
 `
 
-// env is one whole approvals server (web.New with the MCP endpoint mounted)
-// over its own PostgreSQL schema.
+// env is one whole approvals process (apptest: the assembly cmd/approvals
+// runs, with the MCP endpoint mounted) over its own PostgreSQL schema.
 type env struct {
+	app   *apptest.App
 	svc   *queue.Service
-	store *postgres.Store
+	store app.Store
 	url   string // the /mcp endpoint
 }
 
@@ -82,38 +79,18 @@ type envOptions struct {
 // newEnv starts a server.
 func newEnv(t testing.TB, opts envOptions) *env {
 	t.Helper()
-	store := pgtest.Open(t)
 	reg, err := classify.Parse([]byte(toolsYAML), classify.Options{})
 	if err != nil {
 		t.Fatalf("parse tools: %v", err)
 	}
-	logger := slog.New(slog.DiscardHandler)
-	var qs queue.Store = store
-	if opts.wrapStore != nil {
-		qs = opts.wrapStore(store)
-	}
-	svc := queue.NewService(qs, reg, queue.Options{Logger: logger, WaitRecheck: 500 * time.Millisecond})
-	h := mcpserver.New(svc, store, logger, opts.maxBody)
-	if opts.wrapMCP != nil {
-		h = opts.wrapMCP(h)
-	}
-	srv, err := web.New(web.Config{Service: svc, Accounts: store, Logger: logger, MCP: h, MaxBody: opts.maxBody})
-	if err != nil {
-		t.Fatalf("web.New: %v", err)
-	}
-	ts := httptest.NewServer(srv.Handler())
-	t.Cleanup(ts.Close)
-	return &env{svc: svc, store: store, url: ts.URL + "/mcp"}
+	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody})
+	return &env{app: a, svc: a.Service, store: a.Store, url: a.URL + "/mcp"}
 }
 
 // token creates an agent token named name.
 func (e *env) token(t testing.TB, name string) string {
 	t.Helper()
-	tok, hash := accounts.NewToken()
-	if _, err := e.store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
-		t.Fatalf("create token %s: %v", name, err)
-	}
-	return tok
+	return e.app.Token(t, name)
 }
 
 // bearer adds an agent token to every request of an MCP client.
@@ -350,6 +327,9 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 		}
 		waited <- res
 	}()
+	// Approve once the call holds its long-poll; the fallback re-read (a
+	// minute) outlasts the wait, so the approval's notification ends it.
+	e.app.AwaitWaiters(t, 1)
 	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
@@ -735,4 +715,35 @@ func BenchmarkCallOverMCP(b *testing.B) {
 			}
 		})
 	}
+}
+
+// The refusals an agent can meet that TestRefusalsAreToolErrors does not
+// reach: a conflicting outcome, another agent's execute and fail, and
+// storage that is down; each is the REST code, as an isError result.
+func TestRefusalsOfEveryAgentCode(t *testing.T) {
+	t.Parallel()
+	var outage apptest.Outage
+	e := newEnv(t, envOptions{wrapStore: outage.Wrap})
+	cs := e.connect(t, e.token(t, "owner"))
+	other := e.connect(t, e.token(t, "intruder"))
+	ctx := context.Background()
+
+	held := wantAction(t, call(t, cs, "issue_refund", map[string]any{"order_id": "o-7", "line_id": "l-1", "amount": 3}), queue.StateInProgress)
+	mail := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c7", "topic": "t", "to": "a@example.com", "subject": "s", "body": "b"}), queue.StatePending)
+	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: mail.ID, By: "user:ops@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	wantRefusal(t, call(t, other, "execute_action", map[string]any{"id": mail.ID}), queue.CodeForbidden)
+	wantRefusal(t, call(t, other, "fail_action", map[string]any{"id": held.ID, "error": "not mine"}), queue.CodeForbidden)
+	wantAction(t, call(t, cs, "complete_action", map[string]any{"id": held.ID, "result": map[string]any{"refund": "re_1"}}), queue.StateDone)
+	wantRefusal(t, call(t, cs, "fail_action", map[string]any{"id": held.ID, "error": "declined"}), queue.CodeOutcomeConflict)
+	wantRefusal(t, call(t, cs, "complete_action", map[string]any{"id": held.ID, "result": map[string]any{"refund": "re_2"}}), queue.CodeOutcomeConflict)
+
+	outage.Begin()
+	r := wantRefusal(t, call(t, cs, "get_action", map[string]any{"id": held.ID}), queue.CodeUnavailable)
+	if strings.Contains(r.Detail, "refused") {
+		t.Errorf("the refusal reveals internals: %q", r.Detail)
+	}
+	outage.End()
+	wantAction(t, call(t, cs, "get_action", map[string]any{"id": held.ID}), queue.StateDone)
 }

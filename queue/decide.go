@@ -115,7 +115,11 @@ func (s *Service) decide(ctx context.Context, p ActionDecideParams) (DriveResult
 		return DriveResult{Action: got}, err
 	}
 	if got.State == StatePending { // past expires_at, not yet swept
-		if exp, err := s.expireOne(ctx, got, StatePending); err == nil {
+		// Expire it here. If another process got there first (a sweep, a
+		// concurrent refusal), the failed transition returns the row as it
+		// now is: answer with that, never with the pending copy read above.
+		exp, err := s.expireOne(ctx, got, StatePending)
+		if err == nil || (errors.Is(err, ErrStateMismatch) && exp != nil) {
 			got = exp
 		}
 	}

@@ -58,7 +58,7 @@ func startEnvClock(t *testing.T, clock *testclock.Clock) *testEnv {
 	}
 	e := &testEnv{t: t, url: pgtest.URL(t), clock: clock, reg: reg}
 	e.store = pgtest.OpenURL(t, e.url)
-	e.svc = queue.NewService(e.store, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
+	e.svc = queue.NewService(e.store, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Minute})
 	t.Cleanup(e.svc.Stop)
 	return e
 }
@@ -66,7 +66,7 @@ func startEnvClock(t *testing.T, clock *testclock.Clock) *testEnv {
 // addService opens another store (its own pool and LISTEN connection) on
 // the same database: another server process.
 func (e *testEnv) addService() *queue.Service {
-	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
+	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Minute})
 	e.t.Cleanup(svc.Stop)
 	return svc
 }
@@ -103,6 +103,20 @@ func (e *testEnv) eventCount(id, kind string) int {
 		}
 	}
 	return n
+}
+
+// awaitWaiters returns once at least n long-polls of svc have subscribed,
+// read their action and wait for a change; the services of these tests
+// re-read only every minute, so what ends such a wait is the change itself.
+func awaitWaiters(t *testing.T, svc *queue.Service, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for svc.Waiters() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d long-polls waiting after 30s, want %d", svc.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 func deref[T any](p *T) any {

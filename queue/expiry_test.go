@@ -3,10 +3,13 @@ package queue_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // An undecided approval expires after expires_after; the sweep does it and
@@ -29,6 +32,7 @@ func TestPendingExpiresBySweep(t *testing.T) {
 		}
 		waited <- got
 	}()
+	awaitWaiters(t, e.svc, 1)
 
 	e.clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 	if res, err := other.Sweep(ctx); err != nil || len(res.Expired) != 0 {
@@ -153,5 +157,152 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 				t.Fatalf("%d expired events", n)
 			}
 		})
+	}
+}
+
+// sweepAfterRefusal is a store whose first refused approval is followed,
+// before the service can act on the refusal, by another process's sweep:
+// the order in which an approval at expires_at loses the row twice.
+type sweepAfterRefusal struct {
+	queue.Store
+	once  sync.Once
+	sweep func()
+}
+
+func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*queue.Action, queue.DecideOutcome, error) {
+	a, outcome, err := s.Store.ActionDecide(ctx, p)
+	if p.To == queue.StateApproved && errors.Is(err, queue.ErrStateMismatch) {
+		s.once.Do(s.sweep)
+	}
+	return a, outcome, err
+}
+
+// Approve at exactly expires_at, on a row the sweep of another process
+// expires between the refused approval and the service's own expiry: the
+// 409 carries the row as it now is (expired by the system), not the
+// pending copy the approval read.
+func TestApproveAtExpiresAtLosesToSweep(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := startEnvFrozen(t)
+	sweeper := e.addService()
+	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-4", "topic": "lost twice"})
+	e.clock.Advance(time.Hour)
+	swept := 0
+	spy := &sweepAfterRefusal{Store: pgtest.OpenURL(t, e.url), sweep: func() {
+		res, err := sweeper.Sweep(ctx)
+		if err != nil {
+			t.Errorf("sweep: %v", err)
+		}
+		swept = len(res.Expired)
+	}}
+	approver := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now})
+	if !approver.Now().Equal(*a.ExpiresAt) {
+		t.Fatalf("now %v, want exactly expires_at %v", approver.Now(), *a.ExpiresAt)
+	}
+	_, err := approver.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+	if swept != 1 {
+		t.Fatalf("the sweep between refusal and expiry expired %d actions, want 1", swept)
+	}
+	var qe *queue.Error
+	if !errors.As(err, &qe) || qe.Code != queue.CodeAlreadyDecided || qe.Action == nil {
+		t.Fatalf("approve: %v, want already_decided with the action", err)
+	}
+	if qe.Action.State != queue.StateExpired || deref(qe.Action.DecidedBy) != "system" {
+		t.Fatalf("the 409 carries %s decided by %v, want the current row: expired by system", qe.Action.State, deref(qe.Action.DecidedBy))
+	}
+	if n := e.eventCount(a.ID, queue.EventExpired); n != 1 {
+		t.Fatalf("%d expired events, want 1", n)
+	}
+}
+
+// Approvers in several processes and a sweep, released at once at exactly
+// expires_at: expires_at is no longer before it, so the action expires
+// once, by the system, and every approval is refused with that row.
+func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := startEnvFrozen(t)
+	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-5", "topic": "race"})
+	const approvers = 8
+	svcs := make([]*queue.Service, approvers+1)
+	for i := range svcs {
+		svcs[i] = e.addService()
+	}
+	e.clock.Advance(time.Hour)
+	if !e.svc.Now().Equal(*a.ExpiresAt) {
+		t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *a.ExpiresAt)
+	}
+	start := make(chan struct{})
+	errs := make([]error, approvers)
+	var expired int
+	var sweepErr error
+	var wg sync.WaitGroup
+	for i := range approvers {
+		wg.Go(func() {
+			<-start
+			_, errs[i] = svcs[i].Approve(ctx, queue.DecideRequest{ID: a.ID, By: fmt.Sprintf("user:a%d@example.com", i)})
+		})
+	}
+	wg.Go(func() {
+		<-start
+		res, err := svcs[approvers].Sweep(ctx)
+		expired, sweepErr = len(res.Expired), err
+	})
+	close(start)
+	wg.Wait()
+	if sweepErr != nil || expired > 1 {
+		t.Fatalf("sweep: %v, %d expired", sweepErr, expired)
+	}
+	for i, err := range errs {
+		var qe *queue.Error
+		if !errors.As(err, &qe) || qe.Code != queue.CodeAlreadyDecided || qe.Action == nil ||
+			qe.Action.State != queue.StateExpired || deref(qe.Action.DecidedBy) != "system" {
+			t.Errorf("approver %d: %v (action %+v), want already_decided carrying the expired row", i, err, qe)
+		}
+	}
+	got, err := e.svc.Get(ctx, a.ID)
+	if err != nil || got.State != queue.StateExpired || got.ApprovedPayload != nil {
+		t.Fatalf("stored: %v %+v", err, got)
+	}
+	if n := e.eventCount(a.ID, queue.EventExpired); n != 1 {
+		t.Fatalf("%d expired events, want 1", n)
+	}
+	if n := e.eventCount(a.ID, queue.EventApproved); n != 0 {
+		t.Fatalf("%d approved events, want 0", n)
+	}
+}
+
+// In-process shutdown (Service.Stop) releases a waiting long-poll at once
+// with the action as it is stored, not an error and not at its deadline.
+func TestStopReleasesWaitWithCurrentState(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := startEnvFrozen(t)
+	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-6", "topic": "shutdown"})
+	e.approve(e.svc, a.ID)
+	svc := e.addService()
+	type answer struct {
+		a   *queue.Action
+		err error
+	}
+	got := make(chan answer, 1)
+	go func() {
+		w, err := svc.Wait(ctx, a.ID, queue.StateApproved, 50*time.Second)
+		got <- answer{w, err}
+	}()
+	awaitWaiters(t, svc, 1)
+	svc.Stop()
+	select {
+	case r := <-got:
+		if r.err != nil || r.a == nil || r.a.State != queue.StateApproved || deref(r.a.DecidedBy) != "user:ann@example.com" {
+			t.Fatalf("released wait: %v %+v, want the approved action", r.err, r.a)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Stop did not release the waiting long-poll")
+	}
+	// A wait that begins after Stop answers at once too.
+	if w, err := svc.Wait(ctx, a.ID, queue.StateApproved, 50*time.Second); err != nil || w.State != queue.StateApproved {
+		t.Fatalf("wait after Stop: %v %+v", err, w)
 	}
 }

@@ -32,6 +32,8 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 	if a.State != until {
 		return a, nil
 	}
+	s.waiters.Add(1)
+	defer s.waiters.Add(-1)
 	deadline := time.NewTimer(d)
 	defer deadline.Stop()
 	recheck := time.NewTicker(s.opts.WaitRecheck)
@@ -59,6 +61,10 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 		}
 	}
 }
+
+// Waiters is the number of long-polls now waiting for a change: subscribed,
+// with the action read. A test (or an operator) sees a poll is held.
+func (s *Service) Waiters() int64 { return s.waiters.Load() }
 
 // ListRequest filters a listing.
 type ListRequest struct {

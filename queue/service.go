@@ -26,6 +26,9 @@ type Service struct {
 		sync.Mutex
 		m map[string]bool
 	}
+	// waiters counts long-polls that have subscribed, read the action and
+	// now wait for a change (the approvals_waiters gauge).
+	waiters atomic.Int64
 }
 
 // Options configure a Service.

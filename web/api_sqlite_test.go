@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -82,18 +83,25 @@ func TestSQLiteLongPollAndReplay(t *testing.T) {
 	}
 	done := make(chan resp, 1)
 	go func() {
-		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
+		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=60s", nil)
 		if err != nil {
 			t.Error(err)
 		}
 		done <- r
 	}()
-	// The waiter subscribes before it reads, so a cancel that lands before
-	// or after it starts waiting ends the wait either way.
+	// Cancel once the poll waits (subscribed, action read pending); the
+	// fallback re-read (a minute) and the poll's deadline (60 s) are later
+	// than this test waits (30 s), so the commit's notification ends it.
+	e.app.AwaitWaiters(t, 1)
 	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
 		t.Fatalf("cancel: %d %s", r.status, r.body)
 	}
-	if r := <-done; r.action(t).State != queue.StateCancelled {
-		t.Fatalf("long-poll answered %s", r.body)
+	select {
+	case r := <-done:
+		if r.action(t).State != queue.StateCancelled {
+			t.Fatalf("long-poll answered %s", r.body)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long-poll did not answer within 30 s of the cancel")
 	}
 }

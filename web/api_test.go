@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -255,24 +256,39 @@ func TestLongPollWakesAcrossServers(t *testing.T) {
 	e := startAPI(t)
 	other := e.addServer()
 	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-5", "poll")).action(t)
-	changed := make(chan time.Time, 1)
+	type answer struct {
+		r   resp
+		err error
+		at  time.Time
+	}
+	answered := make(chan answer, 1)
 	go func() {
-		time.Sleep(300 * time.Millisecond) // let the long-poll start waiting
-		r, err := e.try(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil)
-		if err != nil || r.status != 200 {
-			t.Errorf("cancel through the other server: %v %d %s", err, r.status, r.body)
-		}
-		changed <- time.Now()
+		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=60s", nil)
+		answered <- answer{r, err, time.Now()}
 	}()
-	r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s", nil)
-	answered := time.Now()
-	at := <-changed
-	if got := r.action(t).State; got != queue.StateCancelled {
-		t.Fatalf("long-poll answered %s, want cancelled", got)
+	// Cancel only once the first server holds the poll: subscribed, the
+	// action read pending. Its fallback re-read (a minute) and its deadline
+	// (60 s) are both later than this test waits for the answer (30 s), so
+	// only the other server's notification can end it in time.
+	e.app.AwaitWaiters(t, 1)
+	changed := time.Now()
+	if r := e.do(other, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
+		t.Fatalf("cancel through the other server: %d %s", r.status, r.body)
 	}
-	if lag := answered.Sub(at); lag > time.Second {
-		t.Fatalf("long-poll answered %s after the change; want within a second", lag)
+	var got answer
+	select {
+	case got = <-answered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the long-poll did not answer within 30 s of the change")
 	}
+	if got.err != nil {
+		t.Fatal(got.err)
+	}
+	if st := got.r.action(t).State; st != queue.StateCancelled {
+		t.Fatalf("long-poll answered %s, want cancelled", st)
+	}
+	// Wall-clock lag depends on the machine's load: logged, not asserted.
+	t.Logf("long-poll answered %s after the change", got.at.Sub(changed))
 }
 
 func TestReadsAndDriveErrors(t *testing.T) {
@@ -358,7 +374,10 @@ func TestAgentExecutesApprovedActionOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := runConcurrently(10, func(int) resp {
-		r, _ := e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/execute", nil)
+		r, err := e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/execute", nil)
+		if err != nil {
+			t.Error(err) // a transport error or a response the OpenAPI document does not allow
+		}
 		return r
 	})
 	ok := 0
@@ -520,5 +539,38 @@ func TestUnknownActionNamesTheID(t *testing.T) {
 		if p := r.problem(t); r.status != 404 || p.Code != queue.CodeNotFound || !strings.Contains(p.Detail, id) {
 			t.Errorf("GET unknown action: %d %s, want 404 not_found naming %s", r.status, r.body, id)
 		}
+	}
+}
+
+// Storage that stops answering is 503 unavailable, a documented answer
+// that says to try again and reveals nothing of the failure; reads and
+// transitions alike, and the service recovers when storage does.
+func TestStorageDownIs503(t *testing.T) {
+	t.Parallel()
+	var outage apptest.Outage
+	e := startAPIWith(t, apptest.Options{WrapStore: outage.Wrap})
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-503", "down")).action(t)
+	outage.Begin()
+	for _, tc := range []struct{ method, path string }{
+		{"GET", "/api/v1/actions/" + a.ID},
+		{"GET", "/api/v1/actions/" + a.ID + "?wait=5s"},
+		{"POST", "/api/v1/actions/" + a.ID + "/cancel"},
+	} {
+		r := e.do(e.base, e.token, tc.method, tc.path, nil)
+		if p := r.problem(t); r.status != http.StatusServiceUnavailable || p.Code != queue.CodeUnavailable || strings.Contains(string(r.body), "refused") {
+			t.Errorf("%s %s with storage down: %d %s", tc.method, tc.path, r.status, r.body)
+		}
+	}
+	r, err := http.Get(e.base + "/readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.Body.Close()
+	if r.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("readyz with storage down: %d", r.StatusCode)
+	}
+	outage.End()
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != http.StatusOK {
+		t.Fatalf("cancel after the outage: %d %s", r.status, r.body)
 	}
 }

@@ -8,9 +8,6 @@ import (
 	"io"
 	"mime"
 	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -21,17 +18,17 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/queue/storetest"
-	"github.com/approvals/approvals/web"
 )
 
-// apiEnv is one database shared by one or more in-process servers, as
-// several `approvals serve` processes would share it.
+// apiEnv is one database shared by one or more server processes
+// (apptest), as several `approvals serve` processes would share it.
 type apiEnv struct {
 	t      *testing.T
+	app    *apptest.App // the first server
 	dbURL  string
 	store  storetest.Store
 	svc    *queue.Service
@@ -39,99 +36,37 @@ type apiEnv struct {
 	base   string // the first server
 	token  string // agent "bot"
 	client *http.Client
-	testClock
-}
-
-func exampleRegistry(t testing.TB) *classify.Registry {
-	t.Helper()
-	b, err := os.ReadFile("../tools.example.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := classify.Parse(b, classify.Options{})
-	if err != nil {
-		t.Fatalf("parse tools.example.yaml: %v", err)
-	}
-	return reg
+	*testclock.Clock
 }
 
 // startAPI starts a server on a fresh PostgreSQL schema.
 func startAPI(t *testing.T) *apiEnv {
 	t.Helper()
-	u := pgtest.URL(t)
-	e := startAPIOn(t, pgtest.OpenURL(t, u))
-	e.dbURL = u
-	return e
+	return startAPIWith(t, apptest.Options{})
 }
 
 // startAPISQLite starts a server on a fresh SQLite file, the embedded
 // default.
 func startAPISQLite(t *testing.T) *apiEnv {
 	t.Helper()
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return startAPIOn(t, s)
+	return startAPIWith(t, apptest.Options{SQLite: true})
 }
 
-func startAPIOn(t *testing.T, store storetest.Store) *apiEnv {
+// startAPIWith starts a server with opts.
+func startAPIWith(t *testing.T, opts apptest.Options) *apiEnv {
 	t.Helper()
-	return startAPIWith(t, store, exampleRegistry(t))
-}
-
-// startAPIWith starts a server over store with the tools of reg.
-func startAPIWith(t *testing.T, store storetest.Store, reg *classify.Registry) *apiEnv {
-	t.Helper()
-	e := &apiEnv{t: t, reg: reg, store: store,
+	a := apptest.Start(t, opts)
+	e := &apiEnv{t: t, app: a, dbURL: a.DatabaseURL, store: a.Store, svc: a.Service, reg: a.Service.Registry(),
+		base: a.URL, Clock: a.Clock,
 		client: &http.Client{Timeout: 90 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 200}}}
-	e.svc, e.base = e.serve(e.store)
-	e.token = e.newToken("bot")
+	e.token = a.Token(t, "bot")
 	return e
 }
 
-// testClock is the injected service clock of a test server: real time
-// plus an offset tests advance (to make claims stale or approvals due)
-// instead of sleeping.
-type testClock struct {
-	mu     sync.Mutex
-	offset time.Duration
-}
-
-func (c *testClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.offset)
-}
-
-func (c *testClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.offset += d
-}
-
-func (e *apiEnv) serve(store storetest.Store) (*queue.Service, string) {
-	metrics := web.NewMetrics(store)
-	svc := queue.NewService(store, e.reg, queue.Options{Now: e.now, WaitRecheck: 30 * time.Second, OnSubmit: metrics.OnSubmit})
-	srv, err := web.New(web.Config{Service: svc, Accounts: store, Metrics: metrics})
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	e.t.Cleanup(hs.Close)
-	e.t.Cleanup(svc.Stop)
-	return svc, hs.URL
-}
-
-// addServer starts another server with its own store (its own pool and
-// LISTEN connection) on the same PostgreSQL database.
+// addServer starts another server process (its own pool and LISTEN
+// connection) on the same PostgreSQL database.
 func (e *apiEnv) addServer() string {
-	if e.dbURL == "" {
-		e.t.Fatal("addServer needs PostgreSQL: several processes share one database")
-	}
-	_, url := e.serve(pgtest.OpenURL(e.t, e.dbURL))
-	return url
+	return e.app.AddServer(e.t, nil).URL
 }
 
 func (e *apiEnv) newToken(name string) string {

@@ -20,11 +20,12 @@ import (
 // selection, the outcome and the overview go to ARTIFACTS_DIR.
 func TestBulkApproveInBrowser(t *testing.T) {
 	t.Parallel()
-	if _, err := os.Stat(chromiumPath); err != nil {
+	chromiumPath := findChromium()
+	if chromiumPath == "" {
 		if os.Getenv("CI") == "" {
-			t.Skipf("%s is not installed (CI installs it and runs this test)", chromiumPath)
+			t.Skip("chromium is not installed: neither chromium nor chromium-browser is on PATH (CI installs it and runs this test)")
 		}
-		t.Fatalf("CI must run the browser test, but %s is missing: %v", chromiumPath, err)
+		t.Fatal("CI must run the browser test, but neither chromium nor chromium-browser is on PATH")
 	}
 	artifacts := os.Getenv("ARTIFACTS_DIR")
 	if artifacts == "" {

@@ -102,7 +102,7 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: taken.ID, By: "user:bob@example.com"}); err != nil {
 			t.Fatal(err)
 		}
-		unknown := queue.NewID(d.now())
+		unknown := queue.NewID(d.Now())
 		res := ann.post("/actions/bulk", url.Values{"ids": {a.ID, b.ID, a.ID, taken.ID, unknown}, "decision": {"approve"}, "note": {"all fine"}})
 		res.wantStatus(t, http.StatusOK)
 		want := []bulkRow{
@@ -167,7 +167,7 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		a := d.submitEmail("bulk-b1", "Hello", "Body")
 		many := url.Values{"decision": {"approve"}}
 		for range queue.MaxBulk {
-			many.Add("ids", queue.NewID(d.now()))
+			many.Add("ids", queue.NewID(d.Now()))
 		}
 		many.Add("ids", a.ID)
 		for _, tc := range []struct {

@@ -2,10 +2,10 @@ package web_test
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/cookiejar"
-	"net/http/httptest"
 	"net/url"
 	"regexp"
 	"strings"
@@ -14,20 +14,22 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 	"github.com/approvals/approvals/web"
 )
 
-// dashEnv is one dashboard server on a fresh PostgreSQL schema.
+// dashEnv is one dashboard server (apptest) on a fresh PostgreSQL schema.
 type dashEnv struct {
 	t     *testing.T
-	store *postgres.Store
+	app   *apptest.App
+	store app.Store
 	svc   *queue.Service
 	srv   *web.Server
 	url   string
-	testClock
+	*testclock.Clock
 	// sweepMu serialises staleTicket's sweeps: a sweep skips the claims
 	// another sweep has locked (FOR UPDATE SKIP LOCKED), so a parallel
 	// subtest's sweep could be opening this subtest's ticket, uncommitted,
@@ -47,23 +49,10 @@ var dashPasswordHash = sync.OnceValue(func() string {
 	return h
 })
 
-func startDashboard(t *testing.T, configure ...func(*web.Config)) *dashEnv {
+func startDashboard(t *testing.T) *dashEnv {
 	t.Helper()
-	d := &dashEnv{t: t, store: pgtest.Open(t)}
-	d.svc = queue.NewService(d.store, exampleRegistry(t), queue.Options{Now: d.now})
-	cfg := web.Config{Service: d.svc, Accounts: d.store}
-	for _, f := range configure {
-		f(&cfg)
-	}
-	srv, err := web.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.srv = srv
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
-	d.url = hs.URL
-	return d
+	a := apptest.Start(t, apptest.Options{})
+	return &dashEnv{t: t, app: a, store: a.Store, svc: a.Service, srv: a.Server, url: a.URL, Clock: a.Clock}
 }
 
 func (d *dashEnv) addUser(email string, role accounts.Role) *accounts.User {
@@ -100,7 +89,7 @@ func (d *dashEnv) staleTicket(order string) (*queue.Action, *queue.Ticket) {
 	a := d.submit("issue_refund", `{"order_id":"`+order+`","line_id":1,"amount":5,"currency":"EUR"}`, "")
 	d.sweepMu.Lock()
 	defer d.sweepMu.Unlock()
-	d.advance(3 * time.Minute)
+	d.Advance(3 * time.Minute)
 	if _, err := d.svc.Sweep(context.Background()); err != nil {
 		d.t.Fatal(err)
 	}
@@ -164,16 +153,32 @@ func (d *dashEnv) login(email string) *browser {
 
 func (d *dashEnv) loginWith(email, password string) *browser {
 	d.t.Helper()
-	b := d.anonymous()
-	b.get("/login")
-	res := b.post("/login", url.Values{"email": {email}, "password": {password}})
-	if res.status != http.StatusSeeOther || res.header.Get("Location") != "/" {
-		d.t.Fatalf("login %s: %d %s %s", email, res.status, res.header.Get("Location"), res.body)
-	}
-	if res := b.get("/"); res.status != http.StatusOK {
-		d.t.Fatalf("queue after login: %d", res.status)
+	b, err := d.tryLogin(email, password)
+	if err != nil {
+		d.t.Fatal(err)
 	}
 	return b
+}
+
+// tryLogin is loginWith for goroutines other than the test's: it returns
+// what went wrong instead of ending the test.
+func (d *dashEnv) tryLogin(email, password string) (*browser, error) {
+	b := d.anonymous()
+	if _, err := b.try(http.MethodGet, "/login", nil); err != nil {
+		return nil, err
+	}
+	form := url.Values{"email": {email}, "password": {password}, "_csrf": {b.csrf}}
+	res, err := b.try(http.MethodPost, "/login", strings.NewReader(form.Encode()))
+	if err != nil {
+		return nil, err
+	}
+	if res.status != http.StatusSeeOther || res.header.Get("Location") != "/" {
+		return nil, fmt.Errorf("login %s: %d %s %s", email, res.status, res.header.Get("Location"), res.body)
+	}
+	if res, err := b.try(http.MethodGet, "/", nil); err != nil || res.status != http.StatusOK {
+		return nil, fmt.Errorf("queue after login: %d %v", res.status, err)
+	}
+	return b, nil
 }
 
 type page struct {
@@ -184,11 +189,22 @@ type page struct {
 
 var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]*)"`)
 
+// do sends a request; a transport error fails the test with t.Errorf and
+// a zero page (status 0), never t.Fatal, so that do is safe on any
+// goroutine.
 func (b *browser) do(method, path string, body io.Reader, hdr ...string) page {
 	b.t.Helper()
+	p, err := b.try(method, path, body, hdr...)
+	if err != nil {
+		b.t.Errorf("%s %s: %v", method, path, err)
+	}
+	return p
+}
+
+func (b *browser) try(method, path string, body io.Reader, hdr ...string) (page, error) {
 	req, err := http.NewRequest(method, b.d.url+path, body)
 	if err != nil {
-		b.t.Fatal(err)
+		return page{}, err
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -198,12 +214,12 @@ func (b *browser) do(method, path string, body io.Reader, hdr ...string) page {
 	}
 	res, err := b.client.Do(req)
 	if err != nil {
-		b.t.Fatal(err)
+		return page{}, err
 	}
 	defer res.Body.Close()
 	raw, err := io.ReadAll(res.Body)
 	if err != nil {
-		b.t.Fatal(err)
+		return page{}, err
 	}
 	p := page{status: res.StatusCode, header: res.Header, body: string(raw)}
 	if m := csrfMeta.FindStringSubmatch(p.body); m != nil {
@@ -211,7 +227,7 @@ func (b *browser) do(method, path string, body io.Reader, hdr ...string) page {
 		b.csrf = m[1]
 		b.csrfMu.Unlock()
 	}
-	return p
+	return p, nil
 }
 
 func (b *browser) get(path string, hdr ...string) page {

@@ -3,6 +3,7 @@ package web_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,8 +11,6 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/web"
 )
 
 // TestDashboardEventsAcrossServers opens the event stream on one server
@@ -25,12 +24,10 @@ func TestDashboardEventsAcrossServers(t *testing.T) {
 	d.addUser("ann@example.com", accounts.RoleViewer)
 	b := d.login("ann@example.com")
 
-	// A second "process": its own store (pool and LISTEN connection).
-	other := pgtest.OpenURL(t, d.store.Pool().Config().ConnString())
-	svc2 := queue.NewService(other, exampleRegistry(t), queue.Options{})
-	if _, err := web.New(web.Config{Service: svc2, Accounts: other}); err != nil {
-		t.Fatal(err)
-	}
+	// A second server process on the same database: its own pool, LISTEN
+	// connection and HTTP listener; the agent submits through its API.
+	other := d.app.AddServer(t, nil)
+	token := other.Token(t, "bot")
 
 	// The bound is for a stuck test, not a latency target: the latencies are
 	// logged (timed assertions do not belong in the suite).
@@ -72,10 +69,19 @@ wait:
 	}
 
 	submitted := time.Now()
-	r, err := svc2.Submit(ctx, queue.SubmitRequest{Tool: "send_customer_email", Agent: "bot",
-		Payload: []byte(`{"customer_id":"c9","topic":"t","to":"c@example.com","subject":"Live","body":"B"}`)})
+	sreq, _ := http.NewRequestWithContext(ctx, http.MethodPost, other.URL+"/api/v1/actions", strings.NewReader(
+		`{"tool":"send_customer_email","payload":{"customer_id":"c9","topic":"t","to":"c@example.com","subject":"Live","body":"B"}}`))
+	sreq.Header.Set("Authorization", "Bearer "+token)
+	sreq.Header.Set("Content-Type", "application/json")
+	sres, err := http.DefaultClient.Do(sreq)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var r struct{ Action queue.Action }
+	err = json.NewDecoder(sres.Body).Decode(&r.Action)
+	sres.Body.Close()
+	if err != nil || sres.StatusCode != http.StatusCreated {
+		t.Fatalf("submit through the other server: %d %v", sres.StatusCode, err)
 	}
 	deadline := time.After(10 * time.Second)
 	for {
@@ -99,7 +105,7 @@ wait:
 	}
 
 	decided := time.Now()
-	if _, err := svc2.Reject(ctx, queue.DecideRequest{ID: r.Action.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
+	if _, err := other.Service.Reject(ctx, queue.DecideRequest{ID: r.Action.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.After(10 * time.Second)
@@ -119,12 +125,12 @@ wait:
 	}
 }
 
-// TestDashboardEventsEndWithDone ends open streams when Config.Done closes,
-// so a graceful shutdown does not wait for browsers.
+// TestDashboardEventsEndWithDone ends open streams when shutdown begins
+// (the process passes Service.Stopping as Config.Done), so a graceful
+// shutdown does not wait for browsers.
 func TestDashboardEventsEndWithDone(t *testing.T) {
 	t.Parallel()
-	done := make(chan struct{})
-	d := startDashboard(t, func(c *web.Config) { c.Done = done })
+	d := startDashboard(t)
 	d.addUser("ann@example.com", accounts.RoleViewer)
 	b := d.login("ann@example.com")
 	res, err := b.client.Get(d.url + "/events")
@@ -142,10 +148,10 @@ func TestDashboardEventsEndWithDone(t *testing.T) {
 			}
 		}
 	}()
-	close(done)
+	d.svc.Stop()
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):
-		t.Fatal("stream still open after Done closed")
+		t.Fatal("stream still open after shutdown began")
 	}
 }

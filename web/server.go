@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/approvals/approvals/accounts"
@@ -63,6 +64,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Service)
 	}
+	svc := cfg.Service
+	cfg.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "approvals_waiters",
+		Help: "Long-polls of this process waiting for a change.",
+	}, func() float64 { return float64(svc.Waiters()) }))
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The client address (for the per-address login limit) is the TCP

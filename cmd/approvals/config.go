@@ -10,9 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/webhooksign"
@@ -118,10 +117,7 @@ func parseServeConfig(args []string) (config, error) {
 }
 
 // store is both halves of storage.
-type store interface {
-	queue.Store
-	accounts.Store
-}
+type store = app.Store
 
 // openStore picks the store from the URL and says which it is and where.
 func openStore(ctx context.Context, url string) (store, string, error) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -13,12 +12,9 @@ import (
 	"os/signal"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"syscall"
-	"time"
 
-	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web"
+	"github.com/approvals/approvals/internal/app"
 )
 
 // serve runs the server until SIGTERM or SIGINT: then it stops accepting and
@@ -97,24 +93,18 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	defer st.Close()
 	log.Info("storage ready", "store", where)
 
-	metrics := web.NewMetrics(st)
-	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit})
-	app, err := newApp(ctx, cfg, svc, st, metrics, log)
+	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
+		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval})
 	if err != nil {
 		ln.Close()
 		return err
 	}
 	base := "http://" + browsableAddr(ln.Addr())
-	if link, err := app.server.SetupURL(ctx, base); err != nil {
+	if link, err := a.Server.SetupURL(ctx, base); err != nil {
 		log.Warn("could not prepare the setup link", "err", err)
 	} else if link != "" {
 		log.Info("no users yet: open this one-time link to create the first admin", "url", link)
 	}
-
-	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
-	var wg sync.WaitGroup
-	wg.Go(func() { svc.RunSweeper(workers, cfg.SweepInterval) })
-	app.startWorkers(workers, &wg)
 
 	if addr := cfg.PprofAddr; addr != "" {
 		// Opt-in profiling on its own listener, never on the public one.
@@ -128,29 +118,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 			}
 		}()
 	}
-	hs := &http.Server{Handler: app.server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
-	errc := make(chan error, 1)
-	go func() { errc <- hs.Serve(ln) }()
-	log.Info("listening", "addr", ln.Addr().String())
-
-	select {
-	case err := <-errc:
-		stopWorkers()
-		wg.Wait()
-		return fmt.Errorf("serve: %w", err)
-	case <-ctx.Done():
-	}
-	log.Info("shutting down: finishing in-flight requests and deliveries")
-	stopWorkers() // no new claims; a delivery under way runs to its end
-	svc.Stop()    // long-polls answer now with the current state
-	sctx, cancel := context.WithTimeout(context.Background(), web.ShutdownTimeout)
-	defer cancel()
-	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		log.Warn("shutdown", "err", err)
-	}
-	wg.Wait()
-	log.Info("stopped")
-	return nil
+	return a.Serve(ctx, ln)
 }
 
 // loopback reports whether addr ("host:port") is on a loopback interface.

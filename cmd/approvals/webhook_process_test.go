@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -113,7 +114,17 @@ type deployment struct {
 	svc   *queue.Service // approvals by "staff", and reading what is stored
 }
 
+// newDeployment deploys notify_partner with a 3 s claim timeout (a
+// killed delivery's ticket opens soon) and a 2 s delivery timeout.
 func newDeployment(t *testing.T, bin, hook string) *deployment {
+	return newDeploymentTimeouts(t, bin, hook, "3s", "2s")
+}
+
+// newDeploymentTimeouts deploys notify_partner with the claim and delivery
+// timeouts given: generous ones where a delivery must outlast something
+// else (a shutdown sequence on a loaded machine), short ones only where a
+// timeout is the behaviour under test.
+func newDeploymentTimeouts(t *testing.T, bin, hook, claimTimeout, deliveryTimeout string) *deployment {
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools.yaml")
 	err := os.WriteFile(tools, []byte(fmt.Sprintf(`
@@ -121,14 +132,14 @@ tools:
   notify_partner:
     class: at-most-once
     intent: "partner:{partner}:{topic}"
-    claim_timeout: 3s
+    claim_timeout: %s
     check: "Search the partner's inbox for the Idempotency-Key."
-    executor: { webhook: %q, timeout: 2s }
+    executor: { webhook: %q, timeout: %s }
   remind:
     class: at-most-once
     intent: "remind:{topic}"
     expires_after: 300ms
-`, hook)), 0o600)
+`, claimTimeout, hook, deliveryTimeout)), 0o600)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -414,7 +425,8 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 	t.Run("SIGTERM with a delivery in flight", func(t *testing.T) {
 		t.Parallel()
 		rcv := newReceiver(t)
-		d := newDeployment(t, bin, rcv.srv.URL+"/hook")
+		// The held delivery must outlast the whole shutdown sequence.
+		d := newDeploymentTimeouts(t, bin, rcv.srv.URL+"/hook", "5m", "2m")
 		s := d.start()
 
 		quick := d.submit(s, "quick", "now")
@@ -437,8 +449,8 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 			req, _ := http.NewRequest("GET", s.base+"/api/v1/actions/"+late.ID+"?wait=60s", nil)
 			req.Header.Set("Authorization", "Bearer "+d.token)
 			res, err := http.DefaultClient.Do(req)
-			if err != nil { // refused: the server is past its shutdown's start
-				polled <- nil
+			if err != nil { // the server held the poll: it must answer it
+				polled <- fmt.Errorf("long-poll: %w", err)
 				return
 			}
 			var a queue.Action
@@ -449,6 +461,9 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 			}
 			polled <- nil
 		}()
+		// SIGTERM only once the server holds the poll (the approvals_waiters
+		// gauge), so the answer below is shutdown's and nothing else's.
+		awaitGauge(t, s.base, "approvals_waiters", 1)
 		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
@@ -506,6 +521,26 @@ func waitDone(t *testing.T, d *deployment, id string) {
 	}
 	if err != nil || a.State != queue.StateDone {
 		t.Fatalf("action %s: %v %v", id, err, a)
+	}
+}
+
+// awaitGauge polls the server's /metrics until the gauge reaches want;
+// it fails the test after 30 s.
+func awaitGauge(t *testing.T, base, name string, want float64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		for line := range strings.Lines(get(t, base+"/metrics")) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+				if f, err := strconv.ParseFloat(v, 64); err == nil && f >= want {
+					return
+				}
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not reach %v within 30 s", name, want)
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }
 

@@ -1,0 +1,172 @@
+// Package app assembles one approvals server process: storage, service,
+// HTTP surface, MCP endpoint and background workers. cmd/approvals runs it
+// from flags and environment; internal/apptest runs the very same assembly
+// on port 0 for tests.
+package app
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/executor"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/mcpserver"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web"
+)
+
+// Store is both halves of storage.
+type Store interface {
+	queue.Store
+	accounts.Store
+}
+
+// Options are the settings of one process.
+type Options struct {
+	Logger        *slog.Logger
+	MaxBody       int64
+	SessionSecret string
+	WebhookSecret string
+	// SweepInterval is how often the sweeper runs; negative: no sweeper
+	// (tests sweep by hand, at a moment of their choosing).
+	SweepInterval time.Duration
+	// Now is the service clock; tests inject one. Default time.Now.
+	Now func() time.Time
+	// WaitRecheck is the long-poll's fallback re-read (queue.Options).
+	WaitRecheck time.Duration
+	// LoginLimits throttle failed dashboard logins (web.Config).
+	LoginLimits handlers.LoginLimits
+	// WrapMCP wraps the MCP endpoint (a test holds a response back).
+	WrapMCP func(http.Handler) http.Handler
+}
+
+// App is one assembled server process.
+type App struct {
+	Server  *web.Server
+	Service *queue.Service
+	Metrics *web.Metrics
+	// dispatcher delivers approved actions of webhook tools; every process
+	// runs one, and the claim decides which delivers each action.
+	dispatcher *executor.Webhook
+	accounts   accounts.Store
+	log        *slog.Logger
+	opts       Options
+}
+
+// New assembles a process over st with the tools of reg. queueStore, when
+// not nil, is what the service uses instead of st (a test wraps the store
+// to inject a fault or spy on it); accounts and metrics still use st.
+func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	log := opts.Logger
+	if queueStore == nil {
+		queueStore = st
+	}
+	metrics := web.NewMetrics(st)
+	svc := queue.NewService(queueStore, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck})
+	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
+	if opts.WrapMCP != nil {
+		mcp = opts.WrapMCP(mcp)
+	}
+	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
+		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
+		MCP: mcp,
+		// Live dashboard streams end when shutdown begins, so Shutdown
+		// does not wait for open browser tabs.
+		Done: svc.Stopping()})
+	if err != nil {
+		return nil, err
+	}
+	dc := executor.WebhookConfig{
+		// Each delivery is bounded by its tool's executor timeout; the
+		// dispatcher never follows redirects.
+		Client:    &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		Secret:    opts.WebhookSecret,
+		Logger:    log,
+		OnOutcome: func(outcome string) { metrics.Deliveries.WithLabelValues(outcome).Inc() },
+	}
+	d, err := executor.NewWebhook(svc, dc)
+	if err != nil {
+		return nil, err
+	}
+	return &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}, nil
+}
+
+// Serve serves HTTP on ln and runs the background workers until ctx ends:
+// then it stops accepting and claiming, releases long-polls with the
+// current state, lets in-flight requests and deliveries finish, and
+// returns nil. It does not close the store.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	log := a.log
+	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
+	var wg sync.WaitGroup
+	if a.opts.SweepInterval >= 0 {
+		interval := a.opts.SweepInterval
+		if interval == 0 {
+			interval = 30 * time.Second
+		}
+		wg.Go(func() { a.Service.RunSweeper(workers, interval) })
+	}
+	a.startWorkers(workers, &wg)
+
+	hs := &http.Server{Handler: a.Server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	log.Info("listening", "addr", ln.Addr().String())
+
+	select {
+	case err := <-errc:
+		stopWorkers()
+		wg.Wait()
+		return fmt.Errorf("serve: %w", err)
+	case <-ctx.Done():
+	}
+	log.Info("shutting down: finishing in-flight requests and deliveries")
+	stopWorkers()    // no new claims; a delivery under way runs to its end
+	a.Service.Stop() // long-polls answer now with the current state
+	sctx, cancel := context.WithTimeout(context.Background(), web.ShutdownTimeout)
+	defer cancel()
+	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		log.Warn("shutdown", "err", err)
+	}
+	wg.Wait()
+	log.Info("stopped")
+	return nil
+}
+
+// startWorkers starts the background workers besides the sweeper. When ctx
+// ends they stop claiming; wg is done once the deliveries under way have
+// finished.
+func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() { a.dispatcher.Run(ctx) })
+	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
+}
+
+// pruneAccounts deletes expired sessions and day-old login failures, so an
+// anonymous visitor's pre-login session rows do not accumulate.
+func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		now := time.Now().UTC()
+		if err := a.accounts.AccountsPrune(ctx, now, now.Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+			a.log.Warn("prune sessions and login failures", "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,217 @@
+// Package apptest starts the whole approvals process (internal/app, the
+// assembly cmd/approvals runs) on port 0 over a fresh PostgreSQL schema or
+// SQLite file, with an injected clock. It is the one test harness of the
+// web, MCP and end-to-end tests.
+package apptest
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/sqlite"
+)
+
+// Options change what Start assembles; the zero value is a PostgreSQL
+// process with the tools of tools.example.yaml and a running clock.
+type Options struct {
+	// SQLite stores in a fresh SQLite file instead of PostgreSQL.
+	SQLite bool
+	// Tools are the registered tools; default tools.example.yaml.
+	Tools *classify.Registry
+	// Clock is the service clock; default testclock.Running().
+	Clock *testclock.Clock
+	// WrapStore wraps what the service uses (a spy or an injected fault).
+	WrapStore func(queue.Store) queue.Store
+	// WrapMCP wraps the MCP endpoint.
+	WrapMCP func(http.Handler) http.Handler
+	// WaitRecheck is the long-poll's fallback re-read; default one
+	// minute, longer than any test's wait, so that a long-poll test passes
+	// only when the change notification itself wakes the poll.
+	WaitRecheck time.Duration
+	// Sweep runs the background sweeper every Sweep; 0: none, a test
+	// sweeps by hand (Service.Sweep) when it has moved the clock.
+	Sweep time.Duration
+	// MaxBody, WebhookSecret, SessionSecret and LoginLimits are the
+	// process settings of the same names.
+	MaxBody       int64
+	WebhookSecret string
+	SessionSecret string
+	LoginLimits   handlers.LoginLimits
+	// Logger, default discarding.
+	Logger *slog.Logger
+}
+
+// App is one running process.
+type App struct {
+	*app.App
+	// Store is the process's storage (both halves), unwrapped.
+	Store app.Store
+	// URL is the base URL, such as http://127.0.0.1:41234.
+	URL string
+	// DatabaseURL is the PostgreSQL database ("" on SQLite); AddServer
+	// starts another process on it.
+	DatabaseURL string
+	Clock       *testclock.Clock
+	opts        Options
+}
+
+// ExampleTools returns the tools of the repository's tools.example.yaml.
+func ExampleTools(t testing.TB) *classify.Registry {
+	t.Helper()
+	_, file, _, _ := runtime.Caller(0)
+	b, err := os.ReadFile(filepath.Join(filepath.Dir(file), "..", "..", "tools.example.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := classify.Parse(b, classify.Options{})
+	if err != nil {
+		t.Fatalf("parse tools.example.yaml: %v", err)
+	}
+	return reg
+}
+
+// Start starts a process on fresh storage; t.Cleanup shuts it down as
+// SIGTERM would and waits for it.
+func Start(t testing.TB, opts Options) *App {
+	t.Helper()
+	if opts.Tools == nil {
+		opts.Tools = ExampleTools(t)
+	}
+	if opts.Clock == nil {
+		opts.Clock = testclock.Running()
+	}
+	if opts.WaitRecheck == 0 {
+		opts.WaitRecheck = time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.SQLite {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return start(t, s, "", opts)
+	}
+	u := pgtest.URL(t)
+	return start(t, pgtest.OpenURL(t, u), u, opts)
+}
+
+// AddServer starts another process with the same options on the same
+// PostgreSQL database, with its own pool and LISTEN connection, as a
+// second `approvals serve` would. wrap, when not nil, replaces the
+// WrapStore option for the new process.
+func (a *App) AddServer(t testing.TB, wrap func(queue.Store) queue.Store) *App {
+	t.Helper()
+	if a.DatabaseURL == "" {
+		t.Fatal("AddServer needs PostgreSQL: several processes share one database")
+	}
+	opts := a.opts
+	if wrap != nil {
+		opts.WrapStore = wrap
+	}
+	return start(t, pgtest.OpenURL(t, a.DatabaseURL), a.DatabaseURL, opts)
+}
+
+func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
+	t.Helper()
+	var qs queue.Store = st
+	if opts.WrapStore != nil {
+		qs = opts.WrapStore(st)
+	}
+	sweep := opts.Sweep
+	if sweep == 0 {
+		sweep = -1
+	}
+	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
+		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
+		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- a.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		stop()
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			t.Errorf("serve: %v", err)
+		}
+	})
+	return &App{App: a, Store: st, URL: "http://" + ln.Addr().String(), DatabaseURL: dbURL, Clock: opts.Clock, opts: opts}
+}
+
+// Token creates an agent token named name and returns it.
+func (a *App) Token(t testing.TB, name string) string {
+	t.Helper()
+	tok, hash := accounts.NewToken()
+	if _, err := a.Store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
+		t.Fatalf("create token %s: %v", name, err)
+	}
+	return tok
+}
+
+// AwaitWaiters returns once at least n long-polls of this process have
+// subscribed, read their action and wait for a change (the
+// approvals_waiters gauge); it fails the test after 30 s.
+func (a *App) AwaitWaiters(t testing.TB, n int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for a.Service.Waiters() < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d long-polls waiting after 30s, want %d", a.Service.Waiters(), n)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// Metric scrapes /metrics and returns the value of the sample named series
+// exactly as exposed, such as `approvals_waiters` or
+// `approvals_webhook_deliveries_total{outcome="done"}`; a series not
+// exposed fails the test.
+func (a *App) Metric(t testing.TB, series string) float64 {
+	t.Helper()
+	res, err := http.Get(a.URL + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("metric %s: %v", series, err)
+			}
+			return f
+		}
+	}
+	t.Fatalf("metric %s is not exposed:\n%s", series, b)
+	return 0
+}
