@@ -41,6 +41,9 @@ func checkEditedPayload(s string) error {
 	if !utf8.ValidString(s) {
 		return queue.Errorf(queue.CodeInvalidRequest, "payload: the edited payload is not valid UTF-8")
 	}
+	if err := refuseDuplicateKeys("payload", []byte(s)); err != nil {
+		return err
+	}
 	v, err := decodeJSONValue([]byte(s))
 	if err != nil {
 		return queue.Errorf(queue.CodeInvalidPayload, "payload: the edited payload is not valid JSON: %s", err)

@@ -43,6 +43,9 @@ func checkResult(s string) error {
 	if !utf8.ValidString(s) {
 		return queue.Errorf(queue.CodeInvalidRequest, "result is not valid UTF-8")
 	}
+	if err := refuseDuplicateKeys("result", []byte(s)); err != nil {
+		return err
+	}
 	v, err := decodeJSONValue([]byte(s))
 	if err != nil {
 		return queue.Errorf(queue.CodeInvalidRequest, "result must be JSON: %s", err)
