@@ -16,10 +16,10 @@ const WarningInvisibleCharacters = "invisible_characters"
 func IsInvisible(r rune) bool {
 	switch {
 	case r >= 0x202A && r <= 0x202E, // embeddings and overrides
-		r >= 0x2066 && r <= 0x2069, // isolates
+		r >= 0x2066 && r <= 0x2069,            // isolates
 		r == 0x200E, r == 0x200F, r == 0x061C, // marks
 		r >= 0x200B && r <= 0x200D, // zero-width space, non-joiner, joiner
-		r == 0x2060, r == 0xFEFF: // word joiner, zero-width no-break space
+		r == 0x2060, r == 0xFEFF:   // word joiner, zero-width no-break space
 		return true
 	}
 	return false
