@@ -17,6 +17,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/approvals/approvals/classify"
 )
 
 // Dispatcher delivers approved actions of webhook tools. Every server
@@ -266,7 +268,7 @@ func (d *Dispatcher) claimAndDeliver(worker context.Context, a *Action) {
 	// Write-ahead: the delivery is on record before it starts, so the
 	// actions with a delivery_started event and no outcome are exactly the
 	// unknown ones.
-	started, _ := json.Marshal(map[string]any{"webhook": hook.Webhook, "attempt": a.Attempt, "idempotency_key": a.IntentKey})
+	started, _ := json.Marshal(map[string]any{"webhook": classify.RedactURL(hook.Webhook), "attempt": a.Attempt, "idempotency_key": a.IntentKey})
 	if err := d.svc.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDelivery, Actor: DispatcherActor,
 		Channel: "webhook", At: d.svc.Now(), Data: started}); err != nil {
 		// Nothing was sent, and nothing will be: the claim stays and
@@ -287,7 +289,7 @@ func (d *Dispatcher) claim(ctx context.Context, a *Action) (*Action, bool) {
 	now := d.svc.Now()
 	by := DispatcherActor
 	deadline := now.Add(a.Spec.ClaimTimeout)
-	data, _ := json.Marshal(map[string]any{"webhook": a.Spec.Executor.Webhook, "claim_deadline": deadline})
+	data, _ := json.Marshal(map[string]any{"webhook": classify.RedactURL(a.Spec.Executor.Webhook), "claim_deadline": deadline})
 	got, err := d.svc.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: a.ID, From: []State{StateApproved}, To: StateInProgress, Now: now, Unexpired: true,
 		ClaimedAt: &now, ClaimedBy: &by, ClaimDeadline: &deadline,
@@ -393,7 +395,7 @@ func (d *Dispatcher) record(a *Action, out delivery) {
 
 func (d *Dispatcher) recordOnce(ctx context.Context, a *Action, out delivery) error {
 	now := d.svc.Now()
-	info := map[string]any{"webhook": a.Spec.Executor.Webhook}
+	info := map[string]any{"webhook": classify.RedactURL(a.Spec.Executor.Webhook)}
 	if out.status != 0 {
 		info["status"] = out.status
 	}
@@ -422,7 +424,7 @@ func (d *Dispatcher) recordOnce(ctx context.Context, a *Action, out delivery) er
 		}
 		info["outcome"] = "unknown: the action stays in_progress, is never re-sent, and becomes a ticket after claim_timeout"
 		data, _ := json.Marshal(info)
-		d.log.Warn("dispatcher: delivery outcome unknown", "action", a.ID, "status", out.status, "err", out.err)
+		d.log.Warn("dispatcher: delivery outcome unknown", "action", a.ID, "status", out.status, "err", info["error"])
 		return d.svc.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDeliveryResult, Actor: DispatcherActor,
 			Channel: "webhook", At: now, Data: data})
 	}
@@ -501,7 +503,8 @@ func hasNUL(v any) bool {
 // describeDeliveryError says in words why no response arrived.
 func describeDeliveryError(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out: " + err.Error()
+		return "timed out: " + classify.RedactURLsIn(err.Error())
 	}
-	return err.Error()
+	// Go's error names the URL, query credentials included.
+	return classify.RedactURLsIn(err.Error())
 }
