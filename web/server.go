@@ -37,6 +37,10 @@ type Config struct {
 	// LoginLimits throttle failed dashboard logins; default 5 per account
 	// and 20 per client address within 15 minutes.
 	LoginLimits handlers.LoginLimits
+	// MetricsElsewhere leaves /metrics off this server's routes (it then
+	// answers 404 there): APPROVALS_METRICS_ADDR serves MetricsHandler on
+	// a listener of its own, out of reach of the public one.
+	MetricsElsewhere bool
 	// Done, when closed, ends the dashboard's live event streams. Close it
 	// when shutdown starts (http.Server.RegisterOnShutdown), so that
 	// Shutdown does not wait for open browser tabs.
@@ -83,11 +87,18 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// MetricsHandler serves the Prometheus metrics (GET /metrics).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})
+}
+
 // routes registers the whole URL surface.
 func (s *Server) routes(e *echo.Echo) error {
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})))
+	if !s.cfg.MetricsElsewhere {
+		e.GET("/metrics", echo.WrapHandler(s.MetricsHandler()))
+	}
 
 	e.GET("/api/v1/openapi.json", handlers.OpenAPI)
 	api := e.Group("/api/v1")
