@@ -196,6 +196,13 @@ func (h *API) GetAction(c echo.Context) error {
 			return queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
 		}
 	}
+	if wait > 0 {
+		release, err := h.Service.AcquireWaiter("agent:" + agent(c))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	a, err := h.Service.Wait(c.Request().Context(), c.Param("id"), until, wait)
 	if err != nil {
 		return err

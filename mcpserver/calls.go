@@ -108,6 +108,13 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	if st != "" && !until.Valid() {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", st)
 	}
+	if wait > 0 {
+		release, err := s.svc.AcquireWaiter("agent:" + agent)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	a, err := s.svc.Wait(ctx, id, until, wait)
 	if err != nil {
 		return nil, err

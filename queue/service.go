@@ -20,6 +20,7 @@ type Service struct {
 	// stopping closes on shutdown and releases long-polls.
 	stopping  chan struct{}
 	closeOnce sync.Once
+	waiters   *waiterPool
 }
 
 // Options configure a Service.
@@ -34,6 +35,8 @@ type Options struct {
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration
+	// Waiters cap concurrent long-polls and event streams.
+	Waiters WaiterLimits
 }
 
 // NewService returns a Service over store with the tools of reg.
@@ -50,7 +53,8 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 	if reg == nil {
 		reg = classify.Empty()
 	}
-	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, stopping: make(chan struct{})}
+	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, stopping: make(chan struct{}),
+		waiters: newWaiterPool(opts.Waiters)}
 	s.reg.Store(reg)
 	return s
 }

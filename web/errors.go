@@ -35,6 +35,8 @@ func statusOf(code queue.Code) int {
 		return http.StatusUnprocessableEntity
 	case queue.CodeUnavailable:
 		return http.StatusServiceUnavailable
+	case queue.CodeTooManyWaiters:
+		return http.StatusTooManyRequests
 	case codeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	}
@@ -72,6 +74,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	}
 	if qe.Code == queue.CodeUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
+	}
+	if qe.Code == queue.CodeTooManyWaiters {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
 	}
 	if qe.Code == queue.CodeInProgress {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(5))

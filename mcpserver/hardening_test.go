@@ -34,3 +34,24 @@ func TestArgumentsWithDuplicateKeysRefused(t *testing.T) {
 		t.Fatalf("%d actions stored from refused calls", len(list))
 	}
 }
+
+// TestWaitPastTheWaiterCapRefused: a get_action wait of an agent already
+// holding its 100 waiters is an isError too_many_waiters; a read without
+// wait still answers.
+func TestWaitPastTheWaiterCapRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	cs := e.connect(t, e.token(t, "poller"))
+	a := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c1", "topic": "t",
+		"to": "c@example.com", "subject": "s", "body": "b"}), queue.StatePending)
+	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
+	for range perHolder {
+		release, err := e.svc.AcquireWaiter("agent:poller")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+	}
+	wantRefusal(t, call(t, cs, "get_action", map[string]any{"id": a.ID, "wait": "1s"}), queue.CodeTooManyWaiters)
+	wantAction(t, call(t, cs, "get_action", map[string]any{"id": a.ID}), queue.StatePending)
+}
