@@ -33,6 +33,9 @@ type Dashboard struct {
 	Done <-chan struct{}
 	// Limits throttle failed logins.
 	Limits LoginLimits
+	// HostCookies names the cookies with the __Host- prefix; set when the
+	// public URL is https (the session store then marks them Secure).
+	HostCookies bool
 }
 
 // LoginLimits say how many failed logins answer 429 for a while.
@@ -56,8 +59,31 @@ func (l LoginLimits) WithDefaults() LoginLimits {
 	return l
 }
 
-// SessionCookie is the name of the dashboard's session cookie.
-const SessionCookie = "approvals_session"
+// SessionCookie is the name of the dashboard's session cookie, and
+// CSRFCookie of the signed pre-session CSRF cookie; behind https both get
+// the __Host- prefix (Dashboard.HostCookies).
+const (
+	SessionCookie = "approvals_session"
+	CSRFCookie    = "approvals_csrf"
+)
+
+// hostPrefix makes a browser keep a cookie only when it is Secure, has
+// Path=/ and no Domain: no subdomain or plain-HTTP page can plant it.
+const hostPrefix = "__Host-"
+
+func (d *Dashboard) sessionCookie() string {
+	if d.HostCookies {
+		return hostPrefix + SessionCookie
+	}
+	return SessionCookie
+}
+
+func (d *Dashboard) csrfCookie() string {
+	if d.HostCookies {
+		return hostPrefix + CSRFCookie
+	}
+	return CSRFCookie
+}
 
 // Session values.
 const (
@@ -99,7 +125,7 @@ func (d *Dashboard) LoadSession(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (d *Dashboard) loadSession(c echo.Context) error {
-	sess, err := d.Sessions.Get(c.Request(), SessionCookie)
+	sess, err := d.Sessions.Get(c.Request(), d.sessionCookie())
 	if err != nil {
 		return err
 	}
@@ -137,7 +163,7 @@ func (d *Dashboard) sessionUser(ctx context.Context, sess *sessions.Session) (*a
 // stillSignedIn re-reads the request's session from the database, past
 // the per-request cache: long-lived streams use it to notice a logout.
 func (d *Dashboard) stillSignedIn(c echo.Context) bool {
-	sess, err := d.Sessions.New(c.Request(), SessionCookie)
+	sess, err := d.Sessions.New(c.Request(), d.sessionCookie())
 	if err != nil || sess.IsNew {
 		return false
 	}
@@ -196,6 +222,9 @@ func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if s := session(c); s != nil {
 			want = stringValue(s, csrfValue)
 		}
+		if want == "" {
+			want = d.Sessions.PreSessionTokenOf(r, d.csrfCookie())
+		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return queue.Errorf(queue.CodeForbidden, "this form is out of date or did not come from this site (its CSRF token is missing or wrong): reload the page and try again")
 		}
@@ -221,8 +250,9 @@ func (d *Dashboard) Allow(can func(accounts.Role) bool, what string) echo.Middle
 	}
 }
 
-// csrfToken returns the session's CSRF token, creating the session (an
-// anonymous one before login) when there is none yet.
+// csrfToken returns the session's CSRF token or, before login, the
+// pre-session token of a signed cookie: an anonymous page view writes
+// nothing to the database.
 func (d *Dashboard) csrfToken(c echo.Context) (string, error) {
 	sess := session(c)
 	if sess == nil {
@@ -231,11 +261,7 @@ func (d *Dashboard) csrfToken(c echo.Context) (string, error) {
 	if tok := stringValue(sess, csrfValue); tok != "" {
 		return tok, nil
 	}
-	sess.Values[csrfValue] = accounts.RandomString(32)
-	if err := sess.Save(c.Request(), c.Response()); err != nil {
-		return "", err
-	}
-	return stringValue(sess, csrfValue), nil
+	return d.Sessions.PreSessionToken(c.Response(), c.Request(), d.csrfCookie())
 }
 
 // page builds the layout data of a page.
