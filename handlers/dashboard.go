@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/a-h/templ"
@@ -36,6 +37,10 @@ type Dashboard struct {
 	// HostCookies names the cookies with the __Host- prefix; set when the
 	// public URL is https (the session store then marks them Secure).
 	HostCookies bool
+	// Gate bounds concurrent password checks; default 4 at once, a
+	// sign-in waiting at most 2s for one.
+	Gate     *accounts.PasswordGate
+	gateOnce sync.Once
 }
 
 // LoginLimits say how many failed logins answer 429 for a while.
