@@ -47,6 +47,9 @@ type Config struct {
 	// (APPROVALS_TRUSTED_PROXIES). Empty: the client address is the TCP
 	// peer, whatever the headers say.
 	TrustedProxies []netip.Prefix
+	// BodyReadTimeout bounds how long a client may take to send a request
+	// body; default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
 	// PasswordGate bounds concurrent password checks; default 4 at once.
 	PasswordGate *accounts.PasswordGate
 	// LoginLimits throttle failed dashboard logins; default 5 per account
@@ -93,6 +96,10 @@ func New(cfg Config) (*Server, error) {
 		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	e.Use(bodyReadTimeout(cfg.BodyReadTimeout))
 	e.Use(securityHeaders)
 	if cfg.httpsOnly() {
 		e.Use(strictTransport)

@@ -28,6 +28,7 @@ type app struct {
 func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metrics *web.Metrics, log *slog.Logger) (*app, error) {
 	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
 		MaxBody: cfg.MaxBody, SessionSecret: cfg.SessionSecret,
+		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsElsewhere: cfg.MetricsAddr != "",
 		MCP: mcpserver.New(svc, st, log, cfg.MaxBody),
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.

@@ -92,7 +92,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	log.Info("storage ready", "store", where)
 
 	metrics := web.NewMetrics(st)
-	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit})
+	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Waiters: cfg.Waiters})
 	app, err := newApp(ctx, cfg, svc, st, metrics, log)
 	if err != nil {
 		ln.Close()
@@ -122,7 +122,22 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 			}
 		}()
 	}
-	hs := &http.Server{Handler: app.server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := newHTTPServer(app.server.Handler(), log)
+	if cfg.MetricsAddr != "" {
+		mln, err := net.Listen("tcp", cfg.MetricsAddr)
+		if err != nil {
+			stopWorkers()
+			wg.Wait()
+			ln.Close()
+			return fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", cfg.MetricsAddr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", app.server.MetricsHandler())
+		ms := newHTTPServer(mux, log)
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
@@ -145,6 +160,24 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	wg.Wait()
 	log.Info("stopped")
 	return nil
+}
+
+// Timeouts of the HTTP server. A slow client may hold a connection only so
+// long: sending its headers (here), sending its body (web's body-read
+// timeout, 30s, which lifts once the body is in) or idling between
+// requests (here). There is no WriteTimeout, nor ReadTimeout: either would
+// cut long-polls (up to queue.MaxWait) and the dashboard's event streams
+// (Go cancels a request's context when ReadTimeout passes, body read or
+// not); those end by themselves, are capped by APPROVALS_MAX_WAITERS, and
+// end at shutdown.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }
 
 // loopback reports whether addr ("host:port") is on a loopback interface.
