@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"sync"
+	"unicode/utf8"
 	"time"
 
 	"github.com/a-h/templ"
@@ -233,8 +234,34 @@ func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return queue.Errorf(queue.CodeForbidden, "this form is out of date or did not come from this site (its CSRF token is missing or wrong): reload the page and try again")
 		}
+		if err := checkFieldLengths(r.PostForm); err != nil {
+			return err
+		}
 		return next(c)
 	}
+}
+
+// MaxFieldLen caps every dashboard form field but the JSON ones (an edited
+// payload, a ticket's result), which only the body cap bounds: a note or
+// a name longer than this is a mistake or an attack, and refused as such
+// before it reaches storage.
+const MaxFieldLen = 10000
+
+// jsonFields are the form fields holding JSON documents.
+var jsonFields = map[string]bool{"payload": true, "result": true}
+
+func checkFieldLengths(form url.Values) error {
+	for name, vals := range form {
+		if jsonFields[name] {
+			continue
+		}
+		for _, v := range vals {
+			if n := utf8.RuneCountInString(v); n > MaxFieldLen {
+				return queue.Errorf(queue.CodeInvalidRequest, "the form field %s has %d characters; at most %d are allowed", name, n, MaxFieldLen)
+			}
+		}
+	}
+	return nil
 }
 
 // Allow lets only roles for which can is true through; what names the

@@ -44,6 +44,11 @@ func (d *Dashboard) Login(c echo.Context) error {
 	email := strings.TrimSpace(c.FormValue("email"))
 	password := c.FormValue("password")
 	v := templates.LoginView{Email: email, Next: safeNext(c.FormValue("next"))}
+	if len(email) > maxEmailLen {
+		v.Email = ""
+		v.Error = "The email is longer than 254 characters, which no address may be."
+		return d.renderLogin(c, http.StatusBadRequest, v)
+	}
 	limits := d.Limits.WithDefaults()
 	now := d.Service.Now()
 
@@ -127,6 +132,9 @@ func (d *Dashboard) Login(c echo.Context) error {
 	}
 	return c.Redirect(http.StatusSeeOther, v.Next)
 }
+
+// maxEmailLen is the longest address SMTP allows (RFC 5321 and its errata).
+const maxEmailLen = 254
 
 // ClientSubject is the login limiter's key for a client address: the
 // address itself for IPv4, its /64 for IPv6, since one IPv6 client is

@@ -47,3 +47,21 @@ func TestHardeningSettings(t *testing.T) {
 		t.Fatalf("settings: %+v", c)
 	}
 }
+
+// TestUserAddOverLongInput: the CLI refuses an over-long email or password
+// with a message naming it, and writes nothing.
+func TestUserAddOverLongInput(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + t.TempDir() + "/approvals.db"
+	for _, tc := range []struct{ name, email, password, want string }{
+		{"email", strings.Repeat("a", 290) + "@example.com", "long enough password", "at most 254"},
+		{"password", "ann@example.com", strings.Repeat("p", 100), "at most 72 bytes"},
+	} {
+		var out, errOut strings.Builder
+		code := run(t.Context(), []string{"user", "add", "--database-url", db, "--email", tc.email, "--role", "viewer"},
+			strings.NewReader(tc.password+"\n"), &out, &errOut)
+		if code == 0 || !strings.Contains(errOut.String(), tc.want) || len(errOut.String()) > 400 {
+			t.Errorf("%s: exit %d, stderr %q; want a failure saying %q in a short message", tc.name, code, errOut.String(), tc.want)
+		}
+	}
+}
