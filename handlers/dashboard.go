@@ -9,8 +9,8 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"unicode/utf8"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/gorilla/sessions"

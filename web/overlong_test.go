@@ -20,7 +20,7 @@ func TestOverLongFormInput(t *testing.T) {
 	_, tk := d.staleTicket("o-long")
 	longEmail := strings.Repeat("a", 290) + "@example.com"
 	huge := strings.Repeat("x", 300<<10) // past the default 256 KiB body cap
-	long := strings.Repeat("n", 20000)    // a field past its limit, inside the body cap
+	long := strings.Repeat("n", 20000)   // a field past its limit, inside the body cap
 	anonymous := func() *browser {
 		b := d.anonymous()
 		b.get("/login").wantStatus(t, http.StatusOK)
