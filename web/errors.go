@@ -68,15 +68,15 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		}
 	}
 	status := statusOf(qe.Code)
+	if qe.Code == queue.CodeTooManyWaiters {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
+	}
 	if handlers.IsDashboard(c) {
 		s.dashboardError(c, status, qe)
 		return
 	}
 	if qe.Code == queue.CodeUnauthorized {
 		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
-	}
-	if qe.Code == queue.CodeTooManyWaiters {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
 	}
 	if qe.Code == queue.CodeInProgress {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(5))

@@ -62,3 +62,25 @@ func TestActionPageMarksInvisibleCharacters(t *testing.T) {
 		t.Fatal("the page still holds an invisible character")
 	}
 }
+
+// TestEventsStreamCapped: a staff user holding the most waiters allowed
+// per holder gets 429 with Retry-After for another event stream.
+func TestEventsStreamCapped(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("viewer@example.com", accounts.RoleViewer)
+	b := d.login("viewer@example.com")
+	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
+	for range perHolder {
+		release, err := d.svc.AcquireWaiter("user:viewer@example.com")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+	}
+	p := b.get("/events")
+	p.wantStatus(t, http.StatusTooManyRequests)
+	if p.header.Get("Retry-After") == "" {
+		t.Fatal("no Retry-After")
+	}
+}
