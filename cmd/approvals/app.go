@@ -58,8 +58,9 @@ func (a *app) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
 }
 
-// pruneAccounts deletes expired sessions and day-old login failures, so an
-// anonymous visitor's pre-login session rows do not accumulate.
+// pruneAccounts deletes expired sessions and day-old login failures, so
+// neither accumulates. (Anonymous visitors write no session rows: their
+// CSRF token lives in a signed cookie.)
 func (a *app) pruneAccounts(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
