@@ -190,6 +190,9 @@ func ValidateTokenName(name string) error {
 // NormalizeEmail trims and lower-cases an email and checks its shape.
 func NormalizeEmail(email string) (string, error) {
 	e := strings.ToLower(strings.TrimSpace(email))
+	if len(e) > 254 {
+		return "", fmt.Errorf("email has %d characters; an address has at most 254", len(e))
+	}
 	at := strings.IndexByte(e, '@')
 	if at < 1 || at == len(e)-1 || strings.ContainsAny(e, " \t\r\n<>\"") || len(e) > 254 {
 		return "", fmt.Errorf("email %q is not a valid address", email)

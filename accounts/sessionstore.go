@@ -41,6 +41,9 @@ type SessionOptions struct {
 type SessionStore struct {
 	accounts Store
 	codec    *securecookie.SecureCookie
+	// preCodec signs the pre-session CSRF cookie, which lives
+	// AnonymousMaxAge.
+	preCodec *securecookie.SecureCookie
 	opts     SessionOptions
 }
 
@@ -61,7 +64,9 @@ func NewSessionStore(store Store, secret []byte, opts SessionOptions) (*SessionS
 	}
 	codec := securecookie.New(secret, nil).SetSerializer(securecookie.NopEncoder{})
 	codec.MaxAge(int(opts.MaxAge / time.Second))
-	return &SessionStore{accounts: store, codec: codec, opts: opts}, nil
+	preCodec := securecookie.New(secret, nil).SetSerializer(securecookie.NopEncoder{})
+	preCodec.MaxAge(int(opts.AnonymousMaxAge / time.Second))
+	return &SessionStore{accounts: store, codec: codec, preCodec: preCodec, opts: opts}, nil
 }
 
 // Get returns the request's session, cached for the rest of the request.
@@ -167,6 +172,38 @@ func (s *SessionStore) Save(r *http.Request, w http.ResponseWriter, sess *sessio
 	sess.IsNew = false
 	http.SetCookie(w, sessions.NewCookie(sess.Name(), encoded, sess.Options))
 	return nil
+}
+
+// PreSessionToken returns the CSRF token of an anonymous visitor (the
+// login form's), kept in the signed cookie name rather than a session
+// row: a visitor who never signs in writes nothing to the database, so
+// anonymous traffic cannot fill the sessions table. A missing, forged or
+// expired cookie is replaced with a new token.
+func (s *SessionStore) PreSessionToken(w http.ResponseWriter, r *http.Request, name string) (string, error) {
+	if tok := s.PreSessionTokenOf(r, name); tok != "" {
+		return tok, nil
+	}
+	tok := RandomString(32)
+	encoded, err := s.preCodec.Encode(name, []byte(tok))
+	if err != nil {
+		return "", fmt.Errorf("sign CSRF cookie: %w", err)
+	}
+	http.SetCookie(w, sessions.NewCookie(name, encoded, s.cookieOptions(r, s.opts.AnonymousMaxAge)))
+	return tok, nil
+}
+
+// PreSessionTokenOf returns the token of the request's signed pre-session
+// cookie name, or "" when it is missing, forged or expired.
+func (s *SessionStore) PreSessionTokenOf(r *http.Request, name string) string {
+	c, err := r.Cookie(name)
+	if err != nil {
+		return ""
+	}
+	var raw []byte
+	if err := s.preCodec.Decode(name, c.Value, &raw); err != nil {
+		return ""
+	}
+	return string(raw)
 }
 
 // Renew gives sess a fresh id, deleting the old row: called on login so a

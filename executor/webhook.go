@@ -15,6 +15,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/webhooksign"
 )
@@ -254,7 +255,7 @@ func (d *Webhook) Channel() string { return "webhook" }
 
 // Target is the webhook URL.
 func (d *Webhook) Target(a *queue.Action) map[string]any {
-	return map[string]any{"webhook": a.Spec.Executor.Webhook}
+	return map[string]any{"webhook": classify.RedactURL(a.Spec.Executor.Webhook)}
 }
 
 // Do POSTs the approved payload once, signed, and reads what the answer
@@ -382,7 +383,8 @@ func hasNUL(v any) bool {
 // describeDeliveryError says in words why no response arrived.
 func describeDeliveryError(err error) string {
 	if errors.Is(err, context.DeadlineExceeded) {
-		return "timed out: " + err.Error()
+		return "timed out: " + classify.RedactURLsIn(err.Error())
 	}
-	return err.Error()
+	// Go's error names the URL, query credentials included.
+	return classify.RedactURLsIn(err.Error())
 }

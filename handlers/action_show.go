@@ -89,7 +89,7 @@ func eventView(e queue.Event) templates.EventView {
 	v := templates.EventView{Event: e}
 	var data map[string]json.RawMessage
 	if len(e.Data) == 0 || json.Unmarshal(e.Data, &data) != nil {
-		v.Data = templates.PrettyJSON(e.Data)
+		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
 		return v
 	}
 	_ = json.Unmarshal(data["note"], &v.Note)
@@ -97,7 +97,7 @@ func eventView(e queue.Event) templates.EventView {
 	delete(data, "note")
 	delete(data, "changed_fields")
 	if len(data) > 0 {
-		v.Data = templates.PrettyJSON(e.Data)
+		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
 	}
 	return v
 }

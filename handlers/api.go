@@ -184,6 +184,13 @@ func (h *API) GetAction(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if wait > 0 {
+		release, err := h.Service.AcquireWaiter("agent:" + agent(c))
+		if err != nil {
+			return err
+		}
+		defer release()
+	}
 	a, err := h.Service.Wait(c.Request().Context(), c.Param("id"), until, wait)
 	if err != nil {
 		return err

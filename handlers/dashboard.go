@@ -8,7 +8,9 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/a-h/templ"
 	"github.com/gorilla/sessions"
@@ -34,6 +36,13 @@ type Dashboard struct {
 	Done <-chan struct{}
 	// Limits throttle failed logins.
 	Limits LoginLimits
+	// HostCookies names the cookies with the __Host- prefix; set when the
+	// public URL is https (the session store then marks them Secure).
+	HostCookies bool
+	// Gate bounds concurrent password checks; default 4 at once, a
+	// sign-in waiting at most 2s for one.
+	Gate     *accounts.PasswordGate
+	gateOnce sync.Once
 }
 
 // LoginLimits say how many failed logins answer 429 for a while.
@@ -57,8 +66,31 @@ func (l LoginLimits) WithDefaults() LoginLimits {
 	return l
 }
 
-// SessionCookie is the name of the dashboard's session cookie.
-const SessionCookie = "approvals_session"
+// SessionCookie is the name of the dashboard's session cookie, and
+// CSRFCookie of the signed pre-session CSRF cookie; behind https both get
+// the __Host- prefix (Dashboard.HostCookies).
+const (
+	SessionCookie = "approvals_session"
+	CSRFCookie    = "approvals_csrf"
+)
+
+// hostPrefix makes a browser keep a cookie only when it is Secure, has
+// Path=/ and no Domain: no subdomain or plain-HTTP page can plant it.
+const hostPrefix = "__Host-"
+
+func (d *Dashboard) sessionCookie() string {
+	if d.HostCookies {
+		return hostPrefix + SessionCookie
+	}
+	return SessionCookie
+}
+
+func (d *Dashboard) csrfCookie() string {
+	if d.HostCookies {
+		return hostPrefix + CSRFCookie
+	}
+	return CSRFCookie
+}
 
 // Session values.
 const (
@@ -100,7 +132,7 @@ func (d *Dashboard) LoadSession(next echo.HandlerFunc) echo.HandlerFunc {
 }
 
 func (d *Dashboard) loadSession(c echo.Context) error {
-	sess, err := d.Sessions.Get(c.Request(), SessionCookie)
+	sess, err := d.Sessions.Get(c.Request(), d.sessionCookie())
 	if err != nil {
 		return err
 	}
@@ -138,7 +170,7 @@ func (d *Dashboard) sessionUser(ctx context.Context, sess *sessions.Session) (*a
 // stillSignedIn re-reads the request's session from the database, past
 // the per-request cache: long-lived streams use it to notice a logout.
 func (d *Dashboard) stillSignedIn(c echo.Context) bool {
-	sess, err := d.Sessions.New(c.Request(), SessionCookie)
+	sess, err := d.Sessions.New(c.Request(), d.sessionCookie())
 	if err != nil || sess.IsNew {
 		return false
 	}
@@ -197,11 +229,40 @@ func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if s := session(c); s != nil {
 			want = stringValue(s, csrfValue)
 		}
+		if want == "" {
+			want = d.Sessions.PreSessionTokenOf(r, d.csrfCookie())
+		}
 		if want == "" || subtle.ConstantTimeCompare([]byte(got), []byte(want)) != 1 {
 			return queue.Errorf(queue.CodeForbidden, "this form is out of date or did not come from this site (its CSRF token is missing or wrong): reload the page and try again")
 		}
+		if err := checkFieldLengths(r.PostForm); err != nil {
+			return err
+		}
 		return next(c)
 	}
+}
+
+// MaxFieldLen caps every dashboard form field but the JSON ones (an edited
+// payload, a ticket's result), which only the body cap bounds: a note or
+// a name longer than this is a mistake or an attack, and refused as such
+// before it reaches storage.
+const MaxFieldLen = 10000
+
+// jsonFields are the form fields holding JSON documents.
+var jsonFields = map[string]bool{"payload": true, "result": true}
+
+func checkFieldLengths(form url.Values) error {
+	for name, vals := range form {
+		if jsonFields[name] {
+			continue
+		}
+		for _, v := range vals {
+			if n := utf8.RuneCountInString(v); n > MaxFieldLen {
+				return queue.Errorf(queue.CodeInvalidRequest, "the form field %s has %d characters; at most %d are allowed", name, n, MaxFieldLen)
+			}
+		}
+	}
+	return nil
 }
 
 // Allow lets only roles for which can is true through; what names the
@@ -222,8 +283,9 @@ func (d *Dashboard) Allow(can func(accounts.Role) bool, what string) echo.Middle
 	}
 }
 
-// csrfToken returns the session's CSRF token, creating the session (an
-// anonymous one before login) when there is none yet.
+// csrfToken returns the session's CSRF token or, before login, the
+// pre-session token of a signed cookie: an anonymous page view writes
+// nothing to the database.
 func (d *Dashboard) csrfToken(c echo.Context) (string, error) {
 	sess := session(c)
 	if sess == nil {
@@ -232,11 +294,7 @@ func (d *Dashboard) csrfToken(c echo.Context) (string, error) {
 	if tok := stringValue(sess, csrfValue); tok != "" {
 		return tok, nil
 	}
-	sess.Values[csrfValue] = accounts.RandomString(32)
-	if err := sess.Save(c.Request(), c.Response()); err != nil {
-		return "", err
-	}
-	return stringValue(sess, csrfValue), nil
+	return d.Sessions.PreSessionToken(c.Response(), c.Request(), d.csrfCookie())
 }
 
 // page builds the layout data of a page.

@@ -95,6 +95,9 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	if !utf8.Valid(body) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid UTF-8")
 	}
+	if err := refuseDuplicateKeys("body", body); err != nil {
+		return nil, err
+	}
 	var raw map[string]json.RawMessage
 	// The common case in one pass: one JSON object (Unmarshal refuses
 	// anything after it) with no NUL escape. Everything else takes the
@@ -127,6 +130,16 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
 	}
 	return checkFields(raw, allowed)
+}
+
+// refuseDuplicateKeys refuses JSON in which an object names a key twice
+// (invalid_request naming the key); any other fault is left to the decoder
+// that follows, which words it.
+func refuseDuplicateKeys(what string, b []byte) error {
+	if err := queue.CheckNoDuplicateKeys(b); errors.Is(err, queue.ErrDuplicateKey) {
+		return queue.Errorf(queue.CodeInvalidRequest, "%s: %v", what, err)
+	}
+	return nil
 }
 
 func checkFields(raw map[string]json.RawMessage, allowed map[string]bool) (map[string]json.RawMessage, error) {

@@ -44,6 +44,9 @@ func TestDecodeSubmit(t *testing.T) {
 		// An escaped backslash before u0000 is no NUL; a number beyond
 		// float64 is still valid JSON, with or without a NUL elsewhere.
 		{"escaped backslash and a huge number", `{"tool":"t","payload":{"a":"C:\\u0000x","n":1e400}}`, "", "", ""},
+		{"duplicate payload key", `{"tool":"t","payload":{"to":"a","to":"b"}}`, "", "", `duplicate key "to" at /payload/to`},
+		{"duplicate nested key", `{"tool":"t","payload":{"a":[{"b":1,"b":2}]}}`, "", "", `/payload/a/0/b`},
+		{"duplicate body field", `{"tool":"t","tool":"u","payload":{}}`, "", "", `duplicate key "tool"`},
 		{"NUL and a huge number", `{"tool":"t","payload":{"n":1e400,"a":"\u0000"}}`, "", "", "payload.a contains a NUL"},
 	}
 	for _, tc := range cases {

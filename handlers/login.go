@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,6 +44,11 @@ func (d *Dashboard) Login(c echo.Context) error {
 	email := strings.TrimSpace(c.FormValue("email"))
 	password := c.FormValue("password")
 	v := templates.LoginView{Email: email, Next: safeNext(c.FormValue("next"))}
+	if len(email) > maxEmailLen {
+		v.Email = ""
+		v.Error = "The email is longer than 254 characters, which no address may be."
+		return d.renderLogin(c, http.StatusBadRequest, v)
+	}
 	limits := d.Limits.WithDefaults()
 	now := d.Service.Now()
 
@@ -50,7 +56,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	if emailErr != nil {
 		normalized = strings.ToLower(email)
 	}
-	subjects := []string{"email:" + normalized, "addr:" + c.RealIP()}
+	subjects := []string{"email:" + normalized, "addr:" + ClientSubject(c.RealIP())}
 	// Record the attempt before checking anything, then count it with the
 	// others: parallel guesses see each other, so a burst cannot slip more
 	// than the limit past a count taken before any of them was recorded.
@@ -78,6 +84,20 @@ func (d *Dashboard) Login(c echo.Context) error {
 			return d.renderLogin(c, http.StatusTooManyRequests, v)
 		}
 	}
+
+	// Past the gate's few concurrent bcrypt checks the attempt is refused
+	// unchecked (and taken back): a flood of sign-ins must not take every
+	// core from the agents' API.
+	release, ok := d.passwordGate().Acquire(ctx)
+	if !ok {
+		if err := d.forgetAttempt(ctx, subjects, now); err != nil {
+			return err
+		}
+		c.Response().Header().Set("Retry-After", "2")
+		v.Error = "Too many sign-ins at once. Try again in a few seconds."
+		return d.renderLogin(c, http.StatusTooManyRequests, v)
+	}
+	defer release()
 
 	var u *accounts.User
 	if emailErr == nil {
@@ -111,6 +131,34 @@ func (d *Dashboard) Login(c echo.Context) error {
 		v.Next = "/"
 	}
 	return c.Redirect(http.StatusSeeOther, v.Next)
+}
+
+// maxEmailLen is the longest address SMTP allows (RFC 5321 and its errata).
+const maxEmailLen = 254
+
+// ClientSubject is the login limiter's key for a client address: the
+// address itself for IPv4, its /64 for IPv6, since one IPv6 client is
+// usually given a whole /64 and could otherwise guess from 2^64 addresses.
+func ClientSubject(ip string) string {
+	addr, err := netip.ParseAddr(ip)
+	if err != nil {
+		return ip
+	}
+	addr = addr.Unmap()
+	if addr.Is4() {
+		return addr.String()
+	}
+	return netip.PrefixFrom(addr, 64).Masked().String()
+}
+
+// passwordGate is Gate, or a default one made on first use.
+func (d *Dashboard) passwordGate() *accounts.PasswordGate {
+	d.gateOnce.Do(func() {
+		if d.Gate == nil {
+			d.Gate = accounts.NewPasswordGate(0, 0)
+		}
+	})
+	return d.Gate
 }
 
 // forgetAttempt takes back the attempt recorded at now for each subject.

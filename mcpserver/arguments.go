@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -30,6 +31,9 @@ func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	}
 	if !utf8.Valid(raw) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid UTF-8")
+	}
+	if err := queue.CheckNoDuplicateKeys(raw); errors.Is(err, queue.ErrDuplicateKey) {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "arguments: %v", err)
 	}
 	return raw, nil
 }

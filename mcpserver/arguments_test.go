@@ -77,7 +77,7 @@ func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
 		{"key between", `{"z":1.50, "intent_key" : "k:1" ,"a":2}`, `{"z":1.50 ,"a":2}`, "k:1"},
 		{"key last", `{"z":1.50,"a":2,"intent_key":"k:1"}`, `{"z":1.50,"a":2}`, "k:1"},
 		{"key only", `{ "intent_key":"k:1" }`, `{  }`, "k:1"},
-		{"key twice, the last wins", `{"intent_key":"k:1","z":1,"intent_key":"k:2","a":{"intent_key":"inner"}}`, `{"z":1,"a":{"intent_key":"inner"}}`, "k:2"},
+		{"key in a nested object too", `{"intent_key":"k:2","z":1,"a":{"intent_key":"inner"}}`, `{"z":1,"a":{"intent_key":"inner"}}`, "k:2"},
 		{"escaped name", `{"b":1,"intent\u005fkey":"k:1"}`, `{"b":1}`, "k:1"},
 		{"empty", `{}`, `{}`, ""},
 		{"absent", ``, `{}`, ""},
@@ -105,6 +105,8 @@ func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
 		{"NUL in the key", `{"intent_key":"\u0000"}`, queue.CodeInvalidRequest, "argument intent_key"},
 		{"key not a string", `{"intent_key":7}`, queue.CodeInvalidRequest, "intent_key must be a string"},
 		{"too large", `{"a":"xxxxxxxxxx"}`, queue.CodePayloadTooLarge, "larger than 8 bytes"},
+		// Contract §12: parsers disagree on which copy wins, so neither does.
+		{"key twice", `{"intent_key":"k:1","z":1,"intent_key":"k:2"}`, queue.CodeInvalidRequest, `duplicate key "intent_key"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()

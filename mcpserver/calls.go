@@ -98,6 +98,13 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	if err != nil {
 		return nil, err
 	}
+	if wait > 0 {
+		release, err := s.svc.AcquireWaiter("agent:" + agent)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
 	a, err := s.svc.Wait(ctx, id, until, wait)
 	if err != nil {
 		return nil, err

@@ -55,6 +55,8 @@ func (c Code) HTTPStatus() int {
 		return 413
 	case CodeInvalidPayload, CodeIntentKeyMismatch, CodeIntentKeyReused:
 		return 422
+	case CodeTooManyWaiters:
+		return 429
 	case CodeUnavailable:
 		return 503
 	}

@@ -41,6 +41,11 @@ func StorableJSON(raw []byte, what string, object bool, shapeCode Code) (any, er
 	if _, ok := v.(map[string]any); object && !ok {
 		return nil, Errorf(shapeCode, "%s must be a JSON object", what)
 	}
+	// Parsers disagree on which copy of a repeated key wins, so an approver
+	// could read one value and a receiver act on the other.
+	if err := CheckNoDuplicateKeys(raw); errors.Is(err, ErrDuplicateKey) {
+		return nil, Errorf(CodeInvalidRequest, "%s: %v", what, err)
+	}
 	if path, ok := findNUL(v, what); ok {
 		return nil, Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
 	}

@@ -29,6 +29,9 @@ type Service struct {
 	// waiters counts long-polls that have subscribed, read the action and
 	// now wait for a change (the approvals_waiters gauge).
 	waiters atomic.Int64
+	// waiterPool caps concurrent long-polls and event streams
+	// (APPROVALS_MAX_WAITERS).
+	waiterPool *waiterPool
 }
 
 // Options configure a Service.
@@ -46,6 +49,8 @@ type Options struct {
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration
+	// Waiters cap concurrent long-polls and event streams.
+	Waiters WaiterLimits
 }
 
 // NewService returns a Service over store with the tools of reg.
@@ -62,7 +67,8 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 	if reg == nil {
 		reg = classify.Empty()
 	}
-	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, stopping: make(chan struct{})}
+	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, stopping: make(chan struct{}),
+		waiterPool: newWaiterPool(opts.Waiters)}
 	s.reg.Store(reg)
 	return s
 }

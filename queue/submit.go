@@ -107,6 +107,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if !registered {
 		warnings = append(warnings, "tool_not_registered")
 	}
+	if HasInvisibleCharacters(req.Payload) {
+		warnings = append(warnings, WarningInvisibleCharacters)
+	}
 
 	now := s.Now()
 	agent := "agent:" + req.Agent

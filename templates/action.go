@@ -3,6 +3,7 @@ package templates
 import (
 	"time"
 
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -60,7 +61,7 @@ type EventView struct {
 
 func executorText(a *queue.Action) string {
 	if a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" {
-		return "webhook " + a.Spec.Executor.Webhook
+		return "webhook " + classify.RedactURL(a.Spec.Executor.Webhook)
 	}
 	return "agent"
 }

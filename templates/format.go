@@ -113,6 +113,8 @@ func warningText(w string) string {
 		return "tool not registered"
 	case "intent_key_looks_random":
 		return "intent key looks random"
+	case queue.WarningInvisibleCharacters:
+		return "invisible characters"
 	}
 	return strings.ReplaceAll(w, "_", " ")
 }
@@ -123,6 +125,8 @@ func warningHelp(w string) string {
 		return "This tool is not in the tools file: it is treated as at-most-once and its intent key was supplied by the agent."
 	case "intent_key_looks_random":
 		return "The intent key looks like a request id or timestamp: another agent with the same objective would not derive it, so a retry may not be recognised."
+	case queue.WarningInvisibleCharacters:
+		return "The payload holds bidirectional-control or zero-width characters, which can make text read differently from what is sent; each is marked below as [U+…]."
 	}
 	return ""
 }

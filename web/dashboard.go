@@ -35,7 +35,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 		return err
 	}
 	store, err := accounts.NewSessionStore(s.cfg.Accounts, secret,
-		accounts.SessionOptions{MaxAge: s.cfg.SessionMaxAge, Secure: s.cfg.SecureCookies})
+		accounts.SessionOptions{MaxAge: s.cfg.SessionMaxAge, Secure: s.cfg.SecureCookies || s.cfg.httpsOnly()})
 	if err != nil {
 		return fmt.Errorf("web: %w", err)
 	}
@@ -47,6 +47,10 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 		MaxBody:  s.cfg.MaxBody,
 		Done:     s.cfg.Done,
 		Limits:   s.cfg.LoginLimits,
+		// __Host- cookies must be Secure, which a browser keeps only from
+		// https: the prefix follows the public URL, not SecureCookies.
+		HostCookies: s.cfg.httpsOnly(),
+		Gate:        s.cfg.PasswordGate,
 	}
 	s.dashboard = d
 

@@ -33,6 +33,9 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
 	status := qe.Code.HTTPStatus()
+	if qe.Code == queue.CodeTooManyWaiters {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
+	}
 	if handlers.IsDashboard(c) {
 		s.dashboardError(c, status, qe)
 		return

@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -20,17 +21,35 @@ type Metrics struct {
 }
 
 // Counts is where the metrics read actions by state and open tickets at
-// scrape time: the store (cmd/approvals passes it, so a batching store
-// also reports its batch counters) or the Service.
+// scrape time: the store (so a batching store also reports its batch
+// counters) or the Service.
 type Counts interface {
 	ActionCountByState(ctx context.Context) (map[queue.State]int64, error)
 	TicketCountOpen(ctx context.Context) (int64, error)
 }
 
+// CountsMaxAge is how long the per-state counts of /metrics are kept: they
+// are a scan of the actions table, so however often /metrics is scraped
+// (by several Prometheus servers, or by anyone when it is public) the
+// database counts at most once per this period and process.
+const CountsMaxAge = 15 * time.Second
+
+// MetricsOption tunes NewMetrics.
+type MetricsOption func(*storeCollector)
+
+// MetricsClock sets the clock that ages the cached counts (tests).
+func MetricsClock(now func() time.Time) MetricsOption {
+	return func(c *storeCollector) { c.now = now }
+}
+
 // NewMetrics registers the metrics; actions by state and open tickets are
-// read from counts at scrape time.
-func NewMetrics(store Counts) *Metrics {
+// read from the store at scrape time, at most once per CountsMaxAge.
+func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 	m := &Metrics{Registry: prometheus.NewRegistry()}
+	sc := &storeCollector{store: store, now: time.Now}
+	for _, o := range opts {
+		o(sc)
+	}
 	m.submissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "approvals_submissions_total",
 		Help: "Action submissions by tool class and outcome (created, replayed, or the refusal code).",
@@ -39,7 +58,7 @@ func NewMetrics(store Counts) *Metrics {
 		Name: "approvals_webhook_deliveries_total",
 		Help: "Webhook deliveries by outcome (done, failed, unknown).",
 	}, []string{"outcome"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, storeCollector{store},
+	m.Registry.MustRegister(m.submissions, m.Deliveries, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -66,9 +85,20 @@ var (
 		[]string{"result"}, nil)
 )
 
-type storeCollector struct{ store Counts }
+type storeCollector struct {
+	store Counts
+	now   func() time.Time
 
-func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
+	// mu is held across the count, so that concurrent scrapes of a stale
+	// cache wait for one query instead of each running their own.
+	mu       sync.Mutex
+	countsAt time.Time // zero: never counted
+	counts   map[queue.State]int64
+	tickets  int64
+	ticketOK bool
+}
+
+func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- actionsDesc
 	ch <- ticketsDesc
 	if _, ok := c.store.(queue.BatchStatser); ok {
@@ -79,7 +109,7 @@ func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	}
 }
 
-func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if bs, ok := c.store.(queue.BatchStatser); ok {
 		st := bs.BatchStats()
 		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(st.Batches))
@@ -88,14 +118,36 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsFound), "found")
 		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsMissed), "missed")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if counts, err := c.store.ActionCountByState(ctx); err == nil {
+	counts, tickets, ticketOK := c.cachedCounts()
+	if counts != nil {
 		for _, st := range queue.States {
 			ch <- prometheus.MustNewConstMetric(actionsDesc, prometheus.GaugeValue, float64(counts[st]), string(st))
 		}
 	}
-	if n, err := c.store.TicketCountOpen(ctx); err == nil {
-		ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(n))
+	if ticketOK {
+		ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(tickets))
 	}
+}
+
+// cachedCounts returns the counts, read again when older than
+// CountsMaxAge. A failed count is not cached: the next scrape tries again.
+func (c *storeCollector) cachedCounts() (map[queue.State]int64, int64, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.now()
+	if !c.countsAt.IsZero() && now.Sub(c.countsAt) < CountsMaxAge && now.Sub(c.countsAt) >= 0 {
+		return c.counts, c.tickets, c.ticketOK
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	counts, err := c.store.ActionCountByState(ctx)
+	if err != nil {
+		return nil, 0, false
+	}
+	tickets, err := c.store.TicketCountOpen(ctx)
+	c.counts, c.tickets, c.ticketOK = counts, tickets, err == nil
+	if err == nil {
+		c.countsAt = now
+	}
+	return c.counts, c.tickets, c.ticketOK
 }

@@ -3,8 +3,12 @@
 package web
 
 import (
+	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/netip"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -35,9 +39,27 @@ type Config struct {
 	// SecureCookies marks the session cookie Secure even on plain HTTP (TLS
 	// ends at a proxy); on a TLS connection it is Secure anyway.
 	SecureCookies bool
+	// PublicURL is where browsers reach the server (APPROVALS_PUBLIC_URL).
+	// Starting with https:// (TLS ends here or at a proxy), the dashboard's
+	// cookies are Secure and named with the __Host- prefix, and every
+	// response carries Strict-Transport-Security.
+	PublicURL string
+	// TrustedProxies are the addresses whose X-Forwarded-For is believed
+	// (APPROVALS_TRUSTED_PROXIES). Empty: the client address is the TCP
+	// peer, whatever the headers say.
+	TrustedProxies []netip.Prefix
+	// BodyReadTimeout bounds how long a client may take to send a request
+	// body; default DefaultBodyReadTimeout.
+	BodyReadTimeout time.Duration
+	// PasswordGate bounds concurrent password checks; default 4 at once.
+	PasswordGate *accounts.PasswordGate
 	// LoginLimits throttle failed dashboard logins; default 5 per account
 	// and 20 per client address within 15 minutes.
 	LoginLimits handlers.LoginLimits
+	// MetricsElsewhere leaves /metrics off this server's routes (it then
+	// answers 404 there): APPROVALS_METRICS_ADDR serves MetricsHandler on
+	// a listener of its own, out of reach of the public one.
+	MetricsElsewhere bool
 	// Done, when closed, ends the dashboard's live event streams. Close it
 	// when shutdown starts (http.Server.RegisterOnShutdown), so that
 	// Shutdown does not wait for open browser tabs.
@@ -72,13 +94,21 @@ func New(cfg Config) (*Server, error) {
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The client address (for the per-address login limit) is the TCP
-	// peer: headers such as X-Forwarded-For are anyone's to forge.
-	e.IPExtractor = echo.ExtractIPDirect()
+	// peer: headers such as X-Forwarded-For are anyone's to forge, unless
+	// the peer is a proxy the operator named.
+	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, echo: e, log: cfg.Logger,
 		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
+	if cfg.BodyReadTimeout <= 0 {
+		cfg.BodyReadTimeout = DefaultBodyReadTimeout
+	}
+	e.Use(bodyReadTimeout(cfg.BodyReadTimeout))
 	e.Use(securityHeaders)
+	if cfg.httpsOnly() {
+		e.Use(strictTransport)
+	}
 	if err := s.routes(e); err != nil {
 		return nil, err
 	}
@@ -88,11 +118,18 @@ func New(cfg Config) (*Server, error) {
 // Handler returns the HTTP handler.
 func (s *Server) Handler() http.Handler { return s.echo }
 
+// MetricsHandler serves the Prometheus metrics (GET /metrics).
+func (s *Server) MetricsHandler() http.Handler {
+	return promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})
+}
+
 // routes registers the whole URL surface.
 func (s *Server) routes(e *echo.Echo) error {
 	e.GET("/healthz", func(c echo.Context) error { return c.String(http.StatusOK, "ok\n") })
 	e.GET("/readyz", s.ready)
-	e.GET("/metrics", echo.WrapHandler(promhttp.HandlerFor(s.cfg.Metrics.Registry, promhttp.HandlerOpts{})))
+	if !s.cfg.MetricsElsewhere {
+		e.GET("/metrics", echo.WrapHandler(s.MetricsHandler()))
+	}
 
 	e.GET("/api/v1/openapi.json", handlers.OpenAPI)
 	api := e.Group("/api/v1")
@@ -134,6 +171,57 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 		h.Set("Referrer-Policy", "same-origin")
 		return next(c)
 	}
+}
+
+// httpsOnly reports whether browsers reach the server over https only.
+func (cfg Config) httpsOnly() bool {
+	return strings.HasPrefix(strings.ToLower(cfg.PublicURL), "https://")
+}
+
+// strictTransport tells browsers to use https only for a year.
+func strictTransport(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		c.Response().Header().Set("Strict-Transport-Security", "max-age=31536000")
+		return next(c)
+	}
+}
+
+// clientIP believes X-Forwarded-For only from a peer in trusted; its
+// rightmost address not in trusted is the client. Echo trusts loopback,
+// link-local and private addresses by default: all three are turned off,
+// so only the operator's list counts.
+func clientIP(trusted []netip.Prefix) echo.IPExtractor {
+	if len(trusted) == 0 {
+		return echo.ExtractIPDirect()
+	}
+	opts := []echo.TrustOption{echo.TrustLoopback(false), echo.TrustLinkLocal(false), echo.TrustPrivateNet(false)}
+	for _, p := range trusted {
+		p = p.Masked()
+		opts = append(opts, echo.TrustIPRange(&net.IPNet{IP: p.Addr().AsSlice(), Mask: net.CIDRMask(p.Bits(), p.Addr().BitLen())}))
+	}
+	return echo.ExtractIPFromXFFHeader(opts...)
+}
+
+// ParseTrustedProxies reads a comma-separated list of CIDRs (a bare
+// address is its /32 or /128); the error names the entry that is wrong.
+func ParseTrustedProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		a, err := netip.ParseAddr(f)
+		if err != nil {
+			return nil, fmt.Errorf("trusted proxy %q is neither a CIDR such as 10.0.0.0/8 nor an IP address", f)
+		}
+		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+	}
+	return out, nil
 }
 
 // ShutdownTimeout bounds how long in-flight requests may finish.

@@ -5,6 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -12,8 +15,10 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
 )
 
@@ -28,6 +33,15 @@ type config struct {
 	MaxBody       int64
 	// PprofAddr serves Go's profiles when set; loopback only.
 	PprofAddr string
+	// PublicURL is where browsers reach the server; default http:// and
+	// the listen address. https:// makes the cookies Secure and __Host-.
+	PublicURL string
+	// TrustedProxies may set X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// MetricsAddr serves /metrics on a listener of its own when set.
+	MetricsAddr string
+	// Waiters cap concurrent long-polls and event streams.
+	Waiters queue.WaiterLimits
 }
 
 // env reads a setting from the environment.
@@ -105,6 +119,24 @@ func parseServeConfig(args []string) (config, error) {
 		}
 		c.SweepInterval = d
 	}
+	c.PublicURL = env("APPROVALS_PUBLIC_URL")
+	if c.PublicURL == "" {
+		c.PublicURL = "http://" + c.Addr
+	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return c, fmt.Errorf("APPROVALS_PUBLIC_URL %q must be an http:// or https:// URL such as https://approvals.example.com", c.PublicURL)
+	}
+	if c.TrustedProxies, err = web.ParseTrustedProxies(env("APPROVALS_TRUSTED_PROXIES")); err != nil {
+		return c, fmt.Errorf("APPROVALS_TRUSTED_PROXIES: %w", err)
+	}
+	c.MetricsAddr = env("APPROVALS_METRICS_ADDR")
+	if c.MetricsAddr != "" {
+		if _, _, err := net.SplitHostPort(c.MetricsAddr); err != nil {
+			return c, fmt.Errorf("APPROVALS_METRICS_ADDR %q is not a listen address such as 127.0.0.1:9090", c.MetricsAddr)
+		}
+	}
+	if c.Waiters, err = parseMaxWaiters(env("APPROVALS_MAX_WAITERS")); err != nil {
+		return c, err
+	}
 	c.MaxBody = 256 << 10
 	if v := env("APPROVALS_MAX_BODY"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)
@@ -114,6 +146,28 @@ func parseServeConfig(args []string) (config, error) {
 		c.MaxBody = n
 	}
 	return c, nil
+}
+
+// parseMaxWaiters reads APPROVALS_MAX_WAITERS: "TOTAL" or "TOTAL,PER_TOKEN"
+// (default 1000,100).
+func parseMaxWaiters(v string) (queue.WaiterLimits, error) {
+	var l queue.WaiterLimits
+	if v == "" {
+		return l.WithDefaults(), nil
+	}
+	total, per, hasPer := strings.Cut(v, ",")
+	bad := fmt.Errorf("APPROVALS_MAX_WAITERS %q must be a positive number of waiting requests in all, optionally followed by ,N per agent token (such as 1000,100)", v)
+	n, err := strconv.Atoi(strings.TrimSpace(total))
+	if err != nil || n < 1 {
+		return l, bad
+	}
+	l.Total = n
+	if hasPer {
+		if l.PerHolder, err = strconv.Atoi(strings.TrimSpace(per)); err != nil || l.PerHolder < 1 || l.PerHolder > n {
+			return l, bad
+		}
+	}
+	return l.WithDefaults(), nil
 }
 
 // store is both halves of storage.

@@ -94,7 +94,8 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	log.Info("storage ready", "store", where)
 
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
-		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval})
+		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
+		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters})
 	if err != nil {
 		ln.Close()
 		return err

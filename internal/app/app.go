@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"sync"
 	"time"
 
@@ -47,6 +48,15 @@ type Options struct {
 	LoginLimits handlers.LoginLimits
 	// WrapMCP wraps the MCP endpoint (a test holds a response back).
 	WrapMCP func(http.Handler) http.Handler
+	// PublicURL is where browsers reach the server (https: secure cookies, HSTS).
+	PublicURL string
+	// TrustedProxies may set X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// MetricsAddr serves /metrics on a listener of its own when set; the
+	// main listener then answers 404 there.
+	MetricsAddr string
+	// Waiters cap concurrent long-polls and event streams.
+	Waiters queue.WaiterLimits
 }
 
 // App is one assembled server process.
@@ -74,13 +84,14 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		queueStore = st
 	}
 	metrics := web.NewMetrics(st)
-	svc := queue.NewService(queueStore, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck})
+	svc := queue.NewService(queueStore, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters})
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
 	if opts.WrapMCP != nil {
 		mcp = opts.WrapMCP(mcp)
 	}
 	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
+		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
@@ -120,7 +131,21 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	a.startWorkers(workers, &wg)
 
-	hs := &http.Server{Handler: a.Server.Handler(), ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
+	hs := newHTTPServer(a.Server.Handler(), log)
+	if addr := a.opts.MetricsAddr; addr != "" {
+		mln, err := net.Listen("tcp", addr)
+		if err != nil {
+			stopWorkers()
+			wg.Wait()
+			return fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", addr, err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", a.Server.MetricsHandler())
+		ms := newHTTPServer(mux, log)
+		go func() { _ = ms.Serve(mln) }()
+		defer ms.Close()
+		log.Info("metrics listening", "addr", mln.Addr().String())
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
 	log.Info("listening", "addr", ln.Addr().String())
@@ -153,8 +178,9 @@ func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
 }
 
-// pruneAccounts deletes expired sessions and day-old login failures, so an
-// anonymous visitor's pre-login session rows do not accumulate.
+// pruneAccounts deletes expired sessions and day-old login failures, so
+// neither accumulates. (Anonymous visitors write no session rows: their
+// CSRF token lives in a signed cookie.)
 func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -169,4 +195,22 @@ func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
 		case <-t.C:
 		}
 	}
+}
+
+// Timeouts of the HTTP server. A slow client may hold a connection only so
+// long: sending its headers (here), sending its body (web's body-read
+// timeout, 30s, which lifts once the body is in) or idling between
+// requests (here). There is no WriteTimeout, nor ReadTimeout: either would
+// cut long-polls (up to queue.MaxWait) and the dashboard's event streams
+// (Go cancels a request's context when ReadTimeout passes, body read or
+// not); those end by themselves, are capped by APPROVALS_MAX_WAITERS, and
+// end at shutdown.
+const (
+	readHeaderTimeout = 10 * time.Second
+	idleTimeout       = 120 * time.Second
+)
+
+func newHTTPServer(h http.Handler, log *slog.Logger) *http.Server {
+	return &http.Server{Handler: h, ReadHeaderTimeout: readHeaderTimeout, IdleTimeout: idleTimeout,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn)}
 }

@@ -1,0 +1,78 @@
+package queue
+
+import (
+	"sync"
+	"time"
+)
+
+// CodeTooManyWaiters refuses a long-poll or event stream past the cap of
+// WaiterLimits; the web layer answers 429 with Retry-After.
+const CodeTooManyWaiters Code = "too_many_waiters"
+
+// WaiterRetryAfter is the Retry-After of a too_many_waiters answer: long
+// enough for some waits to end (a long-poll lasts at most MaxWait).
+const WaiterRetryAfter = 5 * time.Second
+
+// WaiterLimits cap the requests that hold a connection open waiting for a
+// change: REST long-polls (?wait), MCP waits and dashboard event streams.
+// Each holds a goroutine and a subscription; without a cap one agent could
+// hold thousands.
+type WaiterLimits struct {
+	// Total caps waiters in this process; default 1000.
+	Total int
+	// PerHolder caps waiters of one agent token or one staff user;
+	// default 100 (or Total, when smaller).
+	PerHolder int
+}
+
+// WithDefaults fills unset limits.
+func (l WaiterLimits) WithDefaults() WaiterLimits {
+	if l.Total <= 0 {
+		l.Total = 1000
+	}
+	if l.PerHolder <= 0 {
+		l.PerHolder = min(100, l.Total)
+	}
+	return l
+}
+
+// waiterPool counts the waiters under way.
+type waiterPool struct {
+	limits WaiterLimits
+	mu     sync.Mutex
+	total  int
+	held   map[string]int
+}
+
+func newWaiterPool(l WaiterLimits) *waiterPool {
+	return &waiterPool{limits: l.WithDefaults(), held: map[string]int{}}
+}
+
+// AcquireWaiter takes a waiter slot for holder ("agent:NAME", "user:EMAIL")
+// and returns the function that gives it back; past a limit it returns a
+// too_many_waiters error saying which. Call it before a wait that may
+// block, and release when the wait ends.
+func (s *Service) AcquireWaiter(holder string) (release func(), err error) {
+	p := s.waiterPool
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	switch {
+	case p.total >= p.limits.Total:
+		return nil, Errorf(CodeTooManyWaiters, "this server already holds %d waiting requests (its limit, APPROVALS_MAX_WAITERS); retry in a few seconds or ask without wait", p.limits.Total)
+	case p.held[holder] >= p.limits.PerHolder:
+		return nil, Errorf(CodeTooManyWaiters, "%s already holds %d waiting requests (the limit per agent token or user); retry in a few seconds or ask without wait", holder, p.limits.PerHolder)
+	}
+	p.total++
+	p.held[holder]++
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			p.total--
+			if p.held[holder]--; p.held[holder] == 0 {
+				delete(p.held, holder)
+			}
+		})
+	}, nil
+}

@@ -1,0 +1,60 @@
+package templates
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/a-h/templ"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// Marked shows s as text with each invisible character (a bidirectional
+// control or zero-width character, queue.IsInvisible) replaced by a
+// visible mark naming its code point, such as [U+202E]: an approver must
+// see that the text holds something the screen would not show, and where.
+// Everything is escaped: s is shown as text, never as markup.
+func Marked(s string) templ.Component {
+	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
+		_, err := io.WriteString(w, markInvisible(s))
+		return err
+	})
+}
+
+// markInvisible is the HTML of Marked.
+func markInvisible(s string) string {
+	if !strings.ContainsFunc(s, queue.IsInvisible) {
+		return templ.EscapeString(s)
+	}
+	var b strings.Builder
+	start := 0
+	for i, r := range s {
+		if !queue.IsInvisible(r) {
+			continue
+		}
+		b.WriteString(templ.EscapeString(s[start:i]))
+		fmt.Fprintf(&b, `<mark class="invisible" data-testid="invisible" title="invisible character">[U+%04X]</mark>`, r)
+		start = i + len(string(r))
+	}
+	b.WriteString(templ.EscapeString(s[start:]))
+	return b.String()
+}
+
+// Visible is s with each invisible character written as its code point,
+// such as [U+202E], for places that hold only text (a page's <title>).
+func Visible(s string) string {
+	if !strings.ContainsFunc(s, queue.IsInvisible) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if queue.IsInvisible(r) {
+			fmt.Fprintf(&b, "[U+%04X]", r)
+		} else {
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}

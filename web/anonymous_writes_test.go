@@ -1,0 +1,227 @@
+package web_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/web"
+)
+
+// writeSpy counts the calls that write to the accounts tables, updates
+// included (which row counts cannot see).
+type writeSpy struct {
+	storetest.Store
+	writes atomic.Int64
+	last   atomic.Value // string: the last write method
+}
+
+func (s *writeSpy) wrote(method string) { s.writes.Add(1); s.last.Store(method) }
+
+func (s *writeSpy) SessionSave(ctx context.Context, x *accounts.Session) error {
+	s.wrote("SessionSave")
+	return s.Store.SessionSave(ctx, x)
+}
+
+func (s *writeSpy) SessionDelete(ctx context.Context, id string) error {
+	s.wrote("SessionDelete")
+	return s.Store.SessionDelete(ctx, id)
+}
+
+func (s *writeSpy) LoginFailureAdd(ctx context.Context, subject string, at time.Time) error {
+	s.wrote("LoginFailureAdd")
+	return s.Store.LoginFailureAdd(ctx, subject, at)
+}
+
+func (s *writeSpy) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+	s.wrote("LoginFailureRemove")
+	return s.Store.LoginFailureRemove(ctx, subject, at)
+}
+
+func (s *writeSpy) LoginFailureClear(ctx context.Context, subject string) error {
+	s.wrote("LoginFailureClear")
+	return s.Store.LoginFailureClear(ctx, subject)
+}
+
+func (s *writeSpy) SettingInit(ctx context.Context, key, value string) (string, error) {
+	s.wrote("SettingInit")
+	return s.Store.SettingInit(ctx, key, value)
+}
+
+func (s *writeSpy) SettingTake(ctx context.Context, key, value string) (bool, error) {
+	s.wrote("SettingTake")
+	return s.Store.SettingTake(ctx, key, value)
+}
+
+// rowCounter counts the rows of every table of one store's database.
+type rowCounter func(t *testing.T) map[string]int
+
+func postgresRows(pool *pgxpool.Pool) rowCounter {
+	return func(t *testing.T) map[string]int {
+		t.Helper()
+		rows, err := pool.Query(t.Context(), `SELECT table_name FROM information_schema.tables
+			WHERE table_schema = current_schema() AND table_type = 'BASE TABLE'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, tb := range tables {
+			var n int
+			if err := pool.QueryRow(t.Context(), fmt.Sprintf(`SELECT count(*) FROM %q`, tb)).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out[tb] = n
+		}
+		if len(out) == 0 {
+			t.Fatal("no tables found")
+		}
+		return out
+	}
+}
+
+func sqliteRows(db *sql.DB) rowCounter {
+	return func(t *testing.T) map[string]int {
+		t.Helper()
+		rows, err := db.QueryContext(t.Context(), `SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var tables []string
+		for rows.Next() {
+			var tb string
+			if err := rows.Scan(&tb); err != nil {
+				t.Fatal(err)
+			}
+			tables = append(tables, tb)
+		}
+		rows.Close()
+		out := map[string]int{}
+		for _, tb := range tables {
+			var n int
+			if err := db.QueryRowContext(t.Context(), fmt.Sprintf(`SELECT count(*) FROM %q`, tb)).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			out[tb] = n
+		}
+		if len(out) == 0 {
+			t.Fatal("no tables found")
+		}
+		return out
+	}
+}
+
+// TestAnonymousTrafficWritesNothing: the login page, a login with a bad
+// CSRF token, a logout, unknown paths and anonymous dashboard pages write
+// no row and call no write of the accounts store, on both stores; the
+// login form still works with the pre-session cookie it was given.
+func TestAnonymousTrafficWritesNothing(t *testing.T) {
+	t.Parallel()
+	type backend struct {
+		store storetest.Store
+		rows  rowCounter
+	}
+	backends := map[string]func(t *testing.T) backend{
+		"postgres": func(t *testing.T) backend {
+			st := pgtest.Open(t)
+			return backend{st, postgresRows(st.Pool())}
+		},
+		"sqlite": func(t *testing.T) backend {
+			path := filepath.Join(t.TempDir(), "approvals.db")
+			st, err := sqlite.Open(t.Context(), path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			db, err := sql.Open("sqlite", path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = db.Close() })
+			return backend{st, sqliteRows(db)}
+		},
+	}
+	for name, open := range backends {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			b := open(t)
+			spy := &writeSpy{Store: b.store}
+			svc := queue.NewService(spy, exampleRegistry(t), queue.Options{})
+			t.Cleanup(svc.Stop)
+			srv, err := web.New(web.Config{Service: svc, Accounts: spy})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(srv.Handler())
+			t.Cleanup(hs.Close)
+			// A user exists, so the setup link is not what /login offers.
+			now := time.Now().UTC().Truncate(time.Microsecond)
+			if _, err := b.store.UserCreate(t.Context(), &accounts.User{Email: "ann@example.com", PasswordHash: dashPasswordHash(),
+				Role: accounts.RoleAdmin, CreatedAt: now, PasswordChangedAt: now}); err != nil {
+				t.Fatal(err)
+			}
+			before, writesBefore := b.rows(t), spy.writes.Load()
+
+			browser := (&dashEnv{t: t, url: hs.URL}).anonymous()
+			browser.get("/login").wantStatus(t, http.StatusOK)
+			if browser.csrf == "" {
+				t.Fatal("the login page carries no CSRF token")
+			}
+			for _, tc := range []struct {
+				method, path string
+				form         url.Values
+				want         int
+			}{
+				{"POST", "/login", url.Values{"_csrf": {"forged"}, "email": {"ann@example.com"}, "password": {"x"}}, http.StatusForbidden},
+				{"POST", "/login", url.Values{"_csrf": {""}, "email": {"ann@example.com"}, "password": {"x"}}, http.StatusForbidden},
+				{"POST", "/logout", url.Values{"_csrf": {"forged"}}, http.StatusForbidden},
+				{"POST", "/logout", url.Values{}, http.StatusSeeOther},
+				{"GET", "/no/such/page", nil, http.StatusNotFound},
+				{"POST", "/no/such/page", url.Values{}, http.StatusNotFound},
+				{"GET", "/", nil, http.StatusSeeOther},
+				{"GET", "/actions/x", nil, http.StatusSeeOther},
+				{"POST", "/actions/x/approve", url.Values{}, http.StatusSeeOther},
+				{"GET", "/setup?token=wrong", nil, 0},
+			} {
+				var p page
+				if tc.method == "GET" {
+					p = browser.get(tc.path)
+				} else {
+					p = browser.post(tc.path, tc.form)
+				}
+				if tc.want != 0 {
+					p.wantStatus(t, tc.want)
+				}
+			}
+			after, writesAfter := b.rows(t), spy.writes.Load()
+			if writesAfter != writesBefore {
+				t.Errorf("anonymous traffic called %d store writes (the last %v)", writesAfter-writesBefore, spy.last.Load())
+			}
+			for table, n := range after {
+				if n != before[table] {
+					t.Errorf("table %s: %d rows before anonymous traffic, %d after", table, before[table], n)
+				}
+			}
+			// The pre-session token still opens the login form.
+			browser.post("/login", url.Values{"email": {"ann@example.com"}, "password": {dashPassword}}).wantRedirect(t, "/")
+		})
+	}
+}

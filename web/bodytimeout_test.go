@@ -1,0 +1,66 @@
+package web_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web"
+)
+
+// TestBodyReadTimeout: a client that stops sending its body is answered
+// (4xx, never 5xx) once the body-read timeout passes, while a long-poll,
+// which has no body, outlives that timeout untouched.
+func TestBodyReadTimeout(t *testing.T) {
+	t.Parallel()
+	for name, st := range openStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			svc := queue.NewService(st, exampleRegistry(t), queue.Options{})
+			t.Cleanup(svc.Stop)
+			srv, err := web.New(web.Config{Service: svc, Accounts: st, BodyReadTimeout: 200 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			hs := httptest.NewServer(srv.Handler())
+			t.Cleanup(hs.Close)
+			e := &apiEnv{t: t, store: st, client: &http.Client{Timeout: time.Minute}}
+			token := e.newToken("bot")
+
+			conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close()
+			// The client's own deadline only keeps a broken server from
+			// hanging the test; the server must answer long before it.
+			_ = conn.SetDeadline(time.Now().Add(20 * time.Second))
+			fmt.Fprintf(conn, "POST /api/v1/actions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\n"+
+				"Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{\"tool\":", token)
+			res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+			if err != nil {
+				t.Fatalf("no answer to a stalled body: %v", err)
+			}
+			res.Body.Close()
+			if res.StatusCode < 400 || res.StatusCode >= 500 {
+				t.Fatalf("stalled body: %d, want a 4xx", res.StatusCode)
+			}
+
+			a := e.do(hs.URL, token, "POST", "/api/v1/actions", email("c-slow", "t")).action(t)
+			start := time.Now()
+			r := e.do(hs.URL, token, "GET", "/api/v1/actions/"+a.ID+"?wait=1s", nil)
+			if r.status != http.StatusOK || r.action(t).State != queue.StatePending || time.Since(start) < time.Second {
+				t.Fatalf("long-poll past the body timeout: %d %s after %s", r.status, r.body, time.Since(start))
+			}
+			if !strings.Contains(string(r.body), a.ID) {
+				t.Fatalf("long-poll answered %s", r.body)
+			}
+		})
+	}
+}

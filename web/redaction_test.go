@@ -1,0 +1,119 @@
+package web_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// syncBuffer is a log destination written by the dispatcher's goroutines
+// and read by the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestWebhookCredentialsNeverShown: a webhook URL carrying a password and
+// a token in its query is delivered to as written, yet the tools page, the
+// action page, the audit log, the stored events, the API's tool list and
+// the logs show neither.
+func TestWebhookCredentialsNeverShown(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("admin@example.com", accounts.RoleAdmin)
+	const password, token = "hunter2pass", "sekrettoken"
+	var gotAuth, gotToken string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, gotAuth, _ = r.BasicAuth()
+		gotToken = r.URL.Query().Get("access_token")
+		w.WriteHeader(http.StatusUnprocessableEntity) // refused: the action fails
+	}))
+	t.Cleanup(hook.Close)
+	url := strings.Replace(hook.URL, "http://", "http://partner:"+password+"@", 1) + "/hook?access_token=" + token + "&v=1"
+	reg, err := classify.Parse([]byte(fmt.Sprintf(`
+tools:
+  notify_partner:
+    class: at-most-once
+    intent: "partner:{partner}"
+    claim_timeout: 1m
+    executor: { webhook: %q, timeout: 5s }
+`, url)), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.svc.SetRegistry(reg)
+	var logs syncBuffer
+	disp := queue.NewDispatcher(d.svc, queue.DispatcherConfig{Secret: "redaction-test-secret",
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	ctx, cancel := context.WithCancel(context.Background())
+	stopped := make(chan struct{})
+	go func() { disp.Run(ctx); close(stopped) }()
+	t.Cleanup(func() { cancel(); <-stopped })
+
+	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
+	if _, err := d.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:admin@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	final := d.action(a.ID)
+	for deadline := time.Now().Add(30 * time.Second); !final.State.Final(); {
+		if time.Now().After(deadline) {
+			t.Fatalf("action still %s", final.State)
+		}
+		if final, err = d.svc.Wait(ctx, a.ID, final.State, 10*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if final.State != queue.StateFailed || gotAuth != password || gotToken != token {
+		t.Fatalf("state %s, delivered with password %q token %q: want failed, delivered with the credentials", final.State, gotAuth, gotToken)
+	}
+
+	admin := d.login("admin@example.com")
+	shown := map[string]string{
+		"tools page":  admin.get("/tools").body,
+		"action page": admin.get("/actions/" + a.ID).body,
+		"audit page":  admin.get("/audit").body,
+		"logs":        logs.String(),
+	}
+	evs, err := d.store.EventList(ctx, queue.EventListParams{ActionID: a.ID, Limit: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var events strings.Builder
+	for _, e := range evs {
+		events.Write(e.Data)
+	}
+	shown["events"] = events.String()
+	if !strings.Contains(shown["events"], classify.Redacted) || !strings.Contains(shown["tools page"], classify.Redacted) {
+		t.Fatalf("no redacted URL in events %s or on the tools page", shown["events"])
+	}
+	for where, text := range shown {
+		for _, secret := range []string{password, token} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s shows %s", where, secret)
+			}
+		}
+	}
+}
