@@ -34,6 +34,9 @@ type Options struct {
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration
+	// Upstream calls the upstream MCP tool of an action (the gateway);
+	// without it, tools executed upstream are refused as unavailable.
+	Upstream UpstreamCaller
 }
 
 // NewService returns a Service over store with the tools of reg.
