@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web"
 )
@@ -78,12 +79,12 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
-	if len(reg.Upstreams()) > 0 {
-		// Until the gateway's executor is wired, an upstream tool served here would be
-		// taken for one the agent executes itself: refuse rather than guess.
+	gw, reg, err := startGateway(ctx, reg, log)
+	if err != nil {
 		ln.Close()
-		return fmt.Errorf("tools file %s: upstreams are not served yet; check the file with approvals tools check", cfg.Tools)
+		return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
 	}
+	defer gw.Close() // after the workers: a call under way finishes first
 	if cfg.Tools == "" {
 		log.Warn("no tools file (APPROVALS_TOOLS): every tool is treated as unregistered, at-most-once")
 	} else {
@@ -98,7 +99,14 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	log.Info("storage ready", "store", where)
 
 	metrics := web.NewMetrics(st)
-	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit})
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit}
+	if gw != nil {
+		svcOpts.Upstream = executor.UpstreamCall{Upstreams: gw.manager}
+	}
+	svc := queue.NewService(st, reg, svcOpts)
+	if gw != nil {
+		gw.serve(svc)
+	}
 	app, err := newApp(ctx, cfg, svc, st, metrics, log)
 	if err != nil {
 		ln.Close()
@@ -115,6 +123,11 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	var wg sync.WaitGroup
 	wg.Go(func() { svc.RunSweeper(workers, cfg.SweepInterval) })
 	app.startWorkers(workers, &wg)
+	if gw != nil {
+		// Approved at-most-once upstream calls, claimed like webhook deliveries.
+		up := executor.NewUpstream(svc, gw.manager, executor.UpstreamConfig{Logger: log})
+		wg.Go(func() { up.Run(workers) })
+	}
 
 	if addr := cfg.PprofAddr; addr != "" {
 		// Opt-in profiling on its own listener, never on the public one.
