@@ -15,10 +15,10 @@ import (
 // Every server process runs one loop per executor; the claim is one
 // conditional update, so each action is performed by exactly one of them.
 type loop struct {
-	svc       *queue.Service
-	log       *slog.Logger
-	call      Call
-	wants     func(*queue.Action) bool
+	svc   *queue.Service
+	log   *slog.Logger
+	call  Call
+	wants func(*queue.Action) bool
 	// ready, when set, says whether an action of this executor can be
 	// performed now; one that cannot is left approved (not claimed) for a
 	// later scan.

@@ -24,16 +24,8 @@ func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, er
 	if err != nil {
 		return DriveResult{}, err
 	}
-	if a.Spec.Upstream != "" && a.State == StatePending {
-		// Approving what cannot be executed would only let it expire.
-		cur, _ := s.Registry().Lookup(a.Tool)
-		if cur.Upstream != a.Spec.Upstream || cur.UpstreamTool != a.Spec.UpstreamTool {
-			return DriveResult{}, &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: fmt.Sprintf(
-				"tool %s is no longer upstream %s's tool %s in the tools file, so approving action %s could not execute it; reject it instead", a.Tool, a.Spec.Upstream, a.Spec.UpstreamTool, a.ID)}
-		}
-		if err := s.upstreamReady(cur); err != nil {
-			return DriveResult{}, &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: err.(*Error).Detail + "; reject it, or approve it once the upstream lists the tool again"}
-		}
+	if err := s.approvableUpstream(a); err != nil {
+		return DriveResult{}, err
 	}
 	approved := a.Payload
 	data := map[string]any{}

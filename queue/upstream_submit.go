@@ -47,6 +47,36 @@ func (s *Service) upstreamReady(t classify.Tool) error {
 	return nil
 }
 
+// approvableUpstream refuses to approve a pending upstream action that
+// could not be executed: its upstream no longer lists the tool, or is down.
+// A process whose tools file has no upstream of that name (a command-line
+// tool, say) cannot tell, and leaves it to the executors, which never claim
+// what they cannot call.
+func (s *Service) approvableUpstream(a *Action) error {
+	if a.Spec.Upstream == "" || a.State != StatePending {
+		return nil
+	}
+	reg := s.Registry()
+	known := false
+	for _, u := range reg.Upstreams() {
+		known = known || u.Name == a.Spec.Upstream
+	}
+	if !known {
+		return nil
+	}
+	cur, _ := reg.Lookup(a.Tool)
+	if cur.Upstream != a.Spec.Upstream || cur.UpstreamTool != a.Spec.UpstreamTool {
+		return &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: fmt.Sprintf(
+			"tool %s is no longer upstream %s's tool %s in the tools file, so approving action %s could not execute it; reject it instead",
+			a.Tool, a.Spec.Upstream, a.Spec.UpstreamTool, a.ID)}
+	}
+	if cur.Unavailable != "" {
+		return &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: fmt.Sprintf(
+			"approving action %s now could not execute it: %s; reject it, or approve it once the upstream lists the tool again", a.ID, cur.Unavailable)}
+	}
+	return nil
+}
+
 // storeTimeout bounds the store writes around an upstream call, which must
 // happen once the claim is committed even if the agent has gone away.
 const storeTimeout = 10 * time.Second
