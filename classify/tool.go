@@ -81,6 +81,9 @@ func (t *Tool) HasWebhook() bool { return t.Executor != nil && t.Executor.Webhoo
 
 // Guidance is Guidance(t.Class) plus, for an at-most-once tool, what happens after approval.
 func (t *Tool) Guidance() string {
+	if t.Upstream != "" {
+		return t.upstreamGuidance()
+	}
 	g := Guidance(t.Class)
 	if t.Class != AtMostOnce && t.Class.Valid() {
 		return g

@@ -500,6 +500,19 @@ func (a Annotations) clone() Annotations {
 	return Annotations{ReadOnlyHint: cloneBool(a.ReadOnlyHint), IdempotentHint: cloneBool(a.IdempotentHint), OpenWorldHint: cloneBool(a.OpenWorldHint)}
 }
 
+// upstreamGuidance is the guidance of a tool that approvals calls on its upstream itself.
+func (t *Tool) upstreamGuidance() string {
+	switch t.Class {
+	case AtLeastOnce:
+		return "approvals calls the upstream tool at once and answers with its result; safe to repeat."
+	case ExactlyOnce:
+		return "approvals claims the intent, calls the upstream tool once and answers with the final action (done or failed, with the tool's result). " +
+			"A result in_progress means the outcome is unknown: an operator reconciles it; never call the tool again or by other means. " +
+			"After a timeout or error, call find_actions with the intent key first."
+	}
+	return Guidance(AtMostOnce) + " Once approved, approvals calls the upstream tool itself: never call it by other means."
+}
+
 // NeedsIntentKey reports whether a caller must supply the intent key: the tool has no intent
 // template, and it is not an at-least-once tool executed upstream (repeating one is harmless,
 // so there is no intent to guard).

@@ -39,7 +39,7 @@ func detached(d time.Duration) (context.Context, context.CancelFunc) {
 // execute claims a unless worker has ended; once claimed, a is performed
 // by c and its outcome recorded whatever happens to worker. onOutcome, when
 // not nil, sees the outcome before it is visible in the store.
-func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Call, a *queue.Action, onOutcome func(string)) {
+func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Call, wants func(*queue.Action) bool, a *queue.Action, onOutcome func(string)) {
 	ctx, cancel := detached(storeTimeout)
 	defer cancel()
 	// Checked as late as possible: a shutdown that began while this
@@ -56,9 +56,9 @@ func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Cal
 		return
 	}
 	a = got
-	if !a.HasWebhook() || a.ApprovedPayload == nil {
-		// Cannot happen for an approved webhook action; refuse to guess.
-		log.Error("executor: claimed action has no webhook or approved payload; leaving it for an operator", "action", a.ID)
+	if !wants(a) || a.ApprovedPayload == nil {
+		// Cannot happen for an approved action of this executor; refuse to guess.
+		log.Error("executor: claimed action is not this executor's or has no approved payload; leaving it for an operator", "action", a.ID, "executor", c.Channel())
 		return
 	}
 	started := c.Target(a)

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -27,20 +26,10 @@ import (
 // cause a second delivery. Only approved actions are claimed: nothing
 // in_progress is ever sent again, by this or any other process.
 type Webhook struct {
-	svc    *queue.Service
+	*loop
 	client *http.Client
 	signer *webhooksign.Signer // nil: no secret, so nothing is ever sent
-	log    *slog.Logger
 	cfg    WebhookConfig
-	slots  chan struct{}
-	wg     sync.WaitGroup // deliveries under way
-
-	// offered holds the actions this dispatcher has taken a slot for and
-	// not finished: an approval's notification that arrives after a scan
-	// already started its delivery is a duplicate, and waiting for a slot
-	// for it would stall every other notification behind it.
-	mu      sync.Mutex
-	offered map[string]bool
 }
 
 // WebhookConfig configures a Webhook dispatcher.
@@ -109,8 +98,9 @@ func NewWebhook(svc *queue.Service, cfg WebhookConfig) (*Webhook, error) {
 		client = &c
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &Webhook{svc: svc, client: client, signer: signer, log: cfg.Logger, cfg: cfg,
-		slots: make(chan struct{}, cfg.Concurrency), offered: map[string]bool{}}, nil
+	d := &Webhook{client: client, signer: signer, cfg: cfg}
+	d.loop = newLoop(svc, cfg.Logger, d, (*queue.Action).HasWebhook, cfg.Recheck, cfg.Concurrency, cfg.OnOutcome)
+	return d, nil
 }
 
 // Run claims and delivers approved webhook actions until ctx ends: once at
@@ -119,34 +109,11 @@ func NewWebhook(svc *queue.Service, cfg WebhookConfig) (*Webhook, error) {
 // returns once the deliveries under way have finished; they run on a
 // context detached from ctx, bounded by their own timeout.
 func (d *Webhook) Run(ctx context.Context) {
-	defer d.wg.Wait()
 	if d.signer == nil {
 		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set, and deliveries are never sent unsigned")
 		return
 	}
-	// Subscribe before the first scan, so an approval between the two is
-	// not missed.
-	changes, cancel := d.svc.Subscribe()
-	defer cancel()
-	d.scan(ctx, nil)
-	t := time.NewTicker(d.cfg.Recheck)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case c, ok := <-changes:
-			if !ok { // the store is closing; the timer alone remains
-				changes = nil
-				continue
-			}
-			if c.State == queue.StateApproved {
-				d.consider(ctx, c.ActionID)
-			}
-		case <-t.C:
-			d.scan(ctx, nil)
-		}
-	}
+	d.loop.run(ctx)
 }
 
 // Scan does once what Run does at start and on its timer: it offers every
@@ -157,97 +124,7 @@ func (d *Webhook) Scan(ctx context.Context) {
 	if d.signer == nil {
 		return
 	}
-	var started sync.WaitGroup
-	d.scan(ctx, &started)
-	started.Wait()
-}
-
-// scan offers every approved webhook action to a delivery slot, oldest
-// first. Each delivery it starts is added to started, when not nil.
-func (d *Webhook) scan(ctx context.Context, started *sync.WaitGroup) {
-	const page = 200
-	var after *queue.Cursor
-	for ctx.Err() == nil {
-		list, err := d.svc.ApprovedWebhookActions(ctx, after, page)
-		if err != nil {
-			if ctx.Err() == nil {
-				d.log.Warn("dispatcher: list approved actions", "err", err)
-			}
-			return
-		}
-		for _, a := range list {
-			if !d.start(ctx, a, started) {
-				return
-			}
-		}
-		if len(list) < page {
-			return
-		}
-		last := list[len(list)-1]
-		after = &queue.Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
-}
-
-// consider delivers one action that was just approved, if it belongs to a
-// webhook tool.
-func (d *Webhook) consider(ctx context.Context, id string) {
-	a, err := d.svc.Get(ctx, id)
-	if err != nil {
-		if ctx.Err() == nil {
-			d.log.Warn("dispatcher: read approved action", "action", id, "err", err)
-		}
-		return
-	}
-	if a.State == queue.StateApproved && a.HasWebhook() {
-		d.start(ctx, a, nil)
-	}
-}
-
-// start waits for a free slot, then claims and delivers a in the
-// background. The slot is taken before the claim, so a claim's deadline
-// never runs while it waits for a slot. It reports false when ctx ended.
-// The delivery is added to started, when not nil.
-func (d *Webhook) start(ctx context.Context, a *queue.Action, started *sync.WaitGroup) bool {
-	d.mu.Lock()
-	dup := d.offered[a.ID]
-	d.offered[a.ID] = true
-	d.mu.Unlock()
-	if dup {
-		return true // already waiting for a slot or under way here
-	}
-	release := func() {
-		d.mu.Lock()
-		delete(d.offered, a.ID)
-		d.mu.Unlock()
-	}
-	select {
-	case d.slots <- struct{}{}:
-	case <-ctx.Done():
-		release()
-		return false
-	}
-	if ctx.Err() != nil {
-		<-d.slots
-		release()
-		return false
-	}
-	if started != nil {
-		started.Add(1)
-	}
-	d.wg.Go(func() {
-		defer func() {
-			release()
-			<-d.slots
-		}()
-		if started != nil {
-			defer started.Done()
-		}
-		// The webhook URL needs no check here: loading the tools file
-		// refuses any that is not an absolute http or https URL, and the
-		// action's spec is a snapshot of a loaded tool.
-		execute(ctx, d.svc, d.log, d, a, d.cfg.OnOutcome)
-	})
-	return true
+	d.loop.scanAll(ctx)
 }
 
 // Channel names the webhook executor in events.

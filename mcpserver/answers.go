@@ -119,7 +119,7 @@ func nextStep(a *queue.Action, agent string) string {
 			"call get_action with id %s and wait \"60s\", again while it stays pending (it expires at %s).", a.Tool, a.ID, stamp(a.ExpiresAt))
 	case queue.StateApproved:
 		switch {
-		case a.HasWebhook():
+		case a.ServerExecuted():
 			fmt.Fprintf(&b, "It was approved by %s and approvals delivers it itself: never send it yourself. "+
 				"Follow it with get_action (wait) until it is done or failed.", who(a.DecidedBy))
 		case mine:
@@ -167,7 +167,7 @@ func nextStep(a *queue.Action, agent string) string {
 
 func inProgress(a *queue.Action, mine bool) string {
 	switch {
-	case a.HasWebhook():
+	case a.ServerExecuted():
 		return fmt.Sprintf("approvals is delivering it (since %s): never send it yourself. Follow it with get_action (wait) until it is done or failed.", stamp(a.ClaimedAt))
 	case !mine:
 		return fmt.Sprintf("It is in progress for %s since %s: do not act on it. Read it later with get_action (wait).", a.RequestedBy, stamp(a.ClaimedAt))

@@ -70,6 +70,9 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 		if err != nil {
 			return nil, err
 		}
+		if res.Action.Spec.Upstream != "" {
+			return upstreamAnswer(res, agent)
+		}
 		return answer(res.Action, submitted(res, agent))
 	})
 }

@@ -18,6 +18,8 @@ import (
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -59,12 +61,15 @@ type server struct {
 	svc     *queue.Service
 	log     *slog.Logger
 	maxBody int64 // the most bytes of arguments a call may carry
+
+	built   atomic.Pointer[built]
+	buildMu sync.Mutex
 }
 
 // New returns the handler for /mcp. maxBody is APPROVALS_MAX_BODY: a call's
 // arguments may be as large as a REST request body (<= 0 means 256 KiB). The
-// tools are taken from the service's registry once, here: the registry is
-// fixed for the life of a process.
+// tools follow the service's registry, which changes only when upstream
+// tools are re-imported.
 //
 // Every request must carry an agent bearer token (Authorization: Bearer
 // TOKEN); without a valid, unrevoked one it is answered 401 before any MCP
@@ -83,22 +88,7 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody 
 		maxBody = defaultMaxBody
 	}
 	s := &server{svc: svc, log: logger, maxBody: maxBody}
-	ms := mcp.NewServer(&mcp.Implementation{Name: "approvals", Title: "approvals", Version: version()}, &mcp.ServerOptions{
-		Instructions: instructions,
-		Logger:       logger,
-		// Tools only; the list never changes while the process runs.
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
-	})
-	for _, t := range svc.Registry().Tools() {
-		if classify.Reserved(t.Name) { // the tools file refuses these; never let one hide a read or drive tool
-			logger.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
-			continue
-		}
-		ms.AddTool(guardedTool(t), s.submit(t.Name))
-	}
-	s.addActionTools(ms)
-
-	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return ms }, &mcp.StreamableHTTPOptions{
+	h := mcp.NewStreamableHTTPHandler(s.current, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
 		Logger:       logger,
@@ -116,6 +106,49 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody 
 	// authenticate just before.
 	verified := auth.RequireBearerToken(verifyAgent, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
 	return authenticate(svc, accts, verified)
+}
+
+// built is the MCP server of one registry.
+type built struct {
+	reg *classify.Registry
+	ms  *mcp.Server
+}
+
+// current returns the MCP server of the service's current registry,
+// building it when the registry changed (the MCP gateway re-imports an
+// upstream's tools when it reconnects). The endpoint is stateless, so each
+// request may use the newest one.
+func (s *server) current(*http.Request) *mcp.Server {
+	reg := s.svc.Registry()
+	if b := s.built.Load(); b != nil && b.reg == reg {
+		return b.ms
+	}
+	s.buildMu.Lock()
+	defer s.buildMu.Unlock()
+	if b := s.built.Load(); b != nil && b.reg == reg {
+		return b.ms
+	}
+	ms := s.build(reg)
+	s.built.Store(&built{reg: reg, ms: ms})
+	return ms
+}
+
+func (s *server) build(reg *classify.Registry) *mcp.Server {
+	ms := mcp.NewServer(&mcp.Implementation{Name: "approvals", Title: "approvals", Version: version()}, &mcp.ServerOptions{
+		Instructions: instructions,
+		Logger:       s.log,
+		// Tools only; a client reads the list anew on each session.
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
+	})
+	for _, t := range reg.Tools() {
+		if classify.Reserved(t.Name) { // the tools file refuses these; never let one hide a read or drive tool
+			s.log.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
+			continue
+		}
+		ms.AddTool(guardedTool(t), s.submit(t.Name))
+	}
+	s.addActionTools(ms)
+	return ms
 }
 
 func version() string {

@@ -119,6 +119,13 @@ func (a *Action) ClaimDeadline() *time.Time {
 
 func (a *Action) HasWebhook() bool { return a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" }
 
+// ServerExecuted reports whether one of the server's executors (the webhook
+// dispatcher or an MCP upstream) performs it, never the agent. The stores
+// keep it in the column has_webhook, which predates upstreams: the
+// executors list approved actions by it, and the agent's execute, complete
+// and fail are refused by it.
+func (a *Action) ServerExecuted() bool { return a.HasWebhook() || a.Spec.Upstream != "" }
+
 // TicketKind says why a ticket was opened.
 type TicketKind string
 

@@ -34,6 +34,9 @@ func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, er
 	if err != nil {
 		return DriveResult{}, err
 	}
+	if err := s.approvableUpstream(a); err != nil {
+		return DriveResult{}, err
+	}
 	approved := a.Payload
 	data := map[string]any{}
 	if r.Note != "" {

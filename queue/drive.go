@@ -13,7 +13,7 @@ func refusal(a *Action, agent, what string, agentExecuted bool) error {
 	if a.Agent() != agent {
 		return &Error{Code: CodeForbidden, Detail: fmt.Sprintf("action %s was submitted by %s; only that agent may drive it", a.ID, a.RequestedBy)}
 	}
-	if agentExecuted && a.HasWebhook() {
+	if agentExecuted && a.ServerExecuted() {
 		return webhookOnly(a, what)
 	}
 	return nil
@@ -25,8 +25,12 @@ func invalidTransition(a *Action, what string) error {
 }
 
 func webhookOnly(a *Action, what string) error {
+	executor := "a webhook executor"
+	if a.Spec.Upstream != "" {
+		executor = fmt.Sprintf("its call made by approvals on upstream %s", a.Spec.Upstream)
+	}
 	return &Error{Code: CodeInvalidTransition, Action: a,
-		Detail: fmt.Sprintf("cannot %s action %s: tool %s has a webhook executor, so only the dispatcher and operators finish it", what, a.ID, a.Tool)}
+		Detail: fmt.Sprintf("cannot %s action %s: tool %s has %s, so only the dispatcher and operators finish it", what, a.ID, a.Tool, executor)}
 }
 
 // DriveResult is the outcome of a drive call.
@@ -49,7 +53,7 @@ func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Acti
 	if a.Class != classify.AtMostOnce {
 		return nil, &Error{Code: CodeInvalidTransition, Action: a, Detail: fmt.Sprintf("execute is for at-most-once actions; %s is %s", a.ID, a.Class)}
 	}
-	if a.HasWebhook() {
+	if a.ServerExecuted() {
 		return nil, webhookOnly(a, "execute")
 	}
 	now := s.Now()

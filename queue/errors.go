@@ -28,6 +28,9 @@ const (
 	CodePayloadTooLarge   Code = "payload_too_large"
 	CodeTicketResolved    Code = "ticket_resolved"
 	CodeUnavailable       Code = "unavailable"
+	// CodeUpstreamUnavailable: the tool's upstream MCP server cannot be
+	// reached or no longer lists the tool; nothing was done.
+	CodeUpstreamUnavailable Code = "upstream_unavailable"
 	// CodeInternal is an unexpected failure with storage reachable: a bug.
 	// Its detail reveals nothing; the error itself is logged.
 	CodeInternal Code = "internal"
@@ -49,7 +52,8 @@ func (c Code) HTTPStatus() int {
 		return 404
 	case CodeMethodNotAllowed:
 		return 405
-	case CodeInProgress, CodeInvalidTransition, CodeOutcomeConflict, CodeAlreadyDecided, CodeTicketResolved:
+	case CodeInProgress, CodeInvalidTransition, CodeOutcomeConflict, CodeAlreadyDecided, CodeTicketResolved,
+		CodeUpstreamUnavailable: // a refusal, not a failure of approvals: never a 5xx
 		return 409
 	case CodePayloadTooLarge:
 		return 413

@@ -38,9 +38,10 @@ type Execution struct {
 	Details map[string]any
 }
 
-// ApprovedWebhookActions returns approved actions of webhook tools, oldest
-// first, after the given position: what the dispatcher offers to deliver.
-func (s *Service) ApprovedWebhookActions(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
+// ApprovedExecutorActions returns approved actions that a server executor
+// performs (webhook or MCP upstream), oldest first, after the given
+// position: what the executors offer to claim.
+func (s *Service) ApprovedExecutorActions(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
 	return s.store.ActionList(ctx, ActionListParams{State: StateApproved, Webhook: true, Oldest: true, After: after, Limit: limit})
 }
 

@@ -160,16 +160,21 @@ func ParseListRequest(get func(string) string) (ListRequest, error) {
 
 // ToolView is how agents see one tool (GET /api/v1/tools, list_tools).
 type ToolView struct {
-	Name        string               `json:"name"`
-	Class       classify.Class       `json:"class"`
-	Reason      string               `json:"reason"`
-	Description string               `json:"description"`
-	Intent      string               `json:"intent"`
-	Check       string               `json:"check"`
-	Guidance    string               `json:"guidance"`
-	Webhook     bool                 `json:"webhook"`
-	Annotations classify.Annotations `json:"annotations"`
-	Schema      json.RawMessage      `json:"schema"`
+	Name        string         `json:"name"`
+	Class       classify.Class `json:"class"`
+	Reason      string         `json:"reason"`
+	Description string         `json:"description"`
+	Intent      string         `json:"intent"`
+	Check       string         `json:"check"`
+	Guidance    string         `json:"guidance"`
+	Webhook     bool           `json:"webhook"`
+	// Upstream and UpstreamTool name the MCP server and tool that approvals
+	// calls; Unavailable says why it cannot be called now.
+	Upstream     string               `json:"upstream,omitempty"`
+	UpstreamTool string               `json:"upstream_tool,omitempty"`
+	Unavailable  string               `json:"unavailable,omitempty"`
+	Annotations  classify.Annotations `json:"annotations"`
+	Schema       json.RawMessage      `json:"schema"`
 }
 
 // ToolViews describes the registry for agents.
@@ -179,7 +184,8 @@ func ToolViews(reg *classify.Registry) []ToolView {
 	for _, t := range tools {
 		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
 			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
-			Annotations: t.Annotations, Schema: t.Schema}
+			Annotations: t.Annotations, Schema: t.Schema,
+			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable}
 		if v.Schema == nil {
 			v.Schema = json.RawMessage("null")
 		}

@@ -51,6 +51,9 @@ type Options struct {
 	WaitRecheck time.Duration
 	// Waiters cap concurrent long-polls and event streams.
 	Waiters WaiterLimits
+	// Upstream calls the upstream MCP tool of an action (the gateway);
+	// without it, tools executed upstream are refused as unavailable.
+	Upstream UpstreamCaller
 }
 
 // NewService returns a Service over store with the tools of reg.

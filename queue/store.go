@@ -138,8 +138,8 @@ type ActionListParams struct {
 	IntentKeyPrefix string
 	State           State
 	Tool            string
-	// Webhook restricts the list to actions with a webhook executor (what
-	// the dispatcher delivers).
+	// Webhook restricts the list to actions a server executor performs
+	// (Action.ServerExecuted: a webhook or an MCP upstream).
 	Webhook bool
 	// Oldest lists oldest first (the approval queue); default newest first.
 	Oldest bool
@@ -167,8 +167,9 @@ type ActionTransitionParams struct {
 	// RequestedBy, when set, adds "and requested_by = RequestedBy": only
 	// the agent that submitted an action may drive it.
 	RequestedBy string
-	// AgentExecuted adds "and the tool has no webhook executor": for a
-	// webhook tool only the dispatcher and operators finish the action.
+	// AgentExecuted adds "and no server executor performs it"
+	// (Action.ServerExecuted): for a webhook or upstream tool only the
+	// dispatcher and operators finish the action.
 	AgentExecuted bool
 
 	DecidedBy       *string

@@ -61,6 +61,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if req.Tool == "" {
 		return SubmitResult{}, Errorf(CodeInvalidRequest, "tool is required")
 	}
+	if err := s.upstreamReady(tool); err != nil {
+		return SubmitResult{}, err
+	}
 	var derived string
 	if len(tool.Schema) == 0 && tool.Intent == "" {
 		// Nothing reads the payload's value: checking it is one JSON
@@ -131,6 +134,10 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	case classify.ExactlyOnce:
 		a.State = StateInProgress
 		a.ClaimedAt, a.ClaimedBy = &now, &agent
+		if tool.Upstream != "" { // approvals itself makes the call
+			by := DispatcherActor
+			a.ClaimedBy = &by
+		}
 	default:
 		a.State = StateRecorded
 		a.FinishedAt = &now
@@ -154,6 +161,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		return SubmitResult{}, err
 	}
 	if created {
+		if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
+			holder = s.callUpstreamNow(ctx, holder)
+		}
 		return SubmitResult{Action: holder, Created: true}, nil
 	}
 	// A recorded replay had the same tool and payload text: no need to compare.

@@ -1,6 +1,7 @@
 package templates
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -60,10 +61,31 @@ type EventView struct {
 }
 
 func executorText(a *queue.Action) string {
+	if a.Spec.Upstream != "" {
+		return "approvals, on upstream " + a.Spec.Upstream + " tool " + a.Spec.UpstreamTool
+	}
 	if a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" {
 		return "webhook " + classify.RedactURL(a.Spec.Executor.Webhook)
 	}
 	return "agent"
+}
+
+// checkText is how an operator verifies the action's effect: the tool's
+// check, or for a call made on an upstream MCP server, where to look.
+func checkText(a *queue.Action) string {
+	if a.Spec.Check != "" || a.Spec.Upstream == "" {
+		return a.Spec.Check
+	}
+	return fmt.Sprintf("Check in the system behind upstream %s whether its tool %s ran with the arguments sent (intent %q); approvals called it once and got no answer, and never calls it again.",
+		a.Spec.Upstream, a.Spec.UpstreamTool, a.IntentKey)
+}
+
+// upstreamArguments is what approvals sent (or sends) to the upstream tool.
+func upstreamArguments(v ActionView) string {
+	if v.ApprovedPayload != "" {
+		return v.ApprovedPayload
+	}
+	return v.Payload
 }
 
 func actionURL(id string) string { return "/actions/" + id }

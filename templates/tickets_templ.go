@@ -412,9 +412,9 @@ func TicketCard(v TicketsView, t TicketRow) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if t.Action.Spec.Check != "" {
+			if checkText(t.Action) != "" {
 				var templ_7745c5c3_Var23 string
-				templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(t.Action.Spec.Check)
+				templ_7745c5c3_Var23, templ_7745c5c3_Err = templ.JoinStringErrs(checkText(t.Action))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/tickets.templ`, Line: 71, Col: 27}
 				}

@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/upstream"
 )
 
 // serve runs the server until SIGTERM or SIGINT: then it stops accepting and
@@ -74,12 +75,12 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
-	if len(reg.Upstreams()) > 0 {
-		// Until the gateway's executor is wired, an upstream tool served here would be
-		// taken for one the agent executes itself: refuse rather than guess.
+	gw, reg, err := startGateway(ctx, reg, log)
+	if err != nil {
 		ln.Close()
-		return fmt.Errorf("tools file %s: upstreams are not served yet; check the file with approvals tools check", cfg.Tools)
+		return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
 	}
+	defer gw.Close() // after the workers: a call under way finishes first
 	if cfg.Tools == "" {
 		log.Warn("no tools file (APPROVALS_TOOLS): every tool is treated as unregistered, at-most-once")
 	} else {
@@ -93,9 +94,17 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	defer st.Close()
 	log.Info("storage ready", "store", where)
 
+	var upstreams *upstream.Manager
+	if gw != nil {
+		upstreams = gw.manager
+	}
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
-		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters})
+		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
+		Upstreams: upstreams})
+	if err == nil && gw != nil {
+		gw.serve(a.Service)
+	}
 	if err != nil {
 		ln.Close()
 		return err

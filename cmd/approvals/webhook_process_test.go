@@ -125,9 +125,7 @@ func newDeployment(t *testing.T, bin, hook string) *deployment {
 // else (a shutdown sequence on a loaded machine), short ones only where a
 // timeout is the behaviour under test.
 func newDeploymentTimeouts(t *testing.T, bin, hook, claimTimeout, deliveryTimeout string) *deployment {
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.yaml")
-	err := os.WriteFile(tools, []byte(fmt.Sprintf(`
+	return newDeploymentTools(t, bin, fmt.Sprintf(`
 tools:
   notify_partner:
     class: at-most-once
@@ -139,8 +137,13 @@ tools:
     class: at-most-once
     intent: "remind:{topic}"
     expires_after: 300ms
-`, claimTimeout, hook, deliveryTimeout)), 0o600)
-	if err != nil {
+`, claimTimeout, hook, deliveryTimeout))
+}
+
+// newDeploymentTools is a deployment with the given tools file.
+func newDeploymentTools(t *testing.T, bin, toolsFile string) *deployment {
+	tools := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(tools, []byte(toolsFile), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}

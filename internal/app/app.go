@@ -22,6 +22,7 @@ import (
 	"github.com/approvals/approvals/mcpserver"
 
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/upstream"
 	"github.com/approvals/approvals/web"
 )
 
@@ -57,6 +58,9 @@ type Options struct {
 	MetricsAddr string
 	// Waiters cap concurrent long-polls and event streams.
 	Waiters queue.WaiterLimits
+	// Upstreams are the connections to the tools file's upstream MCP
+	// servers (the gateway); nil without upstreams.
+	Upstreams *upstream.Manager
 }
 
 // App is one assembled server process.
@@ -67,9 +71,12 @@ type App struct {
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
-	accounts   accounts.Store
-	log        *slog.Logger
-	opts       Options
+	// upstreamExec calls the upstream tools of approved at-most-once
+	// actions; nil without upstreams.
+	upstreamExec *executor.Upstream
+	accounts     accounts.Store
+	log          *slog.Logger
+	opts         Options
 }
 
 // New assembles a process over st with the tools of reg. queueStore, when
@@ -84,7 +91,11 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		queueStore = st
 	}
 	metrics := web.NewMetrics(st)
-	svc := queue.NewService(queueStore, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters})
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
+	if opts.Upstreams != nil {
+		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
+	}
+	svc := queue.NewService(queueStore, reg, svcOpts)
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
 	if opts.WrapMCP != nil {
 		mcp = opts.WrapMCP(mcp)
@@ -111,7 +122,12 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}, nil
+	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}
+	if opts.Upstreams != nil {
+		// Approved at-most-once upstream calls, claimed like webhook deliveries.
+		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
+	}
+	return a, nil
 }
 
 // Serve serves HTTP on ln and runs the background workers until ctx ends:
@@ -175,6 +191,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // finished.
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
+	if a.upstreamExec != nil {
+		wg.Go(func() { a.upstreamExec.Run(ctx) })
+	}
 	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
 }
 

@@ -277,7 +277,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 	warn, _ := json.Marshal(warnings)
 	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
 		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
-		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.HasWebhook(), string(spec), string(warn),
+		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), string(spec), string(warn),
 		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard}
 	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
 	// The first try goes through the batcher, sorted by intent key (the lock
@@ -386,7 +386,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		ids[i], tools[i], classes[i], keys[i], states[i], payloads[i] = a.ID, a.Tool, string(a.Class), a.IntentKey, string(a.State), string(a.Payload)
 		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
 		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, a.ClaimDeadline(), a.ExpiresAt, a.FinishedAt
-		webhooks[i] = a.HasWebhook()
+		webhooks[i] = a.ServerExecuted()
 		tokens[i] = in.tokenHash
 		if in.ev.Data != nil {
 			d := string(in.ev.Data)

@@ -132,7 +132,7 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
 		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
 		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
-		boolInt(a.HasWebhook()), string(spec), string(warnings)}
+		boolInt(a.ServerExecuted()), string(spec), string(warnings)}
 
 	var (
 		holder  *queue.Action

@@ -1,0 +1,167 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+)
+
+// gatewayUpstream is a Go SDK MCP server that counts calls: "pay"
+// (exactly-once) answers at once, "send" (at-most-once) is held open until
+// the test ends, telling the test when it arrives.
+type gatewayUpstream struct {
+	srv     *httptest.Server
+	arrived chan string
+	release chan struct{}
+	mu      sync.Mutex
+	calls   map[string]int
+}
+
+func newGatewayUpstream(t *testing.T) *gatewayUpstream {
+	u := &gatewayUpstream{arrived: make(chan string, 10), release: make(chan struct{}), calls: map[string]int{}}
+	s := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
+	no := false
+	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"to":{"type":"string"}}}`)
+	s.AddTool(&mcp.Tool{Name: "pay", InputSchema: schema, Annotations: &mcp.ToolAnnotations{OpenWorldHint: &no}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.count("pay")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid " + string(req.Params.Arguments)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "send", InputSchema: schema},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.count("send")
+			u.arrived <- "send"
+			select {
+			case <-ctx.Done():
+			case <-u.release:
+			}
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "sent"}}}, nil
+		})
+	u.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(u.srv.Close)
+	t.Cleanup(func() { close(u.release) })
+	return u
+}
+
+func (u *gatewayUpstream) count(tool string) {
+	u.mu.Lock()
+	u.calls[tool]++
+	u.mu.Unlock()
+}
+
+func (u *gatewayUpstream) callCount(tool string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls[tool]
+}
+
+func TestServerProcessUpstreamGateway(t *testing.T) {
+	t.Parallel()
+	pgtest.BaseURL(t)
+	bin := buildBinary(t)
+	up := newGatewayUpstream(t)
+	d := newDeploymentTools(t, bin, fmt.Sprintf(`
+upstreams:
+  crm:
+    url: %s/mcp
+    timeout: 2s
+    import: all
+tools:
+  crm_pay:
+    intent: "pay:{order}"
+  crm_send:
+    intent: "send:{to}"
+    claim_timeout: 3s
+`, up.srv.URL))
+	first := d.start()
+
+	// Through /mcp, an exactly-once call runs upstream within the call,
+	// and the tool's own content comes first.
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
+		&mcp.StreamableClientTransport{Endpoint: first.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{d.token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm_pay", Arguments: map[string]any{"order": "o-7"}})
+	if err != nil || res.IsError || len(res.Content) < 2 {
+		t.Fatalf("crm_pay: %v %+v", err, res)
+	}
+	if text := res.Content[0].(*mcp.TextContent).Text; text != `paid {"order":"o-7"}` {
+		t.Errorf("first content %q, want the upstream's", text)
+	}
+	var paid queue.Action
+	b, _ := json.Marshal(res.StructuredContent)
+	if err := json.Unmarshal(b, &paid); err != nil || paid.State != queue.StateDone || up.callCount("pay") != 1 {
+		t.Fatalf("crm_pay action: %v %s, %d upstream calls", err, b, up.callCount("pay"))
+	}
+
+	// An approved at-most-once call whose server is killed mid-call: no
+	// second upstream call after restart, one stale ticket.
+	a := d.submitTool(first, "crm_send", map[string]any{"to": "ann"})
+	d.approve(a.ID)
+	select {
+	case <-up.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the approved call never reached the upstream")
+	}
+	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-first.exited
+	second := d.start()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		open, err := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(open) == 1 {
+			break
+		}
+		if len(open) > 1 || time.Now().After(deadline) {
+			t.Fatalf("%d open tickets; state %s", len(open), d.action(a.ID).State)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	// The restarted server's executor has scanned (a later approval is
+	// called), and the killed call was not repeated.
+	b2 := d.submitTool(second, "crm_send", map[string]any{"to": "bob"})
+	d.approve(b2.ID)
+	select {
+	case <-up.arrived:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the restarted server's executor called nothing")
+	}
+	got := d.action(a.ID)
+	if n := up.callCount("send"); n != 2 || got.State != queue.StateInProgress {
+		t.Fatalf("send called %d times (want 2: the killed call and the later one); killed action %s", n, got.State)
+	}
+	if all, _ := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
+		t.Fatalf("%d tickets, want 1", len(all))
+	}
+	if kinds := strings.Join(d.events(a.ID), " "); !strings.HasPrefix(kinds, "submitted approved claimed delivery_started") {
+		t.Errorf("timeline: %s", kinds)
+	}
+}
+
+// bearer adds the agent token to every request.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}

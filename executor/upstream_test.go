@@ -1,0 +1,325 @@
+package executor_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/executor"
+	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/upstream"
+)
+
+// countingUpstream is a Go SDK MCP server over Streamable HTTP whose tools
+// count their calls: one per class, one that hangs until the caller gives
+// up, and one that answers isError.
+type countingUpstream struct {
+	srv     *httptest.Server
+	mu      sync.Mutex
+	calls   map[string]int
+	args    map[string][]string
+	release chan struct{}
+}
+
+func newCountingUpstream(t *testing.T) *countingUpstream {
+	t.Helper()
+	u := &countingUpstream{calls: map[string]int{}, args: map[string][]string{}, release: make(chan struct{})}
+	s := mcp.NewServer(&mcp.Implementation{Name: "counting", Version: "1"}, nil)
+	no, yes := false, true
+	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"to":{"type":"string"}}}`)
+	add := func(name string, ann *mcp.ToolAnnotations, h func(ctx context.Context) *mcp.CallToolResult) {
+		s.AddTool(&mcp.Tool{Name: name, Description: "The " + name + " tool.", InputSchema: schema, Annotations: ann},
+			func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				u.mu.Lock()
+				u.calls[name]++
+				u.args[name] = append(u.args[name], string(req.Params.Arguments))
+				u.mu.Unlock()
+				return h(ctx), nil
+			})
+	}
+	ok := func(text string) func(context.Context) *mcp.CallToolResult {
+		return func(context.Context) *mcp.CallToolResult {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: map[string]any{"ok": true}}
+		}
+	}
+	add("pay", &mcp.ToolAnnotations{OpenWorldHint: &no}, ok("paid"))                                    // exactly-once
+	add("sync", &mcp.ToolAnnotations{IdempotentHint: yes}, ok("synced"))                                // at-least-once
+	add("send", nil, ok("sent"))                                                                        // at-most-once
+	add("refuse", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(context.Context) *mcp.CallToolResult { // exactly-once
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card declined"}}}
+	})
+	add("hang", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(ctx context.Context) *mcp.CallToolResult { // exactly-once
+		select {
+		case <-ctx.Done():
+		case <-u.release:
+		}
+		return ok("late")(ctx)
+	})
+	u.srv = httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return s }, nil))
+	t.Cleanup(u.srv.Close)
+	t.Cleanup(func() { close(u.release) }) // before Close: let a hanging handler end
+	return u
+}
+
+func (u *countingUpstream) count(tool string) int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.calls[tool]
+}
+
+func gatewayTools(url string) string {
+	return fmt.Sprintf(`
+upstreams:
+  up:
+    url: %s/mcp
+    timeout: 1s
+    import: all
+    prefix: up_
+tools:
+  up_pay:
+    intent: "pay:{order}"
+    check: "List payments of the order."
+  up_refuse:
+    intent: "refuse:{order}"
+  up_hang:
+    intent: "hang:{order}"
+  up_send:
+    intent: "send:{to}"
+  up_gone:
+    upstream: up
+    upstream_tool: gone
+    class: exactly-once
+    intent: "gone:{order}"
+`, url)
+}
+
+// gatewayEnv is one store with a service whose upstream tools run on a
+// countingUpstream.
+type gatewayEnv struct {
+	execEnv
+	up      *countingUpstream
+	manager *upstream.Manager
+	file    *classify.Registry
+}
+
+func startGateway(t *testing.T, st queue.Store) *gatewayEnv {
+	t.Helper()
+	e := &gatewayEnv{up: newCountingUpstream(t)}
+	e.t, e.clock = t, testclock.Running()
+	file, err := classify.Parse([]byte(gatewayTools(e.up.srv.URL)), classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.file = file
+	e.manager = upstream.Start(context.Background(), file.Upstreams(), upstream.Options{ConnectTimeout: 10 * time.Second})
+	t.Cleanup(func() { _ = e.manager.Close() })
+	e.reg, err = file.Import(e.manager.Listings())
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second,
+		Upstream: executor.UpstreamCall{Upstreams: e.manager}})
+	t.Cleanup(e.svc.Stop)
+	return e
+}
+
+func (e *gatewayEnv) submitRaw(tool, payload string) (queue.SubmitResult, error) {
+	return e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: json.RawMessage(payload), Agent: "bot"})
+}
+
+func gatewayStores(t *testing.T) map[string]func(t *testing.T) queue.Store {
+	return map[string]func(t *testing.T) queue.Store{
+		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
+		"sqlite": func(t *testing.T) queue.Store {
+			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = st.Close() })
+			return st
+		},
+	}
+}
+
+// content is the text content of a stored CallToolResult.
+func content(t *testing.T, raw json.RawMessage) string {
+	t.Helper()
+	var r struct {
+		Content []struct{ Text string } `json:"content"`
+	}
+	if err := json.Unmarshal(raw, &r); err != nil {
+		t.Fatalf("result %s: %v", raw, err)
+	}
+	var parts []string
+	for _, c := range r.Content {
+		parts = append(parts, c.Text)
+	}
+	return strings.Join(parts, "\n")
+}
+
+func TestUpstreamExecutionByClass(t *testing.T) {
+	t.Parallel()
+	for name, open := range gatewayStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := startGateway(t, open(t))
+			ctx := context.Background()
+
+			// Exactly-once: 20 agents at once, one upstream call.
+			const agents = 20
+			var (
+				wg       sync.WaitGroup
+				barrier  = make(chan struct{})
+				mu       sync.Mutex
+				created  []*queue.Action
+				answered = map[string]int{}
+			)
+			for range agents {
+				wg.Go(func() {
+					<-barrier
+					res, err := e.submitRaw("up_pay", `{"order":"o-1"}`)
+					mu.Lock()
+					defer mu.Unlock()
+					switch {
+					case err != nil:
+						answered[string(queue.ErrorCode(err))]++
+					case res.Created:
+						created = append(created, res.Action)
+					default:
+						answered["replayed:"+string(res.Action.State)]++
+					}
+				})
+			}
+			close(barrier)
+			wg.Wait()
+			if len(created) != 1 || e.up.count("pay") != 1 {
+				t.Fatalf("created %d, upstream calls %d, others %v; want one of each", len(created), e.up.count("pay"), answered)
+			}
+			for k := range answered {
+				if k != string(queue.CodeInProgress) && k != "replayed:done" {
+					t.Errorf("a concurrent caller got %s", k)
+				}
+			}
+			paid := created[0]
+			if paid.State != queue.StateDone || content(t, paid.Result) != "paid" {
+				t.Fatalf("exactly-once answer: %s %s", paid.State, paid.Result)
+			}
+
+			// At-least-once: every call runs, nothing is held.
+			for i := range 2 {
+				res, err := e.submitRaw("up_sync", `{"order":"o-1"}`)
+				if err != nil || !res.Created || res.Action.State != queue.StateRecorded || content(t, res.Action.Result) != "synced" {
+					t.Fatalf("at-least-once call %d: %v %+v", i, err, res.Action)
+				}
+			}
+			if n := e.up.count("sync"); n != 2 {
+				t.Errorf("at-least-once upstream calls %d, want 2", n)
+			}
+
+			// isError: failed with its text; the intent is free again.
+			res, err := e.submitRaw("up_refuse", `{"order":"o-1"}`)
+			if err != nil || res.Action.State != queue.StateFailed || deref(res.Action.Error) != "card declined" {
+				t.Fatalf("isError: %v %+v", err, res.Action)
+			}
+
+			// A call that hangs past the upstream's timeout: unknown, never
+			// called again, one stale ticket after claim_timeout.
+			res, err = e.submitRaw("up_hang", `{"order":"o-1"}`)
+			if err != nil || !res.Created || res.Action.State != queue.StateInProgress {
+				t.Fatalf("hang: %v %+v", err, res.Action)
+			}
+			hung := res.Action
+			if n := e.eventCount(hung.ID, queue.EventDeliveryResult); n != 1 {
+				t.Errorf("hang: %d delivery_unknown events, want 1", n)
+			}
+			if _, err := e.submitRaw("up_hang", `{"order":"o-1"}`); queue.ErrorCode(err) != queue.CodeInProgress {
+				t.Errorf("repeat of the unknown call: %v, want in_progress", err)
+			}
+			e.clock.Advance(classify.DefaultClaimTimeout + time.Minute)
+			sw, err := e.svc.Sweep(ctx)
+			if err != nil || len(sw.Tickets) != 1 || sw.Tickets[0].ActionID != hung.ID {
+				t.Fatalf("sweep: %v %+v", err, sw.Tickets)
+			}
+			if n := e.up.count("hang"); n != 1 {
+				t.Errorf("hang called %d times, want 1", n)
+			}
+
+			// At-most-once: nothing until approval; then the executor calls
+			// it once with the approved payload.
+			res, err = e.submitRaw("up_send", `{"to":"ann"}`)
+			if err != nil || res.Action.State != queue.StatePending || e.up.count("send") != 0 {
+				t.Fatalf("at-most-once: %v %+v, %d calls", err, res.Action, e.up.count("send"))
+			}
+			if _, err := e.svc.Execute(ctx, res.Action.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
+				t.Errorf("agent execute of an upstream action: %v, want invalid_transition", err)
+			}
+			if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: res.Action.ID, By: "user:ann@example.com",
+				Payload: json.RawMessage(`{"to":"ann","note":"edited"}`)}); err != nil {
+				t.Fatal(err)
+			}
+			ex := executor.NewUpstream(e.svc, e.manager, executor.UpstreamConfig{})
+			ex.Scan(ctx)
+			ex.Scan(ctx)
+			sent := e.waitState(res.Action.ID, queue.StateDone)
+			if content(t, sent.Result) != "sent" || e.up.count("send") != 1 || !queue.JSONEqual(json.RawMessage(e.up.args["send"][0]), json.RawMessage(`{"to":"ann","note":"edited"}`)) {
+				t.Errorf("at-most-once: result %s, %d calls with %v", sent.Result, e.up.count("send"), e.up.args["send"])
+			}
+
+			// A tool the upstream does not list is refused, nothing stored.
+			if _, err := e.submitRaw("up_gone", `{"order":"o-1"}`); queue.ErrorCode(err) != queue.CodeUpstreamUnavailable {
+				t.Errorf("unlisted tool: %v, want upstream_unavailable", err)
+			}
+		})
+	}
+}
+
+// When the upstream stops listing a tool, its pending actions can still be
+// rejected, and approving one is refused with a clear error.
+func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
+	t.Parallel()
+	for name, open := range gatewayStores(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := startGateway(t, open(t))
+			ctx := context.Background()
+			a, b := e.submit("up_send", map[string]any{"to": "a"}), e.submit("up_send", map[string]any{"to": "b"})
+			listing := e.manager.Listings()["up"]
+			var kept []classify.UpstreamTool
+			for _, ut := range listing.Tools {
+				if ut.Name != "send" {
+					kept = append(kept, ut)
+				}
+			}
+			reg, err := e.file.Import(map[string]classify.UpstreamListing{"up": {Tools: kept}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.svc.SetRegistry(reg)
+			_, err = e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+			var qe *queue.Error
+			if !errors.As(err, &qe) || qe.Code != queue.CodeUpstreamUnavailable || !strings.Contains(qe.Detail, "does not list tool send") {
+				t.Fatalf("approve: %v", err)
+			}
+			if _, err := e.svc.Reject(ctx, queue.DecideRequest{ID: b.ID, By: "user:ann@example.com", Note: "tool is gone"}); err != nil {
+				t.Fatalf("reject: %v", err)
+			}
+			if _, err := e.submitRaw("up_send", `{"to":"c"}`); queue.ErrorCode(err) != queue.CodeUpstreamUnavailable {
+				t.Errorf("submit: %v, want upstream_unavailable", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,45 @@
+package mcpserver_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// The tools follow the service's registry: when the gateway re-imports an
+// upstream's tools, a new session lists the new ones and can call them.
+func TestToolsFollowTheRegistry(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "bot")
+	names := func() map[string]bool {
+		cs := e.connect(t, tok)
+		defer cs.Close()
+		got := map[string]bool{}
+		for tool, err := range cs.Tools(context.Background(), nil) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			got[tool.Name] = true
+		}
+		return got
+	}
+	if names()["added_later"] {
+		t.Fatal("added_later listed before it was added")
+	}
+	reg, err := classify.Parse([]byte(toolsYAML+`
+  added_later:
+    annotations: { idempotentHint: true }
+`), classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc.SetRegistry(reg)
+	if !names()["added_later"] {
+		t.Fatal("added_later not listed after the registry changed")
+	}
+	cs := e.connect(t, tok)
+	defer cs.Close()
+	wantAction(t, call(t, cs, "added_later", map[string]any{"x": 1}), "recorded")
+}

@@ -1,0 +1,164 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// The MCP gateway's side of the domain: a tool with an upstream is executed
+// by approvals itself, through an UpstreamCaller (the executor package).
+// At-least-once and exactly-once calls run within the submission; approved
+// at-most-once calls are claimed by an executor like webhook deliveries.
+
+// UpstreamChannel names the upstream executor in events.
+const UpstreamChannel = "upstream"
+
+// UpstreamCaller calls an action's upstream MCP tool once with the action's
+// arguments (approved_payload when approved, else payload) and says what
+// came of it: done with the CallToolResult, failed (isError, a JSON-RPC
+// error, or nothing sent), or unknown. It is bounded by the upstream's own
+// timeout and never retries.
+type UpstreamCaller interface {
+	CallUpstream(a *Action) Execution
+}
+
+// SetRegistry replaces the tools, as a re-import of the upstreams' tool
+// lists does. Actions keep the snapshot they were submitted with.
+func (s *Service) SetRegistry(reg *classify.Registry) { s.reg.Store(reg) }
+
+// upstreamReady refuses a tool that approvals would have to call upstream
+// but cannot now: its upstream is down or no longer lists it, or this
+// process has no upstream caller. Nothing is stored before this check.
+func (s *Service) upstreamReady(t classify.Tool) error {
+	switch {
+	case t.Upstream == "":
+		return nil
+	case t.Unavailable != "":
+		return Errorf(CodeUpstreamUnavailable, "tool %s cannot be called now: %s; nothing was done, try again later", t.Name, t.Unavailable)
+	case s.opts.Upstream == nil:
+		return Errorf(CodeUpstreamUnavailable, "tool %s is executed by upstream %s, and this server has no connection to upstreams; nothing was done", t.Name, t.Upstream)
+	}
+	return nil
+}
+
+// approvableUpstream refuses to approve a pending upstream action that
+// could not be executed: its upstream no longer lists the tool, or is down.
+// A process whose tools file has no upstream of that name (a command-line
+// tool, say) cannot tell, and leaves it to the executors, which never claim
+// what they cannot call.
+func (s *Service) approvableUpstream(a *Action) error {
+	if a.Spec.Upstream == "" || a.State != StatePending {
+		return nil
+	}
+	reg := s.Registry()
+	known := false
+	for _, u := range reg.Upstreams() {
+		known = known || u.Name == a.Spec.Upstream
+	}
+	if !known {
+		return nil
+	}
+	cur, _ := reg.Lookup(a.Tool)
+	if cur.Upstream != a.Spec.Upstream || cur.UpstreamTool != a.Spec.UpstreamTool {
+		return &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: fmt.Sprintf(
+			"tool %s is no longer upstream %s's tool %s in the tools file, so approving action %s could not execute it; reject it instead",
+			a.Tool, a.Spec.Upstream, a.Spec.UpstreamTool, a.ID)}
+	}
+	if cur.Unavailable != "" {
+		return &Error{Code: CodeUpstreamUnavailable, Action: a, Detail: fmt.Sprintf(
+			"approving action %s now could not execute it: %s; reject it, or approve it once the upstream lists the tool again", a.ID, cur.Unavailable)}
+	}
+	return nil
+}
+
+// storeTimeout bounds the store writes around an upstream call, which must
+// happen once the claim is committed even if the agent has gone away.
+const storeTimeout = 10 * time.Second
+
+// callUpstreamNow makes the upstream call of a just created at-least-once
+// (recorded) or exactly-once (in_progress, claimed by the dispatcher) action
+// and returns the action as the call left it. The claim was committed by the
+// submission, so the call happens at most once; the call and its record
+// outlive the agent's request. A failure to record anything is logged and
+// leaves the action as it is: an exactly-once claim then becomes a stale
+// ticket.
+func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
+	defer cancel()
+	target := map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
+	started := maps.Clone(target)
+	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
+	if err := s.RecordExecutionStart(ctx, a, UpstreamChannel, started); err != nil {
+		s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
+		return a
+	}
+	out := s.opts.Upstream.CallUpstream(a)
+	if out.Details == nil {
+		out.Details = target
+	}
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
+	defer rcancel()
+	var err error
+	if a.State == StateRecorded {
+		err = s.recordAtLeastOnce(rctx, a, out)
+	} else {
+		if out.Outcome == ExecutionUnknown {
+			s.log.Warn("upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
+		}
+		err = s.RecordExecution(rctx, a, UpstreamChannel, out)
+	}
+	if err != nil {
+		s.log.Error("upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
+	}
+	got, gerr := s.store.ActionGetByID(rctx, a.ID)
+	if gerr != nil {
+		s.log.Warn("upstream: read the action after the call", "action", a.ID, "err", gerr)
+		return a
+	}
+	return got
+}
+
+// recordAtLeastOnce stores the upstream's answer on a recorded action: the
+// CallToolResult as result (also for isError), and error when the tool did
+// not do it. The action stays recorded: an at-least-once action holds no
+// intent, and the stores keep that class in that state.
+func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Execution) error {
+	now := s.Now()
+	info := maps.Clone(out.Details)
+	if info == nil {
+		info = map[string]any{}
+	}
+	p := ActionTransitionParams{ID: a.ID, From: []State{StateRecorded}, To: StateRecorded, Now: now, FinishedAt: &now,
+		Event: Event{ActionID: a.ID, Kind: EventCompleted, Actor: DispatcherActor, Channel: UpstreamChannel, At: now}}
+	switch out.Outcome {
+	case ExecutionDone:
+		p.Result = out.Result
+	case ExecutionFailed, ExecutionUnknown:
+		msg := out.Error
+		if out.Outcome == ExecutionUnknown {
+			msg = "outcome unknown: " + msg
+		}
+		p.Error, p.Result = &msg, out.Result
+		p.Event.Kind = EventFailed
+	default:
+		return fmt.Errorf("record upstream call of %s: unknown outcome %q", a.ID, out.Outcome)
+	}
+	if len(out.Result) > 0 {
+		info["result"] = out.Result
+	}
+	if out.Error != "" {
+		info["error"] = out.Error
+	}
+	p.Event.Data, _ = json.Marshal(info)
+	_, err := s.store.ActionTransition(ctx, p)
+	if errors.Is(err, ErrStateMismatch) {
+		return fmt.Errorf("record upstream call of %s: %w", a.ID, err)
+	}
+	return err
+}
