@@ -57,6 +57,10 @@ type Options struct {
 	MetricsAddr string
 	// Waiters cap concurrent long-polls and event streams.
 	Waiters queue.WaiterLimits
+	// BodyReadTimeout and PasswordGate are the web.Config settings of the
+	// same names; zero: their defaults.
+	BodyReadTimeout time.Duration
+	PasswordGate    *accounts.PasswordGate
 }
 
 // App is one assembled server process.
@@ -67,14 +71,19 @@ type App struct {
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
-	accounts   accounts.Store
-	log        *slog.Logger
-	opts       Options
+	// metricsLn is the listener of MetricsAddr, opened by New so that a
+	// taken address fails start-up before anything is served.
+	metricsLn net.Listener
+	accounts  accounts.Store
+	log       *slog.Logger
+	opts      Options
 }
 
 // New assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
-// to inject a fault or spy on it); accounts and metrics still use st.
+// to inject a fault or spy on it); accounts and metrics still use st. With
+// MetricsAddr set, New listens there already (Serve serves it), so a taken
+// address fails start-up.
 func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -83,7 +92,13 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if queueStore == nil {
 		queueStore = st
 	}
-	metrics := web.NewMetrics(st)
+	var mopts []web.MetricsOption
+	if opts.Now != nil {
+		// The cached counts age on the service clock, so a test that
+		// moves it sees them read again.
+		mopts = append(mopts, web.MetricsClock(opts.Now))
+	}
+	metrics := web.NewMetrics(st, mopts...)
 	svc := queue.NewService(queueStore, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters})
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
 	if opts.WrapMCP != nil {
@@ -92,6 +107,7 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
+		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
@@ -111,7 +127,22 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	return &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}, nil
+	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}
+	if addr := opts.MetricsAddr; addr != "" {
+		if a.metricsLn, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", addr, err)
+		}
+	}
+	return a, nil
+}
+
+// MetricsAddr is the address /metrics is served on apart from the main
+// listener (APPROVALS_METRICS_ADDR, its port resolved), or nil.
+func (a *App) MetricsAddr() net.Addr {
+	if a.metricsLn == nil {
+		return nil
+	}
+	return a.metricsLn.Addr()
 }
 
 // Serve serves HTTP on ln and runs the background workers until ctx ends:
@@ -132,13 +163,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.startWorkers(workers, &wg)
 
 	hs := newHTTPServer(a.Server.Handler(), log)
-	if addr := a.opts.MetricsAddr; addr != "" {
-		mln, err := net.Listen("tcp", addr)
-		if err != nil {
-			stopWorkers()
-			wg.Wait()
-			return fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", addr, err)
-		}
+	if mln := a.metricsLn; mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Server.MetricsHandler())
 		ms := newHTTPServer(mux, log)
