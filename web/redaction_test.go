@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -142,4 +143,60 @@ func apiTools(t *testing.T, a *apptest.App) string {
 		t.Fatalf("GET /api/v1/tools: %d %s %v", res.StatusCode, b, err)
 	}
 	return string(b)
+}
+
+// TestWebhookErrorCredentialsNeverShown: when no answer arrives (the
+// receiver is down), Go's error names the URL, query token included; the
+// delivery event and the logs show it redacted.
+func TestWebhookErrorCredentialsNeverShown(t *testing.T) {
+	t.Parallel()
+	const password, token = "hunter2pass", "sekrettoken"
+	// A port nobody listens on any more: the delivery is refused.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	url := "http://partner:" + password + "@" + addr + "/hook?access_token=" + token + "&v=1"
+	reg, err := classify.Parse([]byte(fmt.Sprintf(`
+tools:
+  notify_partner:
+    class: at-most-once
+    intent: "partner:{partner}"
+    claim_timeout: 1m
+    executor: { webhook: %q, timeout: 5s }
+`, url)), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs syncBuffer
+	d := startDashboardWith(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
+		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
+	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
+	if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:admin@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	// The outcome is unknown: the action stays in_progress, so no state
+	// change says when the delivery is recorded; its event does.
+	var evs []queue.Event
+	for deadline := time.Now().Add(30 * time.Second); len(evs) == 0; time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no delivery_result event after 30s")
+		}
+		if evs, err = d.store.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventDeliveryResult, Limit: 10}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := string(evs[0].Data)
+	if !strings.Contains(data, "refused") || !strings.Contains(data, classify.Redacted) {
+		t.Fatalf("delivery event %s: want the connection error with the URL redacted", data)
+	}
+	for where, text := range map[string]string{"event": data, "logs": logs.String()} {
+		for _, secret := range []string{password, token} {
+			if strings.Contains(text, secret) {
+				t.Errorf("the %s shows %s: %s", where, secret, text)
+			}
+		}
+	}
 }
