@@ -5,9 +5,7 @@ import (
 	"database/sql"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
-	"path/filepath"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -16,11 +14,10 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/storetest"
-	"github.com/approvals/approvals/web"
 )
 
 // writeSpy counts the calls that write to the accounts tables, updates
@@ -135,52 +132,28 @@ func sqliteRows(db *sql.DB) rowCounter {
 // login form still works with the pre-session cookie it was given.
 func TestAnonymousTrafficWritesNothing(t *testing.T) {
 	t.Parallel()
-	type backend struct {
-		store storetest.Store
-		rows  rowCounter
-	}
-	backends := map[string]func(t *testing.T) backend{
-		"postgres": func(t *testing.T) backend {
-			st := pgtest.Open(t)
-			return backend{st, postgresRows(st.Pool())}
-		},
-		"sqlite": func(t *testing.T) backend {
-			path := filepath.Join(t.TempDir(), "approvals.db")
-			st, err := sqlite.Open(t.Context(), path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			db, err := sql.Open("sqlite", path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = db.Close() })
-			return backend{st, sqliteRows(db)}
-		},
-	}
-	for name, open := range backends {
+	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			b := open(t)
-			spy := &writeSpy{Store: b.store}
-			svc := queue.NewService(spy, exampleRegistry(t), queue.Options{})
-			t.Cleanup(svc.Stop)
-			srv, err := web.New(web.Config{Service: svc, Accounts: spy})
-			if err != nil {
-				t.Fatal(err)
+			spy := &writeSpy{}
+			d := startDashboardWith(t, apptest.Options{SQLite: onSQLite,
+				WrapAll: func(s app.Store) app.Store { spy.Store = s; return spy }})
+			var rows rowCounter
+			if onSQLite {
+				db, err := sql.Open("sqlite", d.app.SQLitePath)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { _ = db.Close() })
+				rows = sqliteRows(db)
+			} else {
+				rows = postgresRows(d.store.(*postgres.Store).Pool())
 			}
-			hs := httptest.NewServer(srv.Handler())
-			t.Cleanup(hs.Close)
 			// A user exists, so the setup link is not what /login offers.
-			now := time.Now().UTC().Truncate(time.Microsecond)
-			if _, err := b.store.UserCreate(t.Context(), &accounts.User{Email: "ann@example.com", PasswordHash: dashPasswordHash(),
-				Role: accounts.RoleAdmin, CreatedAt: now, PasswordChangedAt: now}); err != nil {
-				t.Fatal(err)
-			}
-			before, writesBefore := b.rows(t), spy.writes.Load()
+			d.addUser("ann@example.com", accounts.RoleAdmin)
+			before, writesBefore := rows(t), spy.writes.Load()
 
-			browser := (&dashEnv{t: t, url: hs.URL}).anonymous()
+			browser := d.anonymous()
 			browser.get("/login").wantStatus(t, http.StatusOK)
 			if browser.csrf == "" {
 				t.Fatal("the login page carries no CSRF token")
@@ -211,7 +184,7 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 					p.wantStatus(t, tc.want)
 				}
 			}
-			after, writesAfter := b.rows(t), spy.writes.Load()
+			after, writesAfter := rows(t), spy.writes.Load()
 			if writesAfter != writesBefore {
 				t.Errorf("anonymous traffic called %d store writes (the last %v)", writesAfter-writesBefore, spy.last.Load())
 			}
@@ -222,6 +195,11 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 			}
 			// The pre-session token still opens the login form.
 			browser.post("/login", url.Values{"email": {"ann@example.com"}, "password": {dashPassword}}).wantRedirect(t, "/")
+			// A sign-in does write (its session): the spy sees the writes
+			// of the process, so its silence above means something.
+			if spy.writes.Load() == writesAfter {
+				t.Error("the spy saw no write of a sign-in: it does not watch the process's accounts store")
+			}
 		})
 	}
 }

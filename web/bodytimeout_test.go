@@ -5,13 +5,12 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web"
 )
 
 // TestBodyReadTimeout: a client that stops sending its body is answered
@@ -19,21 +18,13 @@ import (
 // which has no body, outlives that timeout untouched.
 func TestBodyReadTimeout(t *testing.T) {
 	t.Parallel()
-	for name, st := range openStores(t) {
+	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			svc := queue.NewService(st, exampleRegistry(t), queue.Options{})
-			t.Cleanup(svc.Stop)
-			srv, err := web.New(web.Config{Service: svc, Accounts: st, BodyReadTimeout: 200 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := httptest.NewServer(srv.Handler())
-			t.Cleanup(hs.Close)
-			e := &apiEnv{t: t, store: st, client: &http.Client{Timeout: time.Minute}}
-			token := e.newToken("bot")
+			e := startAPIWith(t, apptest.Options{SQLite: onSQLite, BodyReadTimeout: 200 * time.Millisecond})
+			token := e.token
 
-			conn, err := net.Dial("tcp", hs.Listener.Addr().String())
+			conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -52,9 +43,9 @@ func TestBodyReadTimeout(t *testing.T) {
 				t.Fatalf("stalled body: %d, want a 4xx", res.StatusCode)
 			}
 
-			a := e.do(hs.URL, token, "POST", "/api/v1/actions", email("c-slow", "t")).action(t)
+			a := e.do(e.base, token, "POST", "/api/v1/actions", email("c-slow", "t")).action(t)
 			start := time.Now()
-			r := e.do(hs.URL, token, "GET", "/api/v1/actions/"+a.ID+"?wait=1s", nil)
+			r := e.do(e.base, token, "GET", "/api/v1/actions/"+a.ID+"?wait=1s", nil)
 			if r.status != http.StatusOK || r.action(t).State != queue.StatePending || time.Since(start) < time.Second {
 				t.Fatalf("long-poll past the body timeout: %d %s after %s", r.status, r.body, time.Since(start))
 			}

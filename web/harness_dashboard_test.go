@@ -51,7 +51,13 @@ var dashPasswordHash = sync.OnceValue(func() string {
 
 func startDashboard(t *testing.T) *dashEnv {
 	t.Helper()
-	a := apptest.Start(t, apptest.Options{})
+	return startDashboardWith(t, apptest.Options{})
+}
+
+// startDashboardWith starts a dashboard server with opts.
+func startDashboardWith(t *testing.T, opts apptest.Options) *dashEnv {
+	t.Helper()
+	a := apptest.Start(t, opts)
 	return &dashEnv{t: t, app: a, store: a.Store, svc: a.Service, srv: a.Server, url: a.URL, Clock: a.Clock}
 }
 

@@ -4,17 +4,15 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
-	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/queue/storetest"
 	"github.com/approvals/approvals/web"
 )
@@ -30,53 +28,27 @@ func (s *countingStore) ActionCountByState(ctx context.Context) (map[queue.State
 	return s.Store.ActionCountByState(ctx)
 }
 
-// fixedClock is a clock a test moves by hand.
-type fixedClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *fixedClock) now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fixedClock) advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func openStores(t *testing.T) map[string]storetest.Store {
-	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Close() })
-	return map[string]storetest.Store{"postgres": pgtest.Open(t), "sqlite": s}
-}
-
 // TestMetricsCountsCached: however often /metrics is scraped, concurrently
 // too, the actions table is counted at most once per 15 seconds, and a
 // count older than that is read again.
 func TestMetricsCountsCached(t *testing.T) {
 	t.Parallel()
-	for name, st := range openStores(t) {
+	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			cs := &countingStore{Store: st}
-			clock := &fixedClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-			svc := queue.NewService(cs, exampleRegistry(t), queue.Options{})
-			t.Cleanup(svc.Stop)
-			srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: web.NewMetrics(cs, web.MetricsClock(clock.now))})
-			if err != nil {
-				t.Fatal(err)
-			}
-			hs := httptest.NewServer(srv.Handler())
-			t.Cleanup(hs.Close)
+			cs := &countingStore{}
+			clock := testclock.Frozen()
+			a := apptest.Start(t, apptest.Options{SQLite: onSQLite, Clock: clock,
+				WrapAll: func(s app.Store) app.Store { cs.Store = s; return cs }})
+			// Its own connections, closed before the process shuts down: a
+			// connection dialled for a concurrent scrape but never used
+			// would hold Shutdown for 5 seconds (http.Server counts a new
+			// connection idle only then).
+			tr := &http.Transport{}
+			t.Cleanup(tr.CloseIdleConnections)
+			client := &http.Client{Transport: tr, Timeout: time.Minute}
 			scrape := func() string {
-				res, err := http.Get(hs.URL + "/metrics")
+				res, err := client.Get(a.URL + "/metrics")
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -87,19 +59,19 @@ func TestMetricsCountsCached(t *testing.T) {
 			if body := scrape(); !strings.Contains(body, `approvals_actions{state="pending"} 0`) {
 				t.Fatalf("first scrape: no pending count in\n%s", body)
 			}
-			if _, err := svc.Submit(t.Context(), queue.SubmitRequest{Tool: "send_customer_email", Agent: "bot",
+			if _, err := a.Service.Submit(t.Context(), queue.SubmitRequest{Tool: "send_customer_email", Agent: "bot",
 				Payload: []byte(`{"customer_id":"c1","topic":"t","to":"c@example.com","subject":"s","body":"b"}`)}); err != nil {
 				t.Fatal(err)
 			}
 			runConcurrently(20, func(int) string { return scrape() })
-			clock.advance(countsMaxAgeMinusOne)
+			clock.Advance(countsMaxAgeMinusOne)
 			if body := scrape(); !strings.Contains(body, `approvals_actions{state="pending"} 0`) {
 				t.Fatal("a count younger than 15s was read again")
 			}
 			if n := cs.counts.Load(); n != 1 {
 				t.Fatalf("%d count queries for 22 scrapes within 15s, want 1", n)
 			}
-			clock.advance(time.Second)
+			clock.Advance(time.Second)
 			if body := scrape(); !strings.Contains(body, `approvals_actions{state="pending"} 1`) {
 				t.Fatalf("after 15s the count was not read again:\n%s", body)
 			}
@@ -113,21 +85,14 @@ func TestMetricsCountsCached(t *testing.T) {
 const countsMaxAgeMinusOne = web.CountsMaxAge - time.Second
 
 // TestMetricsElsewhere: with APPROVALS_METRICS_ADDR the main listener
-// answers 404 at /metrics, and MetricsHandler serves them.
+// answers 404 at /metrics, and the listener of that address serves them.
 func TestMetricsElsewhere(t *testing.T) {
 	t.Parallel()
-	st := pgtest.Open(t)
-	svc := queue.NewService(st, exampleRegistry(t), queue.Options{})
-	t.Cleanup(svc.Stop)
-	srv, err := web.New(web.Config{Service: svc, Accounts: st, MetricsElsewhere: true})
-	if err != nil {
-		t.Fatal(err)
+	a := apptest.Start(t, apptest.Options{MetricsAddr: "127.0.0.1:0"})
+	if a.MetricsURL == "" || a.MetricsURL == a.URL {
+		t.Fatalf("metrics listener %q beside main listener %q", a.MetricsURL, a.URL)
 	}
-	main := httptest.NewServer(srv.Handler())
-	t.Cleanup(main.Close)
-	metrics := httptest.NewServer(srv.MetricsHandler())
-	t.Cleanup(metrics.Close)
-	res, err := http.Get(main.URL + "/metrics")
+	res, err := http.Get(a.URL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +100,7 @@ func TestMetricsElsewhere(t *testing.T) {
 	if res.StatusCode != http.StatusNotFound {
 		t.Fatalf("main listener /metrics: %d, want 404", res.StatusCode)
 	}
-	res, err = http.Get(metrics.URL + "/metrics")
+	res, err = http.Get(a.MetricsURL + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}

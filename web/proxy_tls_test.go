@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"net/netip"
 	"net/url"
 	"strings"
@@ -13,8 +12,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/handlers"
-	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/web"
 )
 
@@ -75,24 +73,16 @@ func (c rawClient) loginForm(hdr ...string) (*http.Cookie, string) {
 	return res.Cookies()[0], m[1]
 }
 
-func startWith(t *testing.T, cfg web.Config) (rawClient, *queue.Service, accounts.Store) {
+// startWith starts a server with opts and one admin, ann@example.com.
+func startWith(t *testing.T, opts apptest.Options) rawClient {
 	t.Helper()
-	st := pgtest.Open(t)
-	svc := queue.NewService(st, exampleRegistry(t), queue.Options{})
-	t.Cleanup(svc.Stop)
-	cfg.Service, cfg.Accounts = svc, st
-	srv, err := web.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
+	a := apptest.Start(t, opts)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, err := st.UserCreate(context.Background(), &accounts.User{Email: "ann@example.com", PasswordHash: dashPasswordHash(),
+	if _, err := a.Store.UserCreate(context.Background(), &accounts.User{Email: "ann@example.com", PasswordHash: dashPasswordHash(),
 		Role: accounts.RoleAdmin, CreatedAt: now, PasswordChangedAt: now}); err != nil {
 		t.Fatal(err)
 	}
-	return rawClient{t: t, base: hs.URL}, svc, st
+	return rawClient{t: t, base: a.URL}
 }
 
 // TestPublicURLCookies: with an https public URL both dashboard cookies
@@ -106,7 +96,7 @@ func TestPublicURLCookies(t *testing.T) {
 	}{{"https://approvals.example.com", true}, {"http://localhost:8080", false}, {"", false}} {
 		t.Run(tc.publicURL, func(t *testing.T) {
 			t.Parallel()
-			c, _, _ := startWith(t, web.Config{PublicURL: tc.publicURL})
+			c := startWith(t, apptest.Options{PublicURL: tc.publicURL})
 			csrf, token := c.loginForm()
 			res := c.send("POST", "/login", url.Values{"_csrf": {token}, "email": {"ann@example.com"}, "password": {dashPassword}},
 				[]*http.Cookie{csrf})
@@ -156,7 +146,7 @@ func TestLoginLimitClientAddress(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			c, _, _ := startWith(t, web.Config{TrustedProxies: tc.trusted,
+			c := startWith(t, apptest.Options{TrustedProxies: tc.trusted,
 				LoginLimits: handlers.LoginLimits{PerAccount: 100, PerAddress: 2, Window: time.Hour}})
 			try := func(xff, email string) int {
 				csrf, token := c.loginForm()
@@ -182,7 +172,7 @@ func TestLoginLimitClientAddress(t *testing.T) {
 func TestLoginPasswordGate(t *testing.T) {
 	t.Parallel()
 	gate := accounts.NewPasswordGate(1, time.Millisecond)
-	c, _, _ := startWith(t, web.Config{PasswordGate: gate})
+	c := startWith(t, apptest.Options{PasswordGate: gate})
 	release, ok := gate.Acquire(context.Background())
 	if !ok {
 		t.Fatal("no slot")

@@ -61,6 +61,10 @@ type Options struct {
 	// Upstreams are the connections to the tools file's upstream MCP
 	// servers (the gateway); nil without upstreams.
 	Upstreams *upstream.Manager
+	// BodyReadTimeout and PasswordGate are the web.Config settings of the
+	// same names; zero: their defaults.
+	BodyReadTimeout time.Duration
+	PasswordGate    *accounts.PasswordGate
 }
 
 // App is one assembled server process.
@@ -74,14 +78,19 @@ type App struct {
 	// upstreamExec calls the upstream tools of approved at-most-once
 	// actions; nil without upstreams.
 	upstreamExec *executor.Upstream
-	accounts     accounts.Store
-	log          *slog.Logger
-	opts         Options
+	// metricsLn is the listener of MetricsAddr, opened by New so that a
+	// taken address fails start-up before anything is served.
+	metricsLn net.Listener
+	accounts  accounts.Store
+	log       *slog.Logger
+	opts      Options
 }
 
 // New assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
-// to inject a fault or spy on it); accounts and metrics still use st.
+// to inject a fault or spy on it); accounts and metrics still use st. With
+// MetricsAddr set, New listens there already (Serve serves it), so a taken
+// address fails start-up.
 func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -90,7 +99,13 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if queueStore == nil {
 		queueStore = st
 	}
-	metrics := web.NewMetrics(st)
+	var mopts []web.MetricsOption
+	if opts.Now != nil {
+		// The cached counts age on the service clock, so a test that
+		// moves it sees them read again.
+		mopts = append(mopts, web.MetricsClock(opts.Now))
+	}
+	metrics := web.NewMetrics(st, mopts...)
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
@@ -103,6 +118,7 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
+		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
@@ -127,7 +143,21 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
 		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
 	}
+	if addr := opts.MetricsAddr; addr != "" {
+		if a.metricsLn, err = net.Listen("tcp", addr); err != nil {
+			return nil, fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", addr, err)
+		}
+	}
 	return a, nil
+}
+
+// MetricsAddr is the address /metrics is served on apart from the main
+// listener (APPROVALS_METRICS_ADDR, its port resolved), or nil.
+func (a *App) MetricsAddr() net.Addr {
+	if a.metricsLn == nil {
+		return nil
+	}
+	return a.metricsLn.Addr()
 }
 
 // Serve serves HTTP on ln and runs the background workers until ctx ends:
@@ -148,13 +178,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.startWorkers(workers, &wg)
 
 	hs := newHTTPServer(a.Server.Handler(), log)
-	if addr := a.opts.MetricsAddr; addr != "" {
-		mln, err := net.Listen("tcp", addr)
-		if err != nil {
-			stopWorkers()
-			wg.Wait()
-			return fmt.Errorf("APPROVALS_METRICS_ADDR: listen on %s: %w", addr, err)
-		}
+	if mln := a.metricsLn; mln != nil {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", a.Server.MetricsHandler())
 		ms := newHTTPServer(mux, log)

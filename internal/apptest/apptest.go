@@ -11,6 +11,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -40,6 +41,10 @@ type Options struct {
 	Clock *testclock.Clock
 	// WrapStore wraps what the service uses (a spy or an injected fault).
 	WrapStore func(queue.Store) queue.Store
+	// WrapAll wraps the storage of the whole process, accounts and
+	// metrics too (a spy on account writes or count queries); WrapStore,
+	// when set, wraps the result for the service.
+	WrapAll func(app.Store) app.Store
 	// WrapMCP wraps the MCP endpoint.
 	WrapMCP func(http.Handler) http.Handler
 	// WaitRecheck is the long-poll's fallback re-read; default one
@@ -57,6 +62,15 @@ type Options struct {
 	LoginLimits   handlers.LoginLimits
 	// Logger, default discarding.
 	Logger *slog.Logger
+	// PublicURL, TrustedProxies, MetricsAddr, Waiters, BodyReadTimeout and
+	// PasswordGate are the app.Options of the same names; MetricsAddr is
+	// typically "127.0.0.1:0" (App.MetricsURL says where it listens).
+	PublicURL       string
+	TrustedProxies  []netip.Prefix
+	MetricsAddr     string
+	Waiters         queue.WaiterLimits
+	BodyReadTimeout time.Duration
+	PasswordGate    *accounts.PasswordGate
 }
 
 // App is one running process.
@@ -69,8 +83,13 @@ type App struct {
 	// DatabaseURL is the PostgreSQL database ("" on SQLite); AddServer
 	// starts another process on it.
 	DatabaseURL string
-	Clock       *testclock.Clock
-	opts        Options
+	// SQLitePath is the SQLite file ("" on PostgreSQL).
+	SQLitePath string
+	// MetricsURL is the base URL of the metrics listener ("" without
+	// Options.MetricsAddr).
+	MetricsURL string
+	Clock      *testclock.Clock
+	opts       Options
 }
 
 // ExampleTools returns the tools of the repository's tools.example.yaml.
@@ -105,12 +124,15 @@ func Start(t testing.TB, opts Options) *App {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	if opts.SQLite {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
+		path := filepath.Join(t.TempDir(), "approvals.db")
+		s, err := sqlite.Open(context.Background(), path)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = s.Close() })
-		return start(t, s, "", opts)
+		a := start(t, s, "", opts)
+		a.SQLitePath = path
+		return a
 	}
 	u := pgtest.URL(t)
 	return start(t, pgtest.OpenURL(t, u), u, opts)
@@ -134,6 +156,10 @@ func (a *App) AddServer(t testing.TB, wrap func(queue.Store) queue.Store) *App {
 
 func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 	t.Helper()
+	unwrapped := st
+	if opts.WrapAll != nil {
+		st = opts.WrapAll(st)
+	}
 	var qs queue.Store = st
 	if opts.WrapStore != nil {
 		qs = opts.WrapStore(st)
@@ -144,7 +170,9 @@ func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 	}
 	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
 		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
-		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP})
+		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
+		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
+		Waiters: opts.Waiters, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +189,11 @@ func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	return &App{App: a, Store: st, URL: "http://" + ln.Addr().String(), DatabaseURL: dbURL, Clock: opts.Clock, opts: opts}
+	out := &App{App: a, Store: unwrapped, URL: "http://" + ln.Addr().String(), DatabaseURL: dbURL, Clock: opts.Clock, opts: opts}
+	if addr := a.MetricsAddr(); addr != nil {
+		out.MetricsURL = "http://" + addr.String()
+	}
+	return out
 }
 
 // Token creates an agent token named name and returns it.
@@ -191,10 +223,14 @@ func (a *App) AwaitWaiters(t testing.TB, n int64) {
 // Metric scrapes /metrics and returns the value of the sample named series
 // exactly as exposed, such as `approvals_waiters` or
 // `approvals_webhook_deliveries_total{outcome="done"}`; a series not
-// exposed fails the test.
+// exposed fails the test. It scrapes the metrics listener when there is one.
 func (a *App) Metric(t testing.TB, series string) float64 {
 	t.Helper()
-	res, err := http.Get(a.URL + "/metrics")
+	base := a.URL
+	if a.MetricsURL != "" {
+		base = a.MetricsURL
+	}
+	res, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
