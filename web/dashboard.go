@@ -85,8 +85,23 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/admin/users/:id/password", d.SetUserPassword, with(admin)...)
 	e.POST("/admin/users/:id/remove", d.RemoveUser, with(admin)...)
 	e.GET("/admin/tokens", d.Tokens, with(admin)...)
+
+	// Deciding in Slack: no session and, deliberately, no CSRF check. The
+	// request comes from Slack's servers, never from a browser holding our
+	// cookie, and Slack's signature (checked by the handler before anything
+	// else) is what authenticates it.
+	e.POST("/integrations/slack/interactions", s.slackInteractions)
 	e.POST("/admin/tokens", d.CreateToken, with(admin)...)
 	e.POST("/admin/tokens/revoke", d.RevokeToken, with(admin)...)
+	return nil
+}
+
+// slackInteractions hands Slack's requests to the configured handler.
+func (s *Server) slackInteractions(c echo.Context) error {
+	if s.cfg.SlackInteractions == nil {
+		return &queue.Error{Code: queue.CodeNotFound, Detail: "Slack is not configured on this server (APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET)"}
+	}
+	s.cfg.SlackInteractions.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 

@@ -15,8 +15,9 @@ import (
 // registry, so several servers can run in one test process.
 type Metrics struct {
 	Registry    *prometheus.Registry
-	submissions *prometheus.CounterVec
-	Deliveries  *prometheus.CounterVec
+	submissions   *prometheus.CounterVec
+	Deliveries    *prometheus.CounterVec
+	notifications *prometheus.CounterVec
 }
 
 // Counts is where the metrics read actions by state and open tickets at
@@ -39,7 +40,11 @@ func NewMetrics(store Counts) *Metrics {
 		Name: "approvals_webhook_deliveries_total",
 		Help: "Webhook deliveries by outcome (done, failed, unknown).",
 	}, []string{"outcome"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, storeCollector{store},
+	m.notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_notifications_total",
+		Help: "Notification attempts by channel kind (slack, email, webhook) and outcome (delivered, retry, failed: given up).",
+	}, []string{"channel", "outcome"})
+	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, storeCollector{store},
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -49,7 +54,21 @@ func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
 	m.submissions.WithLabelValues(string(class), outcome).Inc()
 }
 
+// OnNotification counts one notification attempt; pass it as
+// queue.Options.OnNotification.
+func (m *Metrics) OnNotification(channelKind, outcome string) {
+	m.notifications.WithLabelValues(channelKind, outcome).Inc()
+}
+
+// notificationDepth is what a store (or the Service) offers for the
+// outbox's queue depth.
+type notificationDepth interface {
+	NotificationCountPending(ctx context.Context) (int64, error)
+}
+
 var (
+	queuedDesc = prometheus.NewDesc("approvals_notifications_queued",
+		"Notifications not yet delivered nor given up (the outbox's queue depth).", nil, nil)
 	actionsDesc = prometheus.NewDesc("approvals_actions", "Stored actions by state.", []string{"state"}, nil)
 	ticketsDesc = prometheus.NewDesc("approvals_tickets_open", "Open reconciliation tickets.", nil, nil)
 )
@@ -71,6 +90,9 @@ type storeCollector struct{ store Counts }
 func (c storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- actionsDesc
 	ch <- ticketsDesc
+	if _, ok := c.store.(notificationDepth); ok {
+		ch <- queuedDesc
+	}
 	if _, ok := c.store.(queue.BatchStatser); ok {
 		ch <- batchesDesc
 		ch <- batchCallsDesc
@@ -97,5 +119,10 @@ func (c storeCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n, err := c.store.TicketCountOpen(ctx); err == nil {
 		ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(n))
+	}
+	if d, ok := c.store.(notificationDepth); ok {
+		if n, err := d.NotificationCountPending(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(n))
+		}
 	}
 }

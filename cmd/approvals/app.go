@@ -23,16 +23,23 @@ type app struct {
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
 	accounts   accounts.Store
-	log        *slog.Logger
+	// notify delivers the outbox's notifications; every process runs a
+	// sender, and the lease on each notification decides which sends it.
+	notify notifiers
+	log    *slog.Logger
 }
 
-func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metrics *web.Metrics, log *slog.Logger) (*app, error) {
-	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
+func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metrics *web.Metrics, log *slog.Logger, notify notifiers) (*app, error) {
+	wc := web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
 		MaxBody: cfg.MaxBody, SessionSecret: cfg.SessionSecret,
 		MCP: mcpserver.New(svc, st, log, cfg.MaxBody),
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
-		Done: svc.Stopping()})
+		Done: svc.Stopping()}
+	if notify.interactions != nil {
+		wc.SlackInteractions = notify.interactions
+	}
+	srv, err := web.New(wc)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +57,7 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 	if err != nil {
 		return nil, err
 	}
-	return &app{server: srv, svc: svc, dispatcher: d, accounts: st, log: log}, nil
+	return &app{server: srv, svc: svc, dispatcher: d, accounts: st, notify: notify, log: log}, nil
 }
 
 // startWorkers starts the background workers besides the sweeper. When ctx
@@ -58,6 +65,7 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 // finished.
 func (a *app) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
+	wg.Go(func() { a.svc.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.byKind}) })
 	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
 }
 

@@ -164,7 +164,11 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, err := loadTools(path, secret)
+	ch, err := readChannelSettings()
+	if err != nil {
+		return err
+	}
+	reg, err := loadTools(path, secret, ch)
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -29,7 +30,51 @@ type config struct {
 	MaxBody       int64
 	// PprofAddr serves Go's profiles when set; loopback only.
 	PprofAddr string
+	// PublicURL is the dashboard's external base URL, the base of every
+	// link sent out (Slack, email); empty: http:// + the listen address.
+	PublicURL string
+	Channels  channelSettings
 }
+
+// channelSettings are what the notification channels need. The tools file
+// is judged against them (a Slack channel without the bot token fails
+// tools check and startup) and the notifiers are built from them.
+type channelSettings struct {
+	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
+	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
+	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
+	SMTPURL            string // APPROVALS_SMTP_URL (it may carry a password)
+	SMTPFrom           string // APPROVALS_SMTP_FROM
+}
+
+// readChannelSettings reads the channel settings; the secrets (and the SMTP
+// URL, which holds a password) may come from NAME_FILE.
+func readChannelSettings() (channelSettings, error) {
+	var c channelSettings
+	for _, s := range []struct {
+		name string
+		to   *string
+	}{
+		{"APPROVALS_SLACK_BOT_TOKEN", &c.SlackBotToken},
+		{"APPROVALS_SLACK_SIGNING_SECRET", &c.SlackSigningSecret},
+		{"APPROVALS_SMTP_URL", &c.SMTPURL},
+	} {
+		v, err := secretEnv(s.name)
+		if err != nil {
+			return c, err
+		}
+		*s.to = v
+	}
+	c.SlackAPIURL = env("APPROVALS_SLACK_API_URL")
+	c.SMTPFrom = env("APPROVALS_SMTP_FROM")
+	return c, nil
+}
+
+func (c channelSettings) slackConfigured() bool {
+	return c.SlackBotToken != "" && c.SlackSigningSecret != ""
+}
+
+func (c channelSettings) smtpConfigured() bool { return c.SMTPURL != "" && c.SMTPFrom != "" }
 
 // env reads a setting from the environment.
 func env(name string) string { return os.Getenv(name) }
@@ -98,6 +143,14 @@ func parseServeConfig(args []string) (config, error) {
 	if c.SessionSecret, err = secretEnv("APPROVALS_SESSION_SECRET"); err != nil {
 		return c, err
 	}
+	if c.Channels, err = readChannelSettings(); err != nil {
+		return c, err
+	}
+	if c.PublicURL = strings.TrimRight(env("APPROVALS_PUBLIC_URL"), "/"); c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("APPROVALS_PUBLIC_URL %q is not an absolute http or https URL such as https://approvals.example.com", c.PublicURL)
+		}
+	}
 	c.SweepInterval = 30 * time.Second
 	if v := env("APPROVALS_SWEEP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -160,15 +213,15 @@ func redact(url string) string {
 	return url
 }
 
-func loadTools(path, secret string) (*classify.Registry, error) {
+// loadTools reads the tools file, judging its channels against the
+// settings; tools check and serve both call it, so they agree.
+func loadTools(path, secret string, ch channelSettings) (*classify.Registry, error) {
 	if path == "" {
 		return classify.Empty(), nil
 	}
-	// The channel settings are read here (not passed in) so that tools check and serve judge
-	// a file against the same environment.
 	return classify.Load(path, classify.Options{
 		WebhookSecretSet: secret != "",
-		SlackConfigured:  env("APPROVALS_SLACK_BOT_TOKEN") != "" && env("APPROVALS_SLACK_SIGNING_SECRET") != "",
-		SMTPConfigured:   env("APPROVALS_SMTP_URL") != "" && env("APPROVALS_SMTP_FROM") != "",
+		SlackConfigured:  ch.slackConfigured(),
+		SMTPConfigured:   ch.smtpConfigured(),
 	})
 }

@@ -106,3 +106,42 @@ func TestToolsCheck(t *testing.T) {
 		}
 	}
 }
+
+// A channel whose settings are missing fails tools check and startup naming
+// the channel; the Slack secrets may come from NAME_FILE.
+func TestChannelSettingsJudgeTheToolsFile(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(tools, []byte("channels:\n  team-slack: { slack: { channel: C0TEAM } }\n  leads-mail: { email: { to: [leads@example.com] } }\ntools:\n  post:\n    class: at-most-once\n    intent: \"p:{id}\"\n    approval: { notify: [team-slack, leads-mail] }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := toolsCmd(t.Context(), []string{"check", tools}, &out)
+	if err == nil || !strings.Contains(err.Error(), "team-slack") || !strings.Contains(err.Error(), "APPROVALS_SLACK_BOT_TOKEN") ||
+		!strings.Contains(err.Error(), "leads-mail") || !strings.Contains(err.Error(), "APPROVALS_SMTP_URL") {
+		t.Fatalf("tools check without channel settings: %v; want errors naming both channels and their settings", err)
+	}
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("xoxb-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APPROVALS_SLACK_BOT_TOKEN_FILE", token)
+	t.Setenv("APPROVALS_SLACK_SIGNING_SECRET", "signing")
+	t.Setenv("APPROVALS_SMTP_URL", "smtp://127.0.0.1:2525")
+	t.Setenv("APPROVALS_SMTP_FROM", "approvals@example.com")
+	t.Setenv("APPROVALS_PUBLIC_URL", "https://approvals.example.com/")
+	if err := toolsCmd(t.Context(), []string{"check", tools}, &out); err != nil {
+		t.Fatalf("tools check with the settings: %v", err)
+	}
+	c, err := parseServeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Channels.SlackBotToken != "xoxb-from-file" || c.PublicURL != "https://approvals.example.com" {
+		t.Fatalf("settings %+v, public URL %q", c.Channels, c.PublicURL)
+	}
+	t.Setenv("APPROVALS_PUBLIC_URL", "approvals.example.com")
+	if _, err := parseServeConfig(nil); err == nil || !strings.Contains(err.Error(), "APPROVALS_PUBLIC_URL") {
+		t.Fatalf("a public URL without scheme: %v", err)
+	}
+}

@@ -73,7 +73,7 @@ func tuneGC() {
 
 // serveOn runs the server on ln until ctx ends. Tests call it on :0.
 func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger) error {
-	reg, err := loadTools(cfg.Tools, cfg.WebhookSecret)
+	reg, err := loadTools(cfg.Tools, cfg.WebhookSecret, cfg.Channels)
 	if err != nil {
 		ln.Close()
 		return err
@@ -98,13 +98,21 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	log.Info("storage ready", "store", where)
 
 	metrics := web.NewMetrics(st)
-	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit})
-	app, err := newApp(ctx, cfg, svc, st, metrics, log)
+	svc := queue.NewService(st, reg, queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnNotification: metrics.OnNotification})
+	base := "http://" + browsableAddr(ln.Addr())
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = base
+	}
+	notify, err := newNotifiers(cfg, svc, st, log)
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	base := "http://" + browsableAddr(ln.Addr())
+	app, err := newApp(ctx, cfg, svc, st, metrics, log, notify)
+	if err != nil {
+		ln.Close()
+		return err
+	}
 	if link, err := app.server.SetupURL(ctx, base); err != nil {
 		log.Warn("could not prepare the setup link", "err", err)
 	} else if link != "" {
@@ -149,6 +157,9 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		log.Warn("shutdown", "err", err)
 	}
 	wg.Wait()
+	if notify.interactions != nil {
+		notify.interactions.Wait() // ephemeral Slack replies under way
+	}
 	log.Info("stopped")
 	return nil
 }
