@@ -14,7 +14,7 @@ import (
 // Metrics are the Prometheus metrics of one server. Each server has its own
 // registry, so several servers can run in one test process.
 type Metrics struct {
-	Registry    *prometheus.Registry
+	Registry      *prometheus.Registry
 	submissions   *prometheus.CounterVec
 	Deliveries    *prometheus.CounterVec
 	notifications *prometheus.CounterVec

@@ -93,7 +93,7 @@ func startSlack(t *testing.T, st slackStore) *slackEnv {
 	}{
 		{"ann@example.com", "U0ANN", accounts.RoleApprover},
 		{"bob@example.com", "U0BOB", accounts.RoleAdmin},
-		{"vic@example.com", "U0VIC", accounts.RoleViewer}, // in the group, but may not decide
+		{"vic@example.com", "U0VIC", accounts.RoleViewer},   // in the group, but may not decide
 		{"out@example.com", "U0OUT", accounts.RoleApprover}, // may decide, not in the group
 	} {
 		created, err := st.UserCreate(t.Context(), &accounts.User{Email: u.email, PasswordHash: dashPasswordHash(), Role: u.role, CreatedAt: now, PasswordChangedAt: now})
