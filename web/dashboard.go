@@ -63,7 +63,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc {
 		return append(append([]echo.MiddlewareFunc{}, staff...), m...)
 	}
-	decide := d.Allow(accounts.Role.CanDecide, "approve or reject actions: approvers and admins do")
+	decide := d.Allow(accounts.Role.CanDecide, "approve, reject or request changes: approvers and admins do")
 	resolve := d.Allow(accounts.Role.CanResolve, "resolve tickets: ops and admins do")
 	admin := d.Allow(accounts.Role.CanAdminister, "manage users and tokens: admins do")
 
@@ -74,6 +74,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/actions/bulk", d.BulkDecide, with(decide)...)
 	e.POST("/actions/:id/approve", d.ApproveAction, with(decide)...)
 	e.POST("/actions/:id/reject", d.RejectAction, with(decide)...)
+	e.POST("/actions/:id/request-changes", d.RequestChangesAction, with(decide)...)
 	e.GET("/tickets", d.TicketList, staff...)
 	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
 	e.GET("/audit", d.AuditList, staff...)
@@ -84,6 +85,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/admin/users/:id/role", d.ChangeUserRole, with(admin)...)
 	e.POST("/admin/users/:id/password", d.SetUserPassword, with(admin)...)
 	e.POST("/admin/users/:id/remove", d.RemoveUser, with(admin)...)
+	e.POST("/admin/users/:id/slack", d.SetUserSlackID, with(admin)...)
 	e.GET("/admin/tokens", d.Tokens, with(admin)...)
 
 	// Deciding in Slack: no session and, deliberately, no CSRF check. The

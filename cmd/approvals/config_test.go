@@ -145,3 +145,33 @@ func TestChannelSettingsJudgeTheToolsFile(t *testing.T) {
 		t.Fatalf("a public URL without scheme: %v", err)
 	}
 }
+
+// user add --slack-id maps decisions made in Slack to the user; a malformed
+// id or one another user has is refused, naming the flag.
+func TestUserAddSlackID(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+	add := func(email, slackID string, extra ...string) (int, string) {
+		var out, errOut strings.Builder
+		args := append([]string{"user", "add", "--database-url", db, "--email", email, "--role", "approver", "--slack-id", slackID}, extra...)
+		code := run(t.Context(), args, strings.NewReader("correct horse battery staple\n"), &out, &errOut)
+		return code, errOut.String()
+	}
+	if code, msg := add("ann@example.com", "U0ANN"); code != 0 {
+		t.Fatalf("user add --slack-id: %d %s", code, msg)
+	}
+	if code, msg := add("bob@example.com", "bob"); code == 0 || !strings.Contains(msg, "--slack-id") {
+		t.Fatalf("malformed Slack id: %d %q", code, msg)
+	}
+	if code, msg := add("bob@example.com", "U0ANN"); code == 0 || !strings.Contains(msg, "another user") {
+		t.Fatalf("Slack id of another user: %d %q", code, msg)
+	}
+	st, _, err := openStore(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if u, err := st.UserGetBySlackID(t.Context(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
+		t.Fatalf("U0ANN: %v %v", u, err)
+	}
+}
