@@ -25,8 +25,9 @@ type app struct {
 	accounts   accounts.Store
 	// notify delivers the outbox's notifications; every process runs a
 	// sender, and the lease on each notification decides which sends it.
-	notify notifiers
-	log    *slog.Logger
+	notify      notifiers
+	outboxLease time.Duration
+	log         *slog.Logger
 }
 
 func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metrics *web.Metrics, log *slog.Logger, notify notifiers) (*app, error) {
@@ -57,7 +58,7 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 	if err != nil {
 		return nil, err
 	}
-	return &app{server: srv, svc: svc, dispatcher: d, accounts: st, notify: notify, log: log}, nil
+	return &app{server: srv, svc: svc, dispatcher: d, accounts: st, notify: notify, outboxLease: cfg.OutboxLease, log: log}, nil
 }
 
 // startWorkers starts the background workers besides the sweeper. When ctx
@@ -65,7 +66,7 @@ func newApp(ctx context.Context, cfg config, svc *queue.Service, st store, metri
 // finished.
 func (a *app) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
-	wg.Go(func() { a.svc.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.byKind}) })
+	wg.Go(func() { a.svc.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.byKind, Lease: a.outboxLease}) })
 	wg.Go(func() { a.pruneAccounts(ctx, 10*time.Minute) })
 }
 

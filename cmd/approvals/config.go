@@ -34,6 +34,10 @@ type config struct {
 	// link sent out (Slack, email); empty: http:// + the listen address.
 	PublicURL string
 	Channels  channelSettings
+	// OutboxLease is how long a notification being sent stays with its
+	// sender before another process may take it (a sender that died);
+	// one send is given half of it.
+	OutboxLease time.Duration
 }
 
 // channelSettings are what the notification channels need. The tools file
@@ -158,6 +162,14 @@ func parseServeConfig(args []string) (config, error) {
 			return c, fmt.Errorf("APPROVALS_SWEEP_INTERVAL %q is not a positive Go duration such as 30s", v)
 		}
 		c.SweepInterval = d
+	}
+	c.OutboxLease = time.Minute
+	if v := env("APPROVALS_OUTBOX_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 2*time.Second {
+			return c, fmt.Errorf("APPROVALS_OUTBOX_LEASE %q is not a Go duration of at least 2s, such as 1m", v)
+		}
+		c.OutboxLease = d
 	}
 	c.MaxBody = 256 << 10
 	if v := env("APPROVALS_MAX_BODY"); v != "" {
