@@ -22,7 +22,6 @@ const (
 // decisionBlockID names the actions block that holds the buttons.
 const decisionBlockID = "decision"
 
-
 // message is what is posted or updated: the notification's fallback line and its blocks.
 type message struct {
 	Text   string
