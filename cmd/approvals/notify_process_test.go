@@ -361,7 +361,7 @@ tools:
 			t.Fatalf("after approve in Slack: %s by %v", got.State, got.DecidedBy)
 		}
 		up := sl.WaitFor(t, "chat.update", 1, 30*time.Second)[0]
-		if up.Form.Get("ts") != "" && up.Form.Get("channel") != "C0TEAM" {
+		if up.Form.Get("ts") == "" || up.Form.Get("channel") != "C0TEAM" {
 			t.Fatalf("update: %v", up.Form)
 		}
 		if !strings.Contains(up.Form.Get("text"), "ann@example.com") {
