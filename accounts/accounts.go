@@ -199,3 +199,20 @@ func NormalizeEmail(email string) (string, error) {
 	}
 	return e, nil
 }
+
+// ValidateSlackID checks a Slack member id (U0123ABCD, or W… in an
+// Enterprise Grid); "" is valid and means none.
+func ValidateSlackID(id string) error {
+	if id == "" {
+		return nil
+	}
+	if len(id) < 3 || len(id) > 32 || (id[0] != 'U' && id[0] != 'W') {
+		return fmt.Errorf("slack id %q is not a Slack member id such as U0123ABCD (Slack: profile, ⋮, Copy member ID)", id)
+	}
+	for _, r := range id {
+		if !('A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+			return fmt.Errorf("slack id %q is not a Slack member id such as U0123ABCD: capital letters and digits only", id)
+		}
+	}
+	return nil
+}

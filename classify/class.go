@@ -51,6 +51,12 @@ func classify(a Annotations) (Class, string) {
 
 func isTrue(b *bool) bool { return b != nil && *b }
 
+// ChangesRequestedAdvice is what an agent does with an action a person sent
+// back (state changes_requested); the REST guidance and the MCP texts say it
+// alike.
+const ChangesRequestedAdvice = "If changes are requested, revise the payload as the note (decision_note) asks and submit again " +
+	"with the same intent key; the next attempt needs a fresh approval."
+
 // The sentence every class that must not be repeated blindly ends with.
 const timeoutAdvice = "If a call times out, do not retry: read the action first."
 
@@ -66,7 +72,7 @@ func Guidance(c Class) string {
 			"call find_actions with the intent key first. " + timeoutAdvice
 	default:
 		return "Nothing is sent until a person approves it. Do not call again for the same intent: " +
-			"follow the action with get_action (with wait) until it is approved, rejected or expired. " +
-			timeoutAdvice
+			"follow the action with get_action (with wait) until it is approved, rejected, changes_requested or expired. " +
+			ChangesRequestedAdvice + " " + timeoutAdvice
 	}
 }

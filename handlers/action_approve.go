@@ -89,9 +89,12 @@ func (d *Dashboard) decisionFailed(c echo.Context, id string, err error, form te
 			form.Payload = v.Payload
 		}
 		form.PayloadEdited = !queue.JSONEqual(bytes.TrimSpace([]byte(form.Payload)), a.Payload)
-		if verb == "approve" {
+		switch verb {
+		case "approve":
 			form.ApproveError = qe.Detail
-		} else {
+		case "request_changes":
+			form.ChangesError = qe.Detail
+		default:
 			form.RejectError = qe.Detail
 		}
 		v.Form = form

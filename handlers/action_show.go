@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
+	"strconv"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -67,6 +69,11 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 			}
 		}
 	}
+	v.Quorum = quorumView(a)
+	if v.Notifications, err = d.Service.Notifications(ctx, a.ID); err != nil {
+		return v, err
+	}
+	v.Revision = revisionView(a, v.Attempts)
 	// The neighbours in the queue, for j and k.
 	at := queue.EncodeCursor(queue.Cursor{CreatedAt: a.CreatedAt, ID: a.ID})
 	for _, oldest := range []bool{true, false} {
@@ -81,6 +88,46 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 		}
 	}
 	return v, nil
+}
+
+// quorumView says who approved so far and who may still decide: the
+// eligible people of the action's tool snapshot who have not approved.
+func quorumView(a *queue.Action) templates.QuorumView {
+	q := templates.QuorumView{Approvals: a.Approvals, Required: a.Spec.Approval.RequiredApprovals()}
+	if a.State == queue.StatePending {
+		q.Still = max(q.Required-len(a.Approvals), 0)
+	}
+	rule := a.Spec.Approval
+	if rule == nil || len(rule.Approvers) == 0 {
+		q.Anyone = true
+		return q
+	}
+	people := rule.ApproverEmails
+	if a.EscalatedAt != nil {
+		people = append(slices.Clone(people), rule.EscalateEmails...)
+	}
+	for _, email := range people {
+		if !a.Approved("user:"+email) && !slices.Contains(q.MayDecide, email) {
+			q.MayDecide = append(q.MayDecide, email)
+		}
+	}
+	return q
+}
+
+// revisionView is set on an attempt that follows a change request: the
+// note that asked for the revision and what changed in the payload.
+func revisionView(a *queue.Action, others []*queue.Action) *templates.RevisionView {
+	for _, o := range others {
+		if o.Attempt == a.Attempt-1 && o.State == queue.StateChangesRequested {
+			r := &templates.RevisionView{Earlier: o,
+				Diff: templates.NewDiffView(o.Payload, a.Payload, "The earlier attempt's payload and this one", "Attempt "+strconv.Itoa(o.Attempt), "Attempt "+strconv.Itoa(a.Attempt))}
+			if o.DecisionNote != nil {
+				r.Note = *o.DecisionNote
+			}
+			return r
+		}
+	}
+	return nil
 }
 
 // eventView pulls a decision's note and edited fields out of its data,

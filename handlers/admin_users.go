@@ -21,6 +21,7 @@ var userNotices = map[string]string{
 	"role":     "Role changed; it applies to the user's next request.",
 	"removed":  "User removed; their sessions have ended.",
 	"password": "Password changed; the user's sessions have ended.",
+	"slack":    "Slack id saved.",
 }
 
 // Users handles GET /admin/users.
@@ -43,7 +44,7 @@ func (d *Dashboard) usersView(c echo.Context, form templates.UserForm) (template
 		v.Roles = append(v.Roles, string(r))
 	}
 	for _, u := range users {
-		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), CreatedAt: u.CreatedAt})
+		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), SlackID: u.SlackID, CreatedAt: u.CreatedAt})
 	}
 	return v, nil
 }
@@ -190,4 +191,28 @@ func (d *Dashboard) SetUserPassword(c echo.Context) error {
 		return c.Redirect(http.StatusSeeOther, "/login")
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=password")
+}
+
+// SetUserSlackID handles POST /admin/users/{id}/slack (slack_id; empty
+// clears it): the Slack member id that maps a decision made in Slack to
+// this user. One id belongs to one user at most.
+func (d *Dashboard) SetUserSlackID(c echo.Context) error {
+	u, err := d.targetUser(c)
+	if err != nil {
+		return err
+	}
+	id := strings.TrimSpace(c.FormValue("slack_id"))
+	if err := accounts.ValidateSlackID(id); err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
+	}
+	err = d.Accounts.UserSetSlackID(c.Request().Context(), u.ID, id)
+	switch {
+	case errors.Is(err, accounts.ErrExists):
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "Slack id %s belongs to another user already", id), templates.UserForm{}, u.ID)
+	case errors.Is(err, accounts.ErrNotFound):
+		return notFound("user", strconv.FormatInt(u.ID, 10))
+	case err != nil:
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=slack")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -215,7 +216,7 @@ func (h *API) ListActions(c echo.Context) error {
 func (h *API) Tools(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{
 		"tools":    queue.ToolViews(h.Service.Registry()),
-		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K).",
+		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K). " + classify.ChangesRequestedAdvice,
 	})
 }
 

@@ -21,11 +21,20 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		return err
 	}
 	v := templates.QueueView{Now: d.Service.Now(), Tool: c.QueryParam("tool"), Cursor: c.QueryParam("cursor"),
-		Limit: limit, Tools: toolNames(d.Service), Bulk: d.bulkForm(c)}
-	list, next, err := d.Service.List(ctx, queue.ListRequest{State: queue.StatePending, Oldest: true,
-		Tool: v.Tool, Cursor: v.Cursor, Limit: limit})
-	if err != nil {
-		return err
+		Limit: limit, Tools: toolNames(d.Service), Bulk: d.bulkForm(c), Mine: c.QueryParam("mine") == "1"}
+	req := queue.ListRequest{State: queue.StatePending, Oldest: true, Tool: v.Tool, Cursor: v.Cursor, Limit: limit}
+	var list []*queue.Action
+	var next string
+	switch u := currentUser(c); {
+	case v.Mine && !u.Role.CanDecide():
+		// Nothing waits for a role that decides nothing.
+	case v.Mine:
+		req.WaitingFor = actor(u)
+		fallthrough
+	default:
+		if list, next, err = d.Service.List(ctx, req); err != nil {
+			return err
+		}
 	}
 	v.Next = next
 	for _, a := range list {

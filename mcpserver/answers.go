@@ -135,6 +135,13 @@ func nextStep(a *queue.Action, agent string) string {
 			fmt.Fprintf(&b, " with the reason %q", *a.DecisionNote)
 		}
 		b.WriteString(". Do not try again for this intent: tell the user why.")
+	case queue.StateChangesRequested:
+		fmt.Fprintf(&b, "%s asked for changes", who(a.DecidedBy))
+		if a.DecisionNote != nil && *a.DecisionNote != "" {
+			fmt.Fprintf(&b, ": %q", *a.DecisionNote)
+		}
+		fmt.Fprintf(&b, ". Nothing was sent. Revise the payload as the note asks and call %s again with the same intent key %q; "+
+			"that starts attempt %d, which needs a fresh approval.", a.Tool, a.IntentKey, a.Attempt+1)
 	case queue.StateExpired:
 		fmt.Fprintf(&b, "It expired without being executed; nothing was sent. The intent is free: call %s again only if it is "+
 			"still wanted (a new attempt, which needs a fresh approval).", a.Tool)

@@ -226,22 +226,28 @@ func (s *Service) SendDue(ctx context.Context, cfg OutboxConfig) (int, error) {
 		return 0, err
 	}
 	for _, r := range due {
-		if err := s.send(ctx, cfg, r); err != nil {
+		if ctx.Err() != nil {
+			// Shutting down: the send under way has finished; the lease
+			// hands the rest of the batch to the next sender.
+			return len(due), ctx.Err()
+		}
+		if err := s.send(context.WithoutCancel(ctx), cfg, r); err != nil {
 			return len(due), err
 		}
 	}
 	return len(due), nil
 }
 
+// send delivers one notification and settles it. Its context is not the
+// sender's: a send under way when shutdown begins runs to its end (bounded
+// by half the lease), so that its outcome is recorded rather than left to
+// be repeated after the lease.
 func (s *Service) send(ctx context.Context, cfg OutboxConfig, r NotificationRecord) error {
 	err := s.deliver(ctx, cfg, r)
 	now := s.Now()
 	p := NotificationSettleParams{ID: r.ID, Attempts: r.Attempts, Now: now, State: NotificationDelivered}
 	outcome := "delivered"
 	if err != nil {
-		if ctx.Err() != nil {
-			return ctx.Err() // shutting down: the lease hands it to the next sender
-		}
 		p.LastError = err.Error()
 		delay := min(cfg.Backoff<<min(r.Attempts-1, 20), cfg.BackoffCap)
 		if ra, ok := errors.AsType[*RetryAfterError](err); ok && ra.After > 0 {

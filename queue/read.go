@@ -75,11 +75,18 @@ type ListRequest struct {
 	Oldest          bool
 	Limit           int
 	Cursor          string // from a previous NextCursor
+	// WaitingFor (user:EMAIL) keeps only the pending actions that person
+	// may decide and has not approved yet: the queue's "waiting for me".
+	// Roles are the caller's to check first.
+	WaitingFor string
 }
 
 // List returns a page of actions and the cursor of the next page ("" at
 // the end).
 func (s *Service) List(ctx context.Context, r ListRequest) ([]*Action, string, error) {
+	if r.WaitingFor != "" {
+		return s.listWaitingFor(ctx, r)
+	}
 	p := ActionListParams{IntentKey: r.IntentKey, IntentKeyPrefix: r.IntentKeyPrefix, State: r.State,
 		Tool: r.Tool, Oldest: r.Oldest, Limit: r.Limit + 1}
 	if r.Cursor != "" {
@@ -100,6 +107,39 @@ func (s *Service) List(ctx context.Context, r ListRequest) ([]*Action, string, e
 		next = EncodeCursor(Cursor{CreatedAt: last.CreatedAt, ID: last.ID})
 	}
 	return list, next, nil
+}
+
+// listWaitingFor pages through the pending actions and keeps those
+// waiting for r.WaitingFor. Who may decide is in each action's tool
+// snapshot (the groups as they were at submission, escalation), so it is
+// judged here by the same Action.MayDecide the deciding transaction uses,
+// not approximated in SQL; the scan reads pending actions only.
+func (s *Service) listWaitingFor(ctx context.Context, r ListRequest) ([]*Action, string, error) {
+	by := r.WaitingFor
+	scan := r
+	scan.WaitingFor, scan.State, scan.Limit = "", StatePending, max(r.Limit, 100)
+	var out []*Action
+	for {
+		page, next, err := s.List(ctx, scan)
+		if err != nil {
+			return nil, "", err
+		}
+		for _, a := range page {
+			if !a.MayDecide(by) || a.Approved(by) {
+				continue
+			}
+			if len(out) == r.Limit {
+				// One more exists: the next page starts after the last one shown.
+				last := out[len(out)-1]
+				return out, EncodeCursor(Cursor{CreatedAt: last.CreatedAt, ID: last.ID}), nil
+			}
+			out = append(out, a)
+		}
+		if next == "" {
+			return out, "", nil
+		}
+		scan.Cursor = next
+	}
 }
 
 // EncodeCursor makes an opaque page cursor.

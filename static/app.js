@@ -161,6 +161,7 @@
       case "k": move(-1); break;
       case "a": if (!focusField("approve-note")) return; break;
       case "r": if (!focusField("reject-note")) return; break;
+      case "c": if (!focusField("changes-note")) return; break;
       case "/": if (!focusField("filter")) return; break;
       case "?": if (!focusField("shortcuts")) return; break;
       default: return;
@@ -231,7 +232,7 @@
 
   // --- Small form helpers. ---
   document.addEventListener("change", function (e) {
-    if (e.target.matches && e.target.matches("select[data-autosubmit]")) {
+    if (e.target.matches && e.target.matches("select[data-autosubmit], input[type=checkbox][data-autosubmit]")) {
       e.target.form.requestSubmit();
     }
   });

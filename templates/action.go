@@ -32,6 +32,32 @@ type ActionView struct {
 	Notice string
 	// PrevID and NextID are the neighbouring pending actions in the queue.
 	PrevID, NextID string
+	// Quorum is who approved so far and who may still decide.
+	Quorum QuorumView
+	// Notifications are the action's notifications, oldest first.
+	Notifications []queue.NotificationRecord
+	// Revision is set on an attempt that follows a change request: the
+	// note that asked for it and this payload against the earlier one.
+	Revision *RevisionView
+}
+
+// QuorumView is the approval rule of an action as it stands.
+type QuorumView struct {
+	Approvals []queue.Approval
+	Required  int
+	// Still is how many approvals are still needed (0 once decided).
+	Still int
+	// MayDecide are the people who may still decide (eligible, not yet
+	// approved); Anyone means the tool names no approvers.
+	MayDecide []string
+	Anyone    bool
+}
+
+// RevisionView is a revision asked for by a change request.
+type RevisionView struct {
+	Earlier *queue.Action // the attempt whose change request this answers
+	Note    string
+	Diff    DiffView
 }
 
 // Field is one labelled value.
@@ -49,6 +75,8 @@ type DecisionForm struct {
 	ApproveError  string
 	RejectNote    string
 	RejectError   string
+	ChangesNote   string
+	ChangesError  string
 }
 
 // EventView is one entry of the timeline.

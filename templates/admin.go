@@ -20,6 +20,7 @@ type UserRow struct {
 	ID        int64
 	Email     string
 	Role      string
+	SlackID   string
 	CreatedAt time.Time
 }
 

@@ -10,10 +10,13 @@ import (
 
 // QueueView is the approval queue: pending actions, oldest first.
 type QueueView struct {
-	Now    time.Time
-	Rows   []QueueRow
-	Tools  []string // for the filter
-	Tool   string
+	Now   time.Time
+	Rows  []QueueRow
+	Tools []string // for the filter
+	Tool  string
+	// Mine is the "waiting for me" filter: pending actions the viewer may
+	// decide and has not approved yet.
+	Mine   bool
 	Cursor string // of this page; "" for the first
 	Next   string // cursor of the next page; "" at the end
 	Limit  int
@@ -34,6 +37,9 @@ func (v QueueView) query(cursor string) string {
 	q := url.Values{}
 	if v.Tool != "" {
 		q.Set("tool", v.Tool)
+	}
+	if v.Mine {
+		q.Set("mine", "1")
 	}
 	if cursor != "" {
 		q.Set("cursor", cursor)

@@ -67,7 +67,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc {
 		return append(append([]echo.MiddlewareFunc{}, staff...), m...)
 	}
-	decide := d.Allow(accounts.Role.CanDecide, "approve or reject actions: approvers and admins do")
+	decide := d.Allow(accounts.Role.CanDecide, "approve, reject or request changes: approvers and admins do")
 	resolve := d.Allow(accounts.Role.CanResolve, "resolve tickets: ops and admins do")
 	admin := d.Allow(accounts.Role.CanAdminister, "manage users and tokens: admins do")
 
@@ -78,6 +78,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/actions/bulk", d.BulkDecide, with(decide)...)
 	e.POST("/actions/:id/approve", d.ApproveAction, with(decide)...)
 	e.POST("/actions/:id/reject", d.RejectAction, with(decide)...)
+	e.POST("/actions/:id/request-changes", d.RequestChangesAction, with(decide)...)
 	e.GET("/tickets", d.TicketList, staff...)
 	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
 	e.GET("/audit", d.AuditList, staff...)
@@ -88,9 +89,25 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/admin/users/:id/role", d.ChangeUserRole, with(admin)...)
 	e.POST("/admin/users/:id/password", d.SetUserPassword, with(admin)...)
 	e.POST("/admin/users/:id/remove", d.RemoveUser, with(admin)...)
+	e.POST("/admin/users/:id/slack", d.SetUserSlackID, with(admin)...)
 	e.GET("/admin/tokens", d.Tokens, with(admin)...)
+
+	// Deciding in Slack: no session and, deliberately, no CSRF check. The
+	// request comes from Slack's servers, never from a browser holding our
+	// cookie, and Slack's signature (checked by the handler before anything
+	// else) is what authenticates it.
+	e.POST("/integrations/slack/interactions", s.slackInteractions)
 	e.POST("/admin/tokens", d.CreateToken, with(admin)...)
 	e.POST("/admin/tokens/revoke", d.RevokeToken, with(admin)...)
+	return nil
+}
+
+// slackInteractions hands Slack's requests to the configured handler.
+func (s *Server) slackInteractions(c echo.Context) error {
+	if s.cfg.SlackInteractions == nil {
+		return &queue.Error{Code: queue.CodeNotFound, Detail: "Slack is not configured on this server (APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET)"}
+	}
+	s.cfg.SlackInteractions.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 

@@ -57,6 +57,13 @@ func dashRoutes() []dashRoute {
 		{"tools", "GET /tools", http.MethodGet, fixed("/tools"), http.StatusOK, allStaff},
 		{"tickets", "GET /tickets", http.MethodGet, fixed("/tickets"), http.StatusOK, allStaff},
 		{"overview", "GET /overview", http.MethodGet, fixed("/overview"), http.StatusOK, allStaff},
+		{"request changes", "POST /actions/:id/request-changes", http.MethodPost, func(d *dashEnv, n int) (string, url.Values) {
+			return "/actions/" + pending(d, n) + "/request-changes", url.Values{"note": {"shorter, please"}}
+		}, http.StatusSeeOther, deciders},
+		{"user slack id", "POST /admin/users/:id/slack", http.MethodPost, func(d *dashEnv, n int) (string, url.Values) {
+			u := d.addUser(fmt.Sprintf("slack%d@example.com", n), accounts.RoleApprover)
+			return "/admin/users/" + strconv.FormatInt(u.ID, 10) + "/slack", url.Values{"slack_id": {fmt.Sprintf("U%07d", n)}}
+		}, http.StatusSeeOther, admins},
 		{"bulk", "POST /actions/bulk", http.MethodPost, func(d *dashEnv, n int) (string, url.Values) {
 			return "/actions/bulk", url.Values{"ids": {pending(d, n)}, "decision": {"approve"}, "note": {"fine"}}
 		}, http.StatusOK, deciders},
@@ -118,7 +125,7 @@ func TestDashboardRoles(t *testing.T) {
 		table[rt.route] = rt
 	}
 	for _, key := range routerRoutes(t, d) {
-		if _, public := publicRoutes[key]; public || strings.HasPrefix(key[strings.IndexByte(key, ' ')+1:], "/api/") {
+		if _, public := publicRoutes[key]; public || signedRoutes[key] != "" || strings.HasPrefix(key[strings.IndexByte(key, ' ')+1:], "/api/") {
 			continue
 		}
 		if key == "GET /events" {

@@ -15,9 +15,10 @@ import (
 // Metrics are the Prometheus metrics of one server. Each server has its own
 // registry, so several servers can run in one test process.
 type Metrics struct {
-	Registry    *prometheus.Registry
-	submissions *prometheus.CounterVec
-	Deliveries  *prometheus.CounterVec
+	Registry      *prometheus.Registry
+	submissions   *prometheus.CounterVec
+	Deliveries    *prometheus.CounterVec
+	notifications *prometheus.CounterVec
 }
 
 // Counts is where the metrics read actions by state and open tickets at
@@ -58,7 +59,11 @@ func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 		Name: "approvals_webhook_deliveries_total",
 		Help: "Webhook deliveries by outcome (done, failed, unknown).",
 	}, []string{"outcome"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, sc,
+	m.notifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_notifications_total",
+		Help: "Notification attempts by channel kind (slack, email, webhook) and outcome (delivered, retry, failed: given up).",
+	}, []string{"channel", "outcome"})
+	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -68,7 +73,21 @@ func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
 	m.submissions.WithLabelValues(string(class), outcome).Inc()
 }
 
+// OnNotification counts one notification attempt; pass it as
+// queue.Options.OnNotification.
+func (m *Metrics) OnNotification(channelKind, outcome string) {
+	m.notifications.WithLabelValues(channelKind, outcome).Inc()
+}
+
+// notificationDepth is what a store (or the Service) offers for the
+// outbox's queue depth.
+type notificationDepth interface {
+	NotificationCountPending(ctx context.Context) (int64, error)
+}
+
 var (
+	queuedDesc = prometheus.NewDesc("approvals_notifications_queued",
+		"Notifications not yet delivered nor given up (the outbox's queue depth).", nil, nil)
 	actionsDesc = prometheus.NewDesc("approvals_actions", "Stored actions by state.", []string{"state"}, nil)
 	ticketsDesc = prometheus.NewDesc("approvals_tickets_open", "Open reconciliation tickets.", nil, nil)
 )
@@ -101,6 +120,9 @@ type storeCollector struct {
 func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- actionsDesc
 	ch <- ticketsDesc
+	if _, ok := c.store.(notificationDepth); ok {
+		ch <- queuedDesc
+	}
 	if _, ok := c.store.(queue.BatchStatser); ok {
 		ch <- batchesDesc
 		ch <- batchCallsDesc
@@ -127,6 +149,23 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if ticketOK {
 		ch <- prometheus.MustNewConstMetric(ticketsDesc, prometheus.GaugeValue, float64(tickets))
 	}
+	if queued, ok := c.queued(); ok {
+		ch <- prometheus.MustNewConstMetric(queuedDesc, prometheus.GaugeValue, float64(queued))
+	}
+}
+
+// queued returns the outbox depth when the store counts it. It is not
+// cached like the per-state counts: it reads a small partial index, and an
+// operator watching a channel recover wants it current.
+func (c *storeCollector) queued() (int64, bool) {
+	d, ok := c.store.(notificationDepth)
+	if !ok {
+		return 0, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	n, err := d.NotificationCountPending(ctx)
+	return n, err == nil
 }
 
 // cachedCounts returns the counts, read again when older than

@@ -31,6 +31,15 @@ var publicRoutes = map[string]string{
 	"POST /setup":              "one-time first-admin link (CSRF-checked)",
 }
 
+// signedRoutes are authenticated by a request signature instead of a
+// session and CSRF token: they must refuse an unsigned request (401, or 404
+// while the integration is not configured) and change nothing. What a
+// signed request may do is tested with the integration
+// (slack_interactions_test.go).
+var signedRoutes = map[string]string{
+	"POST /integrations/slack/interactions": "Slack's interactions, signed with the Slack signing secret",
+}
+
 // routerRoutes returns every route the server registered, as "METHOD
 // /path", from the router itself: not a hand-kept list.
 func routerRoutes(t testing.TB, d *dashEnv) []string {
@@ -75,6 +84,19 @@ func TestEveryRouteIsProtected(t *testing.T) {
 		method, path, _ := strings.Cut(key, " ")
 		switch {
 		case publicRoutes[key] != "", table[key]:
+		case signedRoutes[key] != "":
+			before := snapshot(t, d)
+			res, err := http.Post(d.url+path, "application/x-www-form-urlencoded", strings.NewReader(`payload=%7B%7D`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			res.Body.Close()
+			if res.StatusCode != http.StatusUnauthorized && res.StatusCode != http.StatusNotFound {
+				t.Errorf("%s unsigned: %d, want 401 (or 404 unconfigured)", key, res.StatusCode)
+			}
+			if after := snapshot(t, d); after != before {
+				t.Errorf("%s unsigned changed state:\nbefore %s\nafter  %s", key, before, after)
+			}
 		case strings.HasPrefix(path, "/api/v1/"):
 			api++
 			req, err := http.NewRequest(method, d.url+fill(path), strings.NewReader(`{}`))
@@ -139,7 +161,7 @@ func TestEveryStateChangingRouteChecksCSRF(t *testing.T) {
 	checked := 0
 	for i, key := range routerRoutes(t, d) {
 		method, path, _ := strings.Cut(key, " ")
-		if method == http.MethodGet || strings.HasPrefix(path, "/api/") {
+		if method == http.MethodGet || strings.HasPrefix(path, "/api/") || signedRoutes[key] != "" {
 			continue
 		}
 		form := url.Values{"email": {"root@example.com"}, "password": {dashPassword}}

@@ -38,17 +38,19 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 
 func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "add" {
-		return errors.New("usage: approvals user add --email EMAIL --role ROLE [--update] (password on stdin)")
+		return errors.New("usage: approvals user add --email EMAIL --role ROLE [--slack-id U123] [--update] (password on stdin)")
 	}
 	var (
 		c           config
 		email, role string
+		slackID     string
 		update      bool
 	)
 	fs := newFlags("user add")
 	dbFlags(fs, &c)
 	fs.StringVar(&email, "email", "", "email address")
 	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
+	fs.StringVar(&slackID, "slack-id", "", "the user's Slack member id (U0123ABCD), to decide in Slack")
 	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
 	if err := parseFlags(fs, args[1:]); err != nil {
 		return err
@@ -60,6 +62,9 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	r, err := accounts.ParseRole(role)
 	if err != nil {
 		return fmt.Errorf("--role: %w", err)
+	}
+	if err := accounts.ValidateSlackID(slackID); err != nil {
+		return fmt.Errorf("--slack-id: %w", err)
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -79,9 +84,12 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	_, err = st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now})
+	created, err := st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now})
 	switch {
 	case err == nil:
+		if err := setSlackID(ctx, st, created.ID, slackID); err != nil {
+			return fmt.Errorf("created user %s (%s), but %w", email, r, err)
+		}
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
 		return nil
 	case !errors.Is(err, accounts.ErrExists):
@@ -99,8 +107,23 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err := st.UserSetRole(ctx, u.ID, r); err != nil {
 		return err
 	}
+	if err := setSlackID(ctx, st, u.ID, slackID); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
 	return nil
+}
+
+// setSlackID sets the user's Slack id when one was given.
+func setSlackID(ctx context.Context, st store, id int64, slackID string) error {
+	if slackID == "" {
+		return nil
+	}
+	err := st.UserSetSlackID(ctx, id, slackID)
+	if errors.Is(err, accounts.ErrExists) {
+		return fmt.Errorf("--slack-id %s belongs to another user already", slackID)
+	}
+	return err
 }
 
 func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
@@ -164,7 +187,11 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, err := loadTools(path, secret)
+	ch, err := readChannelSettings()
+	if err != nil {
+		return err
+	}
+	reg, err := loadTools(path, secret, ch)
 	if err != nil {
 		return err
 	}

@@ -41,8 +41,53 @@ type config struct {
 	// MetricsAddr serves /metrics on a listener of its own when set.
 	MetricsAddr string
 	// Waiters cap concurrent long-polls and event streams.
-	Waiters queue.WaiterLimits
+	Waiters  queue.WaiterLimits
+	Channels channelSettings
+	// OutboxLease is how long a notification being sent stays with its
+	// sender before another process may take it (a sender that died);
+	// one send is given half of it.
+	OutboxLease time.Duration
 }
+
+// channelSettings are what the notification channels need. The tools file
+// is judged against them (a Slack channel without the bot token fails
+// tools check and startup) and the notifiers are built from them.
+type channelSettings struct {
+	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
+	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
+	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
+	SMTPURL            string // APPROVALS_SMTP_URL (it may carry a password)
+	SMTPFrom           string // APPROVALS_SMTP_FROM
+}
+
+// readChannelSettings reads the channel settings; the secrets (and the SMTP
+// URL, which holds a password) may come from NAME_FILE.
+func readChannelSettings() (channelSettings, error) {
+	var c channelSettings
+	for _, s := range []struct {
+		name string
+		to   *string
+	}{
+		{"APPROVALS_SLACK_BOT_TOKEN", &c.SlackBotToken},
+		{"APPROVALS_SLACK_SIGNING_SECRET", &c.SlackSigningSecret},
+		{"APPROVALS_SMTP_URL", &c.SMTPURL},
+	} {
+		v, err := secretEnv(s.name)
+		if err != nil {
+			return c, err
+		}
+		*s.to = v
+	}
+	c.SlackAPIURL = env("APPROVALS_SLACK_API_URL")
+	c.SMTPFrom = env("APPROVALS_SMTP_FROM")
+	return c, nil
+}
+
+func (c channelSettings) slackConfigured() bool {
+	return c.SlackBotToken != "" && c.SlackSigningSecret != ""
+}
+
+func (c channelSettings) smtpConfigured() bool { return c.SMTPURL != "" && c.SMTPFrom != "" }
 
 // env reads a setting from the environment.
 func env(name string) string { return os.Getenv(name) }
@@ -111,6 +156,16 @@ func parseServeConfig(args []string) (config, error) {
 	if c.SessionSecret, err = secretEnv("APPROVALS_SESSION_SECRET"); err != nil {
 		return c, err
 	}
+	if c.Channels, err = readChannelSettings(); err != nil {
+		return c, err
+	}
+	if c.PublicURL = strings.TrimRight(env("APPROVALS_PUBLIC_URL"), "/"); c.PublicURL != "" {
+		if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return c, fmt.Errorf("APPROVALS_PUBLIC_URL %q is not an absolute http or https URL such as https://approvals.example.com", c.PublicURL)
+		}
+	} else {
+		c.PublicURL = "http://" + linkHost(c.Addr)
+	}
 	c.SweepInterval = 30 * time.Second
 	if v := env("APPROVALS_SWEEP_INTERVAL"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -118,12 +173,6 @@ func parseServeConfig(args []string) (config, error) {
 			return c, fmt.Errorf("APPROVALS_SWEEP_INTERVAL %q is not a positive Go duration such as 30s", v)
 		}
 		c.SweepInterval = d
-	}
-	c.PublicURL = env("APPROVALS_PUBLIC_URL")
-	if c.PublicURL == "" {
-		c.PublicURL = "http://" + c.Addr
-	} else if u, err := url.Parse(c.PublicURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return c, fmt.Errorf("APPROVALS_PUBLIC_URL %q must be an http:// or https:// URL such as https://approvals.example.com", c.PublicURL)
 	}
 	if c.TrustedProxies, err = web.ParseTrustedProxies(env("APPROVALS_TRUSTED_PROXIES")); err != nil {
 		return c, fmt.Errorf("APPROVALS_TRUSTED_PROXIES: %w", err)
@@ -136,6 +185,14 @@ func parseServeConfig(args []string) (config, error) {
 	}
 	if c.Waiters, err = parseMaxWaiters(env("APPROVALS_MAX_WAITERS")); err != nil {
 		return c, err
+	}
+	c.OutboxLease = time.Minute
+	if v := env("APPROVALS_OUTBOX_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 2*time.Second {
+			return c, fmt.Errorf("APPROVALS_OUTBOX_LEASE %q is not a Go duration of at least 2s, such as 1m", v)
+		}
+		c.OutboxLease = d
 	}
 	c.MaxBody = 256 << 10
 	if v := env("APPROVALS_MAX_BODY"); v != "" {
@@ -210,15 +267,29 @@ func redact(url string) string {
 	return url
 }
 
-func loadTools(path, secret string) (*classify.Registry, error) {
+// loadTools reads the tools file, judging its channels against the
+// settings; tools check and serve both call it, so they agree.
+func loadTools(path, secret string, ch channelSettings) (*classify.Registry, error) {
 	if path == "" {
 		return classify.Empty(), nil
 	}
-	// The channel settings are read here (not passed in) so that tools check and serve judge
-	// a file against the same environment.
 	return classify.Load(path, classify.Options{
 		WebhookSecretSet: secret != "",
-		SlackConfigured:  env("APPROVALS_SLACK_BOT_TOKEN") != "" && env("APPROVALS_SLACK_SIGNING_SECRET") != "",
-		SMTPConfigured:   env("APPROVALS_SMTP_URL") != "" && env("APPROVALS_SMTP_FROM") != "",
+		SlackConfigured:  ch.slackConfigured(),
+		SMTPConfigured:   ch.smtpConfigured(),
 	})
+}
+
+// linkHost is the listen address as a link can name it: an address that
+// listens on every interface (":8080", "0.0.0.0:8080", "[::]:8080") is
+// reached as localhost.
+func linkHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
 }

@@ -106,3 +106,72 @@ func TestToolsCheck(t *testing.T) {
 		}
 	}
 }
+
+// A channel whose settings are missing fails tools check and startup naming
+// the channel; the Slack secrets may come from NAME_FILE.
+func TestChannelSettingsJudgeTheToolsFile(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(tools, []byte("channels:\n  team-slack: { slack: { channel: C0TEAM } }\n  leads-mail: { email: { to: [leads@example.com] } }\ntools:\n  post:\n    class: at-most-once\n    intent: \"p:{id}\"\n    approval: { notify: [team-slack, leads-mail] }\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := toolsCmd(t.Context(), []string{"check", tools}, &out)
+	if err == nil || !strings.Contains(err.Error(), "team-slack") || !strings.Contains(err.Error(), "APPROVALS_SLACK_BOT_TOKEN") ||
+		!strings.Contains(err.Error(), "leads-mail") || !strings.Contains(err.Error(), "APPROVALS_SMTP_URL") {
+		t.Fatalf("tools check without channel settings: %v; want errors naming both channels and their settings", err)
+	}
+	token := filepath.Join(dir, "token")
+	if err := os.WriteFile(token, []byte("xoxb-from-file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APPROVALS_SLACK_BOT_TOKEN_FILE", token)
+	t.Setenv("APPROVALS_SLACK_SIGNING_SECRET", "signing")
+	t.Setenv("APPROVALS_SMTP_URL", "smtp://127.0.0.1:2525")
+	t.Setenv("APPROVALS_SMTP_FROM", "approvals@example.com")
+	t.Setenv("APPROVALS_PUBLIC_URL", "https://approvals.example.com/")
+	if err := toolsCmd(t.Context(), []string{"check", tools}, &out); err != nil {
+		t.Fatalf("tools check with the settings: %v", err)
+	}
+	c, err := parseServeConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Channels.SlackBotToken != "xoxb-from-file" || c.PublicURL != "https://approvals.example.com" {
+		t.Fatalf("settings %+v, public URL %q", c.Channels, c.PublicURL)
+	}
+	t.Setenv("APPROVALS_PUBLIC_URL", "approvals.example.com")
+	if _, err := parseServeConfig(nil); err == nil || !strings.Contains(err.Error(), "APPROVALS_PUBLIC_URL") {
+		t.Fatalf("a public URL without scheme: %v", err)
+	}
+}
+
+// user add --slack-id maps decisions made in Slack to the user; a malformed
+// id or one another user has is refused, naming the flag.
+func TestUserAddSlackID(t *testing.T) {
+	t.Parallel()
+	db := "sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+	add := func(email, slackID string, extra ...string) (int, string) {
+		var out, errOut strings.Builder
+		args := append([]string{"user", "add", "--database-url", db, "--email", email, "--role", "approver", "--slack-id", slackID}, extra...)
+		code := run(t.Context(), args, strings.NewReader("correct horse battery staple\n"), &out, &errOut)
+		return code, errOut.String()
+	}
+	if code, msg := add("ann@example.com", "U0ANN"); code != 0 {
+		t.Fatalf("user add --slack-id: %d %s", code, msg)
+	}
+	if code, msg := add("bob@example.com", "bob"); code == 0 || !strings.Contains(msg, "--slack-id") {
+		t.Fatalf("malformed Slack id: %d %q", code, msg)
+	}
+	if code, msg := add("bob@example.com", "U0ANN"); code == 0 || !strings.Contains(msg, "another user") {
+		t.Fatalf("Slack id of another user: %d %q", code, msg)
+	}
+	st, _, err := openStore(t.Context(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if u, err := st.UserGetBySlackID(t.Context(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
+		t.Fatalf("U0ANN: %v %v", u, err)
+	}
+}

@@ -19,7 +19,7 @@ const usage = `usage: approvals [command] [flags]
 commands:
   serve                       run the server (the default)
   migrate                     apply database migrations and exit
-  user add --email E --role R [--update]
+  user add --email E --role R [--slack-id U123] [--update]
                               create or update a staff user; password on stdin
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
@@ -29,8 +29,12 @@ commands:
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
 APPROVALS_SESSION_SECRET, APPROVALS_SWEEP_INTERVAL, APPROVALS_MAX_BODY,
-APPROVALS_PPROF_ADDR (loopback only). Secrets may come from a file named by
-NAME_FILE (APPROVALS_WEBHOOK_SECRET_FILE, APPROVALS_SESSION_SECRET_FILE).
+APPROVALS_PPROF_ADDR (loopback only), APPROVALS_PUBLIC_URL (the base of links
+sent out), APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET,
+APPROVALS_SLACK_API_URL, APPROVALS_SMTP_URL, APPROVALS_SMTP_FROM. Secrets may come
+from a file named by NAME_FILE (APPROVALS_WEBHOOK_SECRET_FILE,
+APPROVALS_SESSION_SECRET_FILE, APPROVALS_SLACK_BOT_TOKEN_FILE,
+APPROVALS_SLACK_SIGNING_SECRET_FILE, APPROVALS_SMTP_URL_FILE).
 `
 
 // run is main without the process: tests call it.

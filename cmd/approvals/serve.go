@@ -15,6 +15,7 @@ import (
 	"syscall"
 
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -70,7 +71,7 @@ func tuneGC() {
 
 // serveOn runs the server on ln until ctx ends. Tests call it on :0.
 func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger) error {
-	reg, err := loadTools(cfg.Tools, cfg.WebhookSecret)
+	reg, err := loadTools(cfg.Tools, cfg.WebhookSecret, cfg.Channels)
 	if err != nil {
 		ln.Close()
 		return err
@@ -101,7 +102,10 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
-		Upstreams: upstreams})
+		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
+		Notifiers: func(svc *queue.Service, st app.Store) (app.Notifiers, error) {
+			return newNotifiers(cfg, svc, st, log)
+		}})
 	if err == nil && gw != nil {
 		gw.serve(a.Service)
 	}

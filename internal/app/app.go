@@ -20,6 +20,7 @@ import (
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/mcpserver"
+	"github.com/approvals/approvals/notifier/slack"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
@@ -61,10 +62,25 @@ type Options struct {
 	// Upstreams are the connections to the tools file's upstream MCP
 	// servers (the gateway); nil without upstreams.
 	Upstreams *upstream.Manager
+	// Notifiers builds the notification channels over the assembled
+	// service (the Slack client records its messages in st and decides
+	// through svc); nil: no channel can be told anything.
+	Notifiers func(svc *queue.Service, st Store) (Notifiers, error)
+	// OutboxLease is how long a notification being sent stays with its
+	// sender (queue.OutboxConfig.Lease); zero: the default.
+	OutboxLease time.Duration
 	// BodyReadTimeout and PasswordGate are the web.Config settings of the
 	// same names; zero: their defaults.
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
+}
+
+// Notifiers are the channels a process delivers to, by kind ("slack",
+// "email", "webhook"), and Slack's interactions endpoint when Slack is
+// configured.
+type Notifiers struct {
+	ByKind       map[string]queue.Notifier
+	Interactions *slack.Interactions
 }
 
 // App is one assembled server process.
@@ -78,6 +94,9 @@ type App struct {
 	// upstreamExec calls the upstream tools of approved at-most-once
 	// actions; nil without upstreams.
 	upstreamExec *executor.Upstream
+	// notify delivers the outbox's notifications; every process runs a
+	// sender, and the lease on each notification decides which sends it.
+	notify Notifiers
 	// metricsLn is the listener of MetricsAddr, opened by New so that a
 	// taken address fails start-up before anything is served.
 	metricsLn net.Listener
@@ -106,7 +125,8 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		mopts = append(mopts, web.MetricsClock(opts.Now))
 	}
 	metrics := web.NewMetrics(st, mopts...)
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnNotification: metrics.OnNotification,
+		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
 	}
@@ -115,8 +135,20 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if opts.WrapMCP != nil {
 		mcp = opts.WrapMCP(mcp)
 	}
+	var notify Notifiers
+	if opts.Notifiers != nil {
+		var err error
+		if notify, err = opts.Notifiers(svc, st); err != nil {
+			return nil, err
+		}
+	}
+	var interactions http.Handler
+	if notify.Interactions != nil {
+		interactions = notify.Interactions
+	}
 	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
-		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
+		SlackInteractions: interactions,
+		MaxBody:           opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
 		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
 		MCP: mcp,
@@ -138,7 +170,7 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, accounts: st, log: log, opts: opts}
+	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts}
 	if opts.Upstreams != nil {
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
 		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
@@ -206,6 +238,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		log.Warn("shutdown", "err", err)
 	}
 	wg.Wait()
+	if a.notify.Interactions != nil {
+		a.notify.Interactions.Wait() // ephemeral Slack replies under way
+	}
 	log.Info("stopped")
 	return nil
 }
@@ -215,6 +250,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // finished.
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
+	wg.Go(func() {
+		a.Service.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.ByKind, Lease: a.opts.OutboxLease})
+	})
 	if a.upstreamExec != nil {
 		wg.Go(func() { a.upstreamExec.Run(ctx) })
 	}

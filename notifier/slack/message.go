@@ -22,10 +22,6 @@ const (
 // decisionBlockID names the actions block that holds the buttons.
 const decisionBlockID = "decision"
 
-// stateChangesRequested is the state request-changes leads to (contract section 10); it is
-// spelled here until queue names it.
-const stateChangesRequested = queue.State("changes_requested")
-
 // message is what is posted or updated: the notification's fallback line and its blocks.
 type message struct {
 	Text   string
@@ -115,7 +111,7 @@ func Outcome(a *queue.Action) string {
 		return ":white_check_mark: *Approved*" + by + when + ", :x: *failed*" + errText + note
 	case queue.StateRejected:
 		return ":no_entry: *Rejected*" + by + when + note
-	case stateChangesRequested:
+	case queue.StateChangesRequested:
 		return ":pencil2: *Changes requested*" + by + when + note
 	case queue.StateExpired:
 		return ":hourglass: *Expired*" + when + " without a decision"

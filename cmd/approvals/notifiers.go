@@ -1,0 +1,56 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/notifier/email"
+	"github.com/approvals/approvals/notifier/slack"
+	"github.com/approvals/approvals/notifier/webhook"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/webhooksign"
+)
+
+// newNotifiers builds a notifier for every channel kind whose settings are
+// present. The tools file was already judged against the same settings
+// (loadTools), so a channel in use never lacks its notifier.
+func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (app.Notifiers, error) {
+	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
+	if cfg.WebhookSecret != "" {
+		signer, err := webhooksign.New(cfg.WebhookSecret)
+		if err != nil {
+			return n, fmt.Errorf("APPROVALS_WEBHOOK_SECRET: %w", err)
+		}
+		w, err := webhook.New(webhook.Config{Signer: signer})
+		if err != nil {
+			return n, err
+		}
+		n.ByKind["webhook"] = w
+	}
+	ch := cfg.Channels
+	if ch.smtpConfigured() {
+		server, err := email.ParseURL(ch.SMTPURL)
+		if err != nil {
+			return n, err
+		}
+		e, err := email.New(email.Config{Server: server, From: ch.SMTPFrom, PublicURL: cfg.PublicURL})
+		if err != nil {
+			return n, err
+		}
+		n.ByKind["email"] = e
+	}
+	if ch.slackConfigured() {
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st})
+		if err != nil {
+			return n, err
+		}
+		n.ByKind["slack"] = c
+		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
+			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Staff: st, Logger: log,
+		}); err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
