@@ -145,9 +145,12 @@ type browser struct {
 	csrf   string
 }
 
+// anonymous is a browser with no session. Its requests may wait on bcrypt
+// under -race on a loaded machine (ten setups at once hash ten passwords):
+// the client timeout is generous because a timeout is not what is tested.
 func (d *dashEnv) anonymous() *browser {
 	jar, _ := cookiejar.New(nil)
-	return &browser{t: d.t, d: d, client: &http.Client{Jar: jar, Timeout: 30 * time.Second,
+	return &browser{t: d.t, d: d, client: &http.Client{Jar: jar, Timeout: 2 * time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 }
 
