@@ -168,6 +168,13 @@ func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 	if sweep == 0 {
 		sweep = -1
 	}
+	if opts.PasswordGate == nil {
+		// Tests sign many users in at once, and bcrypt under -race on a
+		// loaded machine is slow: the same four slots as in production,
+		// but a sign-in waits for one instead of being turned away after
+		// 2s. TestLoginPasswordGate sets its own gate to test the refusal.
+		opts.PasswordGate = accounts.NewPasswordGate(4, 2*time.Minute)
+	}
 	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
 		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
