@@ -31,18 +31,7 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	b.Step("sign in", 30*time.Second,
-		chromedp.Navigate(d.url+"/login"),
-		chromedp.WaitVisible(chromedp.CSS("#email")),
-		chromedp.SendKeys(chromedp.CSS("#email"), "ann@example.com"),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.getElementById("live-status").textContent === "Live"`)(ctx, tg)
-			return err
-		}),
-	)
+	b.Step("sign in", 30*time.Second, signIn(d.url, "ann@example.com", chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)), liveConnected)...)
 	// j moves to the next row, x ticks it: rows 1, 2 and 4 (oldest first).
 	b.Step("select three with the keyboard", 15*time.Second,
 		b.Key("j"), b.Key("x"), b.Key("j"), b.Key("x"), b.Key("j"), b.Key("j"), b.Key("x"),

@@ -32,21 +32,9 @@ func TestDashboardInBrowser(t *testing.T) {
 	d.submitEmail("c-100", "Your order has shipped", "Hi Sam,\nyour order 100 is on its way.")
 	d.submit("post_public_update", `{"channel":"status","slug":"maintenance","text":"Maintenance tonight 22:00 UTC"}`, "")
 
-	b.Step("sign in", 30*time.Second,
-		chromedp.Navigate(d.url+"/login"),
-		chromedp.WaitVisible(chromedp.CSS("#email")),
-		chromedp.SendKeys(chromedp.CSS("#email"), "ann@example.com"),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS("#queue")),
-	)
+	b.Step("sign in", 30*time.Second, signIn(d.url, "ann@example.com", chromedp.WaitVisible(chromedp.CSS("#queue")))...)
 	// The live stream is open before the submission.
-	b.Step("live updates connect", 10*time.Second,
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.getElementById("live-status").textContent === "Live"`)(ctx, tg)
-			return err
-		}),
-	)
+	b.Step("live updates connect", 10*time.Second, liveConnected)
 	b.Eval(`window.__sameDocument = "yes"; "ok"`)
 
 	body := `{"tool":"send_customer_email","payload":{"customer_id":"c-7","topic":"refund","to":"dana@example.com",` +

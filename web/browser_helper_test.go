@@ -128,3 +128,22 @@ func (b *chrome) Key(k string) chromedp.Action[chromedp.Void] {
 		}
 	})
 }
+
+// signIn is the actions that sign email in with dashPassword on the
+// dashboard at baseURL; the caller adds what the signed-in page must show.
+func signIn(baseURL, email string, then ...chromedp.Action[chromedp.Void]) []chromedp.Action[chromedp.Void] {
+	return append([]chromedp.Action[chromedp.Void]{
+		chromedp.Navigate(baseURL + "/login"),
+		chromedp.WaitVisible(chromedp.CSS("#email")),
+		chromedp.SendKeys(chromedp.CSS("#email"), email),
+		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
+		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
+	}, then...)
+}
+
+// liveConnected waits until the page's live stream is open, so a change
+// made after it reaches the page without a reload.
+var liveConnected = chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+	_, err := chromedp.Poll[bool](`document.getElementById("live-status").textContent === "Live"`)(ctx, tg)
+	return err
+})

@@ -36,14 +36,7 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 	}
 	row := func(a *queue.Action) chromedp.CSS { return chromedp.CSS(`[data-row-link="` + a.ID + `"]`) }
 
-	b.Step("sign in as dan", 20*time.Second,
-		chromedp.Navigate(d.url+"/login"),
-		chromedp.WaitVisible(chromedp.CSS("#email")),
-		chromedp.SendKeys(chromedp.CSS("#email"), "dan@example.com"),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(row(lead)),
-	)
+	b.Step("sign in as dan", 20*time.Second, signIn(d.url, "dan@example.com", chromedp.WaitVisible(row(lead)))...)
 	if n := rows(); n != 4 {
 		t.Fatalf("the whole queue shows %d rows, want 4", n)
 	}
