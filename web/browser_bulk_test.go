@@ -2,12 +2,9 @@ package web_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
 
 	"github.com/approvals/approvals/accounts"
@@ -20,19 +17,7 @@ import (
 // selection, the outcome and the overview go to ARTIFACTS_DIR.
 func TestBulkApproveInBrowser(t *testing.T) {
 	t.Parallel()
-	chromiumPath := findChromium()
-	if chromiumPath == "" {
-		if os.Getenv("CI") == "" {
-			t.Skip("chromium is not installed: neither chromium nor chromium-browser is on PATH (CI installs it and runs this test)")
-		}
-		t.Fatal("CI must run the browser test, but neither chromium nor chromium-browser is on PATH")
-	}
-	artifacts := os.Getenv("ARTIFACTS_DIR")
-	if artifacts == "" {
-		artifacts = t.TempDir()
-	} else if err := os.MkdirAll(artifacts, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	b := startBrowser(t)
 
 	d := startDashboard(t)
 	d.addUser("ann@example.com", accounts.RoleApprover)
@@ -46,78 +31,10 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	opts := append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(chromiumPath),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.WindowSize(1280, 900),
-	)
-	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
-	defer cancelAlloc()
-	browserCtx, cancelBrowser := chromedp.NewContext(allocCtx)
-	defer cancelBrowser()
-	if err := chromedp.Do(browserCtx); err != nil {
-		t.Fatalf("start %s: %v", chromiumPath, err)
-	}
-	step := func(name string, timeout time.Duration, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browserCtx, timeout)
-		defer cancel()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", name, err)
-		}
-	}
-	eval := func(expr string) string {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browserCtx, 10*time.Second)
-		defer cancel()
-		v, err := chromedp.Run(ctx, chromedp.Evaluate[string](expr))
-		if err != nil {
-			t.Fatalf("evaluate %s: %v", expr, err)
-		}
-		return v
-	}
-	screenshot := func(name string) {
-		t.Helper()
-		ctx, cancel := context.WithTimeout(browserCtx, 20*time.Second)
-		defer cancel()
-		png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
-		if err != nil {
-			t.Fatalf("screenshot %s: %v", name, err)
-		}
-		path := filepath.Join(artifacts, name)
-		if err := os.WriteFile(path, png, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("screenshot %s (%d bytes)", path, len(png))
-	}
-	// A shortcut key: CDP would also send the character, which a real
-	// browser does not type once keydown is cancelled.
-	key := func(k string) chromedp.Action[chromedp.Void] {
-		return chromedp.KeyEvent(k, func(p *input.DispatchKeyEventParams) {
-			if p.Type == input.DispatchKeyEventTypeChar {
-				p.Text, p.UnmodifiedText = "", ""
-			}
-		})
-	}
-
-	step("sign in", 30*time.Second,
-		chromedp.Navigate(d.url+"/login"),
-		chromedp.WaitVisible(chromedp.CSS("#email")),
-		chromedp.SendKeys(chromedp.CSS("#email"), "ann@example.com"),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
-		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
-		chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)),
-		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
-			_, err := chromedp.Poll[bool](`document.getElementById("live-status").textContent === "Live"`)(ctx, tg)
-			return err
-		}),
-	)
+	b.Step("sign in", 30*time.Second, signIn(d.url, "ann@example.com", chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)), liveConnected)...)
 	// j moves to the next row, x ticks it: rows 1, 2 and 4 (oldest first).
-	step("select three with the keyboard", 15*time.Second,
-		key("j"), key("x"), key("j"), key("x"), key("j"), key("j"), key("x"),
+	b.Step("select three with the keyboard", 15*time.Second,
+		b.Key("j"), b.Key("x"), b.Key("j"), b.Key("x"), b.Key("j"), b.Key("j"), b.Key("x"),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
 			_, err := chromedp.Poll[bool](`document.querySelectorAll("#queue [data-select-row]:checked").length === 3`)(ctx, tg)
 			return err
@@ -125,28 +42,28 @@ func TestBulkApproveInBrowser(t *testing.T) {
 	)
 	// A new submission reloads the rows live; the ticks survive the swap.
 	late := d.submitEmail("bulk-browser-late", "Arrived while selecting", "B")
-	step("the live reload keeps the selection", 10*time.Second,
+	b.Step("the live reload keeps the selection", 10*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`[data-row-link="`+late.ID+`"]`)),
 	)
-	if got := eval(`Array.from(document.querySelectorAll("#queue [data-select-row]:checked")).map(b => b.value).join(" ")`); got !=
+	if got := b.Eval(`Array.from(document.querySelectorAll("#queue [data-select-row]:checked")).map(b => b.value).join(" ")`); got !=
 		list[0].ID+" "+list[1].ID+" "+list[3].ID {
 		t.Fatalf("ticked after the reload: %q", got)
 	}
-	if got := eval(`document.querySelector("[data-bulk-count]").textContent`); got != "3 selected" {
+	if got := b.Eval(`document.querySelector("[data-bulk-count]").textContent`); got != "3 selected" {
 		t.Fatalf("count says %q, want 3 selected", got)
 	}
-	screenshot("bulk-selected.png")
+	b.Screenshot("bulk-selected.png")
 
-	step("approve the selection", 15*time.Second,
+	b.Step("approve the selection", 15*time.Second,
 		chromedp.SendKeys(chromedp.CSS("#bulk-note"), "Checked all three"),
 		chromedp.Click(chromedp.CSS(`[data-testid="bulk-approve"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="bulk-result"]`)),
 	)
-	if got := eval(`Array.from(document.querySelectorAll("[data-testid=bulk-row]")).map(r => r.dataset.id + "=" + r.querySelector("[data-testid=outcome]").textContent).join(" ")`); got !=
+	if got := b.Eval(`Array.from(document.querySelectorAll("[data-testid=bulk-row]")).map(r => r.dataset.id + "=" + r.querySelector("[data-testid=outcome]").textContent).join(" ")`); got !=
 		list[0].ID+"=decided "+list[1].ID+"=decided "+list[3].ID+"=decided" {
 		t.Fatalf("outcomes %q", got)
 	}
-	screenshot("bulk-result.png")
+	b.Screenshot("bulk-result.png")
 	for i, a := range list {
 		got := d.action(a.ID)
 		want := queue.StateApproved
@@ -158,12 +75,12 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		}
 	}
 
-	step("open the overview", 15*time.Second,
+	b.Step("open the overview", 15*time.Second,
 		chromedp.Click(chromedp.CSS(`nav a[href="/overview"]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid="hourly-chart"]`)),
 	)
-	if got := eval(`document.querySelector("[data-testid=decisions-24h]").textContent + "/" + document.querySelector("[data-testid=pending-total]").textContent`); got != "4/2" {
+	if got := b.Eval(`document.querySelector("[data-testid=decisions-24h]").textContent + "/" + document.querySelector("[data-testid=pending-total]").textContent`); got != "4/2" {
 		t.Fatalf("overview decisions/pending = %s, want 4/2", got)
 	}
-	screenshot("overview.png")
+	b.Screenshot("overview.png")
 }

@@ -2,9 +2,6 @@ package slack_test
 
 import (
 	"bytes"
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -16,21 +13,10 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/approvals/approvals/notifier/slack"
+	"github.com/approvals/approvals/notifier/slack/slacktest"
 )
 
 const signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
-
-// signedHeaders signs body at ts under secret the way Slack documents it.
-func signedHeaders(secret string, ts time.Time, body []byte) http.Header {
-	stamp := strconv.FormatInt(ts.Unix(), 10)
-	mac := hmac.New(sha256.New, []byte(secret))
-	mac.Write([]byte("v0:" + stamp + ":"))
-	mac.Write(body)
-	h := http.Header{}
-	h.Set("X-Slack-Request-Timestamp", stamp)
-	h.Set("X-Slack-Signature", "v0="+hex.EncodeToString(mac.Sum(nil)))
-	return h
-}
 
 func TestVerifyRequest(t *testing.T) {
 	t.Parallel()
@@ -42,20 +28,20 @@ func TestVerifyRequest(t *testing.T) {
 		body   []byte
 		ok     bool
 	}{
-		{"good", signedHeaders(signingSecret, now, body), body, true},
-		{"good, 4 minutes old", signedHeaders(signingSecret, now.Add(-4*time.Minute), body), body, true},
-		{"stale, 6 minutes old", signedHeaders(signingSecret, now.Add(-6*time.Minute), body), body, false},
-		{"from the future", signedHeaders(signingSecret, now.Add(6*time.Minute), body), body, false},
-		{"other secret", signedHeaders("another-secret", now, body), body, false},
-		{"body changed", signedHeaders(signingSecret, now, body), append(bytes.Clone(body), 'x'), false},
+		{"good", slacktest.Sign(signingSecret, now, body), body, true},
+		{"good, 4 minutes old", slacktest.Sign(signingSecret, now.Add(-4*time.Minute), body), body, true},
+		{"stale, 6 minutes old", slacktest.Sign(signingSecret, now.Add(-6*time.Minute), body), body, false},
+		{"from the future", slacktest.Sign(signingSecret, now.Add(6*time.Minute), body), body, false},
+		{"other secret", slacktest.Sign("another-secret", now, body), body, false},
+		{"body changed", slacktest.Sign(signingSecret, now, body), append(bytes.Clone(body), 'x'), false},
 		{"no headers", http.Header{}, body, false},
 		{"not v0", func() http.Header {
-			h := signedHeaders(signingSecret, now, body)
+			h := slacktest.Sign(signingSecret, now, body)
 			h.Set("X-Slack-Signature", "v1="+h.Get("X-Slack-Signature")[3:])
 			return h
 		}(), body, false},
 		{"timestamp changed", func() http.Header {
-			h := signedHeaders(signingSecret, now, body)
+			h := slacktest.Sign(signingSecret, now, body)
 			h.Set("X-Slack-Request-Timestamp", strconv.FormatInt(now.Unix()+1, 10))
 			return h
 		}(), body, false},
@@ -68,7 +54,7 @@ func TestVerifyRequest(t *testing.T) {
 			t.Errorf("%s: error %v, want ErrUnverified", tc.name, err)
 		}
 	}
-	if err := slack.VerifyRequest("", signedHeaders("", now, body), body, now); !errors.Is(err, slack.ErrUnverified) {
+	if err := slack.VerifyRequest("", slacktest.Sign("", now, body), body, now); !errors.Is(err, slack.ErrUnverified) {
 		t.Errorf("no secret configured: %v, want ErrUnverified", err)
 	}
 }
@@ -78,7 +64,7 @@ func TestVerifyRequestAgreesWithSlackGo(t *testing.T) {
 	t.Parallel()
 	body := []byte("payload=%7B%7D")
 	for _, secret := range []string{signingSecret, "other"} {
-		h := signedHeaders(secret, time.Now(), body)
+		h := slacktest.Sign(secret, time.Now(), body)
 		ours := slack.VerifyRequest(signingSecret, h, body, time.Now())
 		sv, err := slackapi.NewSecretsVerifier(h, signingSecret)
 		if err == nil {

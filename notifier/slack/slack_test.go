@@ -12,6 +12,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/notifier/slack"
+	"github.com/approvals/approvals/notifier/slack/slacktest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -19,10 +20,10 @@ const channelID = "C0APPROVALS"
 
 var postedAt = time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)
 
-func newClient(t *testing.T, f *fakeSlack, log *messageLog, token string) *slack.Client {
+func newClient(t *testing.T, f *slacktest.Server, log *messageLog, token string) *slack.Client {
 	t.Helper()
 	c, err := slack.New(slack.Config{
-		BotToken: token, APIURL: f.apiURL(), PublicURL: "https://approvals.example.com/",
+		BotToken: token, APIURL: f.APIURL(), PublicURL: "https://approvals.example.com/",
 		Messages: log, Now: func() time.Time { return postedAt },
 	})
 	if err != nil {
@@ -63,12 +64,12 @@ func notification(id, event string, a *queue.Action) queue.Notification {
 // link to its page and the three buttons carrying its id; the returned ts is recorded.
 func TestPendingPostsMessageWithButtons(t *testing.T) {
 	t.Parallel()
-	f, log := newFakeSlack(t), &messageLog{}
+	f, log := slacktest.New(t, botToken), &messageLog{}
 	a := pendingAction()
 	if err := newClient(t, f, log, botToken).Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
-	posts := f.recorded("chat.postMessage")
+	posts := f.Calls("chat.postMessage")
 	if len(posts) != 1 {
 		t.Fatalf("%d chat.postMessage calls, want 1", len(posts))
 	}
@@ -83,10 +84,10 @@ func TestPendingPostsMessageWithButtons(t *testing.T) {
 		t.Fatalf("fallback text %q", text)
 	}
 	want := []string{"approve=" + a.ID, "reject=" + a.ID, "request_changes=" + a.ID}
-	if got := buttons(p.Blocks); !slices.Equal(got, want) {
+	if got := buttons(p.Blocks()); !slices.Equal(got, want) {
 		t.Fatalf("buttons %v, want %v", got, want)
 	}
-	text := blockText(p.Blocks)
+	text := blockText(p.Blocks())
 	for _, s := range []string{"Refund &lt;!channel&gt; &amp; more", "<https://approvals.example.com/actions/0190a-7|", "*to*\nc@example.com", "refund:42", "agent:support-bot"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("blocks lack %q:\n%s", s, text)
@@ -105,16 +106,16 @@ func TestPendingPostsMessageWithButtons(t *testing.T) {
 // no buttons to press in vain.
 func TestNoLongerPendingPostsDecidedForm(t *testing.T) {
 	t.Parallel()
-	f, log := newFakeSlack(t), &messageLog{}
+	f, log := slacktest.New(t, botToken), &messageLog{}
 	a := decided(pendingAction(), queue.StateRejected, "user:ann@example.com", "wrong customer")
 	if err := newClient(t, f, log, botToken).Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
 		t.Fatal(err)
 	}
-	p := f.recorded("chat.postMessage")[0]
-	if b := buttons(p.Blocks); len(b) != 0 {
+	p := f.Calls("chat.postMessage")[0]
+	if b := buttons(p.Blocks()); len(b) != 0 {
 		t.Fatalf("decided action posted with buttons %v", b)
 	}
-	if text := blockText(p.Blocks); !strings.Contains(text, "*Rejected* by ann@example.com") || !strings.Contains(text, "wrong customer") {
+	if text := blockText(p.Blocks()); !strings.Contains(text, "*Rejected* by ann@example.com") || !strings.Contains(text, "wrong customer") {
 		t.Fatalf("decided form does not say who rejected and why:\n%s", text)
 	}
 	if len(log.all()) != 1 {
@@ -127,7 +128,7 @@ func TestNoLongerPendingPostsDecidedForm(t *testing.T) {
 // to update.
 func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	t.Parallel()
-	f, log := newFakeSlack(t), &messageLog{}
+	f, log := slacktest.New(t, botToken), &messageLog{}
 	c := newClient(t, f, log, botToken)
 	a := pendingAction()
 	ctx := context.Background()
@@ -136,8 +137,8 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if reminder := f.recorded("chat.postMessage")[1]; !strings.Contains(reminder.Form.Get("text"), "Reminder") || len(buttons(reminder.Blocks)) != 3 {
-		t.Fatalf("reminder text %q buttons %v", reminder.Form.Get("text"), buttons(reminder.Blocks))
+	if reminder := f.Calls("chat.postMessage")[1]; !strings.Contains(reminder.Form.Get("text"), "Reminder") || len(buttons(reminder.Blocks())) != 3 {
+		t.Fatalf("reminder text %q buttons %v", reminder.Form.Get("text"), buttons(reminder.Blocks()))
 	}
 	_ = log.SlackMessageAdd(ctx, queue.SlackMessage{ActionID: a.ID, Channel: "C0OTHER", TS: "1.0"})
 
@@ -145,17 +146,17 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	if err := c.Notify(ctx, notification("n3", classify.EventActionApproved, approved)); err != nil {
 		t.Fatalf("Notify approved: %v", err)
 	}
-	updates := f.recorded("chat.update")
+	updates := f.Calls("chat.update")
 	var ts []string
 	for _, u := range updates {
 		ts = append(ts, u.Form.Get("channel")+"/"+u.Form.Get("ts"))
 		if u.Auth != "Bearer "+botToken {
 			t.Fatalf("chat.update Authorization %q", u.Auth)
 		}
-		if b := buttons(u.Blocks); len(b) != 0 {
+		if b := buttons(u.Blocks()); len(b) != 0 {
 			t.Fatalf("updated message keeps buttons %v", b)
 		}
-		if text := blockText(u.Blocks); !strings.Contains(text, "*Approved* by ann@example.com") {
+		if text := blockText(u.Blocks()); !strings.Contains(text, "*Approved* by ann@example.com") {
 			t.Fatalf("update does not say who approved:\n%s", text)
 		}
 		if !strings.Contains(u.Form.Get("text"), "approved (decided by ann@example.com)") {
@@ -169,7 +170,7 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	if !slices.Equal(ts, want) {
 		t.Fatalf("updated %v, want exactly the channel's messages %v", ts, want)
 	}
-	if n := len(f.recorded("chat.postMessage")); n != 2 {
+	if n := len(f.Calls("chat.postMessage")); n != 2 {
 		t.Fatalf("a decision with messages to update posted anew (%d posts)", n)
 	}
 
@@ -179,8 +180,8 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	if err := c.Notify(ctx, notification("n4", classify.EventActionDone, &done)); err != nil {
 		t.Fatal(err)
 	}
-	last := f.recorded("chat.update")
-	if len(last) != 4 || !strings.Contains(blockText(last[3].Blocks), "*done*") {
+	last := f.Calls("chat.update")
+	if len(last) != 4 || !strings.Contains(blockText(last[3].Blocks()), "*done*") {
 		t.Fatalf("done did not update both messages: %d updates", len(last))
 	}
 }
@@ -188,16 +189,16 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 // A channel that hears only of decisions has no message to update: it gets the decided form.
 func TestDecisionWithoutMessagePostsDecidedForm(t *testing.T) {
 	t.Parallel()
-	f, log := newFakeSlack(t), &messageLog{}
+	f, log := slacktest.New(t, botToken), &messageLog{}
 	a := decided(pendingAction(), queue.StateExpired, "system", "")
 	if err := newClient(t, f, log, botToken).Notify(context.Background(), notification("n1", classify.EventActionExpired, a)); err != nil {
 		t.Fatal(err)
 	}
-	posts := f.recorded("chat.postMessage")
-	if len(posts) != 1 || len(buttons(posts[0].Blocks)) != 0 || !strings.Contains(blockText(posts[0].Blocks), "*Expired*") {
+	posts := f.Calls("chat.postMessage")
+	if len(posts) != 1 || len(buttons(posts[0].Blocks())) != 0 || !strings.Contains(blockText(posts[0].Blocks()), "*Expired*") {
 		t.Fatalf("posts %d, want one expired message without buttons", len(posts))
 	}
-	if len(f.recorded("chat.update")) != 0 {
+	if len(f.Calls("chat.update")) != 0 {
 		t.Fatal("updated a message that does not exist")
 	}
 }
@@ -209,22 +210,22 @@ func TestSlackFailures(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		method string
-		fail   failure
+		fail   slacktest.Failure
 		token  string
 		want   string
 		after  time.Duration
 	}{
-		{name: "post ok false", method: "chat.postMessage", fail: failure{body: `{"ok":false,"error":"channel_not_found"}`}, want: "channel_not_found"},
-		{name: "post ok false without error text", method: "chat.postMessage", fail: failure{body: `{"ok":false}`}, want: "without ok"},
-		{name: "post 429", method: "chat.postMessage", fail: failure{status: http.StatusTooManyRequests, retryAfter: "30"}, want: "rate limited", after: 30 * time.Second},
-		{name: "post 500", method: "chat.postMessage", fail: failure{status: http.StatusInternalServerError, body: "<html>"}, want: "500"},
+		{name: "post ok false", method: "chat.postMessage", fail: slacktest.Failure{Body: `{"ok":false,"error":"channel_not_found"}`}, want: "channel_not_found"},
+		{name: "post ok false without error text", method: "chat.postMessage", fail: slacktest.Failure{Body: `{"ok":false}`}, want: "without ok"},
+		{name: "post 429", method: "chat.postMessage", fail: slacktest.Failure{Status: http.StatusTooManyRequests, RetryAfter: "30"}, want: "rate limited", after: 30 * time.Second},
+		{name: "post 500", method: "chat.postMessage", fail: slacktest.Failure{Status: http.StatusInternalServerError, Body: "<html>"}, want: "500"},
 		{name: "wrong token", token: "xoxb-wrong", want: "not_authed"},
-		{name: "update ok false", method: "chat.update", fail: failure{body: `{"ok":false,"error":"message_not_found"}`}, want: "message_not_found"},
-		{name: "update 429", method: "chat.update", fail: failure{status: http.StatusTooManyRequests, retryAfter: "7"}, want: "rate limited", after: 7 * time.Second},
+		{name: "update ok false", method: "chat.update", fail: slacktest.Failure{Body: `{"ok":false,"error":"message_not_found"}`}, want: "message_not_found"},
+		{name: "update 429", method: "chat.update", fail: slacktest.Failure{Status: http.StatusTooManyRequests, RetryAfter: "7"}, want: "rate limited", after: 7 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f, log := newFakeSlack(t), &messageLog{}
+			f, log := slacktest.New(t, botToken), &messageLog{}
 			token := botToken
 			if tc.token != "" {
 				token = tc.token
@@ -237,7 +238,7 @@ func TestSlackFailures(t *testing.T) {
 				n = notification("n2", classify.EventActionRejected, decided(a, queue.StateRejected, "user:bob@example.com", "no"))
 			}
 			if tc.method != "" {
-				f.failNext(tc.method, tc.fail)
+				f.FailNext(tc.method, tc.fail)
 			}
 			before := len(log.all())
 			err := c.Notify(context.Background(), n)
@@ -259,12 +260,12 @@ func TestSlackFailures(t *testing.T) {
 // action id as private_metadata and one text input named note.
 func TestOpenNoteModal(t *testing.T) {
 	t.Parallel()
-	f := newFakeSlack(t)
+	f := slacktest.New(t, botToken)
 	c := newClient(t, f, &messageLog{}, botToken)
 	if err := c.OpenNoteModal(context.Background(), "T-1.2.3", slack.ButtonRequestChanges, "0190a-7"); err != nil {
 		t.Fatalf("OpenNoteModal: %v", err)
 	}
-	calls := f.recorded("views.open")
+	calls := f.Calls("views.open")
 	if len(calls) != 1 || calls[0].Auth != "Bearer "+botToken {
 		t.Fatalf("views.open calls %+v", calls)
 	}
@@ -300,7 +301,7 @@ func TestOpenNoteModal(t *testing.T) {
 	if err := c.OpenNoteModal(context.Background(), "T-1", "approve", "0190a-7"); err == nil {
 		t.Fatal("a modal for approve: want an error")
 	}
-	f.failNext("views.open", failure{body: `{"ok":false,"error":"expired_trigger_id"}`})
+	f.FailNext("views.open", slacktest.Failure{Body: `{"ok":false,"error":"expired_trigger_id"}`})
 	if err := c.OpenNoteModal(context.Background(), "T-1", slack.ButtonReject, "0190a-7"); err == nil || !strings.Contains(err.Error(), "expired_trigger_id") {
 		t.Fatalf("views.open ok:false: error %v", err)
 	}
@@ -309,14 +310,14 @@ func TestOpenNoteModal(t *testing.T) {
 // An ephemeral reply goes to the response_url, and the bot token does not go with it.
 func TestEphemeral(t *testing.T) {
 	t.Parallel()
-	f := newFakeSlack(t)
+	f := slacktest.New(t, botToken)
 	c := newClient(t, f, &messageLog{}, botToken)
-	if err := c.Ephemeral(context.Background(), f.srv.URL+"/respond/abc", "You may not decide this action."); err != nil {
+	if err := c.Ephemeral(context.Background(), f.ResponseURL(), "You may not decide this action."); err != nil {
 		t.Fatalf("Ephemeral: %v", err)
 	}
-	calls := f.recorded("response_url:abc")
-	if len(calls) != 1 {
-		t.Fatalf("%d response_url calls", len(calls))
+	calls := f.Calls("response_url")
+	if want := strings.TrimPrefix(f.ResponseURL(), f.URL); len(calls) != 1 || calls[0].Path != want {
+		t.Fatalf("response_url calls %+v, want one to %s", calls, want)
 	}
 	if calls[0].Auth != "" {
 		t.Fatalf("the bot token was sent to the response_url: %q", calls[0].Auth)

@@ -23,9 +23,19 @@ import (
 // Call is one request the server received.
 type Call struct {
 	Method string     // chat.postMessage, chat.update, views.open, or "response_url"
+	Path   string     // the request's path, e.g. /respond/1
 	Auth   string     // the Authorization header
 	Form   url.Values // form-encoded methods
 	JSON   map[string]any
+}
+
+// Blocks is the form's blocks (chat.postMessage, chat.update) decoded; nil when there are none.
+func (c Call) Blocks() []map[string]any {
+	var blocks []map[string]any
+	if b := c.Form.Get("blocks"); b != "" {
+		_ = json.Unmarshal([]byte(b), &blocks)
+	}
+	return blocks
 }
 
 // Failure makes the next call of a method fail.
@@ -108,7 +118,7 @@ func (s *Server) WaitFor(t testing.TB, method string, n int, timeout time.Durati
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
-	c := Call{Auth: r.Header.Get("Authorization")}
+	c := Call{Path: r.URL.Path, Auth: r.Header.Get("Authorization")}
 	switch ct := r.Header.Get("Content-Type"); {
 	case strings.HasPrefix(ct, "application/x-www-form-urlencoded"):
 		c.Form, _ = url.ParseQuery(string(body))
