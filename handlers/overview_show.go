@@ -9,9 +9,9 @@ import (
 )
 
 // ShowOverview handles GET /overview: the health of the queue for every
-// member of staff.
+// member of staff, computed at most every queue.OverviewMaxAge per process.
 func (d *Dashboard) ShowOverview(c echo.Context) error {
-	o, err := d.Service.Overview(c.Request().Context())
+	o, err := d.Service.CachedOverview(c.Request().Context())
 	if err != nil {
 		return err
 	}

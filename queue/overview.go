@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 )
 
@@ -77,6 +78,36 @@ type Overview struct {
 
 // ErrNoOverview is returned by a store that cannot summarise the queue.
 var ErrNoOverview = errors.New("the store does not implement OverviewStore")
+
+// OverviewMaxAge is how long CachedOverview keeps an overview: its
+// statements read a day's submissions and a week's decisions, so however
+// many people keep the page open, each process computes it at most once per
+// this period.
+const OverviewMaxAge = 15 * time.Second
+
+// overviewCache is the last overview of this process.
+type overviewCache struct {
+	mu sync.Mutex // held while computing: concurrent views wait for one computation
+	o  *Overview
+}
+
+// CachedOverview is Overview computed at most once per OverviewMaxAge (by
+// the service clock); Overview.Now says when it was computed.
+func (s *Service) CachedOverview(ctx context.Context) (*Overview, error) {
+	c := &s.overview
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := s.Now()
+	if c.o != nil && !now.Before(c.o.Now) && now.Sub(c.o.Now) < OverviewMaxAge {
+		return c.o, nil
+	}
+	o, err := s.Overview(ctx)
+	if err != nil {
+		return nil, err
+	}
+	c.o = o
+	return o, nil
+}
 
 // Overview summarises the queue at the service clock's now.
 func (s *Service) Overview(ctx context.Context) (*Overview, error) {

@@ -1,0 +1,43 @@
+package queue_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// The overview page's cache: a second view within OverviewMaxAge is the
+// same computation (a new pending action does not show), one after it is
+// computed again and shows it.
+func TestCachedOverviewAgesOnTheServiceClock(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := startEnvFrozen(t)
+	e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "cache"})
+	first, err := e.svc.CachedOverview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if first.PendingTotal != 1 {
+		t.Fatalf("pending %d, want 1", first.PendingTotal)
+	}
+	e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "cache"})
+	e.clock.Advance(queue.OverviewMaxAge - time.Second)
+	again, err := e.svc.CachedOverview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again != first {
+		t.Fatalf("computed again within %s: pending %d", queue.OverviewMaxAge, again.PendingTotal)
+	}
+	e.clock.Advance(time.Second)
+	later, err := e.svc.CachedOverview(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if later.PendingTotal != 2 || !later.Now.After(first.Now) {
+		t.Fatalf("after %s: pending %d at %s, want 2, computed anew", queue.OverviewMaxAge, later.PendingTotal, later.Now)
+	}
+}
