@@ -142,9 +142,11 @@ tools:
 }
 
 // loadRound is one client's round: a new at-most-once submission (201
-// pending), then its decision (an approval in the dashboard, 303, or the
-// agent's cancel, 200), then an exactly-once claim (201 in_progress) and
-// its completion (200 done).
+// pending), then its decision (the agent's cancel, 200, or an approval in
+// the dashboard, 303; every third round leaves it pending, so acknowledged
+// pending actions are there at the kill however the rounds interleave),
+// then an exactly-once claim (201 in_progress) and its completion (200
+// done).
 func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, i, n int) error {
 	key := fmt.Sprintf("kill:%d:%d", i, n)
 	a, err := apiCall(api, base, token, "/api/v1/actions", fmt.Sprintf(`{"tool":"kill_at_most_once","intent_key":%q,"payload":{"n":%d}}`, key+":amo", n), http.StatusCreated)
@@ -152,13 +154,15 @@ func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, 
 		return err
 	}
 	acks.ack(a.ID, queue.StatePending)
-	if n%2 == 0 {
+	switch n % 3 {
+	case 2: // left pending
+	case 0:
 		acks.send(a.ID, queue.StateCancelled)
 		if _, err := apiCall(api, base, token, "/api/v1/actions/"+a.ID+"/cancel", `{}`, http.StatusOK); err != nil {
 			return err
 		}
 		acks.ack(a.ID, queue.StateCancelled)
-	} else {
+	default:
 		acks.send(a.ID, queue.StateApproved)
 		res, err := staff.PostForm(base+"/actions/"+a.ID+"/approve", url.Values{"note": {"kill test"}, "_csrf": {csrf}})
 		if err != nil {
