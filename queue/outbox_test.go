@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sort"
 	"sync"
 	"testing"
 	"time"
@@ -33,6 +34,10 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{topic}"
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{topic}"
+    claim_timeout: 1m
 `
 
 // manualClock is the injected clock of the outbox tests.
@@ -364,6 +369,51 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 		}
 		if d, _ := svc.NotificationQueueDepth(ctx); d != 0 {
 			t.Fatalf("queue depth %d after giving up, want 0", d)
+		}
+	})
+}
+
+// An operator who resolves a stale ticket moves its action to an outcome:
+// channels that listen for it hear of it once, as of an agent's late
+// report (which writes its own failed event and resolves the ticket too).
+func TestFanOutTellsOperatorOutcomes(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		svc := db.service(queue.Options{})
+		byOperator := submitTopic(t, svc, "issue_refund", "operator")
+		byAgent := submitTopic(t, svc, "issue_refund", "agent")
+		db.clock.advance(2 * time.Minute)
+		if _, err := svc.Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stale, err := svc.Get(ctx, byOperator.ID)
+		if err != nil || stale.Ticket == nil {
+			t.Fatalf("no stale ticket: %v", err)
+		}
+		if _, _, err := svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
+			Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Fail(ctx, byAgent.ID, "bot", "declined by the provider", "api"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range []string{byOperator.ID, byAgent.ID} {
+			list, err := svc.Notifications(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range list {
+				got = append(got, n.Type+"→"+n.Channel)
+			}
+			sort.Strings(got)
+			if want := []string{"action.failed→ops", "ticket.opened→ops"}; fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Fatalf("notifications of %s: got %v, want %v", id, got, want)
+			}
 		}
 	})
 }
