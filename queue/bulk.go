@@ -125,6 +125,10 @@ func (s *Service) bulkDecideOne(ctx context.Context, r BulkRequest, res *BulkRes
 		res.Outcome, res.Reason = BulkNotPending, "no such action"
 	case errors.As(err, &qe) && qe.Code == CodeForbidden:
 		res.Outcome, res.Reason = BulkNotAllowed, qe.Detail
+	case errors.As(err, &qe) && qe.Code != CodeInternal && qe.Code != CodeUnavailable:
+		// Any other refusal of this one action (its upstream is down, say)
+		// is its own outcome: the others were decided and must be listed.
+		res.Action, res.Outcome, res.Reason = qe.Action, BulkNotAllowed, qe.Detail
 	default:
 		return err
 	}

@@ -259,6 +259,13 @@ func (s *Service) SendDue(ctx context.Context, cfg OutboxConfig) (int, error) {
 			// hands the rest of the batch to the next sender.
 			return len(due), ctx.Err()
 		}
+		if s.Now().Sub(now) >= cfg.Lease/2 {
+			// A send may take half the lease: one started later could
+			// outlive the lease while another process, seeing it expired,
+			// sends the same notification. The rest of the batch comes due
+			// again when the lease ends.
+			return len(due), nil
+		}
 		if err := s.send(context.WithoutCancel(ctx), cfg, r); err != nil {
 			return len(due), err
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/approvals/approvals/classify"
 )
@@ -61,9 +62,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if req.Tool == "" {
 		return SubmitResult{}, Errorf(CodeInvalidRequest, "tool is required")
 	}
-	if err := s.upstreamReady(tool); err != nil {
-		return SubmitResult{}, err
-	}
+	notReady := s.upstreamReady(tool)
 	var derived string
 	if len(tool.Schema) == 0 && tool.Intent == "" {
 		// Nothing reads the payload's value: checking it is one JSON
@@ -106,6 +105,12 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 				warnings = append(warnings, "intent_key_looks_random")
 			}
 		}
+	}
+	if notReady != nil && !s.intentHeld(ctx, tool, key) {
+		// Refused only when nothing holds the intent: a retry of an
+		// intent whose call is in progress, done or pending gets the usual
+		// answer (409 in_progress, the replay), never "nothing was done".
+		return SubmitResult{}, notReady
 	}
 	if !registered {
 		warnings = append(warnings, "tool_not_registered")
@@ -207,4 +212,17 @@ func payloadError(err error) error {
 		return Errorf(CodeInvalidPayload, "%s", pe.Error())
 	}
 	return Errorf(CodeInvalidPayload, "%v", err)
+}
+
+// intentHeld reports whether an action holds key (its newest attempt is in
+// a held state); at-least-once actions hold nothing.
+func (s *Service) intentHeld(ctx context.Context, tool classify.Tool, key string) bool {
+	if tool.Class == classify.AtLeastOnce || key == "" {
+		return false
+	}
+	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 1})
+	if err != nil || len(list) == 0 {
+		return false
+	}
+	return slices.Contains(HeldStates, list[0].State)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/approvals/approvals/classify"
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -42,6 +43,14 @@ type Outcome struct {
 // Call calls the tool of the upstream once with args (a JSON object), within the upstream's
 // timeout, and classifies the answer. It never retries.
 func (m *Manager) Call(ctx context.Context, upstream, tool string, args json.RawMessage) Outcome {
+	out := m.call(ctx, upstream, tool, args)
+	// Errors can quote the upstream's URL (a connection error does): the
+	// text is stored on the action and shown to agents and staff.
+	out.Error = classify.RedactURLsIn(out.Error)
+	return out
+}
+
+func (m *Manager) call(ctx context.Context, upstream, tool string, args json.RawMessage) Outcome {
 	c, ok := m.conns[upstream]
 	if !ok {
 		return Outcome{Kind: NotSent, Unavailable: true, Error: fmt.Sprintf("no upstream is named %q", upstream)}

@@ -221,7 +221,23 @@ func (c *conn) setUp(cs *mcp.ClientSession, tools []classify.UpstreamTool) {
 func (c *conn) setDown(reason string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.session, c.down = nil, reason
+	// The reason reaches logs, /tools, the API and refusals: an error that
+	// names the URL must not carry its credentials.
+	c.session, c.down = nil, classify.RedactURLsIn(reason)
+}
+
+// inheritedEnv is what a stdio upstream gets of approvals' own environment:
+// what a program needs to run (as the MCP SDKs pass by default), never the
+// database URL, the signing secrets or the tokens approvals holds. Anything
+// else it needs is named in the upstream's env: in the tools file.
+func inheritedEnv() []string {
+	var out []string
+	for _, k := range []string{"PATH", "HOME", "USER", "LOGNAME", "SHELL", "TERM", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "TZ"} {
+		if v, ok := os.LookupEnv(k); ok {
+			out = append(out, k+"="+v)
+		}
+	}
+	return out
 }
 
 func (c *conn) current() (*mcp.ClientSession, string) {
@@ -254,13 +270,17 @@ func (m *Manager) connect(c *conn) (*mcp.ClientSession, []classify.UpstreamTool,
 			base = http.DefaultTransport
 		}
 		hc.Transport = &headerTransport{headers: c.cfg.Headers, base: base}
+		// The configured headers (a bearer token, say) are added to every
+		// request by the transport, so a redirect would carry them to any
+		// host: none is followed.
+		hc.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 		// MaxRetries -1: a dropped stream ends the session at once and the supervisor
 		// reconnects, rather than the SDK trying to resume it for seconds meanwhile.
 		transport = &mcp.StreamableClientTransport{Endpoint: c.cfg.URL, HTTPClient: &hc, MaxRetries: -1}
 	} else {
 		// Not exec.CommandContext: the process must outlive this attempt's deadline.
 		cmd := exec.Command(c.cfg.Command[0], c.cfg.Command[1:]...)
-		cmd.Env = os.Environ()
+		cmd.Env = inheritedEnv()
 		for _, k := range slices.Sorted(maps.Keys(c.cfg.Env)) {
 			cmd.Env = append(cmd.Env, k+"="+c.cfg.Env[k])
 		}

@@ -187,7 +187,7 @@ func TestUpstreamDownAtStart(t *testing.T) {
 	ups := parseUpstreams(t, `
 upstreams:
   gone:
-    url: http://`+addr+`/mcp
+    url: http://`+addr+`/mcp?token=SECRET-IN-QUERY
   badtoken:
     url: `+ts.URL+`
     headers: { Authorization: "Bearer wrong" }
@@ -209,6 +209,26 @@ upstreams:
 		if o.Kind != NotSent || !o.Unavailable || !strings.Contains(o.Error, "is unavailable") {
 			t.Errorf("%s: Call = %+v; want not_sent, unavailable", name, o)
 		}
+		// The reason and the error reach logs, the API and agents: a
+		// credential in the URL must not.
+		if strings.Contains(l.Unavailable, "SECRET-IN-QUERY") || strings.Contains(o.Error, "SECRET-IN-QUERY") {
+			t.Errorf("%s: the URL's token leaked: %q / %q", name, l.Unavailable, o.Error)
+		}
+	}
+}
+
+// A stdio upstream inherits what a program needs to run, never the
+// secrets of approvals' own environment; what it needs besides is its env:.
+func TestInheritedEnvKeepsSecretsOut(t *testing.T) {
+	t.Setenv("APPROVALS_WEBHOOK_SECRET", "whsec_secret")
+	t.Setenv("DATABASE_URL", "postgres://u:pw@db/approvals")
+	t.Setenv("PATH", "/usr/bin:/bin")
+	env := strings.Join(inheritedEnv(), "\n")
+	if strings.Contains(env, "whsec_secret") || strings.Contains(env, "pw@db") {
+		t.Fatalf("secrets passed to a stdio upstream:\n%s", env)
+	}
+	if !strings.Contains(env, "PATH=/usr/bin:/bin") {
+		t.Fatalf("PATH not passed:\n%s", env)
 	}
 }
 

@@ -395,9 +395,13 @@ func TestSlackRefusesUnsignedRequests(t *testing.T) {
 		if r := e.ephemerals(); len(r) != 0 {
 			t.Fatalf("an unverified request was answered in Slack: %q", r)
 		}
-		// Malformed but signed: 400 naming the problem, not a 5xx.
-		if status, body := e.post([]byte("payload=%7Bnot json"), time.Time{}, slackSecret); status != http.StatusBadRequest || !strings.Contains(body, "payload") {
+		// Malformed but signed: 200 like every request Slack signed (a
+		// 4xx would make Slack show the user an error), nothing changes.
+		if status, body := e.post([]byte("payload=%7Bnot json"), time.Time{}, slackSecret); status != http.StatusOK {
 			t.Fatalf("malformed payload: %d %s", status, body)
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending {
+			t.Fatalf("a malformed request changed the action to %s", got.State)
 		}
 	})
 }

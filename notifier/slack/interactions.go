@@ -91,7 +91,10 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	case err != nil:
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		// Signed by Slack, so answered 200 like every valid request; what
+		// it lacked is logged, and nothing changes.
+		h.cfg.Logger.Warn("slack interaction not understood; nothing changed", "err", err)
+		w.WriteHeader(http.StatusOK)
 		return
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), answerWithin)
@@ -202,7 +205,8 @@ func (h *Interactions) refusal(ctx context.Context, in Interaction, err error) s
 	qe := h.cfg.Service.ErrorOf(ctx, err, "slack_user", in.UserID, "action", in.ActionID)
 	switch qe.Code {
 	case queue.CodeInternal, queue.CodeUnavailable:
-		return "Nothing was changed: " + qe.Detail + " You can also decide on the dashboard."
+		// The decision may have committed before the failure: say so.
+		return "The outcome is not known: " + qe.Detail + " Check the action page before deciding again."
 	}
 	return "Nothing was changed: " + qe.Detail
 }
