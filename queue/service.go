@@ -29,6 +29,9 @@ type Service struct {
 	// waiters counts long-polls that have subscribed, read the action and
 	// now wait for a change (the approvals_waiters gauge).
 	waiters atomic.Int64
+	// upstreamCalls are the upstream calls submissions are making
+	// (WaitUpstreamCalls).
+	upstreamCalls sync.WaitGroup
 	// overview is the overview page's cache (CachedOverview).
 	overview overviewCache
 	// waiterPool caps concurrent long-polls and event streams

@@ -89,6 +89,8 @@ const storeTimeout = 10 * time.Second
 // leaves the action as it is: an exactly-once claim then becomes a stale
 // ticket.
 func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
+	s.upstreamCalls.Add(1)
+	defer s.upstreamCalls.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
 	defer cancel()
 	target := map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
@@ -111,7 +113,16 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 		if out.Outcome == ExecutionUnknown {
 			s.log.Warn("upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
 		}
-		err = s.RecordExecution(rctx, a, UpstreamChannel, out)
+		// An outcome that is not recorded becomes an operator's question:
+		// try again briefly, as the executors do.
+		for try := range 3 {
+			if try > 0 {
+				time.Sleep(time.Duration(try) * time.Second)
+			}
+			if err = s.RecordExecution(rctx, a, UpstreamChannel, out); err == nil {
+				break
+			}
+		}
 	}
 	if err != nil {
 		s.log.Error("upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
@@ -123,6 +134,12 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	}
 	return got
 }
+
+// WaitUpstreamCalls waits for the upstream calls that submissions started
+// and their records: at shutdown, after the HTTP server stopped waiting for
+// its requests and before storage closes, so that a call under way is
+// recorded rather than left to become a ticket.
+func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 
 // recordAtLeastOnce stores the upstream's answer on a recorded action: the
 // CallToolResult as result (also for isError), and error when the tool did

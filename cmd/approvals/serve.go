@@ -81,7 +81,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
 	}
-	defer gw.Close() // after the workers: a call under way finishes first
+	defer gw.Close() // Serve returns once every call under way (executor or submission) is recorded
 	if cfg.Tools == "" {
 		log.Warn("no tools file (APPROVALS_TOOLS): every tool is treated as unregistered, at-most-once")
 	} else {

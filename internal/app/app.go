@@ -238,6 +238,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		log.Warn("shutdown", "err", err)
 	}
 	wg.Wait()
+	// Submissions whose upstream call outlived the HTTP server's wait:
+	// their outcome is recorded before the store closes.
+	a.Service.WaitUpstreamCalls()
 	if a.notify.Interactions != nil {
 		a.notify.Interactions.Wait() // ephemeral Slack replies under way
 	}
