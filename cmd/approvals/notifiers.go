@@ -41,7 +41,7 @@ func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (a
 		n.ByKind["email"] = e
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: svc})
 		if err != nil {
 			return n, err
 		}

@@ -33,6 +33,15 @@ type Config struct {
 	HTTPClient *http.Client
 	// Now is the clock of SlackMessage.PostedAt; nil means time.Now.
 	Now func() time.Time
+	// Actions, when set, is read again once a message with buttons is
+	// recorded: a decision whose update ran (in another process) before
+	// the message was recorded could not update it, so the poster does.
+	Actions ActionReader
+}
+
+// ActionReader reads an action as it is now (the Service).
+type ActionReader interface {
+	Get(ctx context.Context, id string) (*queue.Action, error)
 }
 
 // Client posts and updates approval messages (it is the queue.Notifier of Slack channels),
@@ -41,6 +50,7 @@ type Client struct {
 	api       *slackapi.Client
 	http      *http.Client
 	messages  queue.SlackMessages
+	actions   ActionReader
 	publicURL string
 	now       func() time.Time
 }
@@ -78,6 +88,7 @@ func New(cfg Config) (*Client, error) {
 		api:       slackapi.New(cfg.BotToken, slackapi.OptionAPIURL(apiURL), slackapi.OptionHTTPClient(&hc)),
 		http:      &hc,
 		messages:  cfg.Messages,
+		actions:   cfg.Actions,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		now:       cfg.Now,
 	}
@@ -151,7 +162,20 @@ func (c *Client) post(ctx context.Context, channel string, n queue.Notification,
 	}); err != nil {
 		return fmt.Errorf("record Slack message %s of action %s: %w", ts, n.Action.ID, err)
 	}
-	return nil
+	if c.actions == nil || n.Action.State != queue.StatePending {
+		return nil
+	}
+	// Posted with buttons: if the action was decided meanwhile, its
+	// decision's update may have run before this message was recorded, and
+	// so missed it. Update it now; chat.update is idempotent.
+	cur, err := c.actions.Get(ctx, n.Action.ID)
+	if err != nil || cur.State == queue.StatePending {
+		return nil // the decision's own update (retried) will find the message
+	}
+	n.Action = cur
+	d := c.render(n)
+	_, _, _, err = c.api.UpdateMessageContext(ctx, gotChannel, ts, d.options()...)
+	return apiError("chat.update", err)
 }
 
 // update rewrites every message posted to channel for the action. A channel that never got

@@ -326,3 +326,39 @@ func TestEphemeral(t *testing.T) {
 		t.Fatalf("response_url body %v", calls[0].JSON)
 	}
 }
+
+// actionsNow answers the action as it is now: decided while the pending
+// message was on its way.
+type actionsNow struct{ a *queue.Action }
+
+func (r actionsNow) Get(context.Context, string) (*queue.Action, error) { return r.a, nil }
+
+// A message posted with buttons for an action that was decided while it
+// was on its way (the decision's update, in another process, found nothing
+// recorded) is updated by its poster to the decided form.
+func TestPostedWhileDecidedIsUpdated(t *testing.T) {
+	t.Parallel()
+	f, log := slacktest.New(t, botToken), &messageLog{}
+	a := pendingAction()
+	c, err := slack.New(slack.Config{
+		BotToken: botToken, APIURL: f.APIURL(), PublicURL: "https://approvals.example.com/",
+		Messages: log, Now: func() time.Time { return postedAt },
+		Actions: actionsNow{decided(a, queue.StateApproved, "user:ann@example.com", "")},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
+		t.Fatal(err)
+	}
+	posts, updates := f.Calls("chat.postMessage"), f.Calls("chat.update")
+	if len(posts) != 1 || len(buttons(posts[0].Blocks())) != 3 {
+		t.Fatalf("want one post with the buttons, got %d posts", len(posts))
+	}
+	if len(updates) != 1 || len(buttons(updates[0].Blocks())) != 0 || !strings.Contains(blockText(updates[0].Blocks()), "Approved") {
+		t.Fatalf("the posted message was not updated to the decided form: %d updates", len(updates))
+	}
+	if updates[0].Form.Get("ts") != log.all()[0].TS {
+		t.Fatalf("updated ts %q, recorded %q", updates[0].Form.Get("ts"), log.all()[0].TS)
+	}
+}
