@@ -512,10 +512,3 @@ func (t *Tool) upstreamGuidance() string {
 	}
 	return Guidance(AtMostOnce) + " Once approved, approvals calls the upstream tool itself: never call it by other means."
 }
-
-// NeedsIntentKey reports whether a caller must supply the intent key: the tool has no intent
-// template, and it is not an at-least-once tool executed upstream (repeating one is harmless,
-// so there is no intent to guard).
-func (t *Tool) NeedsIntentKey() bool {
-	return t.Intent == "" && !(t.Upstream != "" && t.Class == AtLeastOnce)
-}

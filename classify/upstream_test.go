@@ -258,20 +258,3 @@ func TestToolJSONRoundTripsUpstreamFields(t *testing.T) {
 		t.Errorf("round trip: %+v, %v", out, err)
 	}
 }
-
-func TestNeedsIntentKey(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		tool Tool
-		want bool
-	}{
-		{Tool{Class: AtLeastOnce, Upstream: "crm"}, false},
-		{Tool{Class: AtLeastOnce}, true},
-		{Tool{Class: ExactlyOnce, Upstream: "crm"}, true},
-		{Tool{Class: AtMostOnce, Upstream: "crm", Intent: "x:{id}"}, false},
-	} {
-		if got := tc.tool.NeedsIntentKey(); got != tc.want {
-			t.Errorf("%+v.NeedsIntentKey() = %v, want %v", tc.tool, got, tc.want)
-		}
-	}
-}

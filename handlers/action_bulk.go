@@ -24,7 +24,7 @@ func (d *Dashboard) BulkDecide(c echo.Context) error {
 		By: actor(currentUser(c))}
 	results, err := d.Service.Bulk(c.Request().Context(), r)
 	if errors.Is(err, queue.ErrBulkNoteRequired) {
-		return d.bulkFormAgain(c, r, "A note is required to reject: say why, and it is kept with each action.")
+		return d.bulkFormAgain(c, r, queue.ErrBulkNoteRequired.Detail)
 	}
 	if err != nil {
 		return err
@@ -33,7 +33,7 @@ func (d *Dashboard) BulkDecide(c echo.Context) error {
 	for _, res := range results {
 		row := templates.BulkRow{BulkResult: res}
 		if res.Action != nil {
-			row.Title = previewTitle(res.Action)
+			row.Title = res.Action.Headline()
 		}
 		v.Rows = append(v.Rows, row)
 	}
@@ -50,7 +50,7 @@ func (d *Dashboard) BulkDecide(c echo.Context) error {
 // bulkFormAgain re-shows the first page of the queue with the selection
 // still ticked, the note as typed and the error: 422, nothing decided.
 func (d *Dashboard) bulkFormAgain(c echo.Context, r queue.BulkRequest, msg string) error {
-	v, err := d.queueView(c, "", "", templates.DefaultPageSize)
+	v, err := d.queueView(c, "", "", templates.DefaultPageSize, false)
 	if err != nil {
 		return err
 	}
@@ -81,20 +81,4 @@ func (d *Dashboard) bulkForm(c echo.Context) templates.BulkForm {
 		f.CSRF = stringValue(s, csrfValue)
 	}
 	return f
-}
-
-// queueView is the first page of the queue as GET / shows it.
-func (d *Dashboard) queueView(c echo.Context, tool, cursor string, limit int) (templates.QueueView, error) {
-	v := templates.QueueView{Now: d.Service.Now(), Tool: tool, Cursor: cursor, Limit: limit, Tools: toolNames(d.Service),
-		Bulk: d.bulkForm(c)}
-	list, next, err := d.Service.List(c.Request().Context(), queue.ListRequest{State: queue.StatePending, Oldest: true,
-		Tool: tool, Cursor: cursor, Limit: limit})
-	if err != nil {
-		return v, err
-	}
-	v.Next = next
-	for _, a := range list {
-		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: previewTitle(a)})
-	}
-	return v, nil
 }

@@ -2,9 +2,7 @@ package handlers
 
 import (
 	"net/http"
-	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -20,25 +18,9 @@ func (d *Dashboard) Queue(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	v := templates.QueueView{Now: d.Service.Now(), Tool: c.QueryParam("tool"), Cursor: c.QueryParam("cursor"),
-		Limit: limit, Tools: toolNames(d.Service), Bulk: d.bulkForm(c), Mine: c.QueryParam("mine") == "1"}
-	req := queue.ListRequest{State: queue.StatePending, Oldest: true, Tool: v.Tool, Cursor: v.Cursor, Limit: limit}
-	var list []*queue.Action
-	var next string
-	switch u := currentUser(c); {
-	case v.Mine && !u.Role.CanDecide():
-		// Nothing waits for a role that decides nothing.
-	case v.Mine:
-		req.WaitingFor = actor(u)
-		fallthrough
-	default:
-		if list, next, err = d.Service.List(ctx, req); err != nil {
-			return err
-		}
-	}
-	v.Next = next
-	for _, a := range list {
-		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: previewTitle(a)})
+	v, err := d.queueView(c, c.QueryParam("tool"), c.QueryParam("cursor"), limit, c.QueryParam("mine") == "1")
+	if err != nil {
+		return err
 	}
 	if isHX(c) {
 		if v.OpenTickets, err = d.Service.TicketCountOpen(ctx); err != nil {
@@ -52,6 +34,31 @@ func (d *Dashboard) Queue(c echo.Context) error {
 	}
 	p.Live = true
 	return render(c, http.StatusOK, templates.QueuePage(p, v))
+}
+
+// queueView is one keyset page of pending actions, oldest first, as GET /
+// shows it (the bulk decision's answer re-shows it too); mine keeps the
+// ones the signed-in user may decide and has not approved.
+func (d *Dashboard) queueView(c echo.Context, tool, cursor string, limit int, mine bool) (templates.QueueView, error) {
+	v := templates.QueueView{Now: d.Service.Now(), Tool: tool, Cursor: cursor,
+		Limit: limit, Tools: toolNames(d.Service), Bulk: d.bulkForm(c), Mine: mine}
+	req := queue.ListRequest{State: queue.StatePending, Oldest: true, Tool: tool, Cursor: cursor, Limit: limit}
+	switch u := currentUser(c); {
+	case mine && !u.Role.CanDecide():
+		// Nothing waits for a role that decides nothing.
+		return v, nil
+	case mine:
+		req.WaitingFor = actor(u)
+	}
+	list, next, err := d.Service.List(c.Request().Context(), req)
+	if err != nil {
+		return v, err
+	}
+	v.Next = next
+	for _, a := range list {
+		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: a.Headline()})
+	}
+	return v, nil
 }
 
 func pageSize(s string) (int, error) {
@@ -74,47 +81,13 @@ func toolNames(s *queue.Service) []string {
 	return out
 }
 
-// previewTitle is the one line that names an action in a list: the tool's
-// preview title, else its first preview field, else the payload itself.
-func previewTitle(a *queue.Action) string {
-	title, fields := preview(a)
-	switch {
-	case title != "":
-		return title
-	case len(fields) > 0:
-		return fields[0].Name + ": " + fields[0].Value
-	}
-	return templates.CompactJSON(a.Payload, 120)
-}
-
-// preview renders the action's preview templates from its tool snapshot:
-// the title, and the other fields in name order.
+// preview is the action's rendered preview (queue.Action.Preview, which
+// the notification channels share) as the templates' fields.
 func preview(a *queue.Action) (string, []templates.Field) {
-	payload, err := queue.DecodeObject(a.Payload)
-	if err != nil {
-		return "", nil
+	p := a.Preview()
+	fields := make([]templates.Field, len(p.Fields))
+	for i, f := range p.Fields {
+		fields[i] = templates.Field{Name: f.Name, Value: f.Value}
 	}
-	rendered := a.Spec.RenderPreview(payload)
-	names := make([]string, 0, len(rendered))
-	for name := range rendered {
-		if name != "title" {
-			names = append(names, name)
-		}
-	}
-	// Short one-line fields (to, channel) read best before long ones (body).
-	long := func(name string) bool {
-		v := rendered[name]
-		return len(v) > 80 || strings.Contains(v, "\n")
-	}
-	sort.Slice(names, func(i, j int) bool {
-		if li, lj := long(names[i]), long(names[j]); li != lj {
-			return lj
-		}
-		return names[i] < names[j]
-	})
-	fields := make([]templates.Field, 0, len(names))
-	for _, name := range names {
-		fields = append(fields, templates.Field{Name: name, Value: rendered[name]})
-	}
-	return rendered["title"], fields
+	return p.Title, fields
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"unicode/utf8"
 
@@ -111,7 +110,7 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	dec := json.NewDecoder(bytes.NewReader(body))
 	var top json.RawMessage
 	if err := dec.Decode(&top); err != nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", queue.JSONErrorText(err))
 	}
 	if dec.More() || !onlySpace(body[dec.InputOffset():]) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body has data after the JSON object")
@@ -127,7 +126,7 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 		}
 	}
 	if err := json.Unmarshal(top, &raw); err != nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", jsonErrorText(err))
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid JSON: %s", queue.JSONErrorText(err))
 	}
 	return checkFields(raw, allowed)
 }
@@ -152,17 +151,6 @@ func checkFields(raw map[string]json.RawMessage, allowed map[string]bool) (map[s
 }
 
 func onlySpace(b []byte) bool { return len(bytes.TrimSpace(b)) == 0 }
-
-func jsonErrorText(err error) string {
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)
-	}
-	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-		return "unexpected end of input"
-	}
-	return err.Error()
-}
 
 func printable(s string) bool {
 	for _, r := range s {

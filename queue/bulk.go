@@ -49,7 +49,7 @@ type BulkResult struct {
 }
 
 // ErrBulkNoteRequired refuses a bulk rejection without a reason.
-var ErrBulkNoteRequired = Errorf(CodeInvalidRequest, "note: a reason is required to reject")
+var ErrBulkNoteRequired = Errorf(CodeInvalidRequest, "note: a note is required to reject; say why, and it is kept with each action")
 
 // Bulk decides each selected action through Approve or Reject, the same
 // exactly-once path as a single decision (one conditional statement each),
@@ -87,7 +87,7 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 		switch {
 		case a == nil:
 			res.Outcome, res.Reason = BulkNotPending, "no such action"
-		case r.Decision == "approve" && !a.Spec.BulkApprovable():
+		case r.Decision == "approve" && !a.Spec.Approval.BulkAllowed():
 			res.Outcome, res.Reason = BulkNotAllowed, "its tool asks for each action to be reviewed on its own page"
 		default:
 			if err := s.bulkDecideOne(ctx, r, &res); err != nil {

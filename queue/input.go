@@ -59,7 +59,7 @@ func DecodeJSON(raw []byte) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
-		return nil, errors.New(jsonErrorText(err))
+		return nil, errors.New(JSONErrorText(err))
 	}
 	if dec.More() || len(bytes.TrimSpace(raw[dec.InputOffset():])) != 0 {
 		return nil, errors.New("data after the JSON value")
@@ -67,7 +67,9 @@ func DecodeJSON(raw []byte) (any, error) {
 	return v, nil
 }
 
-func jsonErrorText(err error) string {
+// JSONErrorText words a JSON decoding error for a problem detail: where the
+// syntax breaks, or that the input ended early.
+func JSONErrorText(err error) string {
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
 		return fmt.Sprintf("%s at byte %d", se.Error(), se.Offset)

@@ -141,7 +141,7 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		a := d.submitEmail("bulk-n1", "Hello", "Body")
 		res := ann.post("/actions/bulk", url.Values{"ids": {a.ID}, "decision": {"reject"}, "note": {"  "}})
 		res.wantStatus(t, http.StatusUnprocessableEntity)
-		res.wantContains(t, "A note is required to reject", `id="bulk-form"`)
+		res.wantContains(t, "a note is required to reject", `id="bulk-form"`)
 		doc, err := html.Parse(strings.NewReader(res.body))
 		if err != nil {
 			t.Fatal(err)
