@@ -5,7 +5,7 @@
 CREATE INDEX actions_remind_rule ON actions (created_at)
     WHERE state = 'pending' AND json_extract(spec, '$.approval.remind_after') > 0;
 CREATE INDEX actions_escalate_rule ON actions (created_at)
-    WHERE state = 'pending' AND json_extract(spec, '$.approval.escalate_after') > 0;
+    WHERE state = 'pending' AND json_extract(spec, '$.approval.escalate_after') > 0 AND escalated_at IS NULL;
 
 -- +goose Down
 DROP INDEX actions_escalate_rule;

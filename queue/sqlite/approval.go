@@ -110,8 +110,12 @@ func (s *Store) ActionEscalateDue(ctx context.Context, now time.Time, limit int)
 func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, column, kind string) (int, error) {
 	n := 0
 	err := s.withTx(ctx, func(tx *sql.Tx) error {
+		once := ""
+		if column == "escalated_at" {
+			once = " AND escalated_at IS NULL" // escalated once, then never again
+		}
 		rows, err := tx.QueryContext(ctx, `SELECT id, created_at, `+column+`, json_extract(spec, '$.approval.`+key+`')
-	FROM actions WHERE state = 'pending' AND json_extract(spec, '$.approval.`+key+`') > 0 ORDER BY created_at`)
+	FROM actions WHERE state = 'pending' AND json_extract(spec, '$.approval.`+key+`') > 0`+once+` ORDER BY created_at`)
 		if err != nil {
 			return err
 		}
@@ -126,9 +130,6 @@ func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, col
 			}
 			from := created
 			if last.Valid {
-				if column == "escalated_at" {
-					continue
-				}
 				from = last.String
 			}
 			t, err := parseTime(from)
