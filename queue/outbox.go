@@ -22,8 +22,17 @@ import (
 // partial index events_fan_out lists the same kinds (the migrations), so
 // that events of other kinds (replays, claims) never enter it.
 var NotifyingEventKinds = []string{EventSubmitted, EventApproved, EventRejected, EventChangesRequested,
-	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated,
-	EventTicketResolved}
+	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated}
+
+// OutcomeEventKind is the event that records an action reaching outcome
+// (done or failed), whoever reported it: the agent, the executor or an
+// operator resolving a stale ticket.
+func OutcomeEventKind(outcome State) string {
+	if outcome == StateDone {
+		return EventCompleted
+	}
+	return EventFailed
+}
 
 // NotificationType is the event type (classify.EventTypes) an event tells
 // channels about, or "" for one that tells nobody (the submission of an
@@ -54,33 +63,6 @@ func NotificationType(ev Event, a *Action) string {
 		return classify.EventActionReminder
 	case EventEscalated:
 		return classify.EventActionEscalated
-	case EventTicketResolved:
-		return operatorOutcome(ev, a)
-	}
-	return ""
-}
-
-// operatorOutcome is action.done or action.failed when ev is an operator's
-// resolution of a stale ticket that moved the action to that outcome (its
-// finished_at is the resolution's time). An agent's late report has its
-// own completed or failed event, and a conflict ticket, or a resolution
-// that found the action already finished, changes no state: "" for those.
-func operatorOutcome(ev Event, a *Action) string {
-	if !strings.HasPrefix(ev.Actor, "user:") || a.FinishedAt == nil || !a.FinishedAt.Equal(ev.At) {
-		return ""
-	}
-	var d struct {
-		Kind    TicketKind `json:"kind"`
-		Outcome State      `json:"outcome"`
-	}
-	if json.Unmarshal(ev.Data, &d) != nil || d.Kind != TicketStale || d.Outcome != a.State {
-		return ""
-	}
-	switch a.State {
-	case StateDone:
-		return classify.EventActionDone
-	case StateFailed:
-		return classify.EventActionFailed
 	}
 	return ""
 }

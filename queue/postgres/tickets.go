@@ -255,8 +255,17 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			// No row updated: the action finished meanwhile (a late report
 			// that raced the sweep). The operator's finding is recorded
 			// below and no state changes.
-			if _, err := tx.Exec(ctx, ticketResolveActionSQL, t.ActionID, string(p.Outcome), result, errText, p.Now); err != nil {
+			tag, err := tx.Exec(ctx, ticketResolveActionSQL, t.ActionID, string(p.Outcome), result, errText, p.Now)
+			if err != nil {
 				return err
+			}
+			if tag.RowsAffected() == 1 {
+				// The operator's finding moved the action: the same outcome
+				// event as an agent's report (it notifies action.done/failed).
+				if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, 'dashboard', $4, $5)`,
+					t.ActionID, queue.OutcomeEventKind(p.Outcome), p.By, p.Now, string(queue.TicketEventData(p.TicketID, cur.Kind, "", "", nil))); err != nil {
+					return err
+				}
 			}
 		}
 		if _, err := tx.Exec(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1`,

@@ -293,6 +293,14 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			// raced the sweep); the operator's finding is recorded and no
 			// state changes.
 			moved = n == 1
+			if moved {
+				// The operator's finding moved the action: the same outcome
+				// event as an agent's report (it notifies action.done/failed).
+				if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.OutcomeEventKind(p.Outcome), Actor: p.By,
+					Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, "", "", nil)}); err != nil {
+					return err
+				}
+			}
 		}
 		if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.EventTicketResolved, Actor: p.By,
 			Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)}); err != nil {
