@@ -54,8 +54,6 @@ const (
 // action's lock.
 type DecisionPlan struct {
 	Outcome DecideOutcome
-	// Approval is the approval to insert (approve only; nil otherwise).
-	Approval *Approval
 	// Approvals is the action's approvals after the decision, as stored in
 	// its approvals column.
 	Approvals []Approval
@@ -98,10 +96,10 @@ func PlanDecision(a *Action, p ActionDecideParams) (DecisionPlan, error) {
 	all := append(slices.Clone(a.Approvals), ap)
 	required := a.Spec.Approval.RequiredApprovals()
 	if len(all) >= required {
-		return DecisionPlan{Outcome: DecideTransitioned, Approval: &ap, Approvals: all, Event: p.Event}, nil
+		return DecisionPlan{Outcome: DecideTransitioned, Approvals: all, Event: p.Event}, nil
 	}
 	data, _ := json.Marshal(map[string]any{"note": p.Note, "count": len(all), "required": required})
-	return DecisionPlan{Outcome: DecideCounted, Approval: &ap, Approvals: all, Event: Event{
+	return DecisionPlan{Outcome: DecideCounted, Approvals: all, Event: Event{
 		ActionID: a.ID, Kind: EventApprovalCounted, Actor: p.By, Channel: p.Channel, At: p.Now, Data: data,
 	}}, nil
 }

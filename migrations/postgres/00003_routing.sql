@@ -10,23 +10,13 @@ ALTER TABLE actions DROP CONSTRAINT actions_state_valid,
     ADD CONSTRAINT actions_approval_states CHECK (class = 'at-most-once'
         OR state NOT IN ('pending', 'approved', 'rejected', 'changes_requested'));
 
--- approvals is a copy of the action's rows in the approvals table, written
--- under the action's row lock, so reading an action costs no join.
+-- approvals are the approvals given so far ([{by, at, note}]), written under
+-- the action's row lock by the deciding transaction, which reads them to
+-- refuse a second approval by the same user (queue.PlanDecision).
 -- reminded_at and escalated_at are the sweep's conditional-update guards.
 ALTER TABLE actions ADD COLUMN approvals json NOT NULL DEFAULT '[]',
     ADD COLUMN reminded_at timestamptz,
     ADD COLUMN escalated_at timestamptz;
-
--- One approval per user and action: the constraint, not a read, makes the
--- same user's second approval a replay.
-CREATE TABLE approvals (
-    action_id uuid        NOT NULL REFERENCES actions (id),
-    by        text        NOT NULL,
-    at        timestamptz NOT NULL,
-    note      text        NOT NULL DEFAULT '',
-    channel   text        NOT NULL DEFAULT '',
-    PRIMARY KEY (action_id, by)
-);
 
 -- The outbox: an event of a kind that notifies is waiting for the fan-out
 -- until fanned_out. Existing events were never meant to be sent, so the
@@ -76,7 +66,7 @@ CREATE UNIQUE INDEX users_slack_id ON users (slack_id) WHERE slack_id IS NOT NUL
 -- +goose Down
 DROP INDEX users_slack_id;
 ALTER TABLE users DROP COLUMN slack_id;
-DROP TABLE slack_messages, notifications, approvals;
+DROP TABLE slack_messages, notifications;
 DROP INDEX events_fan_out;
 ALTER TABLE events DROP COLUMN fanned_out;
 ALTER TABLE actions DROP COLUMN approvals, DROP COLUMN reminded_at, DROP COLUMN escalated_at;

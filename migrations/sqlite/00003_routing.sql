@@ -29,7 +29,7 @@ CREATE TABLE actions_new (
     has_webhook      INTEGER NOT NULL DEFAULT 0,
     spec             TEXT    NOT NULL,
     warnings         TEXT    NOT NULL DEFAULT '[]',
-    -- A copy of the action's approvals rows, written in the same transaction.
+    -- The approvals given so far, written under the deciding transaction.
     approvals        TEXT    NOT NULL DEFAULT '[]',
     reminded_at      TEXT,
     escalated_at     TEXT,
@@ -67,15 +67,6 @@ CREATE INDEX actions_intent_prefix ON actions (intent_key);
 CREATE INDEX actions_due ON actions (expires_at) WHERE state IN ('pending', 'approved');
 CREATE INDEX actions_claim_due ON actions (claim_deadline) WHERE state = 'in_progress';
 CREATE INDEX actions_webhook_ready ON actions (created_at, id) WHERE state = 'approved' AND has_webhook = 1;
-
-CREATE TABLE approvals (
-    action_id TEXT NOT NULL REFERENCES actions (id),
-    by        TEXT NOT NULL,
-    at        TEXT NOT NULL,
-    note      TEXT NOT NULL DEFAULT '',
-    channel   TEXT NOT NULL DEFAULT '',
-    PRIMARY KEY (action_id, by)
-) STRICT;
 
 -- Existing events were never meant to be sent: mark them fanned out.
 ALTER TABLE events ADD COLUMN fanned_out INTEGER NOT NULL DEFAULT 0 CHECK (fanned_out IN (0, 1));
@@ -120,6 +111,5 @@ DROP INDEX users_slack_id;
 ALTER TABLE users DROP COLUMN slack_id;
 DROP TABLE slack_messages;
 DROP TABLE notifications;
-DROP TABLE approvals;
 DROP INDEX events_fan_out;
 ALTER TABLE events DROP COLUMN fanned_out;

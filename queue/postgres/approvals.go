@@ -43,19 +43,6 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*
 		if outcome == queue.DecideReplayed {
 			return nil
 		}
-		if ap := plan.Approval; ap != nil {
-			tag, err := tx.Exec(ctx, `INSERT INTO approvals (action_id, by, at, note, channel)
-VALUES ($1, $2, $3, $4, $5) ON CONFLICT DO NOTHING`, p.ID, ap.By, ap.At, ap.Note, ap.Channel)
-			if err != nil {
-				return err
-			}
-			if tag.RowsAffected() == 0 {
-				// The constraint knows better than the column: the user
-				// has approved already.
-				outcome = queue.DecideReplayed
-				return nil
-			}
-		}
 		var note *string
 		if p.Note != "" {
 			note = &p.Note

@@ -32,17 +32,6 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*
 		if outcome == queue.DecideReplayed {
 			return nil
 		}
-		if ap := plan.Approval; ap != nil {
-			n, err := rowsAffected(tx.ExecContext(ctx, `INSERT INTO approvals (action_id, by, at, note, channel)
-	VALUES (?, ?, ?, ?, ?) ON CONFLICT DO NOTHING`, p.ID, ap.By, fmtTime(ap.At), ap.Note, ap.Channel))
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				outcome = queue.DecideReplayed
-				return nil
-			}
-		}
 		var note any
 		if p.Note != "" {
 			note = p.Note
