@@ -773,11 +773,21 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			case !tc.conflict && len(open) != 0:
 				t.Fatalf("open tickets %+v, want none", open)
 			}
-			// One answer, recorded once, one way.
+			// One answer, recorded once, one way; the one completed event
+			// is the operator's finding, not the late delivery's.
 			for k, want := range map[string]int{queue.EventDeliveryResult: btoi(!tc.conflict), queue.EventOutcomeConflict: btoi(tc.conflict),
-				queue.EventCompleted: 0} {
+				queue.EventCompleted: 1} {
 				if n := e.eventCount(a.ID, k); n != want {
 					t.Errorf("%d %s events, want %d", n, k, want)
+				}
+			}
+			events, err := e.svc.Events(ctx, a.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range events {
+				if ev.Kind == queue.EventCompleted && ev.Actor != "user:ops@example.com" {
+					t.Errorf("completed event by %s, want the operator's", ev.Actor)
 				}
 			}
 			if n := e.prov.deliveries(a.ID); n != 1 {
