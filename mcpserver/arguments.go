@@ -149,8 +149,8 @@ func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 // splitIntentKey takes the intent_key members out of the arguments object
 // raw and returns the rest unchanged, member by member as written, with the
 // value of the last intent_key member (nil when there is none, and then
-// payload is raw itself). Duplicate names resolve as json.Unmarshal does:
-// the last wins.
+// payload is raw itself). Duplicate names never reach it: rawArguments
+// refuses them first.
 func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
