@@ -267,20 +267,16 @@ func TestServerProcessNotifications(t *testing.T) {
 				t.Fatalf("action page lacks %q:\n%s", want, grep(page, "notification"))
 			}
 		}
-		metrics := get(t, s.base+"/metrics")
-		if !strings.Contains(metrics, `approvals_notifications_total{channel="webhook",outcome="retry"} 1`) ||
-			!strings.Contains(metrics, "approvals_notifications_queued 1") {
-			t.Fatalf("metrics after the failure:\n%s", grep(metrics, "approvals_notifications"))
-		}
+		waitMetrics(t, s.base, "after the failure",
+			`approvals_notifications_total{channel="webhook",outcome="retry"} 1`,
+			"approvals_notifications_queued 1")
 		if again := rcv.next(t); again != first {
 			t.Fatalf("retry delivered %s, want %s", again, first)
 		}
 		waitNotificationState(t, d, a.ID, queue.NotificationDelivered)
-		metrics = get(t, s.base+"/metrics")
-		if !strings.Contains(metrics, `approvals_notifications_total{channel="webhook",outcome="delivered"} 1`) ||
-			!strings.Contains(metrics, "approvals_notifications_queued 0") {
-			t.Fatalf("metrics after the recovery:\n%s", grep(metrics, "approvals_notifications"))
-		}
+		waitMetrics(t, s.base, "after the recovery",
+			`approvals_notifications_total{channel="webhook",outcome="delivered"} 1`,
+			"approvals_notifications_queued 0")
 	})
 
 	// Email goes through a real SMTP server, with the link to the action
@@ -384,6 +380,32 @@ func waitNotification(t *testing.T, d *deployment, actionID string, ok func(queu
 		}
 		// The state is in the database, written by another process: read
 		// it again shortly.
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// waitMetrics waits until /metrics shows every line in want. The sender
+// counts an attempt after its outcome is committed, so a test that sees the
+// new state in the database may read /metrics a moment before the counter
+// moves; a counter that never moves fails after the deadline.
+func waitMetrics(t *testing.T, base, when string, want ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		metrics := get(t, base+"/metrics")
+		missing := ""
+		for _, w := range want {
+			if !strings.Contains(metrics, w) {
+				missing = w
+				break
+			}
+		}
+		if missing == "" {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics %s lack %q:\n%s", when, missing, grep(metrics, "approvals_notifications"))
+		}
 		time.Sleep(50 * time.Millisecond)
 	}
 }
