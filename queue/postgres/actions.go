@@ -251,33 +251,49 @@ func likePrefix(p string) string {
 
 // ActionTransition implements queue.Store. The update, its event and the
 // late-report ticket resolution are one statement; the read-back of the
-// action rides in the same pipelined batch, so a transition costs one round
-// trip.
+// action follows it in the same transaction. Both go through the
+// transitions' batcher, so concurrent transitions (completions, failures,
+// claims, cancels) share one commit and one WAL flush, as submissions do;
+// the caller hears of its transition only after that commit.
 func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
 	if !queue.ValidID(p.ID) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	q, args := actionTransitionSQL(p)
-	batch := &pgx.Batch{}
-	var n int
-	batch.Queue(q, args...).QueryRow(func(row pgx.Row) error { return row.Scan(&n) })
-	var a *queue.Action
-	batch.Queue(actionGetByIDSQL, p.ID).QueryRow(func(row pgx.Row) error {
-		var err error
-		a, err = scanAction(row)
-		return err
-	})
-	err := s.pool.SendBatch(ctx, batch).Close()
+	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + p.ID, sql: q, args: args,
+		scan: func(row pgx.Row) (any, error) {
+			var n int
+			err := row.Scan(&n)
+			return n, err
+		},
+		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID}, scan: func(row pgx.Row, n any, err error) (any, error) {
+			if err != nil {
+				return nil, err
+			}
+			a, err := scanAction(row)
+			if err != nil {
+				return nil, err
+			}
+			return transitioned{a, n.(int) > 0}, nil
+		}}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
 	}
-	if n == 0 {
-		return a, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, a.State, queue.ErrStateMismatch)
+	got := v.(transitioned)
+	if !got.moved {
+		return got.action, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, got.action.State, queue.ErrStateMismatch)
 	}
-	return a, nil
+	return got.action, nil
+}
+
+// transitioned is ActionTransition's outcome: the action as it is after the
+// statement, and whether the statement moved it.
+type transitioned struct {
+	action *queue.Action
+	moved  bool
 }
 
 // actionTransitionSQL builds ActionTransition's statement: one conditional

@@ -75,9 +75,26 @@ type batchCall struct {
 	// effect. It must set everything it returns on every call: a rolled-back
 	// batch runs it again.
 	scan func(pgx.Row) (any, error)
+	// then, when set, is a read run right after the statement in the same
+	// transaction, for what the statement's own snapshot cannot show (the
+	// row it has just changed). Its scan is handed the statement's outcome
+	// and returns the call's. Not for calls of a kind (merged).
+	then *batchRead
+	// lazy marks a call whose commit need not wait for the WAL flush: a
+	// read, or the audit record of a replay, which changes no state. A
+	// batch whose calls are all lazy commits with synchronous_commit off;
+	// one other call makes the whole batch wait for its flush.
+	lazy bool
 	val  any
 	err  error
 	done chan struct{}
+}
+
+// batchRead is a call's follow-up read (batchCall.then).
+type batchRead struct {
+	sql  string
+	args []any
+	scan func(row pgx.Row, val any, err error) (any, error)
 }
 
 // batchKind merges calls that run the same statement with different
@@ -225,68 +242,112 @@ func (b *batcher) run(batch []*batchCall) {
 	}
 	if len(batch) > 1 {
 		slices.SortStableFunc(batch, func(x, y *batchCall) int { return strings.Compare(x.order, y.order) })
-		if b.runTogether(ctx, batch) {
+		if !b.send(ctx, batch) {
+			for _, c := range batch {
+				close(c.done)
+			}
 			return
 		}
+		// The server refused a statement, so the whole transaction rolled
+		// back: each call runs again on its own.
 		b.refused.Add(1)
+		for _, c := range batch {
+			c.val, c.err = nil, nil
+		}
 	}
 	for _, c := range batch {
-		c.val, c.err = b.runAlone(ctx, c)
+		b.send(ctx, []*batchCall{c})
 		close(c.done)
 	}
 }
 
-// runTogether sends the batch as one pipeline and hands out the results
-// if it committed. It reports false, having handed out nothing, when the
-// server refused a statement (the whole transaction rolled back, so each
-// call can run again on its own). A lost connection is handed out to every
-// call as it is: whether the batch committed is unknown, exactly as for a
-// single statement.
-func (b *batcher) runTogether(ctx context.Context, batch []*batchCall) bool {
-	units := groupCalls(batch)
-	pb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(units))}
+// lazyCommitSQL turns off the wait for the WAL flush at commit, for the
+// current transaction only (a batch is one implicit transaction). The batch
+// still commits, in order, before its results are handed out; only a crash
+// of PostgreSQL's host within wal_writer_delay (a fraction of a second) can
+// lose it, and any later ordinary commit flushes it too.
+const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
+
+// send runs calls as one pipeline, one implicit transaction, and stores
+// each call's outcome in it (closing nothing). It reports whether the
+// server refused a statement; the transaction then rolled back, and the
+// outcomes stored say why for the call that was refused. A lost connection
+// is stored in every call as it is: whether the batch committed is
+// unknown, exactly as for a single statement.
+//
+// When every call is lazy, the transaction commits without waiting for its
+// WAL flush (lazyCommitSQL).
+func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
+	units := groupCalls(calls)
+	pb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(units)+1)}
+	lazy := !slices.ContainsFunc(calls, func(c *batchCall) bool { return !c.lazy })
+	if lazy {
+		pb.Queue(lazyCommitSQL)
+	}
 	for _, u := range units {
 		if len(u) > 1 {
 			sql, args := u[0].kind.merge(u)
 			pb.Queue(sql, args...)
 			b.merged.Add(1)
-		} else {
-			pb.Queue(u[0].sql, u[0].args...)
+			continue
+		}
+		pb.Queue(u[0].sql, u[0].args...)
+		if r := u[0].then; r != nil {
+			pb.Queue(r.sql, r.args...)
 		}
 	}
 	br := b.pool.SendBatch(ctx, pb)
-	refused := false
+	isRefusal := func(err error) bool {
+		var pgErr *pgconn.PgError
+		return errors.As(err, &pgErr)
+	}
+	if lazy {
+		if _, err := br.Exec(); err != nil {
+			for _, c := range calls {
+				c.val, c.err = nil, err
+			}
+			refused = isRefusal(err)
+		}
+	}
 	for _, u := range units {
 		var err error
-		if len(u) > 1 {
+		switch c := u[0]; {
+		case len(u) > 1:
 			err = readMerged(br, u)
-		} else if c := u[0]; c.scan != nil {
+		case c.scan != nil:
 			c.val, c.err = c.scan(br.QueryRow())
 			err = c.err
-		} else {
+		default:
 			_, c.err = br.Exec()
 			err = c.err
 		}
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) {
+		if r := u[0].then; len(u) == 1 && r != nil {
+			c := u[0]
+			row := br.QueryRow()
+			if c.err == nil || !isRefusal(c.err) {
+				c.val, c.err = r.scan(row, c.val, c.err)
+			} else {
+				_ = row.Scan() // skipped: the transaction is aborted
+			}
+			if c.err != nil && err == nil {
+				err = c.err
+			}
+		}
+		if isRefusal(err) {
 			refused = true
 		}
 	}
-	err := br.Close()
-	var pgErr *pgconn.PgError
-	if refused || errors.As(err, &pgErr) {
-		for _, c := range batch {
-			c.val, c.err = nil, nil
+	if err := br.Close(); err != nil {
+		if isRefusal(err) {
+			refused = true
 		}
-		return false
-	}
-	for _, c := range batch {
-		if err != nil && c.err == nil {
-			c.val, c.err = nil, err
+		for _, c := range calls {
+			if c.err == nil {
+				c.val, c.err = nil, err
+			}
 		}
-		close(c.done)
 	}
-	return true
+	return refused
 }
 
 // groupCalls splits a sorted batch into units: the calls of one kind
@@ -362,11 +423,3 @@ func (r indexedRow) Scan(dest ...any) error {
 type noRow struct{}
 
 func (noRow) Scan(...any) error { return pgx.ErrNoRows }
-
-func (b *batcher) runAlone(ctx context.Context, c *batchCall) (any, error) {
-	if c.scan == nil {
-		_, err := b.pool.Exec(ctx, c.sql, c.args...)
-		return nil, err
-	}
-	return c.scan(b.pool.QueryRow(ctx, c.sql, c.args...))
-}

@@ -731,3 +731,169 @@ func TestBatchesUseGenericPlans(t *testing.T) {
 		t.Error("the store's own pool forces generic plans too; only the batches should")
 	}
 }
+
+// TestLazyBatches: a batch whose calls are all lazy (reads, replay records)
+// commits with synchronous_commit off, for that transaction only; one
+// durable call makes the whole batch wait for its flush.
+func TestLazyBatches(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	const setting = `SELECT current_setting('synchronous_commit')`
+
+	// Alone, under no load: a batch of one.
+	if got, err := b.QueryText(t.Context(), "", setting, true); err != nil || got != "off" {
+		t.Fatalf("a lazy call alone ran with synchronous_commit = %q (%v), want off", got, err)
+	}
+	if got, err := b.QueryText(t.Context(), "", setting, false); err != nil || got != "on" {
+		t.Fatalf("a durable call alone ran with synchronous_commit = %q (%v), want on", got, err)
+	}
+
+	for _, tc := range []struct {
+		name string
+		lazy []bool
+		want string
+	}{
+		{"all lazy", []bool{true, true, true}, "off"},
+		{"one durable", []bool{true, false, true}, "on"},
+	} {
+		release := blockWorkers(t, pool, b)
+		got := make([]string, len(tc.lazy))
+		errs := make([]error, len(tc.lazy))
+		var wg sync.WaitGroup
+		for i, lazy := range tc.lazy {
+			wg.Go(func() { got[i], errs[i] = b.QueryText(t.Context(), fmt.Sprint(i), setting, lazy) })
+		}
+		waitFor(t, "all calls to queue", func() bool { return b.Waiting() == int64(len(tc.lazy)) })
+		release()
+		wg.Wait()
+		for i := range got {
+			if errs[i] != nil || got[i] != tc.want {
+				t.Errorf("%s: call %d ran with synchronous_commit = %q (%v), want %s", tc.name, i, got[i], errs[i], tc.want)
+			}
+		}
+	}
+
+	// The setting ends with its transaction: no connection keeps it.
+	conns := make([]*pgxpool.Conn, 0, 4)
+	for range cap(conns) {
+		c, err := pool.Acquire(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+		var s string
+		if err := c.QueryRow(t.Context(), setting).Scan(&s); err != nil || s != "on" {
+			t.Errorf("a connection kept synchronous_commit = %q (%v) after a lazy batch", s, err)
+		}
+	}
+	for _, c := range conns {
+		c.Release()
+	}
+}
+
+// TestBatcherThenReadsTheStatementsEffect: a call's follow-up read runs in
+// the batch's transaction after the statement and sees what it changed,
+// which the statement's own snapshot cannot; batch-mates do not disturb it.
+func TestBatcherThenReadsTheStatementsEffect(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	if _, err := pool.Exec(t.Context(), `CREATE TABLE then_rows (n int PRIMARY KEY, v int NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	release := blockWorkers(t, pool, b)
+	const n = 6
+	got := make([]int64, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			got[i], errs[i] = b.ExecThenInt(t.Context(), fmt.Sprint(i),
+				fmt.Sprintf(`INSERT INTO then_rows VALUES (%d, %d)`, i, 10*i),
+				fmt.Sprintf(`SELECT v::bigint + (SELECT count(*) FROM then_rows) * 1000 FROM then_rows WHERE n = %d`, i))
+		})
+	}
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == n })
+	release()
+	wg.Wait()
+	for i := range n {
+		// Sorted by order, call i runs after calls 0..i-1 of its batch: it
+		// sees its own row and theirs.
+		if want := int64(10*i + (i+1)*1000); errs[i] != nil || got[i] != want {
+			t.Errorf("call %d read %d (%v), want %d", i, got[i], errs[i], want)
+		}
+	}
+}
+
+// TestTransitionsShareACommit: transitions queued together (agents
+// cancelling, completing, failing at once) run in one transaction: one
+// commit and one WAL flush for all of them. Each caller gets its action as
+// it is after its own statement; the second of two moves of one action
+// finds it moved by the first (ErrStateMismatch, the current state), and
+// its batch-mates commit regardless.
+func TestTransitionsShareACommit(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	const n = 6
+	ids := make([]string, n)
+	for i := range n {
+		a := testAction(classify.AtMostOnce, fmt.Sprintf("tx-%d", i), now)
+		if _, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a)); err != nil || !created {
+			t.Fatalf("submit %d: created=%v err=%v", i, created, err)
+		}
+		ids[i] = a.ID
+	}
+	tb := s.TransitionBatcher()
+	release := blockWorkers(t, s.Pool(), tb)
+	type outcome struct {
+		a   *queue.Action
+		err error
+	}
+	got := make([]outcome, n+1)
+	var wg sync.WaitGroup
+	for i := range n + 1 {
+		id := ids[i%n] // the last call moves action 0 again
+		wg.Go(func() {
+			a, err := s.ActionTransition(ctx, queue.ActionTransitionParams{ID: id, From: []queue.State{queue.StatePending},
+				To: queue.StateCancelled, Now: now, FinishedAt: &now,
+				Event: queue.Event{ActionID: id, Kind: queue.EventCancelled, Actor: "agent:a", Channel: "api", At: now}})
+			got[i] = outcome{a, err}
+		})
+	}
+	waitFor(t, "the transitions to queue", func() bool { return tb.Waiting() == n+1 })
+	release()
+	wg.Wait()
+	mismatches := 0
+	for i, o := range got {
+		if errors.Is(o.err, queue.ErrStateMismatch) {
+			mismatches++
+			if i%n != 0 {
+				t.Errorf("transition %d of a fresh action: %v", i, o.err)
+			}
+		} else if o.err != nil {
+			t.Errorf("transition %d: %v", i, o.err)
+			continue
+		}
+		if o.a == nil || o.a.ID != ids[i%n] || o.a.State != queue.StateCancelled {
+			t.Errorf("transition %d answered %+v, want action %s cancelled", i, o.a, ids[i%n])
+		}
+	}
+	if mismatches != 1 {
+		t.Errorf("%d transitions found their action moved, want 1 (the second move of action 0)", mismatches)
+	}
+	var events, txs int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*), count(DISTINCT xmin::text) FROM events WHERE kind = $1`, queue.EventCancelled).Scan(&events, &txs); err != nil {
+		t.Fatal(err)
+	}
+	if events != n || txs != 1 {
+		t.Errorf("%d cancel events in %d transactions, want %d in 1", events, txs, n)
+	}
+	if tb.Refused() != 0 {
+		t.Errorf("refused batches = %d, want 0", tb.Refused())
+	}
+}

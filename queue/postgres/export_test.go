@@ -28,6 +28,38 @@ func (t *TestBatcher) QueryInt(ctx context.Context, order, sql string, args ...a
 	return v.(int64), nil
 }
 
+// QueryText runs sql, which returns one text, in the next batch, as a
+// lazy call when lazy is set.
+func (t *TestBatcher) QueryText(ctx context.Context, order, sql string, lazy bool) (string, error) {
+	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql, lazy: lazy, scan: func(row pgx.Row) (any, error) {
+		var s string
+		err := row.Scan(&s)
+		return s, err
+	}})
+	if err != nil {
+		return "", err
+	}
+	return v.(string), nil
+}
+
+// ExecThenInt runs sql for its effect and then read, which returns one
+// bigint, as the call's follow-up read.
+func (t *TestBatcher) ExecThenInt(ctx context.Context, order, sql, read string) (int64, error) {
+	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql,
+		then: &batchRead{sql: read, scan: func(row pgx.Row, _ any, err error) (any, error) {
+			if err != nil {
+				return nil, err
+			}
+			var n int64
+			err = row.Scan(&n)
+			return n, err
+		}}})
+	if err != nil {
+		return 0, err
+	}
+	return v.(int64), nil
+}
+
 func (t *TestBatcher) Exec(ctx context.Context, order, sql string, args ...any) error {
 	_, err := t.b.call(ctx, &batchCall{order: order, sql: sql, args: args})
 	return err
@@ -56,6 +88,9 @@ func (t *TestBatcher) RunBatch(ctxs []context.Context, sqls []string) []error {
 
 // Batcher exposes the store's own batcher.
 func (s *Store) Batcher() *TestBatcher { return &TestBatcher{s.batch} }
+
+// TransitionBatcher exposes the batcher of the store's transitions.
+func (s *Store) TransitionBatcher() *TestBatcher { return &TestBatcher{s.transitions} }
 
 // ReplayLookups reports how many hinted replay lookups found a holder and
 // how many went on to the claiming statement, and how many keys the hint

@@ -40,6 +40,10 @@ type Store struct {
 	// pendingSubs counts SubscribePending subscribers.
 	pendingSubs atomic.Int64
 	batch       *batcher
+	// transitions batches ActionTransition apart from batch: a transition
+	// may wait for the lock of an action row another transaction holds,
+	// and must not hold up the token lookups and submissions meanwhile.
+	transitions *batcher
 	batchPool   *pgxpool.Pool
 	// hint remembers keys seen held, for the cheap replay lookup; found
 	// and missed count the lookups that found a holder and those that
@@ -111,7 +115,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// by key), so the generic plan is the right one; other queries keep the
 	// usual choice.
 	bcfg := cfg.Copy()
-	bcfg.MaxConns = int32(workers)
+	bcfg.MaxConns = int32(2 * workers) // the submissions' batcher and the transitions'
 	bcfg.MinConns = 0
 	if _, set := bcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		bcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
@@ -123,7 +127,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
 	s := &Store{pool: pool, batchPool: bpool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
-		batch: newBatcher(bpool, workers, 64), hint: newHeldHint(hintPerGeneration)}
+		batch: newBatcher(bpool, workers, 64), transitions: newBatcher(bpool, workers, 64),
+		hint: newHeldHint(hintPerGeneration)}
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
 	go s.watchPending(lctx, 250*time.Millisecond)
@@ -176,8 +181,9 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 
 // BatchStats implements queue.BatchStatser.
 func (s *Store) BatchStats() queue.BatchStats {
-	return queue.BatchStats{Batches: s.batch.batches.Load(), Calls: s.batch.calls.Load(),
-		Refused: s.batch.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load()}
+	return queue.BatchStats{Batches: s.batch.batches.Load() + s.transitions.batches.Load(),
+		Calls:   s.batch.calls.Load() + s.transitions.calls.Load(),
+		Refused: s.batch.refused.Load() + s.transitions.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load()}
 }
 
 // Pool exposes the pool for tests and benchmarks.
@@ -191,6 +197,7 @@ func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 // Close stops listening, releases waiters and closes the pool.
 func (s *Store) Close() error {
 	s.batch.stop()
+	s.transitions.stop()
 	s.cancel()
 	<-s.done
 	s.hub.Close()

@@ -351,7 +351,8 @@ func (replayLookups) merge(calls []*batchCall) (string, []any) {
 func (s *Store) lookupReplay(ctx context.Context, a *queue.Action, ev queue.Event, guard *string) (submitted, error) {
 	in := lookupInput{key: a.IntentKey, tool: a.Tool, payload: string(a.Payload), actor: ev.Actor,
 		channel: a.Channel, at: a.CreatedAt, tokenHash: guard}
-	v, err := s.batch.call(ctx, &batchCall{kind: replayLookups{}, arg: in, order: "submit:" + a.IntentKey,
+	// It writes nothing but the replay's record, so it commits lazily.
+	v, err := s.batch.call(ctx, &batchCall{kind: replayLookups{}, arg: in, order: "submit:" + a.IntentKey, lazy: true,
 		sql: replayLookupOneSQL, args: in.args(), scan: scanSubmitted})
 	if err != nil {
 		return submitted{}, err
