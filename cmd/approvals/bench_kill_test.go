@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -16,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
@@ -33,6 +36,27 @@ type ackLog struct {
 	reached  chan struct{} // closed at the threshold-th acknowledgement
 	once     sync.Once
 	limit    int64
+	// replays counts the replays answered 200 per action, replaying the
+	// replays sent and not yet answered.
+	replays, replaying map[string]int
+}
+
+func newAckLog(limit int64) *ackLog {
+	return &ackLog{acked: map[string]queue.State{}, inflight: map[string]queue.State{},
+		replays: map[string]int{}, replaying: map[string]int{}, reached: make(chan struct{}), limit: limit}
+}
+
+func (l *ackLog) sendReplay(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.replaying[id]++
+}
+
+func (l *ackLog) ackReplay(id string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.replays[id]++
+	l.replaying[id]--
 }
 
 func (l *ackLog) send(id string, want queue.State) {
@@ -52,15 +76,47 @@ func (l *ackLog) ack(id string, got queue.State) {
 }
 
 // TestKillDuringLoadLosesNoAcknowledgedWrite kills `approvals serve` with
-// SIGKILL while clients submit, claim, complete, cancel and approve on
-// PostgreSQL, restarts it, and reads back every action through the new
+// SIGKILL while clients submit, replay, claim, complete, cancel and approve
+// on PostgreSQL, restarts it, and reads back every action through the new
 // process: each acknowledged submission exists, and holds the acknowledged
 // decision or outcome (or the one a request cut by the kill asked for).
 // Whatever answers before its commit (a batch handing out results early,
-// say) fails here.
+// say) fails here. Replay records are all there too: a lazy commit is only
+// at risk when PostgreSQL itself goes down.
 func TestKillDuringLoadLosesNoAcknowledgedWrite(t *testing.T) {
 	t.Parallel()
 	pgtest.BaseURL(t)
+	dbURL := pgtest.URL(t)
+	runKillDuringLoad(t, dbURL, func(first *server) {
+		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+	}, nil, false)
+}
+
+// TestDatabaseCrashLosesOnlyReplayRecords crashes PostgreSQL (a cluster of
+// the test's own, fsync on; pg_ctl stop -m immediate: no checkpoint, no
+// flush of the WAL buffers) under the same load, starts it again (WAL
+// recovery) and a new server process, and checks what README's "What a
+// crash can lose" promises: every acknowledged submission, decision, claim
+// and outcome survived; replay records may be missing (they commit without
+// waiting for the flush), but never more than were acknowledged.
+func TestDatabaseCrashLosesOnlyReplayRecords(t *testing.T) {
+	t.Parallel()
+	cluster := pgtest.NewCluster(t)
+	runKillDuringLoad(t, cluster.URL, func(first *server) {
+		cluster.Crash(t)
+		// The server process lost its database; the next one starts on
+		// the recovered cluster.
+		_ = first.cmd.Process.Signal(syscall.SIGKILL)
+	}, func() { cluster.Start(t) }, true)
+}
+
+// runKillDuringLoad runs the load against a server on dbURL, calls kill
+// once enough writes were acknowledged (it must end first's life), then
+// restart (when set) before it starts a new server process and checks
+// every acknowledgement against what is stored.
+func runKillDuringLoad(t *testing.T, dbURL string, kill func(first *server), restart func(), replaysMayBeLost bool) {
 	bin := buildBinary(t)
 	dir := t.TempDir()
 	tools := filepath.Join(dir, "tools.yaml")
@@ -72,7 +128,7 @@ tools:
 `), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}
+	d := &deployment{t: t, bin: bin, dbURL: dbURL}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
 			d.env = append(d.env, kv)
@@ -87,18 +143,20 @@ tools:
 	csrf := ann.csrf("/")
 
 	const clients = 8
-	acks := &ackLog{acked: map[string]queue.State{}, inflight: map[string]queue.State{},
-		reached: make(chan struct{}), limit: 120}
+	acks := newAckLog(160)
 	var (
-		wg  sync.WaitGroup
-		cut atomic.Int64 // clients stopped by a transport error: the kill
+		wg     sync.WaitGroup
+		cut    atomic.Int64 // clients stopped by the kill
+		killed atomic.Bool
 	)
 	for i := range clients {
 		wg.Go(func() {
 			api := &http.Client{Timeout: 10 * time.Second}
 			for n := 0; ; n++ {
 				if err := loadRound(api, ann.client, first.base, d.token, csrf, acks, i, n); err != nil {
-					if !isTransportError(err) {
+					// A dead server gives no answer; a server whose database
+					// died answers errors. Either only after the kill.
+					if !killed.Load() || !isTransportError(err) && restart == nil {
 						t.Errorf("client %d: %v", i, err)
 					}
 					cut.Add(1)
@@ -112,13 +170,15 @@ tools:
 	case <-time.After(60 * time.Second):
 		t.Fatalf("only %d acknowledgements in 60s", acks.n.Load())
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
-		t.Fatal(err)
-	}
+	killed.Store(true)
+	kill(first)
 	<-first.exited
 	wg.Wait()
 	if cut.Load() != clients {
 		t.Fatalf("%d of %d clients were cut by the kill: it did not land under load", cut.Load(), clients)
+	}
+	if restart != nil {
+		restart()
 	}
 
 	second := d.start()
@@ -139,6 +199,58 @@ tools:
 			t.Errorf("no acknowledged %s action: the load did not exercise every kind of write", s)
 		}
 	}
+	checkReplayRecords(t, dbURL, acks, replaysMayBeLost)
+}
+
+// checkReplayRecords compares the replay records stored per action with
+// the replays acknowledged (and those cut by the kill): never more; never
+// fewer unless replaysMayBeLost (the database itself crashed).
+func checkReplayRecords(t *testing.T, dbURL string, acks *ackLog, replaysMayBeLost bool) {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	rows, err := conn.Query(t.Context(), `SELECT action_id::text, count(*) FROM events WHERE kind = $1 GROUP BY 1`, queue.EventReplayed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (struct {
+		id string
+		n  int
+	}, error) {
+		var v struct {
+			id string
+			n  int
+		}
+		err := r.Scan(&v.id, &v.n)
+		return v, err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]int{}
+	for _, v := range stored {
+		got[v.id] = v.n
+	}
+	acked, lost := 0, 0
+	for id, n := range acks.replays {
+		acked += n
+		lost += max(0, n-got[id])
+	}
+	if acked == 0 {
+		t.Fatal("no replay was acknowledged: the load did not exercise replays")
+	}
+	for id, n := range got {
+		if n > acks.replays[id]+acks.replaying[id] {
+			t.Errorf("action %s has %d replay records, %d replays were acknowledged and %d cut", id, n, acks.replays[id], acks.replaying[id])
+		}
+	}
+	if lost > 0 && !replaysMayBeLost {
+		t.Errorf("%d of %d acknowledged replay records are missing, though PostgreSQL did not go down", lost, acked)
+	}
+	t.Logf("replays: %d acknowledged, %d of their records lost", acked, lost)
 }
 
 // loadRound is one client's round: a new at-most-once submission (201
@@ -154,6 +266,10 @@ func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, 
 		return err
 	}
 	acks.ack(a.ID, queue.StatePending)
+	// The agent retries: the same intent and payload is a replay (200).
+	if err := replay(api, base, token, fmt.Sprintf(`{"tool":"kill_at_most_once","intent_key":%q,"payload":{"n":%d}}`, key+":amo", n), a.ID, acks); err != nil {
+		return err
+	}
 	switch n % 3 {
 	case 2: // left pending
 	case 0:
@@ -191,6 +307,22 @@ func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, 
 		return err
 	}
 	acks.ack(c.ID, queue.StateDone)
+	// And again after the outcome: the stored outcome is replayed.
+	return replay(api, base, token, fmt.Sprintf(`{"tool":"kill_exactly_once","intent_key":%q,"payload":{"n":%d}}`, key+":eo", n), c.ID, acks)
+}
+
+// replay resubmits body, which action id holds, and wants the 200 of a
+// replay of it.
+func replay(api *http.Client, base, token, body, id string, acks *ackLog) error {
+	acks.sendReplay(id)
+	r, err := apiCall(api, base, token, "/api/v1/actions", body, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	if r.ID != id {
+		return fmt.Errorf("replay answered action %s, want %s", r.ID, id)
+	}
+	acks.ackReplay(id)
 	return nil
 }
 
