@@ -190,6 +190,11 @@ type Event struct {
 	Channel  string          `json:"channel,omitempty"`
 	At       time.Time       `json:"at"`
 	Data     json.RawMessage `json:"data,omitempty"`
+	// Unrouted marks an event that notifies no channel, as the Service
+	// judged when it wrote it (Service.unrouted): the store writes it as
+	// already fanned out, so the outbox never reads it. False leaves the
+	// judgment to the fan-out.
+	Unrouted bool `json:"-"`
 }
 
 // IsReplayRecord reports whether events of kind only record a request that

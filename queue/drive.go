@@ -105,7 +105,8 @@ func (s *Service) Complete(ctx context.Context, id, agent string, result json.Ra
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateDone, Now: now, Result: result, FinishedAt: &now,
 		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
-		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result},
+		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result,
+			Unrouted: s.unrouted(Event{Kind: EventCompleted}, nil)},
 	})
 	if errors.Is(err, ErrStateMismatch) {
 		if err := refusal(got, agent, "complete", true); err != nil {
@@ -131,7 +132,8 @@ func (s *Service) Fail(ctx context.Context, id, agent, errText, channel string) 
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateFailed, Now: now, Error: &errText, FinishedAt: &now,
 		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
-		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data},
+		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data,
+			Unrouted: s.unrouted(Event{Kind: EventFailed}, nil)},
 	})
 	if errors.Is(err, ErrStateMismatch) {
 		if err := refusal(got, agent, "fail", true); err != nil {

@@ -121,6 +121,7 @@ func (s *Service) RecordExecution(ctx context.Context, a *Action, channel string
 		return fmt.Errorf("record execution of %s: unknown outcome %q", a.ID, out.Outcome)
 	}
 	p.Event.Data, _ = json.Marshal(info)
+	p.Event.Unrouted = s.unrouted(p.Event, a)
 	got, err := s.store.ActionTransition(ctx, p)
 	if errors.Is(err, ErrStateMismatch) && got != nil {
 		// Someone settled it first: an operator after a ticket, which the

@@ -67,6 +67,32 @@ func NotificationType(ev Event, a *Action) string {
 	return ""
 }
 
+// unrouted reports whether ev, about to be written, notifies no channel of
+// the tools file now in force, so that the fan-out need never read it. a
+// may be nil for an outcome (action.done, action.failed), which only
+// channels subscribed to the event type hear of, whatever the tool; for
+// any other kind without its action, the fan-out judges. Judged at the
+// write, routing is that of the file in force when the event happened; a
+// reload a moment later does not change who hears of it.
+func (s *Service) unrouted(ev Event, a *Action) bool {
+	var typ string
+	switch {
+	case a != nil:
+		typ = NotificationType(ev, a)
+		if typ == "" {
+			return true
+		}
+		return len(s.Registry().ChannelsFor(typ, a.Spec)) == 0
+	case ev.Kind == EventCompleted:
+		typ = classify.EventActionDone
+	case ev.Kind == EventFailed:
+		typ = classify.EventActionFailed
+	default:
+		return false
+	}
+	return len(s.Registry().ChannelsFor(typ, classify.Tool{})) == 0
+}
+
 // NotificationState is where a notification is in its delivery.
 type NotificationState string
 

@@ -417,3 +417,37 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 		}
 	})
 }
+
+// TestUnroutedEventsSkipTheFanOut: an event no channel hears of (a tool
+// without notify, an exactly-once claim, an outcome no channel subscribed
+// to) is written as already fanned out, so the fan-out never reads it; the
+// events that route somewhere still reach their channels.
+func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
+	t.Parallel()
+	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+		ctx := t.Context()
+		svc := db.service(queue.Options{})
+		submitTopic(t, svc, "post_update", "quiet")      // pending, but no notify
+		done := submitTopic(t, svc, "issue_refund", "a") // a claim notifies nobody
+		failed := submitTopic(t, svc, "issue_refund", "b")
+		if _, err := svc.Complete(ctx, done.ID, "bot", json.RawMessage(`{"ok":true}`), "api"); err != nil {
+			t.Fatal(err) // action.done: no channel subscribed
+		}
+		if _, err := svc.Fail(ctx, failed.ID, "bot", "declined", "api"); err != nil {
+			t.Fatal(err) // action.failed: ops subscribed
+		}
+		routed := submitTopic(t, svc, "send_customer_email", "loud") // notify: leads
+		n, err := svc.FanOut(ctx, 100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n != 2 {
+			t.Errorf("the fan-out read %d events, want 2 (the failure and the routed submission)", n)
+		}
+		for id, want := range map[string]int{done.ID: 0, failed.ID: 1, routed.ID: 2} {
+			if list, err := svc.Notifications(ctx, id); err != nil || len(list) != want {
+				t.Errorf("action %s has %d notifications (%v), want %d", id, len(list), err, want)
+			}
+		}
+	})
+}

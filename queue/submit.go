@@ -148,6 +148,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		a.FinishedAt = &now
 	}
 	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
+	ev.Unrouted = s.unrouted(ev, a)
 	var (
 		holder                  *Action
 		created, replayRecorded bool

@@ -358,8 +358,8 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	q.WriteString(`
     RETURNING id
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT id, ` + arg(p.Event.Kind) + `, ` + arg(p.Event.Actor) + `, ` + arg(p.Event.Channel) + `, $3, ` + arg(jsonArg(p.Event.Data)) + `::json FROM upd
+    INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+    SELECT id, ` + arg(p.Event.Kind) + `, ` + arg(p.Event.Actor) + `, ` + arg(p.Event.Channel) + `, $3, ` + arg(jsonArg(p.Event.Data)) + `::json, ` + arg(p.Event.Unrouted) + ` FROM upd
 )`)
 	if p.ResolveStaleTicket {
 		by := arg(p.Event.Actor)

@@ -39,11 +39,31 @@ func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int
 		}
 		n = len(evs)
 		ids := make([]int64, len(evs))
+		actionIDs := make([]string, len(evs))
 		for i, ev := range evs {
-			ids[i] = ev.ID
-			a, err := scanAction(tx.QueryRow(ctx, actionListSelect+` WHERE a.id = $1`, ev.ActionID))
+			ids[i], actionIDs[i] = ev.ID, ev.ActionID
+		}
+		// The events' actions in one query, not one round trip each.
+		rows, err = tx.Query(ctx, actionListSelect+` WHERE a.id = ANY($1::uuid[])`, actionIDs)
+		if err != nil {
+			return err
+		}
+		actions := map[string]*queue.Action{}
+		for rows.Next() {
+			a, err := scanAction(rows)
 			if err != nil {
-				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, err)
+				rows.Close()
+				return err
+			}
+			actions[a.ID] = a
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for _, ev := range evs {
+			a, ok := actions[ev.ActionID]
+			if !ok {
+				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, pgx.ErrNoRows)
 			}
 			for _, r := range route(ev, a) {
 				if _, err := tx.Exec(ctx, `INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)

@@ -72,8 +72,8 @@ WITH ins AS (
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT id, $17, $18, $8, $9, $19 FROM ins
+    INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+    SELECT id, $17, $18, $8, $9, $19, $22 FROM ins
 ), holder AS (
     SELECT a.* FROM actions a
     WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (/* queue.HeldStates */)
@@ -117,10 +117,10 @@ WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::timestamptz[],
         $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
-        $19::text[], $20::timestamptz[], $21::text[]) WITH ORDINALITY
+        $19::text[], $20::timestamptz[], $21::text[], $22::boolean[]) WITH ORDINALITY
     AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
         claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
-        ev_data, finished_at, token_hash, n)
+        ev_data, finished_at, token_hash, ev_unrouted, n)
     WHERE (i.token_hash IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = i.token_hash AND tok.revoked_at IS NULL))
 ), ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
@@ -135,8 +135,8 @@ WITH input AS (
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json
+    INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+    SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json, i.ev_unrouted
     FROM ins JOIN input i ON i.id = ins.id
 ), holder AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
@@ -278,7 +278,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
 		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
 		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), string(spec), string(warn),
-		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard}
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted}
 	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
@@ -379,7 +379,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		claimedBy, evData, tokens                                 = make([]*string, n), make([]*string, n), make([]*string, n)
 		createdAt                                                 = make([]time.Time, n)
 		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-		webhooks                                                  = make([]bool, n)
+		webhooks, unrouted                                        = make([]bool, n), make([]bool, n)
 	)
 	for i, c := range calls {
 		in := c.arg.(submitInput)
@@ -387,7 +387,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		ids[i], tools[i], classes[i], keys[i], states[i], payloads[i] = a.ID, a.Tool, string(a.Class), a.IntentKey, string(a.State), string(a.Payload)
 		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
 		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, a.ClaimDeadline(), a.ExpiresAt, a.FinishedAt
-		webhooks[i] = a.ServerExecuted()
+		webhooks[i], unrouted[i] = a.ServerExecuted(), in.ev.Unrouted
 		tokens[i] = in.tokenHash
 		if in.ev.Data != nil {
 			d := string(in.ev.Data)
@@ -396,7 +396,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 	}
 	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
-		evActors, evData, finishedAt, tokens}
+		evActors, evData, finishedAt, tokens, unrouted}
 }
 
 // submitted is what submitSQL returns: the holder of the intent and whether

@@ -13,9 +13,9 @@ import (
 // ErrNotFound (the foreign key refuses it).
 func insertEvent(ctx context.Context, q querier, ev queue.Event) (int64, error) {
 	var id int64
-	err := q.QueryRowContext(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data)
-	VALUES (?, ?, ?, ?, ?, ?) RETURNING id`,
-		ev.ActionID, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data)).Scan(&id)
+	err := q.QueryRowContext(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+	VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING id`,
+		ev.ActionID, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), boolInt(ev.Unrouted)).Scan(&id)
 	if isForeignKeyViolation(err) {
 		return 0, queue.ActionNotFound(ev.ActionID)
 	}
