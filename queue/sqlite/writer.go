@@ -47,6 +47,10 @@ type writer struct {
 	// writer rolls back instead.
 	commitHook func(calls int) error
 
+	// conn is the write connection, held by the writer goroutine for its
+	// life (nil until a batch gets it); it is used only there.
+	conn *cachedConn
+
 	mu     sync.Mutex
 	queue  []*writeCall
 	closed bool
@@ -161,6 +165,11 @@ func (w *writer) stop() {
 
 func (w *writer) loop() {
 	defer close(w.exited)
+	defer func() {
+		if w.conn != nil {
+			w.conn.close()
+		}
+	}()
 	batch := make([]*writeCall, 0, w.maxBatch)
 	for {
 		batch = w.take(batch)
@@ -215,15 +224,17 @@ func (w *writer) run(batch []*writeCall) {
 	}
 	w.batches.Add(1)
 	w.calls.Add(int64(len(live)))
-	bg := context.Background()
-	conn, err := w.db.Conn(bg)
-	if err != nil {
-		for _, c := range live {
-			w.answer(c, err)
+	if w.conn == nil {
+		conn, err := w.db.Conn(context.Background())
+		if err != nil {
+			for _, c := range live {
+				w.answer(c, err)
+			}
+			return
 		}
-		return
+		w.conn = &cachedConn{conn: conn, stmts: map[string]*sql.Stmt{}}
 	}
-	defer conn.Close()
+	conn := w.conn
 	if len(live) == 1 {
 		// Alone: its BEGIN or COMMIT failing is its own outcome.
 		w.answer(live[0], w.runAlone(conn, live[0]))
@@ -265,7 +276,7 @@ func (w *writer) invoke(c *writeCall, q querier) (err error) {
 }
 
 // runAlone runs c in a transaction of its own.
-func (w *writer) runAlone(conn *sql.Conn, c *writeCall) error {
+func (w *writer) runAlone(conn *cachedConn, c *writeCall) error {
 	bg := context.Background()
 	if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
 		return err
@@ -285,7 +296,7 @@ func (w *writer) runAlone(conn *sql.Conn, c *writeCall) error {
 // and returns each call's error once the transaction committed. It reports
 // false, having answered nobody and left no transaction open, when the
 // batch failed as a whole.
-func (w *writer) runTogether(conn *sql.Conn, batch []*writeCall) ([]error, bool) {
+func (w *writer) runTogether(conn *cachedConn, batch []*writeCall) ([]error, bool) {
 	bg := context.Background()
 	if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
 		return nil, false
@@ -317,7 +328,7 @@ func (w *writer) runTogether(conn *sql.Conn, batch []*writeCall) ([]error, bool)
 	return errs, true
 }
 
-func (w *writer) commit(conn *sql.Conn, calls int) error {
+func (w *writer) commit(conn *cachedConn, calls int) error {
 	if w.commitHook != nil {
 		if err := w.commitHook(calls); err != nil {
 			return err
@@ -330,6 +341,62 @@ func (w *writer) commit(conn *sql.Conn, calls int) error {
 // rollback ends whatever transaction is open on conn. A failed COMMIT (a
 // deferred constraint, SQLITE_BUSY) can leave it open; a transaction SQLite
 // rolled back itself leaves none, and ROLLBACK's complaint is ignored.
-func rollback(conn *sql.Conn) {
+func rollback(conn querier) {
 	_, _ = conn.ExecContext(context.Background(), `ROLLBACK`)
+}
+
+// maxCachedStmts bounds the writer's statement cache. The write statements
+// are a few dozen fixed texts (a few more with their IN lists' lengths).
+const maxCachedStmts = 256
+
+// cachedConn is the querier the writer hands to calls: ExecContext and
+// QueryRowContext run statements prepared once on the write connection and
+// kept, so a submission's statements are not parsed and planned again on
+// every call (modernc keeps the prepared SQLite statement in a driver
+// statement). QueryContext does not use the cache: its rows stay open
+// while the call may run other statements, and one prepared statement
+// cannot run twice at once.
+type cachedConn struct {
+	conn  *sql.Conn
+	stmts map[string]*sql.Stmt
+}
+
+func (c *cachedConn) stmt(ctx context.Context, query string) *sql.Stmt {
+	if st, ok := c.stmts[query]; ok {
+		return st
+	}
+	if len(c.stmts) >= maxCachedStmts {
+		return nil
+	}
+	st, err := c.conn.PrepareContext(ctx, query)
+	if err != nil {
+		return nil // run uncached: it reports the error
+	}
+	c.stmts[query] = st
+	return st
+}
+
+func (c *cachedConn) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return c.conn.ExecContext(ctx, query, args...)
+}
+
+func (c *cachedConn) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := c.stmt(ctx, query); st != nil {
+		return st.QueryRowContext(ctx, args...)
+	}
+	return c.conn.QueryRowContext(ctx, query, args...)
+}
+
+func (c *cachedConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	return c.conn.QueryContext(ctx, query, args...)
+}
+
+func (c *cachedConn) close() {
+	for _, st := range c.stmts {
+		st.Close()
+	}
+	c.conn.Close()
 }
