@@ -114,10 +114,11 @@ type GuardedSubmitter interface {
 	ActionSubmitGuarded(ctx context.Context, a *Action, ev Event, tokenHash string) (holder *Action, created, replayRecorded bool, err error)
 }
 
-// BatchStats counts what a store that batches its hot statements
-// (PostgreSQL) did since it opened: batches sent and the calls they
-// carried, batches the server refused (their calls then ran one by one),
-// and the replay lookups that found the holder or went on to the claim.
+// BatchStats counts what a store that batches its hot statements did since
+// it opened: batches sent (PostgreSQL) or write transactions committed
+// (SQLite's group commit) and the calls they carried, batches refused as a
+// whole (their calls then ran one by one), and, on PostgreSQL, the replay
+// lookups that found the holder or went on to the claim.
 type BatchStats struct {
 	Batches, Calls, Refused     int64
 	LookupsFound, LookupsMissed int64

@@ -54,7 +54,7 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 		changed = created
 	}
 	var nu *accounts.User
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
 		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
 		VALUES (?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed)))
@@ -71,7 +71,7 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 
 // UserSetPassword changes the password hash and ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`,
 			hash, fmtTime(now), id))
 		if err != nil {
@@ -162,7 +162,7 @@ func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
 
 // UserDelete removes a user and ends their sessions.
 func (s *Store) UserDelete(ctx context.Context, id int64) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		// The foreign key cascades too; deleting explicitly does not depend
 		// on the connection having foreign keys on.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
@@ -214,7 +214,7 @@ func scanToken(sc scanner) (*accounts.Token, error) {
 // ErrExists (the partial unique index agent_tokens_active_name).
 func (s *Store) TokenCreate(ctx context.Context, name, hash string, now time.Time) (*accounts.Token, error) {
 	var t *accounts.Token
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
 		t, err = scanToken(tx.QueryRowContext(ctx, `INSERT INTO agent_tokens (name, token_hash, created_at)
 		VALUES (?, ?, ?) RETURNING `+tokenColumns, name, hash, fmtTime(now)))
@@ -392,7 +392,7 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 // SettingInit stores value unless key exists and returns the stored value.
 func (s *Store) SettingInit(ctx context.Context, key, value string) (string, error) {
 	var v string
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
 			key, value); err != nil {
 			return err

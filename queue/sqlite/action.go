@@ -138,7 +138,8 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		holder  *queue.Action
 		created bool
 	)
-	err = s.withTx(ctx, func(tx *sql.Tx) error {
+	err = s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		holder, created = nil, false
 		n, err := rowsAffected(tx.ExecContext(ctx, insert, args...))
 		if err != nil {
 			return err
@@ -362,7 +363,8 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		a        *queue.Action
 		mismatch bool
 	)
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		a, mismatch = nil, false
 		n, err := rowsAffected(tx.ExecContext(ctx, query, args...))
 		if err != nil {
 			return err
@@ -404,7 +406,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 
 // resolveStaleTicket resolves the action's open stale ticket, if any: a late
 // report from the agent settles what the operator would have checked.
-func resolveStaleTicket(ctx context.Context, tx *sql.Tx, actionID string, to queue.State, report queue.Event) error {
+func resolveStaleTicket(ctx context.Context, tx querier, actionID string, to queue.State, report queue.Event) error {
 	by, at := report.Actor, report.At
 	var outcome any
 	if to == queue.StateDone || to == queue.StateFailed {
@@ -436,7 +438,7 @@ func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) (
 	}
 	ts := fmtTime(now)
 	var list []*queue.Action
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		list = nil
 		// An expired pending action was decided by the system; an approved
 		// one keeps the decision of the human who approved it.

@@ -18,7 +18,8 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*
 		outcome queue.DecideOutcome
 		refusal error
 	)
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		outcome, refusal = 0, nil
 		var err error
 		if a, err = getActionWithTicket(ctx, tx, p.ID); err != nil {
 			return err
@@ -98,7 +99,8 @@ func (s *Store) ActionEscalateDue(ctx context.Context, now time.Time, limit int)
 // starts at submission and its column, once set, stops it.
 func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, column, kind string) (int, error) {
 	n := 0
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		n = 0
 		once := ""
 		if column == "escalated_at" {
 			once = " AND escalated_at IS NULL" // escalated once, then never again

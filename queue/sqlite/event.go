@@ -24,7 +24,7 @@ func insertEvent(ctx context.Context, q querier, ev queue.Event) (int64, error) 
 
 // EventInsert appends an event that changes no state.
 func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		_, err := insertEvent(ctx, tx, ev)
 		return err
 	})

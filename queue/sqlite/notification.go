@@ -20,7 +20,8 @@ ORDER BY id LIMIT ?`
 // holds the one write lock, so no other fan-out takes the same events.
 func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int, route func(queue.Event, *queue.Action) []queue.NotificationRecord) (int, error) {
 	var n int
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		n = 0
 		rows, err := tx.QueryContext(ctx, fanOutSQL, limit)
 		if err != nil {
 			return err
@@ -112,7 +113,8 @@ func scanNotifications(rows *sql.Rows, err error) ([]queue.NotificationRecord, e
 // NotificationClaim implements queue.Store.
 func (s *Store) NotificationClaim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]queue.NotificationRecord, error) {
 	var out []queue.NotificationRecord
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		out = nil
 		var ids []string
 		rows, err := tx.QueryContext(ctx, `UPDATE notifications SET due_at = ?, attempts = attempts + 1
 	WHERE id IN (SELECT id FROM notifications WHERE state = 'pending' AND due_at <= ? ORDER BY due_at LIMIT ?)

@@ -31,40 +31,42 @@ var (
 
 // Store is the SQLite store.
 //
-// SQLite admits one writer at a time. Rather than let several connections
-// race for the write lock and sleep in SQLite's busy handler, all writes go
-// through one pool of writeConns connections whose transactions begin
-// IMMEDIATE (they take the write lock up front, so a transaction never fails
-// half-way when it upgrades from reading to writing); waiting writers queue
-// in database/sql instead. Reads outside transactions use a separate
-// read-only pool, which WAL lets run beside the writer.
+// SQLite admits one writer at a time, and with synchronous=FULL each commit
+// waits for an fsync of the WAL, which costs far more than the rows of a
+// small write. So all writes go through one writer goroutine that owns the
+// write connection and commits concurrent calls together: one IMMEDIATE
+// transaction (it takes the write lock up front, so it never fails half-way
+// upgrading from reading to writing), each call in a savepoint of its own,
+// one COMMIT and one fsync for the group (group commit; see writer). Under
+// load a write waits for one commit shared with the others queued beside it
+// instead of one commit per write queued before it; alone, it runs at once.
+// Reads outside transactions use a separate read-only pool, which WAL lets
+// run beside the writer.
 type Store struct {
-	write *sql.DB
+	write *sql.DB // one connection, owned by w
+	w     *writer
 	read  *sql.DB
 	hub   *queue.Hub
 }
 
-// writeConns is the size of the write pool. One connection measured fastest
-// (BenchmarkWriters, 50 concurrent writers: about 0.5 ms per write
-// transaction with one connection, 0.7 with two, 1.0 with four, 1.8 with
-// eight): extra connections only wait for SQLite's write lock in the busy
-// handler, which sleeps in steps instead of handing the lock over at once.
-const writeConns = 1
-
 // busyTimeout bounds how long a connection waits for a lock held by another
-// process (the CLI, say); within this process the write pool serialises.
+// process (the CLI, say); within this process the writer serialises.
 const busyTimeout = 10 * time.Second
 
 // Open opens (creating if needed) the database file at path, applies the
 // migrations and returns the store.
 func Open(ctx context.Context, path string) (*Store, error) {
-	return open(ctx, path, config{writers: writeConns, synchronous: "FULL"})
+	return open(ctx, path, config{maxBatch: defaultMaxBatch, synchronous: "FULL"})
 }
 
-// config holds what the benchmarks vary.
+// config holds what the benchmarks and tests vary.
 type config struct {
-	writers     int
+	// maxBatch caps the calls committed together; 1 commits every write
+	// on its own (the design before group commit, for comparison).
+	maxBatch    int
 	synchronous string
+	// commitHook: see writer.commitHook.
+	commitHook func(calls int) error
 }
 
 func open(ctx context.Context, path string, cfg config) (*Store, error) {
@@ -87,8 +89,10 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
-	wdb.SetMaxOpenConns(cfg.writers)
-	wdb.SetMaxIdleConns(cfg.writers)
+	// One connection: the writer's. A second would only wait for SQLite's
+	// write lock in the busy handler.
+	wdb.SetMaxOpenConns(1)
+	wdb.SetMaxIdleConns(1)
 	wdb.SetConnMaxIdleTime(0)
 	wdb.SetConnMaxLifetime(0)
 	if err := pingBusy(ctx, wdb); err != nil {
@@ -111,7 +115,7 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 		rdb.Close()
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
-	return &Store{write: wdb, read: rdb, hub: queue.NewHub()}, nil
+	return &Store{write: wdb, w: newWriter(wdb, cfg.maxBatch, cfg.commitHook), read: rdb, hub: queue.NewHub()}, nil
 }
 
 // pingBusy opens a first connection, retrying while SQLite answers
@@ -190,13 +194,22 @@ func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscri
 // commit of this process.
 func (s *Store) SubscribePending() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
 
-// Close releases waiters and closes both pools.
+// Close stops the writer (the batch in flight commits; writes still queued
+// are answered with an error), releases waiters and closes both pools.
 func (s *Store) Close() error {
+	s.w.stop()
 	s.hub.Close()
 	return errors.Join(s.read.Close(), s.write.Close())
 }
 
-// querier is what both *sql.DB and *sql.Tx offer.
+// BatchStats implements queue.BatchStatser: Batches counts the write
+// transactions the writer ran, Calls the writes they carried (Calls /
+// Batches is the mean group size), Refused the groups that failed as a
+// whole and ran again call by call.
+func (s *Store) BatchStats() queue.BatchStats {
+	return queue.BatchStats{Batches: s.w.batches.Load(), Calls: s.w.calls.Load(), Refused: s.w.refused.Load()}
+}
+
 // readTx runs fn in one read transaction, so an action and its tickets
 // come from the same snapshot (WAL readers see one commit point).
 func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
@@ -211,32 +224,28 @@ func (s *Store) readTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// querier is what *sql.DB, *sql.Conn and *sql.Tx offer.
 type querier interface {
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// withTx runs fn in an immediate write transaction and commits it when fn
-// returns nil. database/sql rolls the transaction back by itself when ctx is
-// cancelled, so a cancelled request never leaves the write lock held.
-func (s *Store) withTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.write.BeginTx(ctx, nil)
-	if err != nil {
-		return err
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	if err := fn(tx); err != nil {
-		return err
-	}
-	return tx.Commit()
+// withTx runs fn in an immediate write transaction through the writer,
+// possibly beside other calls (each in its own savepoint), and returns once
+// that transaction committed, or fn's error once fn's writes were rolled
+// back. fn gets ctx without its cancellation (see writer) and must use the
+// ctx and q it is given, and set what it returns on every run: a group
+// that fails as a whole runs each call again on its own.
+func (s *Store) withTx(ctx context.Context, fn writeFunc) error {
+	return s.w.do(ctx, fn)
 }
 
-// exec runs one statement in its own transaction and returns the rows it
+// exec runs one statement in its own write call and returns the rows it
 // changed.
 func (s *Store) exec(ctx context.Context, query string, args ...any) (int64, error) {
 	var n int64
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		res, err := tx.ExecContext(ctx, query, args...)
 		if err != nil {
 			return err

@@ -149,7 +149,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 
 // Two stores on one file are two processes' worth of writers: each has its
 // own write connection, so submissions of one intent overlap in SQLite
-// itself (within one store the single write connection would serialise
+// itself (within one store the one writer goroutine would serialise
 // them in Go). Only the schema's partial unique index and the immediate
 // transactions keep the intent to one holder.
 func TestOneIntentTwoStoresOneFile(t *testing.T) {

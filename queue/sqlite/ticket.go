@@ -101,7 +101,7 @@ func attachTickets(ctx context.Context, q querier, list []*queue.Action) error {
 // openTicket inserts an open ticket unless the action has one of that kind
 // open already (the partial unique index tickets_one_open refuses it), and
 // records a ticket_opened event for a new one. It returns nil for none.
-func openTicket(ctx context.Context, tx *sql.Tx, actionID string, kind queue.TicketKind, now time.Time) (*queue.Ticket, error) {
+func openTicket(ctx context.Context, tx querier, actionID string, kind queue.TicketKind, now time.Time) (*queue.Ticket, error) {
 	id := queue.NewID(now)
 	n, err := rowsAffected(tx.ExecContext(ctx, `INSERT INTO tickets (id, action_id, kind, state, opened_at)
 	VALUES (?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING`, id, actionID, string(kind), fmtTime(now)))
@@ -128,7 +128,7 @@ func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) (
 		limit = 100
 	}
 	var opened []*queue.Ticket
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		opened = nil
 		rows, err := tx.QueryContext(ctx, `SELECT id FROM actions a
 		WHERE state = 'in_progress' AND claim_deadline <= ?
@@ -162,7 +162,7 @@ func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) (
 // open; it returns the open conflict ticket either way.
 func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
 	var t *queue.Ticket
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		ev.ActionID = actionID
 		if ev.At.IsZero() {
 			ev.At = now
@@ -260,7 +260,8 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		notOpen bool
 		moved   bool
 	)
-	err := s.withTx(ctx, func(tx *sql.Tx) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		a, notOpen, moved = nil, false, false
 		var err error
 		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
 			return err
