@@ -23,6 +23,7 @@ func TestArgumentsWithDuplicateKeysRefused(t *testing.T) {
 		{"send_customer_email", `{"customer_id":"c1","topic":"t","to":"a@example.com","to":"evil@example.com","subject":"s","body":"b"}`, `"to" at /to`},
 		{"invalidate_cache", `{"path":"/a","intent_key":"k1","intent_key":"k2"}`, `"intent_key"`},
 		{"get_action", `{"id":"x","id":"y"}`, `"id"`},
+		{"complete_action", `{"id":"x","result":{"sent":true,"sent":false}}`, `"sent" at /result/sent`},
 	} {
 		r := wantRefusal(t, call(t, cs, tc.tool, json.RawMessage(tc.args)), queue.CodeInvalidRequest)
 		if !strings.Contains(r.Detail, tc.mention) {

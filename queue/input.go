@@ -46,10 +46,21 @@ func StorableJSON(raw []byte, what string, object bool, shapeCode Code) (any, er
 	if err := CheckNoDuplicateKeys(raw); errors.Is(err, ErrDuplicateKey) {
 		return nil, Errorf(CodeInvalidRequest, "%s: %v", what, err)
 	}
-	if path, ok := findNUL(v, what); ok {
-		return nil, Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
+	if err := RefuseNUL(v, what); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// RefuseNUL is the NUL part of StorableJSON, for a value decoded (and
+// checked for duplicate keys) already: an invalid_request naming the path
+// below what of the first string or key holding U+0000, which PostgreSQL's
+// jsonb cannot store.
+func RefuseNUL(v any, what string) error {
+	if path, ok := findNUL(v, what); ok {
+		return Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
+	}
+	return nil
 }
 
 // DecodeJSON decodes the one JSON value raw holds: numbers as json.Number
