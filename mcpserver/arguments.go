@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -144,13 +143,8 @@ func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 		return submission{}, err
 	}
 	sub := submission{Payload: payload}
-	if key != nil && string(key) != "null" {
-		if err := json.Unmarshal(key, &sub.IntentKey); err != nil {
-			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
-		}
-		if err := classify.ValidateKey(sub.IntentKey); err != nil {
-			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
-		}
+	if sub.IntentKey, err = queue.DecodeIntentKey(key); err != nil {
+		return submission{}, err
 	}
 	return sub, nil
 }
