@@ -84,11 +84,17 @@ type Session struct {
 var (
 	ErrNotFound = errors.New("not found")
 	ErrExists   = errors.New("already exists")
+	// ErrSlackIDTaken refuses a Slack id another user has: one Slack user
+	// maps to one staff user.
+	ErrSlackIDTaken = errors.New("the Slack id belongs to another user")
 )
 
 // Store persists accounts.
 type Store interface {
-	UserCreate(ctx context.Context, u *User) (*User, error)                          // ErrExists for a taken email
+	// UserCreate creates u (with u.SlackID unless it is "") in one
+	// statement: ErrExists for a taken email, ErrSlackIDTaken for a Slack
+	// id another user has, and then nothing is created.
+	UserCreate(ctx context.Context, u *User) (*User, error)
 	UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error // also ends the user's sessions
 	UserSetRole(ctx context.Context, id int64, role Role) error
 	UserGetByEmail(ctx context.Context, email string) (*User, error) // case-insensitive
@@ -97,7 +103,7 @@ type Store interface {
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
-	// ErrExists when another user has it, ErrNotFound for no such user.
+	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
 	UserSetSlackID(ctx context.Context, id int64, slackID string) error
 	UserGetBySlackID(ctx context.Context, slackID string) (*User, error) // ErrNotFound
 

@@ -23,18 +23,6 @@ var approvalKeys = []string{"approvers", "bulk", "escalate_after", "escalate_not
 // maxEmailLength is the longest address SMTP carries (RFC 5321 path limit).
 const maxEmailLength = 254
 
-// Groups returns every group with its members' emails (lower case), by group name.
-func (r *Registry) Groups() map[string][]string {
-	out := map[string][]string{}
-	if r == nil {
-		return out
-	}
-	for name, members := range r.groups {
-		out[name] = slices.Clone(members)
-	}
-	return out
-}
-
 // Channels returns every channel, sorted by name.
 func (r *Registry) Channels() []Channel {
 	if r == nil {

@@ -207,7 +207,7 @@ func (d *Dashboard) SetUserSlackID(c echo.Context) error {
 	}
 	err = d.Accounts.UserSetSlackID(c.Request().Context(), u.ID, id)
 	switch {
-	case errors.Is(err, accounts.ErrExists):
+	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "Slack id %s belongs to another user already", id), templates.UserForm{}, u.ID)
 	case errors.Is(err, accounts.ErrNotFound):
 		return notFound("user", strconv.FormatInt(u.ID, 10))

@@ -7,7 +7,6 @@ import (
 	"io"
 	"unicode/utf8"
 
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -58,17 +57,12 @@ func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
 		return sb, queue.Errorf(queue.CodeInvalidRequest, "payload must be a JSON object")
 	}
 	sb.Payload = p
-	if k, ok := raw["intent_key"]; ok && string(bytes.TrimSpace(k)) != "null" {
-		if err := decodeString(k, &sb.IntentKey); err != nil {
-			return sb, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
-		}
-		if err := classify.ValidateKey(sb.IntentKey); err != nil {
-			return sb, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
-		}
+	if sb.IntentKey, err = queue.DecodeIntentKey(raw["intent_key"]); err != nil {
+		return sb, err
 	}
 	if idempotencyKey != "" {
-		if err := classify.ValidateKey(idempotencyKey); err != nil {
-			return sb, queue.Errorf(queue.CodeInvalidRequest, "Idempotency-Key header: %v", err)
+		if err := queue.ValidIntentKey(idempotencyKey, "Idempotency-Key header"); err != nil {
+			return sb, err
 		}
 		if sb.IntentKey != "" && sb.IntentKey != idempotencyKey {
 			return sb, queue.Errorf(queue.CodeInvalidRequest, "the Idempotency-Key header and intent_key differ; send one, or the same value in both")

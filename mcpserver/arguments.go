@@ -8,7 +8,6 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -20,7 +19,10 @@ const defaultMaxBody = 256 << 10
 type arguments map[string]json.RawMessage
 
 // rawArguments applies the checks every call shares: absent arguments are an
-// empty object, and the arguments are at most max bytes of valid UTF-8.
+// empty object, and the arguments are at most max bytes of valid UTF-8 with
+// no object anywhere naming a key twice. This is the one duplicate-key check
+// of a call: it sees the whole arguments object, so it also catches a
+// repeated argument name, which decoding into a map would silently merge.
 func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -39,9 +41,8 @@ func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 }
 
 // decodeArguments decodes the arguments of a read or drive tool: at most
-// max bytes, valid UTF-8, one JSON object, each argument JSON that storage
-// can hold (queue.StorableJSON: no NUL character in any string or key).
-// Absent arguments are an empty object.
+// max bytes, valid UTF-8, no duplicate keys, one JSON object, and no NUL
+// character in any string or key. Absent arguments are an empty object.
 func decodeArguments(raw json.RawMessage, max int64) (arguments, error) {
 	raw, err := rawArguments(raw, max)
 	if err != nil {
@@ -50,18 +51,28 @@ func decodeArguments(raw json.RawMessage, max int64) (arguments, error) {
 	return objectArguments(raw)
 }
 
-// objectArguments splits one JSON object into its arguments and checks
-// each with queue.StorableJSON, naming a NUL by the argument's path.
+// objectArguments splits one JSON object, checked by rawArguments, into its
+// arguments and refuses a NUL character in any of them, naming it by the
+// argument's path (storage cannot hold one).
 func objectArguments(raw json.RawMessage) (arguments, error) {
 	var args arguments
 	if err := json.Unmarshal(raw, &args); err != nil || args == nil {
 		return nil, errNotObject
 	}
+	// JSON can spell a NUL character only as the escape \u0000, so only
+	// arguments holding that text need decoding to find where it is.
+	if !bytes.Contains(raw, []byte(`\u0000`)) {
+		return args, nil
+	}
 	for name, v := range args {
 		if strings.IndexByte(name, 0) >= 0 {
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "an argument name contains a NUL character")
 		}
-		if _, err := queue.StorableJSON(v, "argument "+name, false, queue.CodeInvalidRequest); err != nil {
+		decoded, err := queue.DecodeJSON(v)
+		if err != nil {
+			return nil, errNotObject
+		}
+		if err := queue.RefuseNUL(decoded, "argument "+name); err != nil {
 			return nil, err
 		}
 	}
@@ -124,24 +135,16 @@ func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 	if err != nil {
 		return submission{}, err
 	}
+	if _, err := objectArguments(raw); err != nil {
+		return submission{}, err
+	}
 	payload, key, err := splitIntentKey(raw)
 	if err != nil {
 		return submission{}, err
 	}
-	if _, err := objectArguments(payload); err != nil {
-		return submission{}, err
-	}
 	sub := submission{Payload: payload}
-	if key != nil && string(key) != "null" {
-		if _, err := queue.StorableJSON(key, "argument "+argIntentKey, false, queue.CodeInvalidRequest); err != nil {
-			return submission{}, err
-		}
-		if err := json.Unmarshal(key, &sub.IntentKey); err != nil {
-			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key must be a string")
-		}
-		if err := classify.ValidateKey(sub.IntentKey); err != nil {
-			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
-		}
+	if sub.IntentKey, err = queue.DecodeIntentKey(key); err != nil {
+		return submission{}, err
 	}
 	return sub, nil
 }

@@ -26,6 +26,8 @@ func TestDecodeArguments(t *testing.T) {
 		{"NUL in a value", `{"note":"a\u0000b"}`, queue.CodeInvalidRequest, "argument note"},
 		{"NUL deep inside", `{"result":{"lines":[{"sku":"\u0000"}]}}`, queue.CodeInvalidRequest, "result.lines[0].sku"},
 		{"NUL in a key", `{"a\u0000":1}`, queue.CodeInvalidRequest, "NUL"},
+		{"an argument twice", `{"id":"a","id":"b"}`, queue.CodeInvalidRequest, `arguments: duplicate key "id" at /id`},
+		{"a key twice inside an argument", `{"result":{"lines":[{"sku":1,"sku":2}]}}`, queue.CodeInvalidRequest, `arguments: duplicate key "sku" at /result/lines/0/sku`},
 		{"too large", `{"blob":"` + strings.Repeat("x", defaultMaxBody) + `"}`, queue.CodePayloadTooLarge, "larger"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -123,8 +123,8 @@ func (s *server) findActions(ctx context.Context, agent string, args arguments) 
 	if err != nil {
 		return nil, err
 	}
-	if err := classify.ValidateKey(key); err != nil {
-		return nil, queue.Errorf(queue.CodeInvalidRequest, "intent_key: %v", err)
+	if err := queue.ValidIntentKey(key, argIntentKey); err != nil {
+		return nil, err
 	}
 	filters := map[string]string{argIntentKey: key}
 	for _, name := range []string{"state", "tool", "cursor"} {

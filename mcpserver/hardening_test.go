@@ -3,8 +3,11 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -20,6 +23,7 @@ func TestArgumentsWithDuplicateKeysRefused(t *testing.T) {
 		{"send_customer_email", `{"customer_id":"c1","topic":"t","to":"a@example.com","to":"evil@example.com","subject":"s","body":"b"}`, `"to" at /to`},
 		{"invalidate_cache", `{"path":"/a","intent_key":"k1","intent_key":"k2"}`, `"intent_key"`},
 		{"get_action", `{"id":"x","id":"y"}`, `"id"`},
+		{"complete_action", `{"id":"x","result":{"sent":true,"sent":false}}`, `"sent" at /result/sent`},
 	} {
 		r := wantRefusal(t, call(t, cs, tc.tool, json.RawMessage(tc.args)), queue.CodeInvalidRequest)
 		if !strings.Contains(r.Detail, tc.mention) {
@@ -54,4 +58,53 @@ func TestWaitPastTheWaiterCapRefused(t *testing.T) {
 	}
 	wantRefusal(t, call(t, cs, "get_action", map[string]any{"id": a.ID, "wait": "1s"}), queue.CodeTooManyWaiters)
 	wantAction(t, call(t, cs, "get_action", map[string]any{"id": a.ID}), queue.StatePending)
+}
+
+// TestNoStreamWaitsUncounted: the endpoint opens no stream that outlives
+// its answer, so the only long-lived MCP request is a get_action wait, which
+// the waiter cap counts. A GET (the standalone SSE stream of a stateful
+// server) is 405 at once, and a subscriptions/listen (the stream that
+// replaces it from protocol version 2026-07-28) is acknowledged with no
+// subscription and ends at once. Should either ever stay open, it must take
+// a waiter slot like get_action's wait does.
+func TestNoStreamWaitsUncounted(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "listener")
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	do := func(method, body string, header map[string]string) (*http.Response, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, method, e.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		for k, v := range header {
+			req.Header.Set(k, v)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", method, err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatalf("%s: the answer did not end: %v", method, err)
+		}
+		return resp, string(b)
+	}
+
+	for _, version := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+		resp, body := do(http.MethodGet, "", map[string]string{"Accept": "text/event-stream", "MCP-Protocol-Version": version})
+		if resp.StatusCode != http.StatusMethodNotAllowed || resp.Header.Get("Allow") != "POST" {
+			t.Fatalf("GET with protocol %s: %d Allow %q %q, want 405 Allow POST", version, resp.StatusCode, resp.Header.Get("Allow"), body)
+		}
+	}
+
+	listen := `{"jsonrpc":"2.0","id":7,"method":"subscriptions/listen","params":{"_meta":{` +
+		`"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"listener","version":"1"},` +
+		`"io.modelcontextprotocol/clientCapabilities":{}},"notifications":{"toolsListChanged":true,"resourcesListChanged":true}}}`
+	resp, body := do(http.MethodPost, listen, map[string]string{"Content-Type": "application/json",
+		"Accept": "application/json, text/event-stream", "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": "subscriptions/listen"})
+	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"notifications":{}`) || !strings.Contains(body, `"id":7,"result"`) {
+		t.Fatalf("subscriptions/listen: %d %q, want 200, no subscription acknowledged and the result", resp.StatusCode, body)
+	}
 }

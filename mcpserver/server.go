@@ -79,7 +79,13 @@ type server struct {
 //
 // The endpoint is stateless: no MCP session is kept in memory, so several
 // server processes behind one address behave as one service, as the REST API
-// does. Nothing here needs server-to-client messages.
+// does. Nothing here needs server-to-client messages, so no request to /mcp
+// holds its connection open except a get_action wait, which takes a waiter
+// slot (queue.Service.AcquireWaiter) like a REST ?wait: a GET, which opens
+// the standalone SSE stream of a stateful server, is 405, and a
+// subscriptions/listen (its successor) ends at once, because the tools
+// capability offers no listChanged to listen for. Whoever changes either
+// must count the stream as a waiter (TestNoStreamWaitsUncounted).
 func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody int64) http.Handler {
 	if logger == nil {
 		logger = slog.Default()

@@ -56,6 +56,12 @@ var ErrBulkNoteRequired = Errorf(CodeInvalidRequest, "note: a note is required t
 // and reports every action's outcome: a selection is never partly decided
 // in silence. Duplicate ids count once. It stops at a storage error, which
 // it returns with the outcomes so far.
+//
+// It reads the selection once, in one query, and decides from that copy;
+// the only other read of an action is the store's, under the action's lock
+// inside the decision's transaction, which is what the decision rests on
+// (the row may have changed since the first read) and whose row the
+// outcome reports.
 func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error) {
 	if r.Decision != "approve" && r.Decision != "reject" {
 		return nil, Errorf(CodeInvalidRequest, "decision must be approve or reject")
@@ -104,7 +110,7 @@ func (s *Service) bulkDecideOne(ctx context.Context, r BulkRequest, res *BulkRes
 	var got DriveResult
 	var err error
 	if r.Decision == "approve" {
-		got, err = s.Approve(ctx, d)
+		got, err = s.approve(ctx, res.Action, d)
 	} else {
 		got, err = s.Reject(ctx, d)
 	}

@@ -34,6 +34,15 @@ func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, er
 	if err != nil {
 		return DriveResult{}, err
 	}
+	return s.approve(ctx, a, r)
+}
+
+// approve is Approve of an action its caller has read (Bulk reads its
+// selection in one query). Of that copy it uses only what is fixed at
+// submission (payload, intent key, the tool's snapshot) and, to skip the
+// upstream check, a state that is no longer pending; whether the action may
+// still be decided is judged by the store under the action's lock.
+func (s *Service) approve(ctx context.Context, a *Action, r DecideRequest) (DriveResult, error) {
 	if err := s.approvableUpstream(a); err != nil {
 		return DriveResult{}, err
 	}

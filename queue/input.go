@@ -46,10 +46,54 @@ func StorableJSON(raw []byte, what string, object bool, shapeCode Code) (any, er
 	if err := CheckNoDuplicateKeys(raw); errors.Is(err, ErrDuplicateKey) {
 		return nil, Errorf(CodeInvalidRequest, "%s: %v", what, err)
 	}
-	if path, ok := findNUL(v, what); ok {
-		return nil, Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
+	if err := RefuseNUL(v, what); err != nil {
+		return nil, err
 	}
 	return v, nil
+}
+
+// RefuseNUL is the NUL part of StorableJSON, for a value decoded (and
+// checked for duplicate keys) already: an invalid_request naming the path
+// below what of the first string or key holding U+0000, which PostgreSQL's
+// jsonb cannot store.
+func RefuseNUL(v any, what string) error {
+	if path, ok := findNUL(v, what); ok {
+		return Errorf(CodeInvalidRequest, "%s contains a NUL character", path)
+	}
+	return nil
+}
+
+// DecodeIntentKey reads a supplied intent key from the JSON value that
+// carries it (the intent_key member of a REST body, the intent_key argument
+// of an MCP call), valid JSON as a decoded member is. Absent (nil) or null
+// is no key, ""; anything but a string, or a string that breaks the key
+// rules, is invalid_request naming intent_key.
+func DecodeIntentKey(raw json.RawMessage) (string, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var key string
+	// A string without escapes is its own text: the common case, undecoded.
+	if len(raw) >= 2 && raw[0] == '"' && raw[len(raw)-1] == '"' && bytes.IndexByte(raw, '\\') < 0 {
+		key = string(raw[1 : len(raw)-1])
+	} else if err := json.Unmarshal(raw, &key); err != nil {
+		return "", Errorf(CodeInvalidRequest, "intent_key must be a string")
+	}
+	if err := ValidIntentKey(key, "intent_key"); err != nil {
+		return "", err
+	}
+	return key, nil
+}
+
+// ValidIntentKey checks a supplied key against the key rules
+// (classify.ValidateKey: 1-255 printable characters); the invalid_request
+// names what carried it ("intent_key", "Idempotency-Key header").
+func ValidIntentKey(key, what string) error {
+	if err := classify.ValidateKey(key); err != nil {
+		return Errorf(CodeInvalidRequest, "%s: %v", what, err)
+	}
+	return nil
 }
 
 // DecodeJSON decodes the one JSON value raw holds: numbers as json.Number

@@ -381,11 +381,6 @@ func (s *Service) Notifications(ctx context.Context, actionID string) ([]Notific
 	return s.store.NotificationList(ctx, actionID)
 }
 
-// NotificationQueueDepth counts notifications still to deliver.
-func (s *Service) NotificationQueueDepth(ctx context.Context) (int64, error) {
-	return s.store.NotificationCountPending(ctx)
-}
-
 // NotifyingKindsSQL is NotifyingEventKinds as an SQL list, for the stores.
 func NotifyingKindsSQL() string {
 	out := make([]string, len(NotifyingEventKinds))

@@ -95,8 +95,16 @@ type outboxDB struct {
 }
 
 func (d *outboxDB) service(opts queue.Options) *queue.Service {
+	svc, _ := d.serviceWithStore(opts)
+	return svc
+}
+
+// serviceWithStore is service with its store, for what /metrics reads from
+// the store itself (the outbox's queue depth).
+func (d *outboxDB) serviceWithStore(opts queue.Options) (*queue.Service, queue.Store) {
 	opts.Now = d.clock.Now
-	return queue.NewService(d.open(), d.reg, opts)
+	st := d.open()
+	return queue.NewService(st, d.reg, opts), st
 }
 
 func onBothDatabases(t *testing.T, fn func(t *testing.T, db *outboxDB)) {
@@ -142,7 +150,7 @@ func TestFanOutRoutesEvents(t *testing.T) {
 	t.Parallel()
 	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
 		ctx := t.Context()
-		svc := db.service(queue.Options{})
+		svc, st := db.serviceWithStore(queue.Options{})
 		a := submitTopic(t, svc, "send_customer_email", "route")
 		submitTopic(t, svc, "send_customer_email", "route") // a replay notifies nobody
 		other := submitTopic(t, svc, "post_update", "route")
@@ -174,7 +182,7 @@ func TestFanOutRoutesEvents(t *testing.T) {
 		if list, _ := svc.Notifications(ctx, other.ID); len(list) != 0 {
 			t.Fatalf("a tool without notify got %d notifications", len(list))
 		}
-		if depth, err := svc.NotificationQueueDepth(ctx); err != nil || depth != 4 {
+		if depth, err := st.NotificationCountPending(ctx); err != nil || depth != 4 {
 			t.Fatalf("queue depth %d (%v), want 4", depth, err)
 		}
 	})
@@ -234,7 +242,7 @@ func TestOutboxTwoSendersDeliverOnce(t *testing.T) {
 	t.Parallel()
 	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
 		ctx := t.Context()
-		svc := db.service(queue.Options{})
+		svc, st := db.serviceWithStore(queue.Options{})
 		for i := range 25 {
 			submitTopic(t, svc, "send_customer_email", fmt.Sprintf("pair-%d", i))
 		}
@@ -256,7 +264,7 @@ func TestOutboxTwoSendersDeliverOnce(t *testing.T) {
 					return
 				}
 				if f == 0 && n == 0 {
-					if d, _ := senders[i].NotificationQueueDepth(ctx); d == 0 {
+					if d, _ := st.NotificationCountPending(ctx); d == 0 {
 						return
 					}
 				}
@@ -296,7 +304,7 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 		ctx := t.Context()
 		var mu sync.Mutex
 		outcomes := map[string]int{}
-		svc := db.service(queue.Options{OnNotification: func(kind, outcome string) {
+		svc, st := db.serviceWithStore(queue.Options{OnNotification: func(kind, outcome string) {
 			mu.Lock()
 			outcomes[kind+"/"+outcome]++
 			mu.Unlock()
@@ -367,7 +375,7 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 		if outcomes["webhook/failed"] != 1 || outcomes["slack/delivered"] != 1 || outcomes["webhook/retry"] != n.Attempts-1 {
 			t.Fatalf("outcomes %v (attempts %d)", outcomes, n.Attempts)
 		}
-		if d, _ := svc.NotificationQueueDepth(ctx); d != 0 {
+		if d, _ := st.NotificationCountPending(ctx); d != 0 {
 			t.Fatalf("queue depth %d after giving up, want 0", d)
 		}
 	})

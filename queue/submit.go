@@ -98,8 +98,8 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		return SubmitResult{}, Errorf(CodeIntentKeyRequired, "tool %s has no intent template: supply intent_key (or the Idempotency-Key header) naming the business intent, e.g. email:{customer_id}:{topic}", req.Tool)
 	default:
 		if key != "" {
-			if err := classify.ValidateKey(key); err != nil {
-				return SubmitResult{}, Errorf(CodeInvalidRequest, "intent_key: %v", err)
+			if err := ValidIntentKey(key, "intent_key"); err != nil {
+				return SubmitResult{}, err
 			}
 			if classify.LooksRandom(key) {
 				warnings = append(warnings, "intent_key_looks_random")

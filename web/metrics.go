@@ -79,8 +79,7 @@ func (m *Metrics) OnNotification(channelKind, outcome string) {
 	m.notifications.WithLabelValues(channelKind, outcome).Inc()
 }
 
-// notificationDepth is what a store (or the Service) offers for the
-// outbox's queue depth.
+// notificationDepth is what a store offers for the outbox's queue depth.
 type notificationDepth interface {
 	NotificationCountPending(ctx context.Context) (int64, error)
 }

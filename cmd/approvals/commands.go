@@ -84,14 +84,15 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	created, err := st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now})
+	// The user and its Slack id are one row written by one statement, so a
+	// taken Slack id creates nothing, however many run at once.
+	_, err = st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now, SlackID: slackID})
 	switch {
 	case err == nil:
-		if err := setSlackID(ctx, st, created.ID, slackID); err != nil {
-			return fmt.Errorf("created user %s (%s), but %w", email, r, err)
-		}
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
 		return nil
+	case errors.Is(err, accounts.ErrSlackIDTaken):
+		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not created", slackID, email)
 	case !errors.Is(err, accounts.ErrExists):
 		return err
 	case !update:
@@ -101,29 +102,25 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return err
 	}
+	// The Slack id first: it is the one change another user can refuse
+	// (the unique index decides), and a refusal then changes nothing.
+	if slackID != "" {
+		err := st.UserSetSlackID(ctx, u.ID, slackID)
+		if errors.Is(err, accounts.ErrSlackIDTaken) {
+			return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
+		}
+		if err != nil {
+			return err
+		}
+	}
 	if err := st.UserSetPassword(ctx, u.ID, hash, now); err != nil {
 		return err
 	}
 	if err := st.UserSetRole(ctx, u.ID, r); err != nil {
 		return err
 	}
-	if err := setSlackID(ctx, st, u.ID, slackID); err != nil {
-		return err
-	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
 	return nil
-}
-
-// setSlackID sets the user's Slack id when one was given.
-func setSlackID(ctx context.Context, st store, id int64, slackID string) error {
-	if slackID == "" {
-		return nil
-	}
-	err := st.UserSetSlackID(ctx, id, slackID)
-	if errors.Is(err, accounts.ErrExists) {
-		return fmt.Errorf("--slack-id %s belongs to another user already", slackID)
-	}
-	return err
 }
 
 func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {

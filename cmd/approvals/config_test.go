@@ -1,11 +1,15 @@
 package main
 
 import (
+	"errors"
 	"net"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 func TestParseServeConfigRefuses(t *testing.T) {
@@ -147,31 +151,58 @@ func TestChannelSettingsJudgeTheToolsFile(t *testing.T) {
 }
 
 // user add --slack-id maps decisions made in Slack to the user; a malformed
-// id or one another user has is refused, naming the flag.
+// id or one another user has is refused, naming the flag and the id, and
+// then nothing is created or changed: on PostgreSQL and on SQLite.
 func TestUserAddSlackID(t *testing.T) {
 	t.Parallel()
-	db := "sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
-	add := func(email, slackID string, extra ...string) (int, string) {
-		var out, errOut strings.Builder
-		args := append([]string{"user", "add", "--database-url", db, "--email", email, "--role", "approver", "--slack-id", slackID}, extra...)
-		code := run(t.Context(), args, strings.NewReader("correct horse battery staple\n"), &out, &errOut)
-		return code, errOut.String()
-	}
-	if code, msg := add("ann@example.com", "U0ANN"); code != 0 {
-		t.Fatalf("user add --slack-id: %d %s", code, msg)
-	}
-	if code, msg := add("bob@example.com", "bob"); code == 0 || !strings.Contains(msg, "--slack-id") {
-		t.Fatalf("malformed Slack id: %d %q", code, msg)
-	}
-	if code, msg := add("bob@example.com", "U0ANN"); code == 0 || !strings.Contains(msg, "another user") {
-		t.Fatalf("Slack id of another user: %d %q", code, msg)
-	}
-	st, _, err := openStore(t.Context(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	if u, err := st.UserGetBySlackID(t.Context(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
-		t.Fatalf("U0ANN: %v %v", u, err)
+	for _, store := range []string{"sqlite", "postgres"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			db := "sqlite:" + filepath.Join(t.TempDir(), "approvals.db")
+			if store == "postgres" {
+				db = pgtest.URL(t)
+			}
+			add := func(email, slackID string, extra ...string) (int, string) {
+				var out, errOut strings.Builder
+				args := append([]string{"user", "add", "--database-url", db, "--email", email, "--role", "approver", "--slack-id", slackID}, extra...)
+				code := run(t.Context(), args, strings.NewReader("correct horse battery staple\n"), &out, &errOut)
+				return code, errOut.String()
+			}
+			if code, msg := add("ann@example.com", "U0ANN"); code != 0 {
+				t.Fatalf("user add --slack-id: %d %s", code, msg)
+			}
+			if code, msg := add("bob@example.com", "bob"); code == 0 || !strings.Contains(msg, "--slack-id") {
+				t.Fatalf("malformed Slack id: %d %q", code, msg)
+			}
+			if code, msg := add("bob@example.com", "U0ANN"); code == 0 || !strings.Contains(msg, "--slack-id U0ANN belongs to another user") ||
+				!strings.Contains(msg, "not created") {
+				t.Fatalf("Slack id of another user: %d %q", code, msg)
+			}
+			if code, msg := add("cara@example.com", "U0CARA"); code != 0 {
+				t.Fatalf("user add cara: %d %s", code, msg)
+			}
+			st, _, err := openStore(t.Context(), db)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer st.Close()
+			cara, err := st.UserGetByEmail(t.Context(), "cara@example.com")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if code, msg := add("cara@example.com", "U0ANN", "--update"); code == 0 || !strings.Contains(msg, "--slack-id U0ANN belongs to another user") {
+				t.Fatalf("update to the Slack id of another user: %d %q", code, msg)
+			}
+			if _, err := st.UserGetByEmail(t.Context(), "bob@example.com"); !errors.Is(err, accounts.ErrNotFound) {
+				t.Fatalf("bob was created by the refused user add: %v", err)
+			}
+			if u, err := st.UserGetBySlackID(t.Context(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
+				t.Fatalf("U0ANN: %v %v", u, err)
+			}
+			after, err := st.UserGetByEmail(t.Context(), "cara@example.com")
+			if err != nil || after.SlackID != "U0CARA" || after.PasswordHash != cara.PasswordHash || after.Role != cara.Role {
+				t.Fatalf("the refused update changed cara: %+v -> %+v (%v)", cara, after, err)
+			}
+		})
 	}
 }

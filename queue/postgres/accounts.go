@@ -24,11 +24,15 @@ func scanUser(row rowScanner) (*accounts.User, error) {
 	return &u, nil
 }
 
-// UserCreate implements accounts.Store.
+// UserCreate implements accounts.Store: one INSERT, refused whole by the
+// unique index users_email or users_slack_id.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
-	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
-VALUES ($1, $2, $3, $4, $4) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`,
-		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt))
+	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
+VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`,
+		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt, slackIDArg(u.SlackID)))
+	if isUniqueViolationOf(err, "users_slack_id") {
+		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
+	}
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
 	}
@@ -68,13 +72,9 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 // UserSetSlackID implements accounts.Store; the partial unique index
 // users_slack_id keeps one user per Slack id.
 func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
-	var v *string
-	if slackID != "" {
-		v = &slackID
-	}
-	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, v)
+	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, slackIDArg(slackID))
 	if isUniqueViolation(err) {
-		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrExists)
+		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
 	}
 	if err != nil {
 		return fmt.Errorf("set slack id: %w", err)
@@ -83,6 +83,15 @@ func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) er
 		return accounts.ErrNotFound
 	}
 	return nil
+}
+
+// slackIDArg is a Slack id as stored: NULL when unset, so unset ids never
+// collide in users_slack_id.
+func slackIDArg(slackID string) *string {
+	if slackID == "" {
+		return nil
+	}
+	return &slackID
 }
 
 // UserGetBySlackID implements accounts.Store.

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/approvals/approvals/accounts"
@@ -43,7 +44,9 @@ func (s *Store) userWhere(ctx context.Context, what any, where string, arg any) 
 	return u, nil
 }
 
-// UserCreate inserts u; a taken email (in any case) is ErrExists.
+// UserCreate inserts u in one statement; a taken email (in any case) is
+// ErrExists, a Slack id another user has ErrSlackIDTaken (the unique index
+// users_slack_id), and either refuses the whole row.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
 	created := u.CreatedAt
 	if created.IsZero() {
@@ -56,10 +59,13 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 	var nu *accounts.User
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
-		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
-		VALUES (?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed)))
+		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
+		VALUES (?, ?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed), slackIDArg(u.SlackID)))
 		return err
 	})
+	if isUniqueViolation(err) && isSlackIDViolation(err) {
+		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
+	}
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
 	}
@@ -104,13 +110,9 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 // UserSetSlackID sets or clears the user's Slack id; the partial unique
 // index users_slack_id keeps one user per id.
 func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
-	var v any
-	if slackID != "" {
-		v = slackID
-	}
-	n, err := s.exec(ctx, `UPDATE users SET slack_id = ? WHERE id = ?`, v, id)
+	n, err := s.exec(ctx, `UPDATE users SET slack_id = ? WHERE id = ?`, slackIDArg(slackID), id)
 	if isUniqueViolation(err) {
-		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrExists)
+		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
 	}
 	if err == nil && n == 0 {
 		err = accounts.ErrNotFound
@@ -119,6 +121,22 @@ func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) er
 		return fmt.Errorf("set slack id of user %d: %w", id, err)
 	}
 	return nil
+}
+
+// slackIDArg is a Slack id as stored: NULL when unset, so unset ids never
+// collide in users_slack_id.
+func slackIDArg(slackID string) any {
+	if slackID == "" {
+		return nil
+	}
+	return slackID
+}
+
+// isSlackIDViolation tells a unique violation of users_slack_id from one of
+// users_email: SQLite names the column of a column index ("users.slack_id")
+// and the index of an expression index ("index 'users_email'").
+func isSlackIDViolation(err error) bool {
+	return strings.Contains(err.Error(), "users.slack_id")
 }
 
 // UserGetBySlackID finds the user with a Slack id.

@@ -1,10 +1,12 @@
 package storetest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -163,6 +165,35 @@ var bulkTests = []test{
 			t.Fatalf("bulk rejection of a review-only action: %+v", got[0])
 		}
 	}},
+	// A bulk decision reads its selection once, in one query: no action is
+	// read again outside the store's locked decision, approve or reject.
+	// (The counter sees the Service's reads, not the one ActionDecide makes
+	// under the row lock inside its transaction.)
+	{"ReadsTheSelectionOnce", func(t *testing.T, s Store) {
+		list := pendingActions(t, s, "bulk-reads", 6)
+		reads := &readCounter{Store: s}
+		svc := queue.NewService(reads, nil, queue.Options{Now: func() time.Time { return at(time.Minute) }})
+		for _, tc := range []struct {
+			decision string
+			ids      []string
+		}{
+			{"approve", ids(list[:3])},
+			{"reject", ids(list[3:])},
+		} {
+			reads.gets.Store(0)
+			reads.lists.Store(0)
+			got, err := svc.Bulk(t.Context(), queue.BulkRequest{IDs: tc.ids, Decision: tc.decision, By: "user:ann@example.com", Note: "batch"})
+			noErr(t, err, "bulk "+tc.decision)
+			for _, r := range got {
+				if r.Outcome != queue.BulkDecided {
+					t.Fatalf("bulk %s: %s is %q", tc.decision, r.ID, r.Outcome)
+				}
+			}
+			if g, l := reads.gets.Load(), reads.lists.Load(); g != 0 || l != 1 {
+				t.Fatalf("bulk %s of %d actions: %d single reads and %d listings, want 0 and 1", tc.decision, len(tc.ids), g, l)
+			}
+		}
+	}},
 	// Refused requests change nothing.
 	{"RefusedRequests", func(t *testing.T, s Store) {
 		list := pendingActions(t, s, "bulk-bad", 1)
@@ -217,4 +248,21 @@ func setBulkFalse(spec *classify.Tool) bool {
 		return false
 	}
 	return true
+}
+
+// readCounter counts the reads of actions made through it and passes every
+// call on to the real store.
+type readCounter struct {
+	queue.Store
+	gets, lists atomic.Int64
+}
+
+func (c *readCounter) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	c.gets.Add(1)
+	return c.Store.ActionGetByID(ctx, id)
+}
+
+func (c *readCounter) ActionList(ctx context.Context, p queue.ActionListParams) ([]*queue.Action, error) {
+	c.lists.Add(1)
+	return c.Store.ActionList(ctx, p)
 }

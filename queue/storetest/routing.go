@@ -26,8 +26,28 @@ var routingTests = []test{
 		noErr(t, err, "find ann by Slack id")
 		eq(t, got.Email, "ann@example.com", "found user")
 		eq(t, got.SlackID, "U1", "found user's Slack id")
-		if err := s.UserSetSlackID(ctx, bob.ID, "U1"); !errors.Is(err, accounts.ErrExists) {
-			t.Fatalf("a second user with ann's Slack id: %v, want ErrExists", err)
+		if err := s.UserSetSlackID(ctx, bob.ID, "U1"); !errors.Is(err, accounts.ErrSlackIDTaken) {
+			t.Fatalf("a second user with ann's Slack id: %v, want ErrSlackIDTaken", err)
+		}
+		// A user created with a taken Slack id is not created at all; one
+		// created with a free id has it at once.
+		if _, err := s.UserCreate(ctx, &accounts.User{Email: "cara@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), SlackID: "U1"}); !errors.Is(err, accounts.ErrSlackIDTaken) || errors.Is(err, accounts.ErrExists) {
+			t.Fatalf("create a user with ann's Slack id: %v, want ErrSlackIDTaken", err)
+		}
+		if _, err := s.UserGetByEmail(ctx, "cara@example.com"); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("the refused user exists: %v", err)
+		}
+		cara, err := s.UserCreate(ctx, &accounts.User{Email: "cara@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), SlackID: "U3"})
+		noErr(t, err, "create cara with a free Slack id")
+		eq(t, cara.SlackID, "U3", "created user's Slack id")
+		if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), SlackID: "U4"}); !errors.Is(err, accounts.ErrExists) {
+			t.Fatalf("create with a taken email and a free Slack id: %v, want ErrExists", err)
+		}
+		if _, err := s.UserGetBySlackID(ctx, "U4"); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("the Slack id of a refused user is stored: %v", err)
 		}
 		if err := s.UserSetSlackID(ctx, 999999, "U9"); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("Slack id of an unknown user: %v, want ErrNotFound", err)
