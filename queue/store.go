@@ -122,6 +122,9 @@ type GuardedSubmitter interface {
 type BatchStats struct {
 	Batches, Calls, Refused     int64
 	LookupsFound, LookupsMissed int64
+	// Lookups says the store runs hinted replay lookups at all
+	// (PostgreSQL), so that /metrics shows no counter that cannot move.
+	Lookups bool
 }
 
 // BatchStatser is a store that reports BatchStats (for /metrics).

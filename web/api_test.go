@@ -424,6 +424,25 @@ func TestProbes(t *testing.T) {
 	}
 }
 
+// TestProbesSQLite: on SQLite /metrics shows the group commit's counters
+// and no replay-lookup counter, which only PostgreSQL's store could move.
+func TestProbesSQLite(t *testing.T) {
+	t.Parallel()
+	e := startAPISQLite(t)
+	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
+	res, err := http.Get(e.base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := readAll(res)
+	if !strings.Contains(body, "approvals_store_batched_calls_total ") || !strings.Contains(body, "approvals_store_batches_refused_total 0") {
+		t.Errorf("/metrics lacks the SQLite writer's counters:\n%s", body)
+	}
+	if strings.Contains(body, "approvals_replay_lookups_total") {
+		t.Errorf("/metrics shows replay lookups on SQLite, which has none")
+	}
+}
+
 func readAll(res *http.Response) string {
 	defer res.Body.Close()
 	var b strings.Builder

@@ -136,8 +136,10 @@ func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(st.Batches))
 		ch <- prometheus.MustNewConstMetric(batchCallsDesc, prometheus.CounterValue, float64(st.Calls))
 		ch <- prometheus.MustNewConstMetric(batchesRefusedDesc, prometheus.CounterValue, float64(st.Refused))
-		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsFound), "found")
-		ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsMissed), "missed")
+		if st.Lookups {
+			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsFound), "found")
+			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsMissed), "missed")
+		}
 	}
 	counts, tickets, ticketOK := c.cachedCounts()
 	if counts != nil {

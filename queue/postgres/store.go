@@ -203,7 +203,7 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 func (s *Store) BatchStats() queue.BatchStats {
 	return queue.BatchStats{Batches: s.batch.batches.Load() + s.transitions.batches.Load(),
 		Calls:   s.batch.calls.Load() + s.transitions.calls.Load(),
-		Refused: s.batch.refused.Load() + s.transitions.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load()}
+		Refused: s.batch.refused.Load() + s.transitions.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load(), Lookups: true}
 }
 
 // Pool exposes the pool for tests and benchmarks.
