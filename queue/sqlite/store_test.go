@@ -278,3 +278,28 @@ func TestGlobEscape(t *testing.T) {
 		}
 	}
 }
+
+// The write connection keeps temporary files, the savepoints' sub-journal
+// among them, in memory (temp_store=2), and still commits with
+// synchronous=FULL (2) in WAL.
+func TestWriteConnectionSettings(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
+	var tempStore, synchronous int
+	var journal string
+	err := s.withTx(t.Context(), func(ctx context.Context, q querier) error {
+		if err := q.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&tempStore); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&synchronous); err != nil {
+			return err
+		}
+		return q.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tempStore != 2 || synchronous != 2 || journal != "wal" {
+		t.Fatalf("write connection: temp_store=%d synchronous=%d journal_mode=%s, want 2, 2, wal", tempStore, synchronous, journal)
+	}
+}
