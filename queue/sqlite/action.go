@@ -114,7 +114,7 @@ func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Acti
 	if err != nil {
 		return nil, err
 	}
-	if err := attachTickets(ctx, q, []*queue.Action{a}); err != nil {
+	if a.Ticket, err = actionTicket(ctx, q, id); err != nil {
 		return nil, err
 	}
 	return a, nil
