@@ -19,54 +19,72 @@ const actionColumns = `id, tool, class, intent_key, attempt, state, payload, app
 
 type scanner interface{ Scan(dest ...any) error }
 
-func scanAction(sc scanner) (*queue.Action, error) {
-	var (
-		a                                     queue.Action
-		class, state, payload, spec, warnings string
-		createdAt                             string
-		approved, result, errText             sql.NullString
-		decidedBy, note, claimedBy            sql.NullString
-		decidedAt, claimedAt, finishedAt      sql.NullString
-		expiresAt, escalatedAt                sql.NullString
-		approvals                             string
-	)
-	err := sc.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload, &approved, &result, &errText,
-		&a.RequestedBy, &a.Channel, &decidedBy, &note, &createdAt, &decidedAt, &claimedAt, &claimedBy,
-		&finishedAt, &expiresAt, &spec, &warnings, &approvals, &escalatedAt)
-	if err != nil {
-		return nil, err
-	}
-	a.Class = classify.Class(class)
-	a.State = queue.State(state)
-	a.Payload = json.RawMessage(payload)
-	a.ApprovedPayload = rawJSON(approved)
-	a.Result = rawJSON(result)
-	a.Error = ptrString(errText)
-	a.DecidedBy = ptrString(decidedBy)
-	a.DecisionNote = ptrString(note)
-	a.ClaimedBy = ptrString(claimedBy)
-	if a.CreatedAt, err = parseTime(createdAt); err != nil {
+// actionRow is an actions row as stored (actionColumns), before decoding.
+// A write call scans into it inside the write transaction and decodes it
+// (times, JSON of the tool snapshot, warnings and approvals) after the
+// commit, outside the writer's critical section.
+type actionRow struct {
+	id, tool, class, intentKey       string
+	attempt                          int
+	state, payload, spec, warnings   string
+	createdAt, approvals             string
+	approved, result, errText        sql.NullString
+	requestedBy, channel             string
+	decidedBy, note, claimedBy       sql.NullString
+	decidedAt, claimedAt, finishedAt sql.NullString
+	expiresAt, escalatedAt           sql.NullString
+}
+
+func (r *actionRow) scan(sc scanner) error {
+	return sc.Scan(&r.id, &r.tool, &r.class, &r.intentKey, &r.attempt, &r.state, &r.payload, &r.approved, &r.result,
+		&r.errText, &r.requestedBy, &r.channel, &r.decidedBy, &r.note, &r.createdAt, &r.decidedAt, &r.claimedAt,
+		&r.claimedBy, &r.finishedAt, &r.expiresAt, &r.spec, &r.warnings, &r.approvals, &r.escalatedAt)
+}
+
+// action decodes the row.
+func (r *actionRow) action() (*queue.Action, error) {
+	a := queue.Action{ID: r.id, Tool: r.tool, IntentKey: r.intentKey, Attempt: r.attempt,
+		RequestedBy: r.requestedBy, Channel: r.channel}
+	a.Class = classify.Class(r.class)
+	a.State = queue.State(r.state)
+	a.Payload = json.RawMessage(r.payload)
+	a.ApprovedPayload = rawJSON(r.approved)
+	a.Result = rawJSON(r.result)
+	a.Error = ptrString(r.errText)
+	a.DecidedBy = ptrString(r.decidedBy)
+	a.DecisionNote = ptrString(r.note)
+	a.ClaimedBy = ptrString(r.claimedBy)
+	var err error
+	if a.CreatedAt, err = parseTime(r.createdAt); err != nil {
 		return nil, err
 	}
 	for _, f := range []struct {
 		dst **time.Time
 		src sql.NullString
-	}{{&a.DecidedAt, decidedAt}, {&a.ClaimedAt, claimedAt}, {&a.FinishedAt, finishedAt}, {&a.ExpiresAt, expiresAt}, {&a.EscalatedAt, escalatedAt}} {
+	}{{&a.DecidedAt, r.decidedAt}, {&a.ClaimedAt, r.claimedAt}, {&a.FinishedAt, r.finishedAt}, {&a.ExpiresAt, r.expiresAt}, {&a.EscalatedAt, r.escalatedAt}} {
 		if *f.dst, err = parseNullTime(f.src); err != nil {
 			return nil, err
 		}
 	}
-	if err := json.Unmarshal([]byte(spec), &a.Spec); err != nil {
+	if err := json.Unmarshal([]byte(r.spec), &a.Spec); err != nil {
 		return nil, fmt.Errorf("action %s: stored tool definition: %w", a.ID, err)
 	}
-	if err := json.Unmarshal([]byte(warnings), &a.Warnings); err != nil {
+	if err := json.Unmarshal([]byte(r.warnings), &a.Warnings); err != nil {
 		return nil, fmt.Errorf("action %s: stored warnings: %w", a.ID, err)
 	}
-	if a.Approvals, err = queue.DecodeApprovals([]byte(approvals)); err != nil {
+	if a.Approvals, err = queue.DecodeApprovals([]byte(r.approvals)); err != nil {
 		return nil, fmt.Errorf("action %s: stored approvals: %w", a.ID, err)
 	}
 	a.ApprovalsRequired = a.Spec.Approval.RequiredApprovals()
 	return &a, nil
+}
+
+func scanAction(sc scanner) (*queue.Action, error) {
+	var r actionRow
+	if err := r.scan(sc); err != nil {
+		return nil, err
+	}
+	return r.action()
 }
 
 // getAction reads one action without its ticket.
@@ -78,13 +96,25 @@ func getAction(ctx context.Context, q querier, id string) (*queue.Action, error)
 	return a, err
 }
 
+// actionTicket returns the ticket attachTickets would attach to the action
+// id (its open ticket if any, else its most recent one), or nil. One row by
+// the tickets_action index, in a statement the writer keeps prepared.
+func actionTicket(ctx context.Context, q querier, id string) (*queue.Ticket, error) {
+	t, err := scanTicket(q.QueryRowContext(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE action_id = ?
+		ORDER BY state = 'open' DESC, opened_at DESC, id DESC LIMIT 1`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	return t, err
+}
+
 // getActionWithTicket reads one action and attaches its ticket.
 func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Action, error) {
 	a, err := getAction(ctx, q, id)
 	if err != nil {
 		return nil, err
 	}
-	if err := attachTickets(ctx, q, []*queue.Action{a}); err != nil {
+	if a.Ticket, err = actionTicket(ctx, q, id); err != nil {
 		return nil, err
 	}
 	return a, nil
@@ -93,9 +123,9 @@ func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Acti
 // ActionSubmit inserts a as the holder of its intent (claim-first). The
 // insert itself computes the attempt and is refused by the partial unique
 // index actions_held_intent when the key is held; only then is the holder
-// read. If the holder released the key in between (impossible while this
-// immediate transaction holds the write lock, but the loop keeps the logic
-// the same as on PostgreSQL), the insert is tried again.
+// read. The insert returns the stored row (RETURNING), so a new action is
+// not read again; the row is decoded after the commit, outside the
+// writer, which serialises every write of the store.
 func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
 	if a == nil {
 		return nil, false, false, errors.New("submit action: nil action")
@@ -109,6 +139,9 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		if warnings, err = json.Marshal(a.Warnings); err != nil {
 			return nil, false, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
 		}
+	}
+	if err := storableTimes(&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt); err != nil {
+		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
 	// An exactly-once action is claimed by its submission; the deadline
 	// follows from the snapshot's claim_timeout.
@@ -127,7 +160,8 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		claim_deadline, finished_at, expires_at, has_webhook, spec, warnings)
 	VALUES (?1, ?2, ?4, ?3, ` + attemptExpr + `, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
 		?18, ?19, ?20, ?21, ?22, ?23)
-	ON CONFLICT DO NOTHING`
+	ON CONFLICT DO NOTHING
+	RETURNING ` + actionColumns
 	args := []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
 		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
 		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
@@ -135,16 +169,14 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		boolInt(a.ServerExecuted()), string(spec), string(warnings)}
 
 	var (
-		holder  *queue.Action
+		row     actionRow
+		ticket  *queue.Ticket
 		created bool
 	)
 	err = s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		holder, created = nil, false
-		n, err := rowsAffected(tx.ExecContext(ctx, insert, args...))
-		if err != nil {
-			return err
-		}
-		if n == 1 {
+		ticket, created = nil, false
+		err := row.scan(tx.QueryRowContext(ctx, insert, args...))
+		if err == nil {
 			ev.ActionID = a.ID
 			if ev.At.IsZero() {
 				ev.At = a.CreatedAt
@@ -152,16 +184,20 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 			if _, err := insertEvent(ctx, tx, ev); err != nil {
 				return err
 			}
-			holder, err = getAction(ctx, tx, a.ID)
+			// A new action has no ticket.
 			created = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
 			return err
 		}
 		if a.Class != classify.AtLeastOnce {
-			holder, err = heldAction(ctx, tx, a.IntentKey)
+			err := row.scan(tx.QueryRowContext(ctx, heldActionQuery, a.IntentKey))
 			if err == nil {
-				return attachTickets(ctx, tx, []*queue.Action{holder})
+				ticket, err = actionTicket(ctx, tx, row.id)
+				return err
 			}
-			if !errors.Is(err, queue.ErrNotFound) {
+			if !errors.Is(err, sql.ErrNoRows) {
 				return err
 			}
 		}
@@ -175,6 +211,13 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 	if err != nil {
 		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
+	// A new row decodes (storableTimes checked its times; spec and
+	// warnings are json.Marshal's output): an error here is a holder's.
+	holder, err := row.action()
+	if err != nil {
+		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+	}
+	holder.Ticket = ticket
 	if created {
 		a.Attempt = holder.Attempt
 		if holder.State == queue.StatePending {
@@ -188,6 +231,20 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 	return holder, created, false, nil
 }
 
+// storableTimes refuses times that timeLayout cannot write and read back
+// (years outside 0-9999) before they are stored: a written row is decoded
+// only after its commit, where a failure could no longer undo the write.
+func storableTimes(times ...*time.Time) error {
+	for _, t := range times {
+		if t != nil {
+			if y := t.UTC().Year(); y < 0 || y > 9999 {
+				return fmt.Errorf("time %s cannot be stored", t)
+			}
+		}
+	}
+	return nil
+}
+
 // heldStates is queue.HeldStates as an SQL list.
 var heldStates = "'" + strings.Join(func() []string {
 	out := make([]string, len(queue.HeldStates))
@@ -197,15 +254,8 @@ var heldStates = "'" + strings.Join(func() []string {
 	return out
 }(), "', '") + "'"
 
-// heldAction returns the action holding key, or ErrNotFound.
-func heldAction(ctx context.Context, q querier, key string) (*queue.Action, error) {
-	a, err := scanAction(q.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions
-		WHERE intent_key = ? AND state IN (`+heldStates+`)`, key))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, queue.Errorf(queue.CodeNotFound, "no action holds intent %q", key)
-	}
-	return a, err
-}
+// heldActionQuery reads the action holding the intent key ?.
+var heldActionQuery = `SELECT ` + actionColumns + ` FROM actions WHERE intent_key = ? AND state IN (` + heldStates + `)`
 
 // ActionGetByID returns the action with its ticket.
 func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
@@ -329,6 +379,9 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	if len(p.From) == 0 || !p.To.Valid() {
 		return nil, fmt.Errorf("transition action %s: from %v to %q is not a transition", p.ID, p.From, p.To)
 	}
+	if err := storableTimes(p.DecidedAt, p.ClaimedAt, p.FinishedAt, p.ExpiresAt); err != nil {
+		return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
+	}
 	args := []any{string(p.To),
 		nullString(p.DecidedBy), nullString(p.DecisionNote), nullTime(p.DecidedAt),
 		nullJSON(p.ApprovedPayload), nullJSON(p.Result), nullString(p.Error),
@@ -358,23 +411,28 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	if p.AgentExecuted {
 		query += ` AND NOT has_webhook`
 	}
+	// The updated row as stored: nothing below changes it (the event and
+	// the stale ticket are rows of their own).
+	query += ` RETURNING ` + actionColumns
 
 	var (
+		row      actionRow
+		ticket   *queue.Ticket
 		a        *queue.Action
 		mismatch bool
 	)
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		a, mismatch = nil, false
-		n, err := rowsAffected(tx.ExecContext(ctx, query, args...))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
+		a, ticket, mismatch = nil, nil, false
+		err := row.scan(tx.QueryRowContext(ctx, query, args...))
+		if errors.Is(err, sql.ErrNoRows) {
 			if a, err = getActionWithTicket(ctx, tx, p.ID); err != nil {
 				return err
 			}
 			mismatch = true
 			return nil // nothing was written; commit is as good as rollback
+		}
+		if err != nil {
+			return err
 		}
 		ev := p.Event
 		ev.ActionID = p.ID
@@ -391,11 +449,20 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 				return err
 			}
 		}
-		a, err = getActionWithTicket(ctx, tx, p.ID)
+		ticket, err = actionTicket(ctx, tx, p.ID)
 		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
+	}
+	if !mismatch {
+		// Decoded after the commit, outside the writer. Its new times were
+		// checked above; the rest (tool snapshot, warnings, approvals) this
+		// store wrote as JSON it encoded, and the update did not touch it.
+		if a, err = row.action(); err != nil {
+			return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
+		}
+		a.Ticket = ticket
 	}
 	if mismatch {
 		return a, fmt.Errorf("transition action %s from %v to %s: it is %s: %w", p.ID, p.From, p.To, a.State, queue.ErrStateMismatch)

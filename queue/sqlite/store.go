@@ -85,7 +85,17 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	// synchronous=FULL: a claim is committed before a webhook delivery
 	// starts, and that commit must survive a power loss, not only a crash.
 	// It costs about a third more per write than NORMAL (BenchmarkWriters).
-	wdb, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+cfg.synchronous+"&_txlock=immediate")
+	//
+	// temp_store=memory keeps the sub-journal in memory: the writer runs
+	// each call in a savepoint, and SQLite saves the original of every page
+	// a savepoint changes first in that journal, which otherwise spills to
+	// a temporary file past 64 KiB (a group of a few calls), one pwrite per
+	// page inside the write transaction. The sub-journal only serves
+	// ROLLBACK TO within the open transaction (WAL recovery never reads
+	// it), so memory loses no durability. The write connection sorts
+	// nothing large, so temporary b-trees in memory stay small.
+	wdb, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+cfg.synchronous+
+		"&_txlock=immediate&_pragma=temp_store(memory)")
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}

@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"sync"
@@ -276,5 +277,65 @@ func TestGlobEscape(t *testing.T) {
 		if got := globEscape(in); got != want {
 			t.Errorf("globEscape(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// The write connection keeps temporary files, the savepoints' sub-journal
+// among them, in memory (temp_store=2), and still commits with
+// synchronous=FULL (2) in WAL.
+func TestWriteConnectionSettings(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
+	var tempStore, synchronous int
+	var journal string
+	err := s.withTx(t.Context(), func(ctx context.Context, q querier) error {
+		if err := q.QueryRowContext(ctx, `PRAGMA temp_store`).Scan(&tempStore); err != nil {
+			return err
+		}
+		if err := q.QueryRowContext(ctx, `PRAGMA synchronous`).Scan(&synchronous); err != nil {
+			return err
+		}
+		return q.QueryRowContext(ctx, `PRAGMA journal_mode`).Scan(&journal)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tempStore != 2 || synchronous != 2 || journal != "wal" {
+		t.Fatalf("write connection: temp_store=%d synchronous=%d journal_mode=%s, want 2, 2, wal", tempStore, synchronous, journal)
+	}
+}
+
+// A row is decoded only after its commit, so a time it could not read back
+// (timeLayout has four-digit years) is refused before anything is written:
+// an error still means "not written".
+func TestUnstorableTimeWritesNothing(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
+	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+	a := claim("far:1", t0)
+	a.CreatedAt = far
+	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err == nil {
+		t.Fatal("submitted an action created in the year 10000")
+	}
+	if _, err := s.ActionGetByID(t.Context(), a.ID); !errors.Is(err, queue.ErrNotFound) {
+		t.Fatalf("refused submission: get: %v, want ErrNotFound", err)
+	}
+
+	b := claim("far:2", t0)
+	if _, _, _, err := s.ActionSubmit(t.Context(), b, submitEvent(b)); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.ActionTransition(t.Context(), queue.ActionTransitionParams{ID: b.ID,
+		From: []queue.State{queue.StateInProgress}, To: queue.StateDone, Now: t0,
+		Result: json.RawMessage(`{}`), FinishedAt: &far, Event: queue.Event{Kind: queue.EventCompleted, Actor: "agent:test"}})
+	if err == nil {
+		t.Fatal("completed an action in the year 10000")
+	}
+	got, err := s.ActionGetByID(t.Context(), b.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.State != queue.StateInProgress || got.FinishedAt != nil {
+		t.Fatalf("refused transition: action is %s, finished at %v; want in_progress, unfinished", got.State, got.FinishedAt)
 	}
 }

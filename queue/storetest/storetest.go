@@ -63,6 +63,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"LockOrder", lockOrderTests},
 		{"ActionDecide", decideTests},
 		{"Routing", routingTests},
+		{"ReturnedEqualsStored", returnedTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
