@@ -934,7 +934,7 @@ func TestMergedTransitionsMatchSingleOnes(t *testing.T) {
 		return s.ActionTransition(ctx, queue.ActionTransitionParams{ID: id, From: []queue.State{queue.StateInProgress},
 			To: queue.StateDone, Now: later, Result: result, FinishedAt: &later, RequestedBy: agent, AgentExecuted: true,
 			ResolveStaleTicket: true,
-			Event:              queue.Event{ActionID: id, Kind: queue.EventCompleted, Actor: agent, Channel: "api", At: later, Data: result}})
+			Event: queue.Event{ActionID: id, Kind: queue.EventCompleted, Actor: agent, Channel: "api", At: later, Data: result}})
 	}
 
 	tb := s.TransitionBatcher()
