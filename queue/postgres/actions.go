@@ -253,35 +253,29 @@ func likePrefix(p string) string {
 // late-report ticket resolution are one statement; the read-back of the
 // action follows it in the same transaction. Both go through the
 // transitions' batcher, so concurrent transitions (completions, failures,
-// claims, cancels) share one commit and one WAL flush, as submissions do,
-// and those of one shape (transitionShape) share one statement; the caller
-// hears of its transition only after that commit.
+// claims, cancels) share one commit and one WAL flush, as submissions do;
+// the caller hears of its transition only after that commit.
 func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
 	if !queue.ValidID(p.ID) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	q, args := actionTransitionSQL(p)
-	v, err := s.transitions.call(ctx, &batchCall{kind: newTransitionShape(q, p), arg: p, order: "action:" + p.ID,
-		sql: q, args: args,
+	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + p.ID, sql: q, args: args,
 		scan: func(row pgx.Row) (any, error) {
-			// A merged statement has a row only for the calls it moved.
 			var n int
-			if err := row.Scan(&n); err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			err := row.Scan(&n)
+			return n, err
+		},
+		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID}, scan: func(row pgx.Row, n any, err error) (any, error) {
+			if err != nil {
 				return nil, err
 			}
-			return n, nil
-		},
-		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID},
-			scan: func(row pgx.Row) (any, error) { return scanAction(row) },
-			combine: func(n any, err error, a any, readErr error) (any, error) {
-				if err != nil {
-					return nil, err
-				}
-				if readErr != nil {
-					return nil, readErr
-				}
-				return transitioned{a.(*queue.Action), n.(int) > 0}, nil
-			}}})
+			a, err := scanAction(row)
+			if err != nil {
+				return nil, err
+			}
+			return transitioned{a, n.(int) > 0}, nil
+		}}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
@@ -302,101 +296,6 @@ type transitioned struct {
 	moved  bool
 }
 
-// transitionShape merges the transitions of a batch that have one shape:
-// the same columns set, the same conditions and source states, so one
-// statement (actionTransitionManySQL) can carry them all. A merged update
-// costs PostgreSQL a fraction of as many single ones: executor start-up,
-// the CHECK constraints and index predicates it prepares, the plan cache
-// lookups are paid once (measured with pgbench on our actions table, 8
-// rows: 2.3-2.9 x the rows per second of 8 single updates in one
-// transaction).
-type transitionShape struct{ key string }
-
-// newTransitionShape keys p's shape: its single statement's text (which
-// names every column set and every condition) and its source states (an
-// argument of that statement).
-func newTransitionShape(sql string, p queue.ActionTransitionParams) transitionShape {
-	from := make([]string, len(p.From))
-	for i, st := range p.From {
-		from[i] = string(st)
-	}
-	return transitionShape{sql + "\x00" + strings.Join(from, ",")}
-}
-
-func (transitionShape) merge(calls []*batchCall) (string, []any) {
-	ps := make([]queue.ActionTransitionParams, len(calls))
-	for i, c := range calls {
-		ps[i] = c.arg.(queue.ActionTransitionParams)
-	}
-	return actionTransitionManySQL(ps)
-}
-
-// mergeThen reads the actions of the merged transitions back, after the
-// statement, one row per call.
-func (transitionShape) mergeThen(calls []*batchCall) (string, []any) {
-	ids := make([]string, len(calls))
-	for i, c := range calls {
-		ids[i] = c.arg.(queue.ActionTransitionParams).ID
-	}
-	return actionGetManySQL, []any{ids}
-}
-
-// actionGetManySQL is actionGetByIDSQL for several ids, one row per element
-// of $1 (repeats included), its index in $1 first.
-const actionGetManySQL = `
-SELECT i.n::int - 1, a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
-    a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
-    a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
-    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
-FROM unnest($1::uuid[]) WITH ORDINALITY AS i(id, n)
-JOIN actions a ON a.id = i.id
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
-
-// transitionSet is one column a transition sets besides state.
-type transitionSet struct {
-	col  string
-	json bool // stored as json, passed as text
-	time bool // timestamptz, else text
-	val  any  // string or time.Time
-}
-
-// transitionSets lists the columns p sets, in the order both statements
-// write them.
-func transitionSets(p queue.ActionTransitionParams) []transitionSet {
-	var out []transitionSet
-	text := func(col string, v *string) {
-		if v != nil {
-			out = append(out, transitionSet{col: col, val: *v})
-		}
-	}
-	js := func(col string, v json.RawMessage) {
-		if v != nil {
-			out = append(out, transitionSet{col: col, json: true, val: string(v)})
-		}
-	}
-	tm := func(col string, v *time.Time) {
-		if v != nil {
-			out = append(out, transitionSet{col: col, time: true, val: *v})
-		}
-	}
-	text("decided_by", p.DecidedBy)
-	text("decision_note", p.DecisionNote)
-	tm("decided_at", p.DecidedAt)
-	js("approved_payload", p.ApprovedPayload)
-	js("result", p.Result)
-	text("error", p.Error)
-	tm("claimed_at", p.ClaimedAt)
-	text("claimed_by", p.ClaimedBy)
-	tm("claim_deadline", p.ClaimDeadline)
-	tm("finished_at", p.FinishedAt)
-	tm("expires_at", p.ExpiresAt)
-	return out
-}
-
 // actionTransitionSQL builds ActionTransition's statement: one conditional
 // update that sets only the columns p sets and checks only the conditions
 // p asks for, with its event and, for a late report, the resolution of the
@@ -408,8 +307,39 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	arg := args.add
 	var q strings.Builder
 	q.WriteString("WITH upd AS (\n    UPDATE actions SET state = $2")
-	for _, c := range transitionSets(p) {
-		q.WriteString(", " + c.col + " = " + arg(c.val))
+	set := func(col string, v any) { q.WriteString(", " + col + " = " + arg(v)) }
+	if p.DecidedBy != nil {
+		set("decided_by", *p.DecidedBy)
+	}
+	if p.DecisionNote != nil {
+		set("decision_note", *p.DecisionNote)
+	}
+	if p.DecidedAt != nil {
+		set("decided_at", *p.DecidedAt)
+	}
+	if p.ApprovedPayload != nil {
+		set("approved_payload", string(p.ApprovedPayload))
+	}
+	if p.Result != nil {
+		set("result", string(p.Result))
+	}
+	if p.Error != nil {
+		set("error", *p.Error)
+	}
+	if p.ClaimedAt != nil {
+		set("claimed_at", *p.ClaimedAt)
+	}
+	if p.ClaimedBy != nil {
+		set("claimed_by", *p.ClaimedBy)
+	}
+	if p.ClaimDeadline != nil {
+		set("claim_deadline", *p.ClaimDeadline)
+	}
+	if p.FinishedAt != nil {
+		set("finished_at", *p.FinishedAt)
+	}
+	if p.ExpiresAt != nil {
+		set("expires_at", *p.ExpiresAt)
 	}
 	from := make([]string, len(p.From))
 	for i, st := range p.From {
@@ -444,102 +374,6 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 )`)
 	}
 	q.WriteString("\nSELECT count(*) FROM upd")
-	return q.String(), args
-}
-
-// actionTransitionManySQL is actionTransitionSQL for several transitions of
-// one shape (transitionShape), in one statement: one array per column, the
-// index of the transition in ps first in each row. It returns a row
-// (index, 1) for each transition it moved; two transitions of one action
-// move it once (as two concurrent single statements would: one of them
-// finds it moved). testdata/action_transition.golden shows the variants.
-func actionTransitionManySQL(ps []queue.ActionTransitionParams) (string, []any) {
-	p0 := ps[0]
-	n := len(ps)
-	ids, tos, kinds, actors, channels := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	nows, data, unrouted, requestedBy := make([]time.Time, n), make([]*string, n), make([]bool, n), make([]string, n)
-	sets := transitionSets(p0)
-	texts := make([][]string, len(sets))
-	times := make([][]time.Time, len(sets))
-	for i, p := range ps {
-		ids[i], tos[i], nows[i], requestedBy[i] = p.ID, string(p.To), p.Now, p.RequestedBy
-		kinds[i], actors[i], channels[i], unrouted[i] = p.Event.Kind, p.Event.Actor, p.Event.Channel, p.Event.Unrouted
-		if p.Event.Data != nil {
-			d := string(p.Event.Data)
-			data[i] = &d
-		}
-		for k, c := range transitionSets(p) {
-			if c.time {
-				times[k] = append(times[k], c.val.(time.Time))
-			} else {
-				texts[k] = append(texts[k], c.val.(string))
-			}
-		}
-	}
-	args := sqlArgs{ids, tos, nows, kinds, actors, channels, data, unrouted}
-	arg := args.add
-	cols := []string{"$1::uuid[]", "$2::text[]", "$3::timestamptz[]", "$4::text[]", "$5::text[]", "$6::text[]", "$7::text[]", "$8::boolean[]"}
-	names := []string{"id", "to_state", "now", "ev_kind", "ev_actor", "ev_channel", "ev_data", "ev_unrouted"}
-	var set strings.Builder
-	for k, c := range sets {
-		if c.time {
-			cols = append(cols, arg(times[k])+"::timestamptz[]")
-		} else {
-			cols = append(cols, arg(texts[k])+"::text[]")
-		}
-		names = append(names, "c_"+c.col)
-		v := "i.c_" + c.col
-		if c.json {
-			v += "::json"
-		}
-		set.WriteString(", " + c.col + " = " + v)
-	}
-	if p0.RequestedBy != "" {
-		cols = append(cols, arg(requestedBy)+"::text[]")
-		names = append(names, "requested_by")
-	}
-	from := make([]string, len(p0.From))
-	for i, st := range p0.From {
-		from[i] = string(st)
-	}
-	var q strings.Builder
-	q.WriteString(`WITH input AS (
-    SELECT * FROM unnest(` + strings.Join(cols, ", ") + `) WITH ORDINALITY
-    AS i(` + strings.Join(names, ", ") + `, n)
-), upd AS (
-    UPDATE actions a SET state = i.to_state` + set.String() + `
-    FROM input i
-    WHERE a.id = i.id AND a.state = ANY(` + arg(from) + `)`)
-	if p0.Unexpired {
-		q.WriteString(" AND (a.expires_at IS NULL OR a.expires_at > i.now)")
-	}
-	if p0.RequestedBy != "" {
-		q.WriteString(" AND a.requested_by = i.requested_by")
-	}
-	if p0.AgentExecuted {
-		q.WriteString(" AND NOT a.has_webhook")
-	}
-	q.WriteString(`
-    RETURNING a.id, i.n
-), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
-    SELECT u.id, i.ev_kind, i.ev_actor, i.ev_channel, i.now, i.ev_data::json, i.ev_unrouted
-    FROM upd u JOIN input i ON i.n = u.n
-)`)
-	if p0.ResolveStaleTicket {
-		q.WriteString(`, tk AS (
-    UPDATE tickets t SET state = 'resolved', resolved_at = i.now, resolved_by = i.ev_actor, outcome = i.to_state, note = ` + arg(queue.LateReportNote) + `
-    FROM upd u JOIN input i ON i.n = u.n
-    WHERE t.action_id = u.id AND t.kind = 'stale' AND t.state = 'open'
-    RETURNING t.id, t.action_id, t.note, u.n
-), tkev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT tk.action_id, 'ticket_resolved', i.ev_actor, i.ev_channel, i.now,
-        json_build_object('ticket', tk.id::text, 'kind', 'stale', 'outcome', i.to_state, 'note', tk.note)
-    FROM tk JOIN input i ON i.n = tk.n
-)`)
-	}
-	q.WriteString("\nSELECT u.n::int - 1, 1 FROM upd u")
 	return q.String(), args
 }
 

@@ -90,14 +90,11 @@ type batchCall struct {
 	done chan struct{}
 }
 
-// batchRead is a call's follow-up read (batchCall.then): scan reads its
-// row, and combine makes the call's outcome of the statement's and the
-// read's.
+// batchRead is a call's follow-up read (batchCall.then).
 type batchRead struct {
-	sql     string
-	args    []any
-	scan    func(row pgx.Row) (any, error)
-	combine func(val any, err error, read any, readErr error) (any, error)
+	sql  string
+	args []any
+	scan func(row pgx.Row, val any, err error) (any, error)
 }
 
 // batchKind merges calls that run the same statement with different
@@ -110,14 +107,6 @@ type batchRead struct {
 // statement with no rows (an insert) answers every call with nil.
 type batchKind interface {
 	merge(calls []*batchCall) (sql string, args []any)
-}
-
-// thenMerger is a batchKind whose calls have follow-up reads (then): it
-// merges those too, into one read run after the merged statement whose rows
-// start with the index of their call, one row per call (a call left
-// without one reads as having none).
-type thenMerger interface {
-	mergeThen(calls []*batchCall) (sql string, args []any)
 }
 
 // errStoreClosed answers calls made while the store shuts down.
@@ -300,10 +289,6 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			sql, args := u[0].kind.merge(u)
 			pb.Queue(sql, args...)
 			b.merged.Add(1)
-			if tm, ok := u[0].kind.(thenMerger); ok && u[0].then != nil {
-				sql, args := tm.mergeThen(u)
-				pb.Queue(sql, args...)
-			}
 			continue
 		}
 		pb.Queue(u[0].sql, u[0].args...)
@@ -329,11 +314,6 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 		switch c := u[0]; {
 		case len(u) > 1:
 			err = readMerged(br, u)
-			if _, ok := c.kind.(thenMerger); ok && c.then != nil {
-				if terr := readMergedThen(br, u); err == nil {
-					err = terr
-				}
-			}
 		case c.scan != nil:
 			c.val, c.err = c.scan(br.QueryRow())
 			err = c.err
@@ -345,8 +325,7 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			c := u[0]
 			row := br.QueryRow()
 			if c.err == nil || !isRefusal(c.err) {
-				rv, rerr := r.scan(row)
-				c.val, c.err = r.combine(c.val, c.err, rv, rerr)
+				c.val, c.err = r.scan(row, c.val, c.err)
 			} else {
 				_ = row.Scan() // skipped: the transaction is aborted
 			}
@@ -425,49 +404,6 @@ func readMerged(br pgx.BatchResults, calls []*batchCall) error {
 		case !answered[i] && scan != nil:
 			c.val, c.err = scan(noRow{})
 		}
-	}
-	return err
-}
-
-// readMergedThen reads the rows of a merged follow-up read with the calls'
-// then.scan and combines each with what the merged statement gave its
-// call; it returns the read's error (every call's error too).
-func readMergedThen(br pgx.BatchResults, calls []*batchCall) error {
-	type read struct {
-		val any
-		err error
-		ok  bool
-	}
-	reads := make([]read, len(calls))
-	scan := calls[0].then.scan
-	rows, err := br.Query()
-	if err == nil {
-		for rows.Next() {
-			i := -1
-			v, serr := scan(indexedRow{rows, &i})
-			if serr != nil && i < 0 {
-				rows.Close()
-				return serr
-			}
-			if i < 0 || i >= len(calls) || reads[i].ok {
-				rows.Close()
-				return errors.New("merged read returned a row for no call")
-			}
-			reads[i] = read{v, serr, true}
-		}
-		rows.Close()
-		err = rows.Err()
-	}
-	for i, c := range calls {
-		if err != nil {
-			c.val, c.err = nil, err
-			continue
-		}
-		r := reads[i]
-		if !r.ok {
-			r.val, r.err = scan(noRow{})
-		}
-		c.val, c.err = c.then.combine(c.val, c.err, r.val, r.err)
 	}
 	return err
 }

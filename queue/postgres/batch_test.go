@@ -830,8 +830,7 @@ func TestBatcherThenReadsTheStatementsEffect(t *testing.T) {
 
 // TestTransitionsShareACommit: transitions queued together (agents
 // cancelling, completing, failing at once) run in one transaction: one
-// commit and one WAL flush for all of them, and those of one shape in one
-// statement. Each caller gets its action as
+// commit and one WAL flush for all of them. Each caller gets its action as
 // it is after its own statement; the second of two moves of one action
 // finds it moved by the first (ErrStateMismatch, the current state), and
 // its batch-mates commit regardless.
@@ -894,101 +893,7 @@ func TestTransitionsShareACommit(t *testing.T) {
 	if events != n || txs != 1 {
 		t.Errorf("%d cancel events in %d transactions, want %d in 1", events, txs, n)
 	}
-	if tb.Refused() != 0 || tb.Merged() != 1 {
-		t.Errorf("refused batches = %d, merged statements = %d; want 0 and 1 (one shape)", tb.Refused(), tb.Merged())
-	}
-}
-
-// TestMergedTransitionsMatchSingleOnes: late completions queued together
-// run as one merged statement, and leave exactly what the same completions
-// one at a time leave: the action done with its result, the open stale
-// ticket resolved by the agent, the completed and ticket_resolved events.
-// A second completion of one action in the same batch finds it done.
-func TestMergedTransitionsMatchSingleOnes(t *testing.T) {
-	t.Parallel()
-	s := openOneWorker(t)
-	ctx := t.Context()
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	agent := "agent:a"
-	claim := func(key string) string {
-		a := testAction(classify.ExactlyOnce, key, now)
-		a.State, a.ClaimedAt, a.ClaimedBy = queue.StateInProgress, &now, &agent
-		if _, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a)); err != nil || !created {
-			t.Fatalf("claim %s: created=%v err=%v", key, created, err)
-		}
-		return a.ID
-	}
-	const n = 3
-	merged, single := make([]string, n), make([]string, n)
-	for i := range n {
-		merged[i], single[i] = claim(fmt.Sprintf("m-%d", i)), claim(fmt.Sprintf("s-%d", i))
-	}
-	// The claims ran out: each has an open stale ticket, which a late
-	// report resolves.
-	if tickets, err := s.TicketOpenStale(ctx, now.Add(2*time.Minute), 100); err != nil || len(tickets) != 2*n {
-		t.Fatalf("stale tickets: %d (%v), want %d", len(tickets), err, 2*n)
-	}
-	later := now.Add(3 * time.Minute)
-	complete := func(id string, i int) (*queue.Action, error) {
-		result := json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))
-		return s.ActionTransition(ctx, queue.ActionTransitionParams{ID: id, From: []queue.State{queue.StateInProgress},
-			To: queue.StateDone, Now: later, Result: result, FinishedAt: &later, RequestedBy: agent, AgentExecuted: true,
-			ResolveStaleTicket: true,
-			Event: queue.Event{ActionID: id, Kind: queue.EventCompleted, Actor: agent, Channel: "api", At: later, Data: result}})
-	}
-
-	tb := s.TransitionBatcher()
-	release := blockWorkers(t, s.Pool(), tb)
-	got := make([]*queue.Action, n+1)
-	errs := make([]error, n+1)
-	var wg sync.WaitGroup
-	for i := range n + 1 {
-		wg.Go(func() { got[i], errs[i] = complete(merged[i%n], i%n) })
-	}
-	waitFor(t, "the completions to queue", func() bool { return tb.Waiting() == n+1 })
-	release()
-	wg.Wait()
-	if tb.Merged() != 1 || tb.Refused() != 0 {
-		t.Fatalf("merged statements %d, refused batches %d; want 1 and 0", tb.Merged(), tb.Refused())
-	}
-	if errors.Is(errs[0], queue.ErrStateMismatch) == errors.Is(errs[n], queue.ErrStateMismatch) {
-		t.Errorf("the two completions of one action: %v and %v; want exactly one to find it done", errs[0], errs[n])
-	}
-	if errs[0] != nil {
-		got[0] = got[n] // the one that moved it
-	}
-
-	events := func(id string) string {
-		evs, err := s.EventList(ctx, queue.EventListParams{ActionID: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		var b strings.Builder
-		for _, ev := range evs {
-			var d map[string]any
-			_ = json.Unmarshal(ev.Data, &d)
-			delete(d, "ticket") // the ticket's own id
-			fmt.Fprintf(&b, "%s/%s/%s/%v;", ev.Kind, ev.Actor, ev.At.Format(time.RFC3339Nano), d)
-		}
-		return b.String()
-	}
-	for i := range n {
-		if i > 0 && errs[i] != nil {
-			t.Fatalf("completion %d: %v", i, errs[i])
-		}
-		one, err := complete(single[i], i)
-		if err != nil {
-			t.Fatalf("single completion %d: %v", i, err)
-		}
-		m := got[i]
-		for _, a := range []*queue.Action{m, one} {
-			if a.State != queue.StateDone || string(a.Result) != fmt.Sprintf(`{"n":%d}`, i) || a.Ticket == nil ||
-				a.Ticket.State != queue.TicketResolved || a.Ticket.ResolvedBy == nil || *a.Ticket.ResolvedBy != agent {
-				t.Errorf("completion %d answered %+v (ticket %+v)", i, a, a.Ticket)
-			}
-		}
-		if em, es := events(merged[i]), events(single[i]); em != es {
-			t.Errorf("events of completion %d:\nmerged %s\nsingle %s", i, em, es)
-		}
+	if tb.Refused() != 0 {
+		t.Errorf("refused batches = %d, want 0", tb.Refused())
 	}
 }

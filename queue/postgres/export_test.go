@@ -46,15 +46,13 @@ func (t *TestBatcher) QueryText(ctx context.Context, order, sql string, lazy boo
 // bigint, as the call's follow-up read.
 func (t *TestBatcher) ExecThenInt(ctx context.Context, order, sql, read string) (int64, error) {
 	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql,
-		then: &batchRead{sql: read, scan: func(row pgx.Row) (any, error) {
-			var n int64
-			err := row.Scan(&n)
-			return n, err
-		}, combine: func(_ any, err error, n any, readErr error) (any, error) {
+		then: &batchRead{sql: read, scan: func(row pgx.Row, _ any, err error) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			return n, readErr
+			var n int64
+			err = row.Scan(&n)
+			return n, err
 		}}})
 	if err != nil {
 		return 0, err

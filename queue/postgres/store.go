@@ -45,7 +45,6 @@ type Store struct {
 	// and must not hold up the token lookups and submissions meanwhile.
 	transitions *batcher
 	batchPool   *pgxpool.Pool
-	movePool    *pgxpool.Pool // the transitions batcher's
 	// hint remembers keys seen held, for the cheap replay lookup; found
 	// and missed count the lookups that found a holder and those that
 	// sent the submission on to the claiming statement.
@@ -116,7 +115,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	// by key), so the generic plan is the right one; other queries keep the
 	// usual choice.
 	bcfg := cfg.Copy()
-	bcfg.MaxConns = int32(workers)
+	bcfg.MaxConns = int32(2 * workers) // the submissions' batcher and the transitions'
 	bcfg.MinConns = 0
 	if _, set := bcfg.ConnConfig.RuntimeParams["plan_cache_mode"]; !set {
 		bcfg.ConnConfig.RuntimeParams["plan_cache_mode"] = "force_generic_plan"
@@ -127,27 +126,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
 	}
-	// The transitions' statements are all probes of actions by id (and of
-	// their tickets). Their generic plans are made at a connection's first
-	// use of each: on a table still small (a fresh deployment, or one whose
-	// statistics lag), the planner prefers a sequential scan to the join of
-	// a merged transition's input with the primary key, and that plan would
-	// stay until the next ANALYZE: measured, 2,952 sequential scans of
-	// actions in an 8 s benchmark from an empty table, and 40 % fewer
-	// cycles. Their connections therefore rule sequential scans out.
-	mcfg := bcfg.Copy()
-	if _, set := mcfg.ConnConfig.RuntimeParams["enable_seqscan"]; !set {
-		mcfg.ConnConfig.RuntimeParams["enable_seqscan"] = "off"
-	}
-	mpool, err := pgxpool.NewWithConfig(ctx, mcfg)
-	if err != nil {
-		cancel()
-		bpool.Close()
-		pool.Close()
-		return nil, fmt.Errorf("connect to PostgreSQL: %w", err)
-	}
-	s := &Store{pool: pool, batchPool: bpool, movePool: mpool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
-		batch: newBatcher(bpool, workers, 64), transitions: newBatcher(mpool, workers, 64),
+	s := &Store{pool: pool, batchPool: bpool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
+		batch: newBatcher(bpool, workers, 64), transitions: newBatcher(bpool, workers, 64),
 		hint: newHeldHint(hintPerGeneration)}
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
@@ -222,7 +202,6 @@ func (s *Store) Close() error {
 	<-s.done
 	s.hub.Close()
 	s.batchPool.Close()
-	s.movePool.Close()
 	s.pool.Close()
 	return nil
 }
