@@ -40,9 +40,12 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 	if n := rows(); n != 4 {
 		t.Fatalf("the whole queue shows %d rows, want 4", n)
 	}
-	// Ticking the box submits the filter form: the page navigates.
+	// Ticking the box submits the filter form: the page navigates. The box
+	// shows ticked on the old page at once, so the filtered page is known
+	// by what it leaves out (else the old page's four rows may be counted).
 	b.Step("tick waiting for me", 20*time.Second, chromedp.Click(chromedp.CSS(`[data-testid="filter-mine"]`)))
-	b.Step("the filtered queue", 20*time.Second, chromedp.WaitVisible(chromedp.CSS(`[data-testid="filter-mine"]:checked`)), chromedp.WaitVisible(row(open)))
+	b.Step("the filtered queue", 20*time.Second, chromedp.WaitNotPresent(row(lead)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid="filter-mine"]:checked`)), chromedp.WaitVisible(row(open)))
 	if n := rows(); n != 3 {
 		t.Fatalf("waiting for dan: %d rows, want the 3 open to anyone (not the leads' action)", n)
 	}
