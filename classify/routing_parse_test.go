@@ -2,6 +2,7 @@ package classify
 
 import (
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -142,6 +143,17 @@ func TestChannelsFor(t *testing.T) {
 		}
 		if got := strings.Join(names, " "); got != tt.want {
 			t.Errorf("ChannelsFor(%s, %s) = %q, want %q", tt.event, tt.tool.Name, got, tt.want)
+		}
+	}
+	// Outcomes reach only the channels subscribed to them, whatever the
+	// tool: queue.Service.unrouted judges them without the action (an empty
+	// Tool), which must give what every real tool gives.
+	for _, ev := range []string{EventActionDone, EventActionFailed} {
+		want := fmt.Sprint(r.ChannelsFor(ev, Tool{}))
+		for _, tl := range []Tool{tool, other} {
+			if got := fmt.Sprint(r.ChannelsFor(ev, tl)); got != want {
+				t.Errorf("ChannelsFor(%s, %s) = %s, but %s without a tool: outcomes must not depend on it", ev, tl.Name, got, want)
+			}
 		}
 	}
 }

@@ -200,9 +200,9 @@ type Event struct {
 // IsReplayRecord reports whether events of kind only record a request that
 // was answered from what is stored (a replay, or its refusal: the intent is
 // in progress or held with another payload) and change no state. A store may
-// commit them without waiting for the WAL flush: a crash of the database's
-// host can lose the last fraction of a second of them, never a decision,
-// claim or outcome (README, "What a crash can lose").
+// commit them without waiting for the WAL flush: a crash of PostgreSQL can
+// lose the last fraction of a second of them, never a decision, claim or
+// outcome (README, "What a crash can lose").
 func IsReplayRecord(kind string) bool {
 	return kind == EventReplayed || kind == EventReused || kind == EventInProgressSeen
 }

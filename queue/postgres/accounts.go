@@ -177,7 +177,7 @@ RETURNING id, name, created_at, revoked_at`, name, hash, now))
 func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*accounts.Token, error) {
 	// Every API request runs this, so it goes through the batcher.
 	// A read: it leaves a batch of replays lazy.
-	v, err := s.batch.call(ctx, &batchCall{kind: tokenLookups{}, arg: hash, lazy: true,
+	v, err := s.batch.call(ctx, &batchCall{kind: tokenLookups{}, arg: hash, read: true,
 		sql:  `SELECT id, name, created_at, revoked_at FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
 		args: []any{hash}, scan: func(row pgx.Row) (any, error) { return scanToken(row) }})
 	if err != nil {

@@ -260,7 +260,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	q, args := actionTransitionSQL(p)
-	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + p.ID, sql: q, args: args,
+	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args,
 		scan: func(row pgx.Row) (any, error) {
 			var n int
 			err := row.Scan(&n)

@@ -80,14 +80,16 @@ type batchCall struct {
 	// row it has just changed). Its scan is handed the statement's outcome
 	// and returns the call's. Not for calls of a kind (merged).
 	then *batchRead
-	// lazy marks a call whose commit need not wait for the WAL flush: a
-	// read, or the audit record of a replay, which changes no state. A
-	// batch whose calls are all lazy commits with synchronous_commit off;
-	// one other call makes the whole batch wait for its flush.
-	lazy bool
-	val  any
-	err  error
-	done chan struct{}
+	// lazy marks a call whose commit need not wait for the WAL flush: the
+	// audit record of a replay, which changes no state. read marks a call
+	// that writes nothing (a token lookup): its commit has nothing to flush.
+	// A batch with a lazy call and no call that is neither commits with
+	// synchronous_commit off; one durable write makes the whole batch wait
+	// for its flush.
+	lazy, read bool
+	val        any
+	err        error
+	done       chan struct{}
 }
 
 // batchRead is a call's follow-up read (batchCall.then).
@@ -171,11 +173,21 @@ func (b *batcher) call(ctx context.Context, c *batchCall) (any, error) {
 	case <-c.done:
 		return c.val, c.err
 	case <-ctx.Done():
-		// A worker that takes the call later drops it unrun (run checks the
-		// context); one that already sent it may still give it effect, like
-		// a cancelled query.
+	}
+	// The caller gave up. A call no worker took yet leaves the queue unrun;
+	// one a worker took is waited for (its batch is bounded by
+	// batchTimeout), so that an error always means "not written": a caller
+	// told its deadline passed must not find its claim committed later.
+	b.mu.Lock()
+	if i := slices.Index(b.queue, c); i >= 0 {
+		b.queue = slices.Delete(b.queue, i, i+1)
+		b.waiting.Add(-1)
+		b.mu.Unlock()
 		return nil, ctx.Err()
 	}
+	b.mu.Unlock()
+	<-c.done
+	return c.val, c.err
 }
 
 // take waits for the next batch: every waiting call (up to maxBatch) when
@@ -263,9 +275,9 @@ func (b *batcher) run(batch []*batchCall) {
 
 // lazyCommitSQL turns off the wait for the WAL flush at commit, for the
 // current transaction only (a batch is one implicit transaction). The batch
-// still commits, in order, before its results are handed out; only a crash
-// of PostgreSQL's host within wal_writer_delay (a fraction of a second) can
-// lose it, and any later ordinary commit flushes it too.
+// still commits before its results are handed out; a crash of PostgreSQL
+// (of the server, not of approvals) within three wal_writer_delays of it
+// can lose it, and any later ordinary commit flushes it too.
 const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 
 // send runs calls as one pipeline, one implicit transaction, and stores
@@ -275,12 +287,13 @@ const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 // is stored in every call as it is: whether the batch committed is
 // unknown, exactly as for a single statement.
 //
-// When every call is lazy, the transaction commits without waiting for its
-// WAL flush (lazyCommitSQL).
+// When the calls are lazy writes and reads only, the transaction commits
+// without waiting for its WAL flush (lazyCommitSQL).
 func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 	units := groupCalls(calls)
 	pb := &pgx.Batch{QueuedQueries: make([]*pgx.QueuedQuery, 0, len(units)+1)}
-	lazy := !slices.ContainsFunc(calls, func(c *batchCall) bool { return !c.lazy })
+	lazy := slices.ContainsFunc(calls, func(c *batchCall) bool { return c.lazy }) &&
+		!slices.ContainsFunc(calls, func(c *batchCall) bool { return !c.lazy && !c.read })
 	if lazy {
 		pb.Queue(lazyCommitSQL)
 	}

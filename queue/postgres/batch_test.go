@@ -732,7 +732,7 @@ func TestBatchesUseGenericPlans(t *testing.T) {
 	}
 }
 
-// TestLazyBatches: a batch whose calls are all lazy (reads, replay records)
+// TestLazyBatches: a batch of lazy writes (replay records) and reads
 // commits with synchronous_commit off, for that transaction only; one
 // durable call makes the whole batch wait for its flush.
 func TestLazyBatches(t *testing.T) {
@@ -742,30 +742,32 @@ func TestLazyBatches(t *testing.T) {
 	t.Cleanup(b.Stop)
 	const setting = `SELECT current_setting('synchronous_commit')`
 
-	// Alone, under no load: a batch of one.
-	if got, err := b.QueryText(t.Context(), "", setting, true); err != nil || got != "off" {
-		t.Fatalf("a lazy call alone ran with synchronous_commit = %q (%v), want off", got, err)
-	}
-	if got, err := b.QueryText(t.Context(), "", setting, false); err != nil || got != "on" {
-		t.Fatalf("a durable call alone ran with synchronous_commit = %q (%v), want on", got, err)
+	// Alone, under no load: a batch of one. A read alone has nothing to
+	// flush and pays for no setting.
+	for kind, want := range map[string]string{"lazy": "off", "read": "on", "durable": "on"} {
+		if got, err := b.QueryText(t.Context(), "", setting, kind); err != nil || got != want {
+			t.Fatalf("a %s call alone ran with synchronous_commit = %q (%v), want %s", kind, got, err, want)
+		}
 	}
 
 	for _, tc := range []struct {
-		name string
-		lazy []bool
-		want string
+		name  string
+		kinds []string
+		want  string
 	}{
-		{"all lazy", []bool{true, true, true}, "off"},
-		{"one durable", []bool{true, false, true}, "on"},
+		{"all lazy", []string{"lazy", "lazy", "lazy"}, "off"},
+		{"lazy writes and reads", []string{"read", "lazy", "read"}, "off"},
+		{"reads only", []string{"read", "read"}, "on"},
+		{"one durable", []string{"lazy", "durable", "read"}, "on"},
 	} {
 		release := blockWorkers(t, pool, b)
-		got := make([]string, len(tc.lazy))
-		errs := make([]error, len(tc.lazy))
+		got := make([]string, len(tc.kinds))
+		errs := make([]error, len(tc.kinds))
 		var wg sync.WaitGroup
-		for i, lazy := range tc.lazy {
-			wg.Go(func() { got[i], errs[i] = b.QueryText(t.Context(), fmt.Sprint(i), setting, lazy) })
+		for i, kind := range tc.kinds {
+			wg.Go(func() { got[i], errs[i] = b.QueryText(t.Context(), fmt.Sprint(i), setting, kind) })
 		}
-		waitFor(t, "all calls to queue", func() bool { return b.Waiting() == int64(len(tc.lazy)) })
+		waitFor(t, "all calls to queue", func() bool { return b.Waiting() == int64(len(tc.kinds)) })
 		release()
 		wg.Wait()
 		for i := range got {
@@ -895,5 +897,52 @@ func TestTransitionsShareACommit(t *testing.T) {
 	}
 	if tb.Refused() != 0 {
 		t.Errorf("refused batches = %d, want 0", tb.Refused())
+	}
+}
+
+// TestBatcherWaitsForATakenCall: a caller whose context ends while its call
+// runs gets the call's true outcome, not its deadline: an error must mean
+// "not written" (an executor told its claim timed out skips the delivery,
+// so the claim must not commit behind its back).
+func TestBatcherWaitsForATakenCall(t *testing.T) {
+	t.Parallel()
+	pool := pgtest.Open(t).Pool()
+	b := postgres.NewTestBatcher(pool, 1)
+	t.Cleanup(b.Stop)
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := rand.Int32N(1 << 30)
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
+	defer cancel()
+	type outcome struct {
+		n   int64
+		err error
+	}
+	done := make(chan outcome, 1)
+	go func() {
+		n, err := b.QueryInt(ctx, "", `SELECT 7::bigint FROM pg_advisory_xact_lock($1)`, key)
+		done <- outcome{n, err}
+	}()
+	waitFor(t, "the call to wait on the lock", func() bool {
+		var n int
+		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n)
+		return err == nil && n == 1
+	})
+	<-ctx.Done()
+	select {
+	case o := <-done:
+		t.Fatalf("the caller returned (%d, %v) while its call still ran", o.n, o.err)
+	case <-time.After(100 * time.Millisecond):
+	}
+	if err := tx.Rollback(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if o := <-done; o.err != nil || o.n != 7 {
+		t.Fatalf("after its deadline the caller got (%d, %v), want the call's outcome 7", o.n, o.err)
 	}
 }

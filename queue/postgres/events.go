@@ -18,7 +18,7 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	// key share on the action row) sorts before the submissions' ("event:"
 	// < "submit:"); what matters is that every batch uses the same order.
 	// A replay's record commits lazily (queue.IsReplayRecord).
-	_, err := s.batch.call(ctx, &batchCall{kind: eventInserts{}, arg: ev, order: "event:" + ev.ActionID,
+	_, err := s.batch.call(ctx, &batchCall{kind: eventInserts{}, arg: ev, order: "event:" + strings.ToLower(ev.ActionID),
 		lazy: queue.IsReplayRecord(ev.Kind),
 		sql:  `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
 		args: []any{ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)}})

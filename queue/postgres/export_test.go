@@ -29,9 +29,9 @@ func (t *TestBatcher) QueryInt(ctx context.Context, order, sql string, args ...a
 }
 
 // QueryText runs sql, which returns one text, in the next batch, as a
-// lazy call when lazy is set.
-func (t *TestBatcher) QueryText(ctx context.Context, order, sql string, lazy bool) (string, error) {
-	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql, lazy: lazy, scan: func(row pgx.Row) (any, error) {
+// "lazy", "read" or "durable" call.
+func (t *TestBatcher) QueryText(ctx context.Context, order, sql, kind string) (string, error) {
+	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql, lazy: kind == "lazy", read: kind == "read", scan: func(row pgx.Row) (any, error) {
 		var s string
 		err := row.Scan(&s)
 		return s, err

@@ -77,7 +77,10 @@ func NewCluster(t testing.TB) *Cluster {
 // its WAL, as after a power cut) and waits until it accepts connections.
 func (c *Cluster) Start(t testing.TB) {
 	t.Helper()
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c max_connections=100", c.port, c.dir)
+	// wal_writer_delay at its maximum: a commit made without waiting for
+	// its flush stays in the WAL buffers until a later ordinary commit or
+	// the WAL writer flushes it, so a crash test can see what it loses.
+	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c wal_writer_delay=10s -c max_connections=100", c.port, c.dir)
 	if err := c.pgctl("start", "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log"), "-o", opts); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
 		t.Fatalf("start PostgreSQL: %v\n%s", err, log)
