@@ -35,6 +35,11 @@ import (
 // one bad call never fails another. Statements are sorted by their lock key
 // (the intent key of a submission) so that batches in any number of
 // processes take their locks in one order and cannot deadlock each other.
+//
+// A store runs two: one for token lookups, submissions and replay records,
+// one for transitions (whose calls may wait for a row lock and carry a
+// follow-up read, batchCall.then). A batch of replay records and reads
+// commits without waiting for its WAL flush (batchCall.lazy).
 type batcher struct {
 	pool     *pgxpool.Pool
 	maxBatch int
