@@ -264,15 +264,20 @@ func (w *writer) answer(c *writeCall, err error) {
 }
 
 // invoke runs c's fn, turning a panic into an error here and a panic again
-// in the caller's goroutine (where net/http, say, recovers it).
-func (w *writer) invoke(c *writeCall, q querier) (err error) {
+// in the caller's goroutine (where net/http, say, recovers it). It then
+// closes any rows the call left open (also after a panic): fn's context is
+// never cancelled, so database/sql would not close them, and open rows
+// hold the connection, so a later ROLLBACK, the next call and Close would
+// wait for them forever.
+func (w *writer) invoke(c *writeCall, conn *cachedConn) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.panicked = r
 			err = fmt.Errorf("write call panicked: %v", r)
 		}
 	}()
-	return c.fn(context.WithoutCancel(c.ctx), q)
+	defer conn.closeRows()
+	return c.fn(context.WithoutCancel(c.ctx), conn)
 }
 
 // runAlone runs c in a transaction of its own.
@@ -355,10 +360,12 @@ const maxCachedStmts = 256
 // every call (modernc keeps the prepared SQLite statement in a driver
 // statement). QueryContext does not use the cache: its rows stay open
 // while the call may run other statements, and one prepared statement
-// cannot run twice at once.
+// cannot run twice at once. It records the rows it hands out, and the
+// writer closes them after each call (closeRows).
 type cachedConn struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+	rows  []*sql.Rows // handed out by QueryContext during the current call
 }
 
 func (c *cachedConn) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -391,7 +398,21 @@ func (c *cachedConn) QueryRowContext(ctx context.Context, query string, args ...
 }
 
 func (c *cachedConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.conn.QueryContext(ctx, query, args...)
+	rows, err := c.conn.QueryContext(ctx, query, args...)
+	if err == nil {
+		c.rows = append(c.rows, rows)
+	}
+	return rows, err
+}
+
+// closeRows closes the rows handed out since the last closeRows; closing
+// rows the call closed already does nothing.
+func (c *cachedConn) closeRows() {
+	for _, r := range c.rows {
+		r.Close()
+	}
+	clear(c.rows)
+	c.rows = c.rows[:0]
 }
 
 func (c *cachedConn) close() {

@@ -596,3 +596,52 @@ func TestWriterPanicReachesItsCaller(t *testing.T) {
 		t.Fatal("the panicking call's insert is stored")
 	}
 }
+
+// A call that opens rows and panics before closing them leaves nothing
+// open: the writer closes them, so the writer goes on and Close returns.
+// (fn's context is never cancelled, so database/sql would not close them,
+// and the rows would hold the write connection forever.)
+func TestWriterClosesRowsLeftOpen(t *testing.T) {
+	t.Parallel()
+	// Not openWith: its cleanup would Close again, and hang with the bug.
+	s, err := open(t.Context(), filepath.Join(t.TempDir(), "a.db"), config{maxBatch: defaultMaxBatch, synchronous: "FULL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		if err := setSetting(t.Context(), s, key, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "rows left open" {
+				t.Errorf("recovered %v, want the call's panic", r)
+			}
+		}()
+		_ = s.withTx(t.Context(), func(ctx context.Context, q querier) error {
+			rows, err := q.QueryContext(ctx, `SELECT key FROM settings`)
+			if err != nil {
+				return err
+			}
+			if !rows.Next() {
+				return errors.New("no settings")
+			}
+			panic("rows left open")
+		})
+	}()
+	// The writer goes on with the connection the rows were open on.
+	if err := setSetting(t.Context(), s, "after", "x"); err != nil {
+		t.Fatalf("write after the call that left rows open: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs on rows a call left open")
+	}
+}
