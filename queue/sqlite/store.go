@@ -213,9 +213,10 @@ func (s *Store) Close() error {
 }
 
 // BatchStats implements queue.BatchStatser: Batches counts the write
-// transactions the writer ran, Calls the writes they carried (Calls /
-// Batches is the mean group size), Refused the groups that failed as a
-// whole and ran again call by call.
+// transactions the writer committed (reruns included), Calls the writes
+// they carried (Calls / Batches is the mean calls per commit), Refused the
+// groups that failed as a whole after their calls ran and ran again call by
+// call.
 func (s *Store) BatchStats() queue.BatchStats {
 	return queue.BatchStats{Batches: s.w.batches.Load(), Calls: s.w.calls.Load(), Refused: s.w.refused.Load()}
 }
