@@ -94,8 +94,11 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	// ROLLBACK TO within the open transaction (WAL recovery never reads
 	// it), so memory loses no durability. The write connection sorts
 	// nothing large, so temporary b-trees in memory stay small.
+	//
+	// No _txlock: nothing calls BeginTx on the write pool; the writer
+	// runs BEGIN IMMEDIATE itself.
 	wdb, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+cfg.synchronous+
-		"&_txlock=immediate&_pragma=temp_store(memory)")
+		"&_pragma=temp_store(memory)")
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
