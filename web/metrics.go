@@ -93,13 +93,13 @@ var (
 
 var (
 	batchesDesc = prometheus.NewDesc("approvals_store_batches_total",
-		"Batches of hot statements sent to PostgreSQL, or write transactions committed by SQLite's writer (calls / batches is the mean batch size).", nil, nil)
+		"Batches of hot statements sent to PostgreSQL, or write transactions committed by SQLite's writer, reruns included (calls / batches is the mean batch size; on SQLite, calls per commit).", nil, nil)
 	batchCallsDesc = prometheus.NewDesc("approvals_store_batched_calls_total",
-		"Calls of requests carried by those batches.", nil, nil)
+		"Calls of requests carried by those batches (on SQLite, by the committed transactions).", nil, nil)
 	batchesRefusedDesc = prometheus.NewDesc("approvals_store_batches_refused_total",
-		"Batches that failed as a whole; their calls ran again one by one.", nil, nil)
+		"Batches that failed as a whole (on SQLite, after their calls ran); their calls ran again one by one.", nil, nil)
 	lookupsDesc = prometheus.NewDesc("approvals_replay_lookups_total",
-		"Resubmissions of keys this process saw held, by whether the lookup found the holder (found) or the claim ran (missed); PostgreSQL only (always 0 on SQLite).",
+		"Resubmissions of keys this process saw held, by whether the lookup found the holder (found) or the claim ran (missed); PostgreSQL only; absent on SQLite.",
 		[]string{"result"}, nil)
 )
 

@@ -181,6 +181,12 @@ func TestUserAddSlackID(t *testing.T) {
 			if code, msg := add("cara@example.com", "U0CARA"); code != 0 {
 				t.Fatalf("user add cara: %d %s", code, msg)
 			}
+			// Re-running user add --update for a user who has that Slack id
+			// already updates them (SQLite reports the Slack id index first;
+			// the store still answers ErrExists).
+			if code, msg := add("ann@example.com", "U0ANN", "--update"); code != 0 {
+				t.Fatalf("user add --update re-run with the user's own Slack id: %d %q", code, msg)
+			}
 			st, _, err := openStore(t.Context(), db)
 			if err != nil {
 				t.Fatal(err)

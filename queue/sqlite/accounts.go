@@ -46,7 +46,12 @@ func (s *Store) userWhere(ctx context.Context, what any, where string, arg any) 
 
 // UserCreate inserts u in one statement; a taken email (in any case) is
 // ErrExists, a Slack id another user has ErrSlackIDTaken (the unique index
-// users_slack_id), and either refuses the whole row.
+// users_slack_id), and either refuses the whole row. A taken email wins
+// when both are: SQLite checks users_slack_id first and names only it, so
+// on a Slack id violation the call looks the email up (lower(email), as
+// the index users_email does) in the same transaction. PostgreSQL answers
+// ErrExists there, and `user add --update` relies on it for a user who
+// already has that Slack id.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
 	created := u.CreatedAt
 	if created.IsZero() {
@@ -56,13 +61,29 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 	if changed.IsZero() {
 		changed = created
 	}
-	var nu *accounts.User
+	var (
+		nu         *accounts.User
+		emailTaken bool
+	)
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
+		emailTaken = false
 		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
 		VALUES (?, ?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed), slackIDArg(u.SlackID)))
+		if isUniqueViolation(err) && isSlackIDViolation(err) {
+			var one int
+			switch qerr := tx.QueryRowContext(ctx, `SELECT 1 FROM users WHERE lower(email) = lower(?)`, u.Email).Scan(&one); {
+			case qerr == nil:
+				emailTaken = true
+			case !errors.Is(qerr, sql.ErrNoRows):
+				return qerr
+			}
+		}
 		return err
 	})
+	if isUniqueViolation(err) && emailTaken {
+		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
+	}
 	if isUniqueViolation(err) && isSlackIDViolation(err) {
 		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
 	}

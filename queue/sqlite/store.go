@@ -94,8 +94,11 @@ func open(ctx context.Context, path string, cfg config) (*Store, error) {
 	// ROLLBACK TO within the open transaction (WAL recovery never reads
 	// it), so memory loses no durability. The write connection sorts
 	// nothing large, so temporary b-trees in memory stay small.
+	//
+	// No _txlock: nothing calls BeginTx on the write pool; the writer
+	// runs BEGIN IMMEDIATE itself.
 	wdb, err := sql.Open("sqlite", uri+"?"+common+"&_journal_mode=WAL&_synchronous="+cfg.synchronous+
-		"&_txlock=immediate&_pragma=temp_store(memory)")
+		"&_pragma=temp_store(memory)")
 	if err != nil {
 		return nil, fmt.Errorf("open SQLite database %s: %w", abs, err)
 	}
@@ -213,9 +216,10 @@ func (s *Store) Close() error {
 }
 
 // BatchStats implements queue.BatchStatser: Batches counts the write
-// transactions the writer ran, Calls the writes they carried (Calls /
-// Batches is the mean group size), Refused the groups that failed as a
-// whole and ran again call by call.
+// transactions the writer committed (reruns included), Calls the writes
+// they carried (Calls / Batches is the mean calls per commit), Refused the
+// groups that failed as a whole after their calls ran and ran again call by
+// call.
 func (s *Store) BatchStats() queue.BatchStats {
 	return queue.BatchStats{Batches: s.w.batches.Load(), Calls: s.w.calls.Load(), Refused: s.w.refused.Load()}
 }

@@ -26,19 +26,25 @@ import (
 // A call's error rolls back to its savepoint and is that call's answer
 // alone. Results are handed out only after COMMIT returned: a caller never
 // hears of success (and so never announces a change, nor answers a 2xx) for
-// a write that is not durable. When the batch itself fails (BEGIN, a
-// savepoint, COMMIT, or a transaction SQLite rolled back under the calls),
-// every call runs again alone in its own transaction, so one bad call never
-// fails another; calls must therefore be safe to run twice (they set what
-// they return on every run).
+// a write that is not durable. When BEGIN IMMEDIATE itself fails (the lock
+// stayed busy for the whole busy timeout, say), no call has run: every call
+// of the batch is answered with that error, as running each alone would
+// only wait the busy timeout again, once per call. When the batch fails
+// after calls ran (a savepoint, COMMIT, or a transaction SQLite rolled back
+// under the calls), every call runs again alone in its own transaction, so
+// one bad call never fails another; calls must therefore be safe to run
+// twice (they set what they return on every run).
 //
 // Each call's fn gets its caller's context without its cancellation
 // (context.WithoutCancel): modernc interrupts SQLite (sqlite3_interrupt)
 // when a statement's context ends, and an interrupted write can roll back
 // the whole transaction, batch-mates included. A caller that gives up
 // before its batch starts is dropped unrun and answered ctx.Err(); once its
-// batch started, its caller waits for the true outcome (a batch is a few
-// milliseconds), so an error always means "not written".
+// batch started, its caller waits for the true outcome, so an error always
+// means "not written". That wait is usually a few milliseconds, but BEGIN
+// IMMEDIATE may wait up to the busy timeout (10 s) for another process's
+// write lock, and a batch rerun call by call takes one transaction per
+// call.
 type writer struct {
 	db       *sql.DB // the write pool: one connection, used only here
 	maxBatch int
@@ -58,9 +64,11 @@ type writer struct {
 	quit   chan struct{} // closed by stop
 	exited chan struct{} // closed when the loop returns
 
-	// batches and calls count the transactions the writer ran for calls
-	// and the calls they carried; refused counts batches that failed, whose
-	// calls then ran one by one.
+	// batches and calls count the transactions the writer committed
+	// (groups and calls run alone, reruns included) and the calls they
+	// carried, so calls/batches is the mean calls per commit; refused
+	// counts groups that failed after their calls ran, whose calls then
+	// ran again one by one.
 	batches, calls, refused atomic.Int64
 }
 
@@ -222,8 +230,6 @@ func (w *writer) run(batch []*writeCall) {
 	if len(live) == 0 {
 		return
 	}
-	w.batches.Add(1)
-	w.calls.Add(int64(len(live)))
 	if w.conn == nil {
 		conn, err := w.db.Conn(context.Background())
 		if err != nil {
@@ -240,9 +246,17 @@ func (w *writer) run(batch []*writeCall) {
 		w.answer(live[0], w.runAlone(conn, live[0]))
 		return
 	}
-	if errs, ok := w.runTogether(conn, live); ok {
+	errs, beginErr, ok := w.runTogether(conn, live)
+	if ok {
 		for i, c := range live {
 			w.answer(c, errs[i])
+		}
+		return
+	}
+	if beginErr != nil {
+		// Nothing ran: each call alone would only wait for the lock again.
+		for _, c := range live {
+			w.answer(c, beginErr)
 		}
 		return
 	}
@@ -264,15 +278,20 @@ func (w *writer) answer(c *writeCall, err error) {
 }
 
 // invoke runs c's fn, turning a panic into an error here and a panic again
-// in the caller's goroutine (where net/http, say, recovers it).
-func (w *writer) invoke(c *writeCall, q querier) (err error) {
+// in the caller's goroutine (where net/http, say, recovers it). It then
+// closes any rows the call left open (also after a panic): fn's context is
+// never cancelled, so database/sql would not close them, and open rows
+// hold the connection, so a later ROLLBACK, the next call and Close would
+// wait for them forever.
+func (w *writer) invoke(c *writeCall, conn *cachedConn) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			c.panicked = r
 			err = fmt.Errorf("write call panicked: %v", r)
 		}
 	}()
-	return c.fn(context.WithoutCancel(c.ctx), q)
+	defer conn.closeRows()
+	return c.fn(context.WithoutCancel(c.ctx), conn)
 }
 
 // runAlone runs c in a transaction of its own.
@@ -289,23 +308,26 @@ func (w *writer) runAlone(conn *cachedConn, c *writeCall) error {
 		rollback(conn)
 		return err
 	}
+	w.batches.Add(1)
+	w.calls.Add(1)
 	return nil
 }
 
 // runTogether runs the batch in one transaction, each call in a savepoint,
 // and returns each call's error once the transaction committed. It reports
 // false, having answered nobody and left no transaction open, when the
-// batch failed as a whole.
-func (w *writer) runTogether(conn *cachedConn, batch []*writeCall) ([]error, bool) {
+// batch failed as a whole; beginErr is then BEGIN's error if the
+// transaction never started (no call ran), else nil.
+func (w *writer) runTogether(conn *cachedConn, batch []*writeCall) (errs []error, beginErr error, ok bool) {
 	bg := context.Background()
 	if _, err := conn.ExecContext(bg, `BEGIN IMMEDIATE`); err != nil {
-		return nil, false
+		return nil, err, false
 	}
-	errs := make([]error, len(batch))
+	errs = make([]error, len(batch))
 	for i, c := range batch {
 		if _, err := conn.ExecContext(bg, `SAVEPOINT call`); err != nil {
 			rollback(conn)
-			return nil, false
+			return nil, nil, false
 		}
 		if errs[i] = w.invoke(c, conn); errs[i] != nil {
 			// Undo the call's writes; if SQLite rolled back the whole
@@ -313,19 +335,21 @@ func (w *writer) runTogether(conn *cachedConn, batch []*writeCall) ([]error, boo
 			// the savepoint is gone and this fails: the batch failed.
 			if _, err := conn.ExecContext(bg, `ROLLBACK TO call`); err != nil {
 				rollback(conn)
-				return nil, false
+				return nil, nil, false
 			}
 		}
 		if _, err := conn.ExecContext(bg, `RELEASE call`); err != nil {
 			rollback(conn)
-			return nil, false
+			return nil, nil, false
 		}
 	}
 	if err := w.commit(conn, len(batch)); err != nil {
 		rollback(conn)
-		return nil, false
+		return nil, nil, false
 	}
-	return errs, true
+	w.batches.Add(1)
+	w.calls.Add(int64(len(batch)))
+	return errs, nil, true
 }
 
 func (w *writer) commit(conn *cachedConn, calls int) error {
@@ -355,10 +379,12 @@ const maxCachedStmts = 256
 // every call (modernc keeps the prepared SQLite statement in a driver
 // statement). QueryContext does not use the cache: its rows stay open
 // while the call may run other statements, and one prepared statement
-// cannot run twice at once.
+// cannot run twice at once. It records the rows it hands out, and the
+// writer closes them after each call (closeRows).
 type cachedConn struct {
 	conn  *sql.Conn
 	stmts map[string]*sql.Stmt
+	rows  []*sql.Rows // handed out by QueryContext during the current call
 }
 
 func (c *cachedConn) stmt(ctx context.Context, query string) *sql.Stmt {
@@ -391,7 +417,21 @@ func (c *cachedConn) QueryRowContext(ctx context.Context, query string, args ...
 }
 
 func (c *cachedConn) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
-	return c.conn.QueryContext(ctx, query, args...)
+	rows, err := c.conn.QueryContext(ctx, query, args...)
+	if err == nil {
+		c.rows = append(c.rows, rows)
+	}
+	return rows, err
+}
+
+// closeRows closes the rows handed out since the last closeRows; closing
+// rows the call closed already does nothing.
+func (c *cachedConn) closeRows() {
+	for _, r := range c.rows {
+		r.Close()
+	}
+	clear(c.rows)
+	c.rows = c.rows[:0]
 }
 
 func (c *cachedConn) close() {

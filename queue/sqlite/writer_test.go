@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"modernc.org/sqlite"
+	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
@@ -595,4 +596,134 @@ func TestWriterPanicReachesItsCaller(t *testing.T) {
 	if hasSetting(t, s, "panicked") {
 		t.Fatal("the panicking call's insert is stored")
 	}
+}
+
+// A call that opens rows and panics before closing them leaves nothing
+// open: the writer closes them, so the writer goes on and Close returns.
+// (fn's context is never cancelled, so database/sql would not close them,
+// and the rows would hold the write connection forever.)
+func TestWriterClosesRowsLeftOpen(t *testing.T) {
+	t.Parallel()
+	// Not openWith: its cleanup would Close again, and hang with the bug.
+	s, err := open(t.Context(), filepath.Join(t.TempDir(), "a.db"), config{maxBatch: defaultMaxBatch, synchronous: "FULL"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"a", "b", "c"} {
+		if err := setSetting(t.Context(), s, key, "x"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "rows left open" {
+				t.Errorf("recovered %v, want the call's panic", r)
+			}
+		}()
+		_ = s.withTx(t.Context(), func(ctx context.Context, q querier) error {
+			rows, err := q.QueryContext(ctx, `SELECT key FROM settings`)
+			if err != nil {
+				return err
+			}
+			if !rows.Next() {
+				return errors.New("no settings")
+			}
+			panic("rows left open")
+		})
+	}()
+	// The writer goes on with the connection the rows were open on.
+	if err := setSetting(t.Context(), s, "after", "x"); err != nil {
+		t.Fatalf("write after the call that left rows open: %v", err)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- s.Close() }()
+	select {
+	case err := <-closed:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close hangs on rows a call left open")
+	}
+}
+
+// When BEGIN IMMEDIATE of a group fails (another process holds the write
+// lock past the busy timeout), no call ran: every call of the group hears
+// that error at once, and none runs again alone (each would wait the busy
+// timeout again). Nothing is counted as committed, nor as rerun.
+func TestWriterBeginFailsAnswersTheGroup(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "a.db")
+	s := openWith(t, path, config{})
+	const wait = 300 * time.Millisecond
+	if err := s.withTx(t.Context(), func(ctx context.Context, q querier) error {
+		_, err := q.ExecContext(ctx, fmt.Sprintf(`PRAGMA busy_timeout = %d`, wait.Milliseconds()))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// Another store on the file holds the write lock.
+	other := openWith(t, path, config{})
+	release, held := holdWriter(t, other)
+	defer release()
+	before := s.BatchStats()
+	// The first call's batch starts (and waits in BEGIN) before the group
+	// queues, so the group is taken together after it.
+	firstCtx := &batchStartCtx{Context: t.Context(), started: make(chan struct{})}
+	first := make(chan error, 1)
+	go func() { first <- setSetting(firstCtx, s, "first", "x") }()
+	<-firstCtx.started
+	const n = 4
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	start := time.Now()
+	for i := range n {
+		wg.Go(func() { errs[i] = setSetting(t.Context(), s, fmt.Sprintf("group:%d", i), "x") })
+	}
+	waitQueued(t, s, n) // queued together behind the first call's BEGIN
+	wg.Wait()
+	elapsed := time.Since(start)
+	if err := <-first; sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
+		t.Errorf("first call: %v, want SQLITE_BUSY", err)
+	}
+	for i, err := range errs {
+		if sqliteCode(err)&0xff != sqlite3.SQLITE_BUSY {
+			t.Errorf("group call %d: %v, want SQLITE_BUSY", i, err)
+		}
+	}
+	// The first call's BEGIN, then the group's: not one more per call.
+	if elapsed >= (n+1)*wait {
+		t.Errorf("the group took %v: its calls waited for the lock one by one", elapsed)
+	}
+	after := s.BatchStats()
+	if b, c, r := after.Batches-before.Batches, after.Calls-before.Calls, after.Refused-before.Refused; b != 0 || c != 0 || r != 0 {
+		t.Errorf("%d commits of %d calls, %d groups rerun; want none", b, c, r)
+	}
+	release()
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	// The writer goes on once the lock is free.
+	if err := setSetting(t.Context(), s, "after", "x"); err != nil {
+		t.Fatal(err)
+	}
+	if after := s.BatchStats(); after.Batches-before.Batches != 1 || after.Calls-before.Calls != 1 {
+		t.Errorf("after the lock is free: %d commits of %d calls, want 1 of 1", after.Batches-before.Batches, after.Calls-before.Calls)
+	}
+}
+
+// batchStartCtx closes started at its second Err call: do checks the
+// context before queuing the call, and the writer checks it again when the
+// call's batch starts, just before BEGIN.
+type batchStartCtx struct {
+	context.Context
+	errs    atomic.Int32
+	started chan struct{}
+}
+
+func (c *batchStartCtx) Err() error {
+	if c.errs.Add(1) == 2 {
+		close(c.started)
+	}
+	return c.Context.Err()
 }

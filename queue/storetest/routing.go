@@ -46,6 +46,13 @@ var routingTests = []test{
 			CreatedAt: at(0), SlackID: "U4"}); !errors.Is(err, accounts.ErrExists) {
 			t.Fatalf("create with a taken email and a free Slack id: %v, want ErrExists", err)
 		}
+		// A taken email with that same user's own Slack id is ErrExists on
+		// both stores (SQLite checks users_slack_id first): `user add
+		// --update` re-run for a user updates on ErrExists only.
+		if _, err := s.UserCreate(ctx, &accounts.User{Email: "CARA@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), SlackID: "U3"}); !errors.Is(err, accounts.ErrExists) || errors.Is(err, accounts.ErrSlackIDTaken) {
+			t.Fatalf("create with a taken email and that user's own Slack id: %v, want ErrExists", err)
+		}
 		if _, err := s.UserGetBySlackID(ctx, "U4"); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("the Slack id of a refused user is stored: %v", err)
 		}
