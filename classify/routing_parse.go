@@ -53,28 +53,56 @@ func (r *Registry) ChannelsFor(event string, tool Tool) []Channel {
 	if r == nil {
 		return nil
 	}
-	named := map[string]bool{}
-	if a := tool.Approval; a != nil {
-		switch event {
-		case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
-			EventActionChangesRequested, EventActionExpired, EventActionCancelled:
-			for _, n := range a.Notify {
-				named[n] = true
-			}
-		case EventActionEscalated:
-			for _, n := range a.EscalateNotify {
-				named[n] = true
-			}
-		}
-	}
+	named := toolNotifies(event, tool)
 	var out []Channel
 	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
-		c := r.channels[name]
-		if len(c.Events) > 0 && slices.Contains(c.Events, event) || len(c.Events) == 0 && named[name] {
+		if c := r.channels[name]; c.hears(event, named) {
 			out = append(out, c.clone())
 		}
 	}
 	return out
+}
+
+// Notifies reports whether any channel hears of event about tool: what
+// ChannelsFor would return something for, without building the list (the
+// Service asks it for every event it writes).
+func (r *Registry) Notifies(event string, tool Tool) bool {
+	if r == nil {
+		return false
+	}
+	named := toolNotifies(event, tool)
+	for _, c := range r.channels {
+		if c.hears(event, named) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolNotifies is the channels tool's approval rule names for event.
+func toolNotifies(event string, tool Tool) []string {
+	a := tool.Approval
+	if a == nil {
+		return nil
+	}
+	switch event {
+	case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
+		EventActionChangesRequested, EventActionExpired, EventActionCancelled:
+		return a.Notify
+	case EventActionEscalated:
+		return a.EscalateNotify
+	}
+	return nil
+}
+
+// hears is the routing rule: a channel that lists event types hears of
+// those, whatever the tool; one that lists none hears of what a tool's
+// rule names it for.
+func (c Channel) hears(event string, named []string) bool {
+	if len(c.Events) > 0 {
+		return slices.Contains(c.Events, event)
+	}
+	return slices.Contains(named, c.Name)
 }
 
 func (c Channel) clone() Channel {

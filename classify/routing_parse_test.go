@@ -144,6 +144,9 @@ func TestChannelsFor(t *testing.T) {
 		if got := strings.Join(names, " "); got != tt.want {
 			t.Errorf("ChannelsFor(%s, %s) = %q, want %q", tt.event, tt.tool.Name, got, tt.want)
 		}
+		if got := r.Notifies(tt.event, tt.tool); got != (tt.want != "") {
+			t.Errorf("Notifies(%s, %s) = %v, but ChannelsFor gives %q", tt.event, tt.tool.Name, got, tt.want)
+		}
 	}
 	// Outcomes reach only the channels subscribed to them, whatever the
 	// tool: queue.Service.unrouted judges them without the action (an empty

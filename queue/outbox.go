@@ -75,22 +75,16 @@ func NotificationType(ev Event, a *Action) string {
 // write, routing is that of the file in force when the event happened; a
 // reload a moment later does not change who hears of it.
 func (s *Service) unrouted(ev Event, a *Action) bool {
-	var typ string
 	switch {
 	case a != nil:
-		typ = NotificationType(ev, a)
-		if typ == "" {
-			return true
-		}
-		return len(s.Registry().ChannelsFor(typ, a.Spec)) == 0
+		typ := NotificationType(ev, a)
+		return typ == "" || !s.Registry().Notifies(typ, a.Spec)
 	case ev.Kind == EventCompleted:
-		typ = classify.EventActionDone
+		return !s.Registry().Notifies(classify.EventActionDone, classify.Tool{})
 	case ev.Kind == EventFailed:
-		typ = classify.EventActionFailed
-	default:
-		return false
+		return !s.Registry().Notifies(classify.EventActionFailed, classify.Tool{})
 	}
-	return len(s.Registry().ChannelsFor(typ, classify.Tool{})) == 0
+	return false
 }
 
 // NotificationState is where a notification is in its delivery.
