@@ -177,19 +177,17 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
-	defer rows.Close()
-	var out []*queue.Action
-	for rows.Next() {
-		a, err := scanAction(rows)
-		if err != nil {
-			return nil, fmt.Errorf("list actions: %w", err)
-		}
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
+	out, err := collectActions(rows)
+	if err != nil {
 		return nil, fmt.Errorf("list actions: %w", err)
 	}
 	return out, nil
+}
+
+// collectActions reads every row of rows (columns as actionListSelect's)
+// and closes it.
+func collectActions(rows pgx.Rows) ([]*queue.Action, error) {
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (*queue.Action, error) { return scanAction(row) })
 }
 
 // actionListSQL builds ActionList's statement: only the filters p sets
@@ -409,16 +407,11 @@ func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) (
 	if err != nil {
 		return nil, fmt.Errorf("expire due actions: %w", err)
 	}
-	defer rows.Close()
-	var out []*queue.Action
-	for rows.Next() {
-		a, err := scanAction(rows)
-		if err != nil {
-			return nil, fmt.Errorf("expire due actions: %w", err)
-		}
-		out = append(out, a)
+	out, err := collectActions(rows)
+	if err != nil {
+		return nil, fmt.Errorf("expire due actions: %w", err)
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 const actionCountByStateSQL = `SELECT state, count(*) FROM actions GROUP BY state`

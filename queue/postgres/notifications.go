@@ -48,17 +48,13 @@ func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int
 		if err != nil {
 			return err
 		}
-		actions := map[string]*queue.Action{}
-		for rows.Next() {
-			a, err := scanAction(rows)
-			if err != nil {
-				rows.Close()
-				return err
-			}
-			actions[a.ID] = a
-		}
-		if err := rows.Err(); err != nil {
+		list, err := collectActions(rows)
+		if err != nil {
 			return err
+		}
+		actions := make(map[string]*queue.Action, len(list))
+		for _, a := range list {
+			actions[a.ID] = a
 		}
 		for _, ev := range evs {
 			a, ok := actions[ev.ActionID]
