@@ -28,15 +28,7 @@ import (
 func blockWorkers(t *testing.T, pool *pgxpool.Pool, batchers ...*postgres.TestBatcher) (release func()) {
 	t.Helper()
 	ctx := t.Context()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// A key of its own, so parallel tests do not wait for each other.
-	key := rand.Int32N(1 << 30)
-	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
-		t.Fatal(err)
-	}
+	key, unlock := holdAdvisoryLock(t, pool)
 	var wg sync.WaitGroup
 	for _, b := range batchers {
 		wg.Go(func() {
@@ -47,18 +39,11 @@ func blockWorkers(t *testing.T, pool *pgxpool.Pool, batchers ...*postgres.TestBa
 	}
 	// Wait until every blocking call is running inside PostgreSQL, so no
 	// worker is free to take the calls that follow one by one.
-	waitFor(t, "blocking calls to wait on the lock", func() bool {
-		var n int
-		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n)
-		return err == nil && n == len(batchers)
-	})
+	waitLockWaiters(t, pool, key, len(batchers))
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
-			// Not ctx: on a failed test this runs as a cleanup, after ctx ended.
-			if err := tx.Rollback(context.Background()); err != nil {
-				t.Error(err)
-			}
+			unlock()
 			wg.Wait()
 		})
 	}
@@ -66,6 +51,43 @@ func blockWorkers(t *testing.T, pool *pgxpool.Pool, batchers ...*postgres.TestBa
 	// waiting on the lock forever.
 	t.Cleanup(release)
 	return release
+}
+
+// holdAdvisoryLock takes a transaction-level advisory lock of a key of its
+// own (so parallel tests do not wait for each other) in its own
+// connection; unlock, also run at the end of the test, releases it.
+func holdAdvisoryLock(t *testing.T, pool *pgxpool.Pool) (key int32, unlock func()) {
+	t.Helper()
+	tx, err := pool.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	key = rand.Int32N(1 << 30)
+	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	unlock = func() {
+		once.Do(func() {
+			// Not the test's context: on a failed test this runs as a
+			// cleanup, after that context ended.
+			if err := tx.Rollback(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	t.Cleanup(unlock)
+	return key, unlock
+}
+
+// waitLockWaiters waits until n sessions wait for the advisory lock key.
+func waitLockWaiters(t *testing.T, pool *pgxpool.Pool, key int32, n int) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("%d calls to wait on the lock", n), func() bool {
+		var got int
+		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&got)
+		return err == nil && got == n
+	})
 }
 
 func waitFor(t *testing.T, what string, ok func() bool) {
@@ -909,14 +931,7 @@ func TestBatcherWaitsForATakenCall(t *testing.T) {
 	pool := pgtest.Open(t).Pool()
 	b := postgres.NewTestBatcher(pool, 1)
 	t.Cleanup(b.Stop)
-	tx, err := pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := rand.Int32N(1 << 30)
-	if _, err := tx.Exec(t.Context(), `SELECT pg_advisory_xact_lock($1)`, key); err != nil {
-		t.Fatal(err)
-	}
+	key, unlock := holdAdvisoryLock(t, pool)
 	ctx, cancel := context.WithTimeout(t.Context(), 200*time.Millisecond)
 	defer cancel()
 	type outcome struct {
@@ -928,20 +943,14 @@ func TestBatcherWaitsForATakenCall(t *testing.T) {
 		n, err := b.QueryInt(ctx, "", `SELECT 7::bigint FROM pg_advisory_xact_lock($1)`, key)
 		done <- outcome{n, err}
 	}()
-	waitFor(t, "the call to wait on the lock", func() bool {
-		var n int
-		err := pool.QueryRow(t.Context(), `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND objid = $1`, key).Scan(&n)
-		return err == nil && n == 1
-	})
+	waitLockWaiters(t, pool, key, 1)
 	<-ctx.Done()
 	select {
 	case o := <-done:
 		t.Fatalf("the caller returned (%d, %v) while its call still ran", o.n, o.err)
 	case <-time.After(100 * time.Millisecond):
 	}
-	if err := tx.Rollback(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	unlock()
 	if o := <-done; o.err != nil || o.n != 7 {
 		t.Fatalf("after its deadline the caller got (%d, %v), want the call's outcome 7", o.n, o.err)
 	}
