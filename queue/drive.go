@@ -56,12 +56,16 @@ func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Acti
 	if a.ServerExecuted() {
 		return nil, webhookOnly(a, "execute")
 	}
+	guard, err := s.driveGuard(ctx)
+	if err != nil {
+		return nil, err
+	}
 	now := s.Now()
 	by := "agent:" + agent
 	deadline := now.Add(a.Spec.ClaimTimeout)
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateApproved}, To: StateInProgress, Now: now, Unexpired: true,
-		RequestedBy: by, AgentExecuted: true,
+		RequestedBy: by, AgentExecuted: true, TokenHash: guard,
 		ClaimedAt: &now, ClaimedBy: &by, ClaimDeadline: &deadline,
 		Event: Event{ActionID: id, Kind: EventClaimed, Actor: by, Channel: channel, At: now},
 	})
@@ -100,11 +104,15 @@ func (s *Service) expireOne(ctx context.Context, a *Action, from State) (*Action
 
 // Complete records the effect's result: in_progress → done.
 func (s *Service) Complete(ctx context.Context, id, agent string, result json.RawMessage, channel string) (DriveResult, error) {
+	guard, err := s.driveGuard(ctx)
+	if err != nil {
+		return DriveResult{}, err
+	}
 	now := s.Now()
 	by := "agent:" + agent
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateDone, Now: now, Result: result, FinishedAt: &now,
-		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
+		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
 		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result,
 			Unrouted: s.unrouted(Event{Kind: EventCompleted}, nil)},
 	})
@@ -126,12 +134,16 @@ func (s *Service) Complete(ctx context.Context, id, agent string, result json.Ra
 // Fail records a definite non-effect: in_progress → failed, releasing the
 // intent.
 func (s *Service) Fail(ctx context.Context, id, agent, errText, channel string) (DriveResult, error) {
+	guard, err := s.driveGuard(ctx)
+	if err != nil {
+		return DriveResult{}, err
+	}
 	now := s.Now()
 	by := "agent:" + agent
 	data, _ := json.Marshal(map[string]string{"error": errText})
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateFailed, Now: now, Error: &errText, FinishedAt: &now,
-		RequestedBy: by, AgentExecuted: true, ResolveStaleTicket: true,
+		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
 		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data,
 			Unrouted: s.unrouted(Event{Kind: EventFailed}, nil)},
 	})
@@ -169,11 +181,15 @@ func (s *Service) outcomeConflict(ctx context.Context, a *Action, by, channel, r
 
 // Cancel withdraws a pending or approved action before execution.
 func (s *Service) Cancel(ctx context.Context, id, agent, channel string) (DriveResult, error) {
+	guard, err := s.driveGuard(ctx)
+	if err != nil {
+		return DriveResult{}, err
+	}
 	now := s.Now()
 	by := "agent:" + agent
 	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
 		ID: id, From: []State{StatePending, StateApproved}, To: StateCancelled, Now: now,
-		RequestedBy: by, DecidedBy: &by, DecidedAt: &now, FinishedAt: &now,
+		RequestedBy: by, TokenHash: guard, DecidedBy: &by, DecidedAt: &now, FinishedAt: &now,
 		Event: Event{ActionID: id, Kind: EventCancelled, Actor: by, Channel: channel, At: now},
 	})
 	if errors.Is(err, ErrStateMismatch) {

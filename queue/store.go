@@ -106,7 +106,9 @@ type Store interface {
 // GuardedSubmitter is implemented by stores that can check an agent token in
 // the statement that claims the intent, so a handler that remembers which
 // tokens it has seen valid need not look the token up first: the claim
-// itself refuses a token revoked since.
+// itself refuses a token revoked since. Such a store also honours
+// ActionTransitionParams.TokenHash, so the agent's drive calls (execute,
+// complete, fail, cancel) are guarded the same way.
 type GuardedSubmitter interface {
 	// ActionSubmitGuarded is ActionSubmit that writes nothing and answers an
 	// error with CodeUnauthorized unless an active agent token has tokenHash
@@ -193,6 +195,11 @@ type ActionTransitionParams struct {
 	// the same transaction (a late report from the agent), recording
 	// Event.Actor as resolver and To as the outcome.
 	ResolveStaleTicket bool
+	// TokenHash, when set, makes the transition conditional on an active
+	// agent token with this hash when its statement runs: otherwise nothing
+	// moves and the store answers an error with CodeUnauthorized, not the
+	// action. Only a GuardedSubmitter honours it; other stores refuse it.
+	TokenHash string
 }
 
 // EventListParams filters the event log.

@@ -20,15 +20,39 @@ type SubmitRequest struct {
 	// TokenHash, when set, asks the store to check in the claiming
 	// statement that an active agent token has this hash (see
 	// GuardedSubmitter): the caller took Agent from a cache, not from the
-	// database. Only for a Service whose GuardsSubmissions is true.
+	// database. Only for a Service whose GuardsTokens is true.
 	TokenHash string
 }
 
-// GuardsSubmissions reports whether the store can check agent tokens in the
-// submission's own statement (SubmitRequest.TokenHash).
-func (s *Service) GuardsSubmissions() bool {
+// GuardsTokens reports whether the store can check agent tokens in the
+// statement of a submission (SubmitRequest.TokenHash) and of an agent's
+// drive call (WithTokenGuard).
+func (s *Service) GuardsTokens() bool {
 	_, ok := s.store.(GuardedSubmitter)
 	return ok
+}
+
+type tokenGuardKey struct{}
+
+// WithTokenGuard returns ctx carrying the hash of the calling agent's token,
+// for a caller that took the agent's name from a cache rather than from the
+// database: Execute, Complete, Fail and Cancel then move the action only if
+// an active token has this hash when their statement runs, and otherwise
+// answer CodeUnauthorized whatever the action's state (a replay too). Only
+// those four read it, so a transition made for the caller (an upstream
+// call's outcome, say) is never refused for a token revoked meanwhile.
+// Only for a Service whose GuardsTokens is true.
+func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
+	return context.WithValue(ctx, tokenGuardKey{}, tokenHash)
+}
+
+// driveGuard is the token hash WithTokenGuard put in ctx, if any.
+func (s *Service) driveGuard(ctx context.Context) (string, error) {
+	hash, _ := ctx.Value(tokenGuardKey{}).(string)
+	if hash != "" && !s.GuardsTokens() {
+		return "", errors.New("this store cannot check agent tokens in its statements; look the token up instead")
+	}
+	return hash, nil
 }
 
 // SubmitResult says what a submission did.

@@ -517,6 +517,105 @@ func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
 	}
 }
 
+// TestRevokedTokenRefusedOnDriveCalls: the drive calls (execute, complete,
+// fail, cancel) of an agent whose token was seen valid take its name from
+// the cache and check the token in the transition's statement; once the
+// token is revoked, every one of them answers 401 before anything else, a
+// call that would move the action as well as one that would replay (200),
+// be refused (400, 404) or conflict, and no action moves. On SQLite the
+// token is always looked up.
+func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
+	t.Parallel()
+	for _, store := range []struct {
+		name  string
+		start func(*testing.T) *apiEnv
+	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+		t.Run(store.name, func(t *testing.T) {
+			t.Parallel()
+			e := store.start(t)
+			token := e.newToken("driver")
+			submit := func(body any, want int) queue.Action {
+				t.Helper()
+				r := e.do(e.base, token, "POST", "/api/v1/actions", body)
+				if r.status != want {
+					t.Fatalf("setup: submit answered %d %s, want %d", r.status, r.body, want)
+				}
+				return r.action(t)
+			}
+			claimed := submit(refund("r-1", 5), 201)
+			done := submit(refund("r-2", 5), 201)
+			// Seen valid on a drive call: the server remembers the token.
+			if r := e.do(e.base, token, "POST", "/api/v1/actions/"+done.ID+"/complete", `{"result":{"ok":true}}`); r.status != 200 {
+				t.Fatalf("setup: complete %d %s", r.status, r.body)
+			}
+			pending := submit(email("d-1", "t"), 201)
+			approved := submit(email("d-2", "t"), 201)
+			if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: approved.ID, By: "user:ann@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			before := map[string]int{}
+			for _, id := range []string{claimed.ID, done.ID, pending.ID, approved.ID} {
+				evs, err := e.svc.Events(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				before[id] = len(evs)
+			}
+			if err := e.store.TokenRevoke(t.Context(), "driver", time.Now()); err != nil {
+				t.Fatal(err)
+			}
+			cases := []struct {
+				name, path string
+				body       any
+			}{
+				{"complete that would move the action", "/api/v1/actions/" + claimed.ID + "/complete", `{"result":{"ok":true}}`},
+				{"complete that would replay", "/api/v1/actions/" + done.ID + "/complete", `{"result":{"ok":true}}`},
+				{"complete that would conflict", "/api/v1/actions/" + done.ID + "/complete", `{"result":{"ok":false}}`},
+				{"fail that would move the action", "/api/v1/actions/" + claimed.ID + "/fail", `{"error":"declined"}`},
+				{"cancel that would move the action", "/api/v1/actions/" + pending.ID + "/cancel", nil},
+				{"execute that would claim the approval", "/api/v1/actions/" + approved.ID + "/execute", nil},
+				{"complete of an unknown action", "/api/v1/actions/" + queue.NewID(time.Now()) + "/complete", `{"result":{}}`},
+				{"complete with a malformed body", "/api/v1/actions/" + claimed.ID + "/complete", `{"result":`},
+			}
+			for i, tc := range cases {
+				// A 401 makes the server forget the token, so each case has a
+				// token of its own, seen valid and then revoked. The name is
+				// free again once revoked, and the name is the agent.
+				token := e.newToken("driver")
+				if r := e.do(e.base, token, "POST", "/api/v1/actions", refund(fmt.Sprintf("warm-%d", i), 1)); r.status != 201 {
+					t.Fatalf("%s: warm-up %d %s", tc.name, r.status, r.body)
+				}
+				if err := e.store.TokenRevoke(t.Context(), "driver", time.Now()); err != nil {
+					t.Fatal(err)
+				}
+				for attempt := range 2 {
+					r := e.do(e.base, token, "POST", tc.path, tc.body)
+					if r.status != 401 || string(r.problem(t).Code) != "unauthorized" {
+						t.Fatalf("%s (attempt %d): %d %s, want 401 unauthorized", tc.name, attempt+1, r.status, r.body)
+					}
+				}
+			}
+			for id, want := range map[string]queue.State{claimed.ID: queue.StateInProgress, done.ID: queue.StateDone,
+				pending.ID: queue.StatePending, approved.ID: queue.StateApproved} {
+				a, err := e.svc.Get(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if a.State != want {
+					t.Errorf("%s is %s after the refused calls, want %s", id, a.State, want)
+				}
+				evs, err := e.svc.Events(t.Context(), id)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(evs) != before[id] {
+					t.Errorf("%s has %d events after the refused calls, want %d (nothing recorded)", id, len(evs), before[id])
+				}
+			}
+		})
+	}
+}
+
 // TestUnknownAPIPathsAuthenticateFirst: without a token every path under
 // /api/v1 answers 401, so the routes cannot be mapped anonymously; with a
 // token an unknown one is 404.

@@ -260,22 +260,29 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	q, args := actionTransitionSQL(p)
 	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args,
 		scan: func(row pgx.Row) (any, error) {
-			var n int
-			err := row.Scan(&n)
-			return n, err
+			var m moved
+			err := row.Scan(&m.n, &m.tokenOK)
+			return m, err
 		},
-		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID}, scan: func(row pgx.Row, n any, err error) (any, error) {
+		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID}, scan: func(row pgx.Row, v any, err error) (any, error) {
 			if err != nil {
 				return nil, err
+			}
+			if m := v.(moved); !m.tokenOK {
+				// Nothing moved, and the caller may not see the action.
+				return nil, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
 			}
 			a, err := scanAction(row)
 			if err != nil {
 				return nil, err
 			}
-			return transitioned{a, n.(int) > 0}, nil
+			return transitioned{a, v.(moved).n > 0}, nil
 		}}})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.ActionNotFound(p.ID)
+	}
+	if queue.ErrorCode(err) == queue.CodeUnauthorized {
+		return nil, err
 	}
 	if err != nil {
 		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
@@ -285,6 +292,13 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		return got.action, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, got.action.State, queue.ErrStateMismatch)
 	}
 	return got.action, nil
+}
+
+// moved is what ActionTransition's statement returns: the rows it updated
+// (0 or 1) and whether the token guard, if any, let it.
+type moved struct {
+	n       int
+	tokenOK bool
 }
 
 // transitioned is ActionTransition's outcome: the action as it is after the
@@ -298,7 +312,9 @@ type transitioned struct {
 // update that sets only the columns p sets and checks only the conditions
 // p asks for, with its event and, for a late report, the resolution of the
 // open stale ticket (the action's row is locked first, then the ticket's,
-// as on every path). It returns the number of rows updated (0 or 1);
+// as on every path). It returns the number of rows updated (0 or 1) and
+// whether the token guard (p.TokenHash), if any, found the token active, as
+// of the statement's snapshot, the update's condition too;
 // testdata/action_transition.golden shows the variants.
 func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	args := sqlArgs{p.ID, string(p.To), p.Now}
@@ -353,6 +369,13 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	if p.AgentExecuted {
 		q.WriteString(" AND NOT has_webhook")
 	}
+	tokenOK := "true"
+	if p.TokenHash != "" {
+		// tok.token_hash stays qualified, or it would compare the column
+		// with itself.
+		tokenOK = "EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = " + arg(p.TokenHash) + " AND tok.revoked_at IS NULL)"
+		q.WriteString(" AND " + tokenOK)
+	}
 	q.WriteString(`
     RETURNING id
 ), ev AS (
@@ -371,7 +394,7 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
         json_build_object('ticket', id::text, 'kind', 'stale', 'outcome', $2::text, 'note', note) FROM tk
 )`)
 	}
-	q.WriteString("\nSELECT count(*) FROM upd")
+	q.WriteString("\nSELECT (SELECT count(*) FROM upd)::int, " + tokenOK)
 	return q.String(), args
 }
 

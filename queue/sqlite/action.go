@@ -379,6 +379,10 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	if len(p.From) == 0 || !p.To.Valid() {
 		return nil, fmt.Errorf("transition action %s: from %v to %q is not a transition", p.ID, p.From, p.To)
 	}
+	if p.TokenHash != "" {
+		// Not a GuardedSubmitter: the caller must look the token up.
+		return nil, fmt.Errorf("transition action %s: this store cannot check an agent token in the transition", p.ID)
+	}
 	if err := storableTimes(p.DecidedAt, p.ClaimedAt, p.FinishedAt, p.ExpiresAt); err != nil {
 		return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
 	}
