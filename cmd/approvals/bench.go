@@ -51,9 +51,10 @@ type benchConfig struct {
 	DatabaseURL string
 	Rounds      int
 	Table       string // sqlite-insert: one-index or actions
+	Addr        string // floor-server: where to listen
 }
 
-var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert"}
+var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server"}
 
 const benchUsage = `usage: approvals bench [flags]
 
@@ -72,13 +73,18 @@ scenarios:
           insert new intents into a NEW file --database-url sqlite:PATH through
           modernc SQLite with the store's settings (WAL, synchronous=FULL, one
           write connection); --table one-index (default) or actions
+  floor-server
+          serves the HTTP floor on --addr until interrupted: a plain net/http
+          server that answers new, replay and claim requests with an
+          action's shape and does nothing else, to measure what HTTP alone
+          costs on this machine (docs/performance.md)
 
 flags:
   --url URL            server base URL, loopback only (default http://127.0.0.1:8080)
   --token TOKEN        agent token (default $APPROVALS_TOKEN)
   --clients N          concurrent clients (default 16, at most 256)
   --duration D         measuring time (default 10s, at most 10m)
-  --scenario S         new, replay, claim, list or sweep (default new)
+  --scenario S         one of the scenarios above (default new)
   --tool NAME          tool to submit (default bench_unregistered; bench_exactly_once for claim)
   --replay-keys K      intents held for the replay scenario (default 1000)
   --max-requests N     stop after N operations (default 2000000)
@@ -87,6 +93,7 @@ flags:
   --database-url URL   storage for the sweep scenario (default $DATABASE_URL)
   --rounds N           sweeps to time (default 20)
   --table T            sqlite-insert: one-index or actions (default one-index)
+  --addr ADDR          floor-server: loopback address to listen on (default 127.0.0.1:18300)
 `
 
 func parseBenchConfig(args []string) (benchConfig, error) {
@@ -105,6 +112,7 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL"), "storage for the sweep scenario")
 	fs.IntVar(&c.Rounds, "rounds", 20, "sweeps to time")
 	fs.StringVar(&c.Table, "table", "one-index", "sqlite-insert: one-index or actions")
+	fs.StringVar(&c.Addr, "addr", "127.0.0.1:18300", "floor-server: loopback address to listen on")
 	if err := parseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -113,6 +121,9 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	}
 	if !slices.Contains(benchScenarios, c.Scenario) {
 		return c, fmt.Errorf("--scenario %q: use one of %s", c.Scenario, strings.Join(benchScenarios, ", "))
+	}
+	if c.Scenario == "floor-server" {
+		return c, nil
 	}
 	if c.Scenario == "sweep" {
 		if c.DatabaseURL == "" {
@@ -265,6 +276,8 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return benchSweep(ctx, cfg, stdout)
 	case "sqlite-insert":
 		return benchSQLiteInsert(ctx, cfg, stdout)
+	case "floor-server":
+		return benchFloorServe(ctx, cfg.Addr, stdout)
 	}
 	client, err := newBenchClient(cfg)
 	if err != nil {

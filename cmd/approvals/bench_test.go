@@ -2,6 +2,7 @@ package main
 
 import (
 	"database/sql"
+	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -155,6 +156,30 @@ func TestBenchSQLiteInsertStoresWhatItCounts(t *testing.T) {
 			}
 			if err := benchCmd(t.Context(), args, &out); err == nil || !strings.Contains(err.Error(), "does not exist yet") {
 				t.Fatalf("a second run on the same file: %v", err)
+			}
+		})
+	}
+}
+
+// TestFloorServerAnswersEveryScenario: the load generator's new, replay and
+// claim scenarios run against the HTTP floor without an error, so the
+// floor measures the same requests and answers as approvals serve.
+func TestFloorServerAnswersEveryScenario(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(floorHandler())
+	t.Cleanup(srv.Close)
+	for _, scenario := range []string{"new", "replay", "claim"} {
+		t.Run(scenario, func(t *testing.T) {
+			t.Parallel()
+			var out strings.Builder
+			err := benchCmd(t.Context(), []string{"--url", srv.URL, "--token", "t", "--scenario", scenario,
+				"--clients", "2", "--duration", "200ms", "--replay-keys", "10"}, &out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			summary := out.String()[strings.Index(out.String(), "summary "):]
+			if !strings.Contains(summary, " errors=0 ") || strings.Contains(summary, " ops=0 ") {
+				t.Fatalf("the floor does not answer the %s scenario as approvals does:\n%s", scenario, out.String())
 			}
 		})
 	}
