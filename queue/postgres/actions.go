@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
@@ -247,75 +248,53 @@ func likePrefix(p string) string {
 	return r.Replace(p) + "%"
 }
 
-// ActionTransition implements queue.Store. The update, its event and the
-// late-report ticket resolution are one statement; the read-back of the
-// action follows it in the same transaction. Both go through the
-// transitions' batcher, so concurrent transitions (completions, failures,
-// claims, cancels) share one commit and one WAL flush, as submissions do;
-// the caller hears of its transition only after that commit.
+// ActionTransition implements queue.Store. The update, its event, the
+// late-report ticket resolution and the answer (the moved action with its
+// ticket) are one statement, sent through the transitions' batcher, so
+// concurrent transitions (completions, failures, claims, cancels) share one
+// commit and one WAL flush, as submissions do; the caller hears of its
+// transition only after that commit. A transition that moved nothing
+// (another state, another agent, a revoked token) reads the action after
+// the commit, as any read would, to say why.
 func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
 	if !queue.ValidID(p.ID) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	q, args := actionTransitionSQL(p)
 	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args,
-		scan: func(row pgx.Row) (any, error) {
-			var m moved
-			err := row.Scan(&m.n, &m.tokenOK)
-			return m, err
-		},
-		then: &batchRead{sql: actionGetByIDSQL, args: []any{p.ID}, scan: func(row pgx.Row, v any, err error) (any, error) {
-			if err != nil {
-				return nil, err
-			}
-			if m := v.(moved); !m.tokenOK {
-				// Nothing moved, and the caller may not see the action.
-				return nil, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
-			}
-			a, err := scanAction(row)
-			if err != nil {
-				return nil, err
-			}
-			return transitioned{a, v.(moved).n > 0}, nil
-		}}})
+		scan: func(row pgx.Row) (any, error) { return scanAction(row) }})
+	if err == nil {
+		return v.(*queue.Action), nil
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
+	}
+	// Nothing moved.
+	if p.TokenHash != "" {
+		if _, err := s.TokenGetByHash(ctx, p.TokenHash); errors.Is(err, accounts.ErrNotFound) {
+			// The caller may not see the action.
+			return nil, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+		} else if err != nil {
+			return nil, fmt.Errorf("transition %s to %s: check token: %w", p.ID, p.To, err)
+		}
+	}
+	a, err := scanAction(s.pool.QueryRow(ctx, actionGetByIDSQL, p.ID))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
-	if queue.ErrorCode(err) == queue.CodeUnauthorized {
-		return nil, err
-	}
 	if err != nil {
-		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
+		return nil, fmt.Errorf("transition %s to %s: read it: %w", p.ID, p.To, err)
 	}
-	got := v.(transitioned)
-	if !got.moved {
-		return got.action, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, got.action.State, queue.ErrStateMismatch)
-	}
-	return got.action, nil
-}
-
-// moved is what ActionTransition's statement returns: the rows it updated
-// (0 or 1) and whether the token guard, if any, let it.
-type moved struct {
-	n       int
-	tokenOK bool
-}
-
-// transitioned is ActionTransition's outcome: the action as it is after the
-// statement, and whether the statement moved it.
-type transitioned struct {
-	action *queue.Action
-	moved  bool
+	return a, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, a.State, queue.ErrStateMismatch)
 }
 
 // actionTransitionSQL builds ActionTransition's statement: one conditional
 // update that sets only the columns p sets and checks only the conditions
 // p asks for, with its event and, for a late report, the resolution of the
 // open stale ticket (the action's row is locked first, then the ticket's,
-// as on every path). It returns the number of rows updated (0 or 1) and
-// whether the token guard (p.TokenHash), if any, found the token active, as
-// of the statement's snapshot, the update's condition too;
-// testdata/action_transition.golden shows the variants.
+// as on every path). It returns the moved action with its current ticket,
+// as actionGetByIDSQL would read it after the statement, or no row when
+// nothing moved; testdata/action_transition.golden shows the variants.
 func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	args := sqlArgs{p.ID, string(p.To), p.Now}
 	arg := args.add
@@ -369,15 +348,13 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 	if p.AgentExecuted {
 		q.WriteString(" AND NOT has_webhook")
 	}
-	tokenOK := "true"
 	if p.TokenHash != "" {
 		// tok.token_hash stays qualified, or it would compare the column
 		// with itself.
-		tokenOK = "EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = " + arg(p.TokenHash) + " AND tok.revoked_at IS NULL)"
-		q.WriteString(" AND " + tokenOK)
+		q.WriteString(" AND EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = " + arg(p.TokenHash) + " AND tok.revoked_at IS NULL)")
 	}
 	q.WriteString(`
-    RETURNING id
+    RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
     SELECT id, ` + arg(p.Event.Kind) + `, ` + arg(p.Event.Actor) + `, ` + arg(p.Event.Channel) + `, $3, ` + arg(jsonArg(p.Event.Data)) + `::json, ` + arg(p.Event.Unrouted) + ` FROM upd
@@ -387,14 +364,30 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 		q.WriteString(`, tk AS (
     UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + by + `, outcome = $2, note = ` + arg(queue.LateReportNote) + `
     WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open'
-    RETURNING id, action_id, note
+    RETURNING *
 ), tkev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT action_id, 'ticket_resolved', ` + by + `, ` + arg(p.Event.Channel) + `, $3,
         json_build_object('ticket', id::text, 'kind', 'stale', 'outcome', $2::text, 'note', note) FROM tk
 )`)
 	}
-	q.WriteString("\nSELECT (SELECT count(*) FROM upd)::int, " + tokenOK)
+	// The answer: the statement's snapshot holds the tickets as they were
+	// before it, so a ticket it resolved comes from tk instead.
+	tickets := "SELECT * FROM tickets t WHERE t.action_id = u.id"
+	if p.ResolveStaleTicket {
+		tickets = "SELECT * FROM (SELECT * FROM tickets t WHERE t.action_id = u.id AND t.id NOT IN (SELECT id FROM tk)\n        UNION ALL SELECT * FROM tk) t"
+	}
+	q.WriteString(`
+SELECT u.id::text, u.tool, u.class, u.intent_key, u.attempt, u.state, u.payload,
+    u.approved_payload, u.result, u.error, u.requested_by, u.channel, u.decided_by,
+    u.decision_note, u.created_at, u.decided_at, u.claimed_at, u.claimed_by,
+    u.finished_at, u.expires_at, u.spec, u.warnings, u.approvals, u.escalated_at,
+    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM upd u
+LEFT JOIN LATERAL (
+    ` + tickets + `
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true`)
 	return q.String(), args
 }
 

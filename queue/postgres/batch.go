@@ -37,8 +37,8 @@ import (
 // processes take their locks in one order and cannot deadlock each other.
 //
 // A store runs two: one for token lookups, submissions and replay records,
-// one for transitions (whose calls may wait for a row lock and carry a
-// follow-up read, batchCall.then). A batch of replay records and reads
+// one for transitions (whose calls may wait for a row lock). A batch of
+// replay records and reads
 // commits without waiting for its WAL flush (batchCall.lazy).
 type batcher struct {
 	pool     *pgxpool.Pool
@@ -80,11 +80,6 @@ type batchCall struct {
 	// effect. It must set everything it returns on every call: a rolled-back
 	// batch runs it again.
 	scan func(pgx.Row) (any, error)
-	// then, when set, is a read run right after the statement in the same
-	// transaction, for what the statement's own snapshot cannot show (the
-	// row it has just changed). Its scan is handed the statement's outcome
-	// and returns the call's. Not for calls of a kind (merged).
-	then *batchRead
 	// lazy marks a call whose commit need not wait for the WAL flush: the
 	// audit record of a replay, which changes no state. read marks a call
 	// that writes nothing (a token lookup): its commit has nothing to flush.
@@ -95,13 +90,6 @@ type batchCall struct {
 	val        any
 	err        error
 	done       chan struct{}
-}
-
-// batchRead is a call's follow-up read (batchCall.then).
-type batchRead struct {
-	sql  string
-	args []any
-	scan func(row pgx.Row, val any, err error) (any, error)
 }
 
 // batchKind merges calls that run the same statement with different
@@ -310,9 +298,6 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			continue
 		}
 		pb.Queue(u[0].sql, u[0].args...)
-		if r := u[0].then; r != nil {
-			pb.Queue(r.sql, r.args...)
-		}
 	}
 	br := b.pool.SendBatch(ctx, pb)
 	isRefusal := func(err error) bool {
@@ -338,18 +323,6 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 		default:
 			_, c.err = br.Exec()
 			err = c.err
-		}
-		if r := u[0].then; len(u) == 1 && r != nil {
-			c := u[0]
-			row := br.QueryRow()
-			if c.err == nil || !isRefusal(c.err) {
-				c.val, c.err = r.scan(row, c.val, c.err)
-			} else {
-				_ = row.Scan() // skipped: the transaction is aborted
-			}
-			if c.err != nil && err == nil {
-				err = c.err
-			}
 		}
 		if isRefusal(err) {
 			refused = true

@@ -817,41 +817,6 @@ func TestLazyBatches(t *testing.T) {
 	}
 }
 
-// TestBatcherThenReadsTheStatementsEffect: a call's follow-up read runs in
-// the batch's transaction after the statement and sees what it changed,
-// which the statement's own snapshot cannot; batch-mates do not disturb it.
-func TestBatcherThenReadsTheStatementsEffect(t *testing.T) {
-	t.Parallel()
-	pool := pgtest.Open(t).Pool()
-	if _, err := pool.Exec(t.Context(), `CREATE TABLE then_rows (n int PRIMARY KEY, v int NOT NULL)`); err != nil {
-		t.Fatal(err)
-	}
-	b := postgres.NewTestBatcher(pool, 1)
-	t.Cleanup(b.Stop)
-	release := blockWorkers(t, pool, b)
-	const n = 6
-	got := make([]int64, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Go(func() {
-			got[i], errs[i] = b.ExecThenInt(t.Context(), fmt.Sprint(i),
-				fmt.Sprintf(`INSERT INTO then_rows VALUES (%d, %d)`, i, 10*i),
-				fmt.Sprintf(`SELECT v::bigint + (SELECT count(*) FROM then_rows) * 1000 FROM then_rows WHERE n = %d`, i))
-		})
-	}
-	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == n })
-	release()
-	wg.Wait()
-	for i := range n {
-		// Sorted by order, call i runs after calls 0..i-1 of its batch: it
-		// sees its own row and theirs.
-		if want := int64(10*i + (i+1)*1000); errs[i] != nil || got[i] != want {
-			t.Errorf("call %d read %d (%v), want %d", i, got[i], errs[i], want)
-		}
-	}
-}
-
 // TestTransitionsShareACommit: transitions queued together (agents
 // cancelling, completing, failing at once) run in one transaction: one
 // commit and one WAL flush for all of them. Each caller gets its action as

@@ -42,24 +42,6 @@ func (t *TestBatcher) QueryText(ctx context.Context, order, sql, kind string) (s
 	return v.(string), nil
 }
 
-// ExecThenInt runs sql for its effect and then read, which returns one
-// bigint, as the call's follow-up read.
-func (t *TestBatcher) ExecThenInt(ctx context.Context, order, sql, read string) (int64, error) {
-	v, err := t.b.call(ctx, &batchCall{order: order, sql: sql,
-		then: &batchRead{sql: read, scan: func(row pgx.Row, _ any, err error) (any, error) {
-			if err != nil {
-				return nil, err
-			}
-			var n int64
-			err = row.Scan(&n)
-			return n, err
-		}}})
-	if err != nil {
-		return 0, err
-	}
-	return v.(int64), nil
-}
-
 func (t *TestBatcher) Exec(ctx context.Context, order, sql string, args ...any) error {
 	_, err := t.b.call(ctx, &batchCall{order: order, sql: sql, args: args})
 	return err
