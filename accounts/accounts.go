@@ -102,6 +102,11 @@ type Store interface {
 	UserList(ctx context.Context) ([]*User, error)
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
+	// UserUpdate sets the user's password (ending their sessions), role
+	// and, unless slackID is "", Slack id, all or nothing: ErrSlackIDTaken
+	// when another user has the id, ErrNotFound for no such user, and then
+	// nothing changed.
+	UserUpdate(ctx context.Context, id int64, hash string, role Role, slackID string, now time.Time) error
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
 	UserSetSlackID(ctx context.Context, id int64, slackID string) error

@@ -102,21 +102,13 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	// The Slack id first: it is the one change another user can refuse
-	// (the unique index decides), and a refusal then changes nothing.
-	if slackID != "" {
-		err := st.UserSetSlackID(ctx, u.ID, slackID)
-		if errors.Is(err, accounts.ErrSlackIDTaken) {
-			return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
-		}
-		if err != nil {
-			return err
-		}
+	// One transaction: a taken Slack id (the one change another user can
+	// refuse) changes nothing.
+	err = st.UserUpdate(ctx, u.ID, hash, r, slackID, now)
+	if errors.Is(err, accounts.ErrSlackIDTaken) {
+		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
 	}
-	if err := st.UserSetPassword(ctx, u.ID, hash, now); err != nil {
-		return err
-	}
-	if err := st.UserSetRole(ctx, u.ID, r); err != nil {
+	if err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)

@@ -57,6 +57,27 @@ func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now 
 	})
 }
 
+// UserUpdate implements accounts.Store: one UPDATE of the row (the unique
+// index users_slack_id refuses a taken Slack id) and the end of the user's
+// sessions, in one transaction.
+func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
+	return s.withTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
+    slack_id = coalesce($5, slack_id) WHERE id = $1`, id, hash, now, string(role), slackIDArg(slackID))
+		if isUniqueViolation(err) {
+			return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
+		}
+		if err != nil {
+			return fmt.Errorf("update user %d: %w", id, err)
+		}
+		if tag.RowsAffected() == 0 {
+			return accounts.ErrNotFound
+		}
+		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1`, id)
+		return err
+	})
+}
+
 // UserSetRole implements accounts.Store.
 func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) error {
 	tag, err := s.pool.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, id, string(role))

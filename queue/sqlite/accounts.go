@@ -116,6 +116,31 @@ func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now 
 	return nil
 }
 
+// UserUpdate sets password, role and (unless "") Slack id in one
+// transaction, and ends the user's sessions; a taken Slack id changes
+// nothing.
+func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ?, role = ?,
+    slack_id = coalesce(?, slack_id) WHERE id = ?`, hash, fmtTime(now), string(role), slackIDArg(slackID), id))
+		if isUniqueViolation(err) {
+			return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
+		}
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return accounts.ErrNotFound
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("update user %d: %w", id, err)
+	}
+	return nil
+}
+
 // UserSetRole changes a user's role.
 func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) error {
 	n, err := s.exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"testing"
@@ -96,6 +97,45 @@ var accountTests = []test{
 		eq(t, n, 1, "users after delete")
 		// The email is free again.
 		createUser(t, s, "Bob@example.com", accounts.RoleViewer, at(2*time.Hour))
+	}},
+	{"UserUpdate", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		ann := createUser(t, s, "ann@example.com", accounts.RoleApprover, at(0))
+		bob := createUser(t, s, "bob@example.com", accounts.RoleViewer, at(0))
+		noErr(t, s.UserSetSlackID(ctx, ann.ID, "U1"), "set ann's Slack id")
+		noErr(t, s.UserSetSlackID(ctx, bob.ID, "U2"), "set bob's Slack id")
+		saveSession(t, s, "s-bob", bob.ID, at(0))
+		// A Slack id another user has: nothing changes, not the password,
+		// the role or the sessions.
+		if err := s.UserUpdate(ctx, bob.ID, "new-hash", accounts.RoleAdmin, "U1", at(time.Minute)); !errors.Is(err, accounts.ErrSlackIDTaken) {
+			t.Fatalf("update bob with ann's Slack id: %v, want ErrSlackIDTaken", err)
+		}
+		u, err := s.UserGetByID(ctx, bob.ID)
+		noErr(t, err, "get bob")
+		eq(t, u.PasswordHash, "hash-of-bob@example.com", "password after a refused update")
+		eq(t, u.Role, accounts.RoleViewer, "role after a refused update")
+		eq(t, u.SlackID, "U2", "Slack id after a refused update")
+		_, err = s.SessionGet(ctx, "s-bob", at(time.Minute))
+		noErr(t, err, "bob's session after a refused update")
+		// No Slack id keeps the one set; every other field changes, and the
+		// sessions end.
+		noErr(t, s.UserUpdate(ctx, bob.ID, "new-hash", accounts.RoleAdmin, "", at(time.Minute)), "update bob")
+		u, err = s.UserGetByID(ctx, bob.ID)
+		noErr(t, err, "get bob")
+		eq(t, u.PasswordHash, "new-hash", "password after the update")
+		eq(t, u.Role, accounts.RoleAdmin, "role after the update")
+		eq(t, u.SlackID, "U2", "Slack id kept")
+		eq(t, u.PasswordChangedAt.Equal(at(time.Minute)), true, "password_changed_at is the update's time")
+		if _, err := s.SessionGet(ctx, "s-bob", at(time.Minute)); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("bob's session after a password change: %v, want ErrNotFound", err)
+		}
+		noErr(t, s.UserUpdate(ctx, bob.ID, "newer-hash", accounts.RoleAdmin, "U3", at(time.Minute)), "update bob's Slack id")
+		u, err = s.UserGetByID(ctx, bob.ID)
+		noErr(t, err, "get bob")
+		eq(t, u.SlackID, "U3", "new Slack id")
+		if err := s.UserUpdate(ctx, 999999, "x", accounts.RoleAdmin, "", at(0)); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("update an unknown user: %v, want ErrNotFound", err)
+		}
 	}},
 	{"Tokens", func(t *testing.T, s Store) {
 		tok, err := s.TokenCreate(t.Context(), "billing-bot", "hash-1", at(0))
