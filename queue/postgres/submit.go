@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -320,7 +319,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 		if got.created {
 			a.Attempt = got.action.Attempt
 		}
-		if a.Class != classify.AtLeastOnce && slices.Contains(queue.HeldStates, got.action.State) {
+		if got.action.HoldsIntent() {
 			s.hint.add(a.IntentKey)
 		}
 		return got.action, got.created, got.replayWritten, nil
