@@ -508,7 +508,8 @@ func (a Annotations) clone() Annotations {
 func (t *Tool) upstreamGuidance() string {
 	switch t.Class {
 	case AtLeastOnce:
-		return "approvals calls the upstream tool at once and answers with its result; safe to repeat."
+		return "approvals calls the upstream tool at once and answers with the final action: done with the tool's result, " +
+			"or failed with its error. Safe to repeat: nothing is held."
 	case ExactlyOnce:
 		return "approvals claims the intent, calls the upstream tool once and answers with the final action (done or failed, with the tool's result). " +
 			"A result in_progress means the outcome is unknown: an operator reconciles it; never call the tool again or by other means. " +
