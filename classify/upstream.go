@@ -353,7 +353,11 @@ const fileOrigin = "defined in the tools file"
 // Two tools of one name (two upstreams, or an import and a file tool for something else) are
 // an error naming both.
 func (r *Registry) Import(listings map[string]UpstreamListing) (*Registry, error) {
-	out := &Registry{Hash: r.Hash, tools: make(map[string]Tool, len(r.tools)), upstreams: r.upstreams, explicit: r.explicit}
+	// The groups and channels are the file's, unchanged: a registry with
+	// the upstreams' tools imported is the one the Service routes and
+	// sends notifications by.
+	out := &Registry{Hash: r.Hash, tools: make(map[string]Tool, len(r.tools)), upstreams: r.upstreams, explicit: r.explicit,
+		routing: r.routing}
 	origin := map[string]string{} // tool name -> where it came from, for collision messages
 	for name, t := range r.tools {
 		out.tools[name] = t.clone()
@@ -504,7 +508,8 @@ func (a Annotations) clone() Annotations {
 func (t *Tool) upstreamGuidance() string {
 	switch t.Class {
 	case AtLeastOnce:
-		return "approvals calls the upstream tool at once and answers with its result; safe to repeat."
+		return "approvals calls the upstream tool at once and answers with the final action: done with the tool's result, " +
+			"or failed with its error. Safe to repeat: nothing is held."
 	case ExactlyOnce:
 		return "approvals claims the intent, calls the upstream tool once and answers with the final action (done or failed, with the tool's result). " +
 			"A result in_progress means the outcome is unknown: an operator reconciles it; never call the tool again or by other means. " +

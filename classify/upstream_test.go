@@ -203,6 +203,43 @@ tools:
 	}
 }
 
+// The registry with the upstreams' tools imported is the one the server
+// runs on: it keeps the file's groups and channels, so that an event about
+// an upstream tool (or any other) reaches the channels that hear of it.
+func TestImportKeepsChannels(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, `
+upstreams:
+  crm: { url: "http://crm/mcp", import: all }
+groups:
+  leads: [ann@example.com]
+channels:
+  ops: { webhook: "http://ops.example/hook", events: [action.done, action.failed] }
+  leads-hook: { webhook: "http://leads.example/hook" }
+tools:
+  send_email:
+    approval: { approvers: [leads], notify: [leads-hook] }
+`, Options{WebhookSecretSet: true})
+	m, err := r.Import(map[string]UpstreamListing{"crm": {Tools: []UpstreamTool{{Name: "lookup", Annotations: Annotations{ReadOnlyHint: ptr(true)}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, c := range m.Channels() {
+		names = append(names, c.Name)
+	}
+	if strings.Join(names, " ") != "leads-hook ops" {
+		t.Fatalf("channels after Import: %v, want the file's (leads-hook ops)", names)
+	}
+	lookup := mustLookup(t, m, "crm_lookup")
+	if got := m.ChannelsFor(EventActionDone, lookup); len(got) != 1 || got[0].Name != "ops" || !m.Notifies(EventActionDone, lookup) {
+		t.Errorf("action.done of crm_lookup reaches %v, want ops", got)
+	}
+	if got := m.ChannelsFor(EventActionPending, mustLookup(t, m, "send_email")); len(got) != 1 || got[0].Name != "leads-hook" {
+		t.Errorf("action.pending of send_email reaches %v, want leads-hook", got)
+	}
+}
+
 func TestImportCollisions(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

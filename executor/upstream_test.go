@@ -26,7 +26,7 @@ import (
 
 // countingUpstream is a Go SDK MCP server over Streamable HTTP whose tools
 // count their calls: one per class, one that hangs until the caller gives
-// up, and one that answers isError.
+// up, and two that answer isError (one exactly-once, one at-least-once).
 type countingUpstream struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
@@ -56,8 +56,11 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: text}}, StructuredContent: map[string]any{"ok": true}}
 		}
 	}
-	add("pay", &mcp.ToolAnnotations{OpenWorldHint: &no}, ok("paid"))                                    // exactly-once
-	add("sync", &mcp.ToolAnnotations{IdempotentHint: yes}, ok("synced"))                                // at-least-once
+	add("pay", &mcp.ToolAnnotations{OpenWorldHint: &no}, ok("paid"))                                 // exactly-once
+	add("sync", &mcp.ToolAnnotations{IdempotentHint: yes}, ok("synced"))                             // at-least-once
+	add("find", &mcp.ToolAnnotations{ReadOnlyHint: yes}, func(context.Context) *mcp.CallToolResult { // at-least-once
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such order"}}}
+	})
 	add("send", nil, ok("sent"))                                                                        // at-most-once
 	add("refuse", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(context.Context) *mcp.CallToolResult { // exactly-once
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card declined"}}}
@@ -219,15 +222,35 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 				t.Fatalf("exactly-once answer: %s %s", paid.State, paid.Result)
 			}
 
-			// At-least-once: every call runs, nothing is held.
+			// At-least-once: every call runs and answers final, done with
+			// the upstream's result; nothing is held, not even by the same
+			// key (the exactly-once call's, here).
 			for i := range 2 {
-				res, err := e.submitRaw("up_sync", `{"order":"o-1"}`)
-				if err != nil || !res.Created || res.Action.State != queue.StateRecorded || content(t, res.Action.Result) != "synced" {
+				res, err := e.svc.Submit(ctx, queue.SubmitRequest{Tool: "up_sync", Payload: json.RawMessage(`{"order":"o-1"}`),
+					IntentKey: "pay:o-1", Agent: "bot"})
+				if err != nil || !res.Created || res.Action.State != queue.StateDone || content(t, res.Action.Result) != "synced" ||
+					res.Action.Error != nil {
 					t.Fatalf("at-least-once call %d: %v %+v", i, err, res.Action)
 				}
 			}
 			if n := e.up.count("sync"); n != 2 {
 				t.Errorf("at-least-once upstream calls %d, want 2", n)
+			}
+			// The exactly-once call of that key is still its holder.
+			if res, err := e.submitRaw("up_pay", `{"order":"o-1"}`); err != nil || !res.Replayed || res.Action.ID != paid.ID {
+				t.Errorf("exactly-once replay after at-least-once calls with its key: %v %+v, want the replay of %s", err, res.Action, paid.ID)
+			}
+			// An isError answer: failed with the tool's text, the
+			// CallToolResult kept as result; calling again calls again.
+			for i := range 2 {
+				res, err := e.submitRaw("up_find", `{"order":"o-1"}`)
+				if err != nil || !res.Created || res.Action.State != queue.StateFailed || deref(res.Action.Error) != "no such order" ||
+					content(t, res.Action.Result) != "no such order" {
+					t.Fatalf("at-least-once isError call %d: %v %+v", i, err, res.Action)
+				}
+			}
+			if n := e.up.count("find"); n != 2 {
+				t.Errorf("at-least-once isError upstream calls %d, want 2", n)
 			}
 
 			// isError: failed with its text; the intent is free again.

@@ -151,15 +151,25 @@ func nextStep(a *queue.Action, agent string) string {
 	case queue.StateInProgress:
 		b.WriteString(inProgress(a, mine))
 	case queue.StateDone:
+		if a.Class == classify.AtLeastOnce { // an upstream call
+			fmt.Fprintf(&b, "approvals called the upstream tool (finished at %s); its result is in the action's result field. "+
+				"Repeating it is harmless: call %s again whenever you need a fresh answer.", stamp(a.FinishedAt), a.Tool)
+			break
+		}
 		fmt.Fprintf(&b, "The effect happened (finished at %s); its result is in the action's result field. Do not perform it again.", stamp(a.FinishedAt))
 	case queue.StateFailed:
-		reason := "no reason given"
-		if a.Error != nil {
-			reason = *a.Error
+		if a.Class == classify.AtLeastOnce { // an upstream call
+			fmt.Fprintf(&b, "approvals called the upstream tool and it failed (%s). Repeating it is harmless: call %s again if it is still wanted.",
+				deref(a.Error), a.Tool)
+			break
 		}
 		fmt.Fprintf(&b, "It definitely did not happen (%s). The intent is free: call %s again if it is still wanted; that starts attempt %d.",
-			reason, a.Tool, a.Attempt+1)
+			deref(a.Error), a.Tool, a.Attempt+1)
 	case queue.StateRecorded:
+		if a.Spec.Upstream != "" { // called before such calls ended done or failed
+			b.WriteString("approvals called the upstream tool at once; its answer is in the action's result and error fields. Repeating it is harmless.")
+			break
+		}
 		b.WriteString("It is recorded: perform the effect yourself. Repeating it is harmless.")
 	}
 	if t := a.Ticket; t != nil && t.State == queue.TicketOpen {

@@ -75,7 +75,7 @@ func intentKeyDescription(t classify.Tool) string {
 	case t.Intent != "":
 		return fmt.Sprintf("Optional: approvals derives the intent key from the arguments with the template %q, so leave this out; a different value is refused (intent_key_mismatch).", t.Intent)
 	case t.Class == classify.AtLeastOnce:
-		return "Optional and informational only: calls of this tool are recorded, never deduplicated."
+		return "Optional and informational only: every call of this tool is a new action, never deduplicated."
 	}
 	return "Required for this tool: the intent key naming the business fact, not the request (for example email:{customer_id}:{topic}), 1 to 255 printable characters. " +
 		"Any retry, and any other agent with the same objective, must send the same key; never put a request id, UUID or timestamp in it."

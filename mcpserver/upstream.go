@@ -39,6 +39,20 @@ func upstreamSubmitted(res queue.SubmitResult, agent string) string {
 	}
 	where := fmt.Sprintf("upstream %s's tool %s", a.Spec.Upstream, a.Spec.UpstreamTool)
 	var b strings.Builder
+	if a.Class == classify.AtLeastOnce {
+		// Done or failed, nothing is held: repeating the call is harmless.
+		switch a.State {
+		case queue.StateDone:
+			fmt.Fprintf(&b, "approvals called %s at once for %s: it is done, and the tool's own output comes first in this result. "+
+				"Repeating it is harmless: nothing is held.", where, describe(a))
+		case queue.StateFailed:
+			fmt.Fprintf(&b, "approvals called %s at once for %s and it failed: %s. Repeating it is harmless: nothing is held.",
+				where, describe(a), strings.TrimSuffix(deref(a.Error), "."))
+		default: // recorded: its outcome could not be stored
+			fmt.Fprintf(&b, "approvals could not record an answer of %s for %s. Repeating it is harmless: nothing is held.", where, describe(a))
+		}
+		return b.String()
+	}
 	switch a.State {
 	case queue.StateDone:
 		fmt.Fprintf(&b, "approvals called %s once for %s: it is done, and the tool's own output comes first in this result. "+
@@ -49,12 +63,6 @@ func upstreamSubmitted(res queue.SubmitResult, agent string) string {
 	case queue.StateInProgress:
 		fmt.Fprintf(&b, "approvals called %s for %s, but no answer came, so the outcome is unknown. An operator will check the upstream "+
 			"and settle it. Do not call the tool again, here or by other means; follow it with get_action (id %s, wait).", where, describe(a), a.ID)
-	case queue.StateRecorded:
-		if a.Error != nil {
-			fmt.Fprintf(&b, "approvals called %s at once for %s and it failed: %s. Repeating it is harmless.", where, describe(a), *a.Error)
-		} else {
-			fmt.Fprintf(&b, "approvals called %s at once for %s; its result is in the action's result field. Repeating it is harmless.", where, describe(a))
-		}
 	default:
 		return submitted(res, agent)
 	}

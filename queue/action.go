@@ -6,6 +6,7 @@ package queue
 
 import (
 	"encoding/json"
+	"slices"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -53,9 +54,18 @@ func (s State) Final() bool {
 	return false
 }
 
-// HeldStates are the states that hold an intent key; the stores enforce one
-// action per key among them with a partial unique index.
+// HeldStates are the states that hold an intent key, for every class but
+// at-least-once; the stores enforce one action per key among them with a
+// partial unique index.
 var HeldStates = []State{StatePending, StateApproved, StateRejected, StateInProgress, StateDone}
+
+// HoldsIntent reports whether a holds its intent key: it is in one of
+// HeldStates and not at-least-once, a class that holds nothing in any state
+// (recorded, or done and failed after an upstream call). The predicate of
+// the stores' partial unique index actions_held_intent says the same.
+func (a *Action) HoldsIntent() bool {
+	return a.Class != classify.AtLeastOnce && slices.Contains(HeldStates, a.State)
+}
 
 // Action is one requested side effect.
 type Action struct {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 
 	"github.com/approvals/approvals/classify"
 )
@@ -239,15 +238,28 @@ func payloadError(err error) error {
 	return Errorf(CodeInvalidPayload, "%v", err)
 }
 
-// intentHeld reports whether an action holds key (its newest attempt is in
-// a held state); at-least-once actions hold nothing.
+// intentHeld reports whether an action holds key: the newest action of the
+// key that is not at-least-once (those hold nothing, and may be newer than
+// the holder) is in a held state.
 func (s *Service) intentHeld(ctx context.Context, tool classify.Tool, key string) bool {
 	if tool.Class == classify.AtLeastOnce || key == "" {
 		return false
 	}
-	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 1})
-	if err != nil || len(list) == 0 {
-		return false
+	p := ActionListParams{IntentKey: key, Limit: 50}
+	for {
+		list, err := s.store.ActionList(ctx, p)
+		if err != nil {
+			return false
+		}
+		for _, a := range list {
+			if a.Class != classify.AtLeastOnce {
+				return a.HoldsIntent()
+			}
+		}
+		if len(list) < p.Limit {
+			return false
+		}
+		last := list[len(list)-1]
+		p.After = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	return slices.Contains(HeldStates, list[0].State)
 }

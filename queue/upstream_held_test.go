@@ -21,7 +21,9 @@ func (u *unknownOutcome) CallUpstream(*queue.Action) queue.Execution {
 
 // A retry of an intent whose upstream call is in progress with an unknown
 // outcome is told so (409 in_progress: do not act), even when the upstream
-// is down by then; only an intent nothing holds is refused as unavailable.
+// is down by then, and even when a later at-least-once call (which holds
+// nothing) used the same key; only an intent nothing holds is refused as
+// unavailable.
 func TestUpstreamDownStillAnswersTheHeldIntent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -34,11 +36,15 @@ tools:
     upstream_tool: refund
     class: exactly-once
     intent: "refund:{order}"
+  pay_lookup:
+    upstream: pay
+    upstream_tool: lookup
+    class: at-least-once
 `), classify.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := file.Import(map[string]classify.UpstreamListing{"pay": {Tools: []classify.UpstreamTool{{Name: "refund"}}}})
+	up, err := file.Import(map[string]classify.UpstreamListing{"pay": {Tools: []classify.UpstreamTool{{Name: "refund"}, {Name: "lookup"}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,6 +62,11 @@ tools:
 	if err != nil || first.Action.State != queue.StateInProgress {
 		t.Fatalf("first call: %+v, %v; want in_progress (outcome unknown)", first.Action, err)
 	}
+	// A newer action of the key that holds nothing.
+	look, err := svc.Submit(ctx, queue.SubmitRequest{Tool: "pay_lookup", Payload: []byte(`{"order":"o-1"}`), IntentKey: "refund:o-1", Agent: "bot"})
+	if err != nil || !look.Created || look.Action.Class != classify.AtLeastOnce {
+		t.Fatalf("at-least-once call with the key: %+v, %v", look.Action, err)
+	}
 	svc.SetRegistry(down)
 	var qe *queue.Error
 	if _, err := submit("o-1"); !errors.As(err, &qe) || qe.Code != queue.CodeInProgress {
@@ -64,7 +75,7 @@ tools:
 	if _, err := submit("o-2"); !errors.As(err, &qe) || qe.Code != queue.CodeUpstreamUnavailable {
 		t.Fatalf("a new intent with the upstream down: %v, want upstream_unavailable", err)
 	}
-	if caller.calls != 1 {
-		t.Fatalf("%d upstream calls, want 1", caller.calls)
+	if caller.calls != 2 {
+		t.Fatalf("%d upstream calls, want 2 (the refund and the lookup)", caller.calls)
 	}
 }

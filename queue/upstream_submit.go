@@ -83,11 +83,12 @@ const storeTimeout = 10 * time.Second
 
 // callUpstreamNow makes the upstream call of a just created at-least-once
 // (recorded) or exactly-once (in_progress, claimed by the dispatcher) action
-// and returns the action as the call left it. The claim was committed by the
-// submission, so the call happens at most once; the call and its record
-// outlive the agent's request. A failure to record anything is logged and
-// leaves the action as it is: an exactly-once claim then becomes a stale
-// ticket.
+// and returns the action as the call left it: done or failed, or for an
+// exactly-once call whose outcome is unknown, in_progress. The claim was
+// committed by the submission, so the call happens at most once; the call
+// and its record outlive the agent's request. A failure to record anything
+// is logged and leaves the action as it is: an exactly-once claim then
+// becomes a stale ticket, an at-least-once action stays recorded.
 func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	s.upstreamCalls.Add(1)
 	defer s.upstreamCalls.Done()
@@ -141,27 +142,34 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 // recorded rather than left to become a ticket.
 func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 
-// recordAtLeastOnce stores the upstream's answer on a recorded action: the
-// CallToolResult as result (also for isError), and error when the tool did
-// not do it. The action stays recorded: an at-least-once action holds no
-// intent, and the stores keep that class in that state.
+// recordAtLeastOnce moves a recorded action to the upstream call's outcome,
+// as CONTRACT section 11 wants it: done with the CallToolResult as result,
+// or failed with error set when the tool did not do it (an isError answer
+// keeps its CallToolResult as result too). Neither holds the intent, as
+// recorded did not: the stores leave at-least-once actions out of
+// actions_held_intent whatever their state.
+//
+// An unknown outcome (a timeout, a lost connection) is failed too, with
+// "outcome unknown: ..." as error, not left in_progress for an operator as
+// an exactly-once call is: repeating an at-least-once call is harmless by
+// definition, so the agent may simply call again.
 func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Execution) error {
 	now := s.Now()
 	info := maps.Clone(out.Details)
 	if info == nil {
 		info = map[string]any{}
 	}
-	p := ActionTransitionParams{ID: a.ID, From: []State{StateRecorded}, To: StateRecorded, Now: now, FinishedAt: &now,
+	p := ActionTransitionParams{ID: a.ID, From: []State{StateRecorded}, Now: now, FinishedAt: &now,
 		Event: Event{ActionID: a.ID, Kind: EventCompleted, Actor: DispatcherActor, Channel: UpstreamChannel, At: now}}
 	switch out.Outcome {
 	case ExecutionDone:
-		p.Result = out.Result
+		p.To, p.Result = StateDone, out.Result
 	case ExecutionFailed, ExecutionUnknown:
 		msg := out.Error
 		if out.Outcome == ExecutionUnknown {
 			msg = "outcome unknown: " + msg
 		}
-		p.Error, p.Result = &msg, out.Result
+		p.To, p.Error, p.Result = StateFailed, &msg, out.Result
 		p.Event.Kind = EventFailed
 	default:
 		return fmt.Errorf("record upstream call of %s: unknown outcome %q", a.ID, out.Outcome)
@@ -173,6 +181,9 @@ func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Executio
 		info["error"] = out.Error
 	}
 	p.Event.Data, _ = json.Marshal(info)
+	// Routed like every outcome: channels that listen for action.done or
+	// action.failed hear of it.
+	p.Event.Unrouted = s.unrouted(p.Event, a)
 	_, err := s.store.ActionTransition(ctx, p)
 	if errors.Is(err, ErrStateMismatch) {
 		return fmt.Errorf("record upstream call of %s: %w", a.ID, err)

@@ -19,8 +19,9 @@ import (
 )
 
 // gatewayUpstream is a Go SDK MCP server that counts calls: "pay"
-// (exactly-once) answers at once, "send" (at-most-once) is held open until
-// the test ends, telling the test when it arrives.
+// (exactly-once) answers at once, "lookup" and "find" (at-least-once:
+// read-only) answer at once, find with isError, and "send" (at-most-once)
+// is held open until the test ends, telling the test when it arrives.
 type gatewayUpstream struct {
 	srv     *httptest.Server
 	arrived chan string
@@ -38,6 +39,17 @@ func newGatewayUpstream(t *testing.T) *gatewayUpstream {
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			u.count("pay")
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "paid " + string(req.Params.Arguments)}}}, nil
+		})
+	yes := true
+	s.AddTool(&mcp.Tool{Name: "lookup", InputSchema: schema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: yes}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.count("lookup")
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found " + string(req.Params.Arguments)}}}, nil
+		})
+	s.AddTool(&mcp.Tool{Name: "find", InputSchema: schema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: yes}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			u.count("find")
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such order"}}}, nil
 		})
 	s.AddTool(&mcp.Tool{Name: "send", InputSchema: schema},
 		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -106,6 +118,34 @@ tools:
 	b, _ := json.Marshal(res.StructuredContent)
 	if err := json.Unmarshal(b, &paid); err != nil || paid.State != queue.StateDone || up.callCount("pay") != 1 {
 		t.Fatalf("crm_pay action: %v %s, %d upstream calls", err, b, up.callCount("pay"))
+	}
+
+	// An at-least-once call answers final with the upstream's answer,
+	// through /mcp (the tool's content first) and REST (201) alike, and
+	// runs again when repeated.
+	for i := range 2 {
+		res, err = cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "crm_lookup", Arguments: map[string]any{"order": "o-7"}})
+		if err != nil || res.IsError || len(res.Content) < 2 {
+			t.Fatalf("crm_lookup %d: %v %+v", i, err, res)
+		}
+		if text := res.Content[0].(*mcp.TextContent).Text; text != `found {"order":"o-7"}` {
+			t.Errorf("first content %q, want the upstream's", text)
+		}
+		if text := res.Content[1].(*mcp.TextContent).Text; !strings.Contains(text, "Repeating it is harmless") {
+			t.Errorf("crm_lookup's paragraph %q does not say repeating it is harmless", text)
+		}
+		var found queue.Action
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, &found); err != nil || found.State != queue.StateDone || found.Error != nil {
+			t.Fatalf("crm_lookup action %d: %v %s", i, err, b)
+		}
+	}
+	if n := up.callCount("lookup"); n != 2 {
+		t.Errorf("lookup called %d times, want 2", n)
+	}
+	if missing := d.submitTool(first, "crm_find", map[string]any{"order": "o-7"}); missing.State != queue.StateFailed ||
+		missing.Error == nil || *missing.Error != "no such order" || !strings.Contains(string(missing.Result), "no such order") {
+		t.Fatalf("crm_find through REST: %s, error %v, result %s; want 201 failed with the tool's text", missing.State, missing.Error, missing.Result)
 	}
 
 	// An approved at-most-once call whose server is killed mid-call: no

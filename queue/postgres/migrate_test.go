@@ -5,12 +5,15 @@ import (
 	"encoding/json"
 	"fmt"
 	"io/fs"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/migrations"
@@ -172,4 +175,101 @@ ORDER BY 1`)
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// Migration 00012 lets an at-least-once action end done or failed and
+// takes that class out of actions_held_intent. On a schema at 00011
+// holding an at-least-once action recorded by an upstream call (with its
+// result and error), Up keeps the rows as they were and changes only the
+// CHECK and the index's predicate; Down turns an at-least-once done back
+// into recorded and leaves the schema exactly as it was at 00011.
+func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	const recorded, done = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002"
+	_, err = pool.Exec(ctx, `
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
+    created_at, finished_at, claimed_at, claim_deadline, spec)
+VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}',
+        '{"content":[{"type":"text","text":"not found"}],"isError":true}', 'not found', 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-14T09:00:01Z', NULL, NULL, '{"name":"crm_lookup"}'),
+       ($2, 'issue_refund', 'exactly-once', 'lookup:c-1', 1, 'done', '{"a":1}', '{"ok":true}', NULL, 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-14T09:00:01Z', '2031-03-14T09:00:00Z', '2031-03-14T09:05:00Z', '{"name":"issue_refund"}')`,
+		recorded, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at) VALUES ($1, 'failed', 'dispatcher', '2031-03-14T09:00:01Z')`, recorded); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() string {
+		var rows string
+		if err := pool.QueryRow(ctx, `SELECT json_agg(a ORDER BY id)::text FROM actions a`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	before, rowsBefore := describeSchema(t, pool), dump()
+
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.NewReplacer(
+		"constraint actions actions_recorded_iff_at_least_once CHECK (((class = 'at-least-once'::text) = (state = 'recorded'::text)))\n",
+		"constraint actions actions_at_least_once_states CHECK (((class <> 'at-least-once'::text) OR (state = ANY (ARRAY['recorded'::text, 'done'::text, 'failed'::text]))))\n"+
+			"constraint actions actions_recorded_only_at_least_once CHECK (((state <> 'recorded'::text) OR (class = 'at-least-once'::text)))\n",
+		"WHERE (state = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'in_progress'::text, 'done'::text]))\n",
+		"WHERE ((state = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'in_progress'::text, 'done'::text])) AND (class <> 'at-least-once'::text))\n",
+	).Replace(before)
+	if want == before {
+		t.Fatalf("the expected changes do not apply to the schema at 00011:\n%s", before)
+	}
+	// describeSchema sorts its lines; so must the expectation.
+	lines := strings.SplitAfter(want, "\n")
+	slices.Sort(lines)
+	want = strings.Join(lines, "")
+	if got := describeSchema(t, pool); got != want {
+		t.Errorf("schema after Up:\n%s\nwant:\n%s", got, want)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Up changed the rows:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+
+	// The new CHECKs: at-least-once may end done or failed, never anything
+	// else; recorded stays that class's alone.
+	if _, err := pool.Exec(ctx, `UPDATE actions SET state = 'done' WHERE id = $1`, recorded); err != nil {
+		t.Errorf("at-least-once done refused: %v", err)
+	}
+	for _, c := range []struct{ id, set, check string }{
+		{recorded, "state = 'in_progress', claimed_at = now(), claim_deadline = now()", "actions_at_least_once_states"},
+		{done, "state = 'recorded'", "actions_recorded_only_at_least_once"},
+	} {
+		if _, err := pool.Exec(ctx, `UPDATE actions SET `+c.set+` WHERE id = $1`, c.id); err == nil || !strings.Contains(err.Error(), c.check) {
+			t.Errorf("%s of %s: %v, want refused by %s", c.set, c.id, err, c.check)
+		}
+	}
+
+	if _, err := p.DownTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant:\n%s", got, rowsBefore)
+	}
 }

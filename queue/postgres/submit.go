@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -23,7 +22,11 @@ import (
 // queue.HeldStates there as literals. Literals, not a parameter: the planner
 // matches them against the predicate of the partial unique index
 // actions_held_intent, which a parameter under the batches' generic plans
-// (see Open) could not be.
+// (see Open) could not be. For the same reason each of them says
+// a.class <> 'at-least-once' as the index does (an at-least-once action holds
+// nothing, whatever its state), even where the input's class already rules
+// the class out: the planner uses a partial index only for a condition that
+// implies its whole predicate (TestHolderLookupsUseHeldIntentIndex).
 const heldStatesMarker = "/* queue.HeldStates */"
 
 var heldStatesList = func() string {
@@ -34,9 +37,13 @@ var heldStatesList = func() string {
 	return strings.Join(quoted, ", ")
 }()
 
+// heldCondition is how a statement names the holder of a key: the index's
+// predicate, term for term.
+const heldCondition = "a.state IN (" + heldStatesMarker + ") AND a.class <> 'at-least-once'"
+
 func withHeldStates(stmt string) string {
-	if !strings.Contains(stmt, heldStatesMarker) {
-		panic("statement names no held states: " + stmt)
+	if n := strings.Count(stmt, heldStatesMarker); n == 0 || n != strings.Count(stmt, heldCondition) {
+		panic("statement does not name the holder of a key as " + heldCondition + ": " + stmt)
 	}
 	return strings.ReplaceAll(stmt, heldStatesMarker, heldStatesList)
 }
@@ -76,7 +83,7 @@ WITH ins AS (
     SELECT id, $17, $18, $8, $9, $19, $22 FROM ins
 ), holder AS (
     SELECT a.* FROM actions a
-    WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (/* queue.HeldStates */)
+    WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN (/* queue.HeldStates */) AND a.class <> 'at-least-once'
       AND NOT EXISTS (SELECT 1 FROM ins)
       AND ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
 ), rev AS (
@@ -142,7 +149,7 @@ WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */)
+    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */) AND a.class <> 'at-least-once'
     WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
@@ -190,7 +197,7 @@ WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */)
+    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */) AND a.class <> 'at-least-once'
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
@@ -222,7 +229,7 @@ WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */)
+    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN (/* queue.HeldStates */) AND a.class <> 'at-least-once'
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
@@ -312,7 +319,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 		if got.created {
 			a.Attempt = got.action.Attempt
 		}
-		if a.Class != classify.AtLeastOnce && slices.Contains(queue.HeldStates, got.action.State) {
+		if got.action.HoldsIntent() {
 			s.hint.add(a.IntentKey)
 		}
 		return got.action, got.created, got.replayWritten, nil

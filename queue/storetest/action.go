@@ -181,6 +181,73 @@ var submitTests = []test{
 		noErr(t, err, "list")
 		eq(t, len(list), 5, "actions of the key")
 	}},
+	{"AtLeastOnceOutcomesHoldNothing", func(t *testing.T, s Store) {
+		// An at-least-once call made through an upstream ends done or
+		// failed; like recorded, neither holds its key.
+		for _, to := range []queue.State{queue.StateDone, queue.StateFailed} {
+			key := "lookup:" + string(to)
+			first := submitNew(t, s, classify.AtLeastOnce, "crm_lookup", key, at(0))
+			transition(t, s, recordOutcomeParams(first.ID, to, at(time.Second)))
+
+			// Another at-least-once call with the key is a new action, not
+			// a replay of the finished one.
+			again := newAction(classify.AtLeastOnce, "crm_lookup", key, at(time.Minute))
+			got, created, replay, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+			noErr(t, err, string(to)+": second at-least-once submission")
+			eq(t, created, true, string(to)+": second at-least-once submission created")
+			eq(t, replay, false, string(to)+": replay recorded")
+			eq(t, got.ID, again.ID, string(to)+": second at-least-once action")
+			eq(t, got.State, queue.StateRecorded, string(to)+": second at-least-once state")
+			eq(t, got.Attempt, 1, string(to)+": second at-least-once attempt")
+
+			// An exactly-once submission with the key claims it as attempt
+			// 1 rather than finding the at-least-once action as its holder,
+			// and then holds it against the next one.
+			claim := newAction(classify.ExactlyOnce, "issue_refund", key, at(2*time.Minute))
+			got, created, _, err = s.ActionSubmit(t.Context(), claim, submittedEvent(claim))
+			noErr(t, err, string(to)+": exactly-once submission")
+			eq(t, created, true, string(to)+": exactly-once submission created")
+			eq(t, got.ID, claim.ID, string(to)+": exactly-once holder")
+			eq(t, got.State, queue.StateInProgress, string(to)+": exactly-once state")
+			eq(t, got.Attempt, 1, string(to)+": exactly-once attempt")
+			next := newAction(classify.ExactlyOnce, "issue_refund", key, at(3*time.Minute))
+			got, created, _, err = s.ActionSubmit(t.Context(), next, submittedEvent(next))
+			noErr(t, err, string(to)+": second exactly-once submission")
+			eq(t, created, false, string(to)+": second exactly-once submission created")
+			eq(t, got.ID, claim.ID, string(to)+": holder of the second exactly-once submission")
+
+			// The finished at-least-once action is as it was.
+			eq(t, get(t, s, first.ID).State, to, string(to)+": first at-least-once state")
+			list, err := s.ActionList(t.Context(), queue.ActionListParams{IntentKey: key, Limit: 10})
+			noErr(t, err, "list")
+			eq(t, len(list), 3, string(to)+": actions of the key")
+		}
+	}},
+	{"AtLeastOnceStaysOutOfOtherStates", func(t *testing.T, s Store) {
+		// The schema refuses an at-least-once action in any state but
+		// recorded, done and failed, and recorded for any other class.
+		for _, st := range []queue.State{queue.StatePending, queue.StateInProgress} {
+			a := newAction(classify.AtLeastOnce, "crm_lookup", "", at(0))
+			a.State = st
+			a.ClaimedAt = ptr(at(0))
+			if _, _, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a)); err == nil {
+				t.Errorf("at-least-once action stored as %s", st)
+			}
+		}
+		a := newAction(classify.ExactlyOnce, "issue_refund", "refund:rec", at(0))
+		a.State = queue.StateRecorded
+		if _, _, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a)); err == nil {
+			t.Error("exactly-once action stored as recorded")
+		}
+		r := submitNew(t, s, classify.AtLeastOnce, "crm_lookup", "", at(0))
+		p := queue.ActionTransitionParams{ID: r.ID, From: []queue.State{queue.StateRecorded}, To: queue.StateInProgress, Now: at(time.Minute),
+			ClaimedAt: ptr(at(time.Minute)), ClaimedBy: ptr(agent), ClaimDeadline: ptr(at(time.Hour)),
+			Event: queue.Event{Kind: queue.EventClaimed, Actor: agent, At: at(time.Minute)}}
+		if _, err := s.ActionTransition(t.Context(), p); err == nil {
+			t.Error("at-least-once action moved to in_progress")
+		}
+		eq(t, get(t, s, r.ID).State, queue.StateRecorded, "state after the refused transition")
+	}},
 	{"GetUnknown", func(t *testing.T, s Store) {
 		for _, id := range []string{queue.NewID(at(0)), "not-a-uuid", ""} {
 			_, err := s.ActionGetByID(t.Context(), id)
@@ -247,6 +314,9 @@ var transitionTests = []test{
 		}
 		claimed := func(t *testing.T, key string) *queue.Action {
 			return submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(0))
+		}
+		recorded := func(t *testing.T, key string) *queue.Action {
+			return submitNew(t, s, classify.AtLeastOnce, "crm_lookup", key, at(0))
 		}
 		now := at(time.Hour)
 		cases := []struct {
@@ -326,6 +396,20 @@ var transitionTests = []test{
 				return failParams(id, now, "422 from the receiver")
 			}, func(t *testing.T, a *queue.Action) {
 				strPtrEq(t, a.Error, ptr("422 from the receiver"), "error")
+			}},
+			{"record an upstream call done", recorded, func(id string) queue.ActionTransitionParams {
+				return recordOutcomeParams(id, queue.StateDone, now)
+			}, func(t *testing.T, a *queue.Action) {
+				jsonEq(t, a.Result, []byte(`{"content":[{"type":"text","text":"found"}],"isError":false}`), "result")
+				strPtrEq(t, a.Error, nil, "error")
+				timePtrEq(t, a.FinishedAt, ptr(now), "finished at")
+			}},
+			{"record an upstream call failed", recorded, func(id string) queue.ActionTransitionParams {
+				return recordOutcomeParams(id, queue.StateFailed, now)
+			}, func(t *testing.T, a *queue.Action) {
+				jsonEq(t, a.Result, []byte(`{"content":[{"type":"text","text":"not found"}],"isError":true}`), "result")
+				strPtrEq(t, a.Error, ptr("not found"), "error")
+				timePtrEq(t, a.FinishedAt, ptr(now), "finished at")
 			}},
 		}
 		for i, c := range cases {

@@ -183,6 +183,22 @@ func failParams(id string, now time.Time, why string) queue.ActionTransitionPara
 		Event: queue.Event{Kind: queue.EventFailed, Actor: agent, At: now}}
 }
 
+// recordOutcomeParams is the transition that records the outcome of an
+// at-least-once call made through an upstream: recorded to done with the
+// upstream's CallToolResult, or to failed with its text (and the result
+// kept).
+func recordOutcomeParams(id string, to queue.State, now time.Time) queue.ActionTransitionParams {
+	p := queue.ActionTransitionParams{ID: id, From: []queue.State{queue.StateRecorded}, To: to, Now: now, FinishedAt: ptr(now),
+		Result: json.RawMessage(`{"content":[{"type":"text","text":"found"}],"isError":false}`),
+		Event:  queue.Event{Kind: queue.EventCompleted, Actor: queue.DispatcherActor, Channel: queue.UpstreamChannel, At: now}}
+	if to == queue.StateFailed {
+		p.Result = json.RawMessage(`{"content":[{"type":"text","text":"not found"}],"isError":true}`)
+		p.Error = ptr("not found")
+		p.Event.Kind = queue.EventFailed
+	}
+	return p
+}
+
 func cancelParams(id string, now time.Time) queue.ActionTransitionParams {
 	return queue.ActionTransitionParams{ID: id, From: []queue.State{queue.StatePending, queue.StateApproved},
 		To: queue.StateCancelled, Now: now, DecidedBy: ptr(agent), FinishedAt: ptr(now),

@@ -1,0 +1,218 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/pressly/goose/v3"
+
+	"github.com/approvals/approvals/migrations"
+	"github.com/approvals/approvals/queue"
+)
+
+// The holder lookup reads actions_held_intent: SQLite uses a partial index
+// only when every term of the index's WHERE appears in the query's, so a
+// lookup without class <> 'at-least-once' would read actions_intent_prefix
+// and filter the states row by row.
+func TestHeldActionQueryUsesHeldIntentIndex(t *testing.T) {
+	t.Parallel()
+	s := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
+	rows, err := s.read.QueryContext(t.Context(), `EXPLAIN QUERY PLAN `+heldActionQuery, "refund:o-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var plan []string
+	for rows.Next() {
+		var id, parent, unused int
+		var detail string
+		if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, detail)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(plan) != 1 || !strings.Contains(plan[0], "USING INDEX actions_held_intent (intent_key=?)") {
+		t.Fatalf("the holder lookup's plan is %q, want a search of actions_held_intent", plan)
+	}
+}
+
+// schemaObject is one row of sqlite_master.
+type schemaObject struct{ typ, table, sql string }
+
+func readSchema(t *testing.T, db *sql.DB) map[string]schemaObject {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT type, name, tbl_name, coalesce(sql, '') FROM sqlite_master`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]schemaObject{}
+	for rows.Next() {
+		var name string
+		var o schemaObject
+		if err := rows.Scan(&o.typ, &name, &o.table, &o.sql); err != nil {
+			t.Fatal(err)
+		}
+		out[name] = o
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dumpActions lists every action row, every column, in id order.
+func dumpActions(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
+		FROM actions ORDER BY id`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var row string
+		if err := rows.Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// Migration 00012 rebuilds actions to change a CHECK constraint. On a
+// database at 00011 holding an at-least-once action recorded by an
+// upstream call (with its result and error), Up keeps every row as it was
+// and every index as it was, but for the new predicate of
+// actions_held_intent and the two CHECKs that replace
+// actions_recorded_iff_at_least_once; Down turns an at-least-once done
+// back into recorded and leaves sqlite_master exactly as it was at 00011.
+func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(ctx, q, args...)
+		return err
+	}
+	const insert = `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
+		created_at, finished_at, claimed_at, claim_deadline, spec) VALUES (?, ?, ?, ?, 1, ?, '{"a":1}', ?, ?, 'agent:bot',
+		'2031-03-14T09:00:00.000000000Z', '2031-03-14T09:00:01.000000000Z', ?, ?, '{"name":"t"}')`
+	claimedAt, deadline := "2031-03-14T09:00:00.000000000Z", "2031-03-14T09:05:00.000000000Z"
+	for _, r := range [][]any{
+		{"01890a5d-0000-7000-8000-000000000001", "crm_lookup", "at-least-once", "lookup:c-1", "recorded",
+			`{"content":[{"type":"text","text":"not found"}],"isError":true}`, "not found", nil, nil},
+		{"01890a5d-0000-7000-8000-000000000002", "issue_refund", "exactly-once", "lookup:c-1", "done", `{"ok":true}`, nil, claimedAt, deadline},
+	} {
+		if err := exec(insert, r...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := exec(`INSERT INTO events (action_id, kind, actor, at) VALUES ('01890a5d-0000-7000-8000-000000000001', 'failed', 'dispatcher', '2031')`); err != nil {
+		t.Fatal(err)
+	}
+	before, rowsBefore := readSchema(t, db), dumpActions(t, db)
+
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	after := readSchema(t, db)
+	oldCheck := "    CONSTRAINT actions_recorded_iff_at_least_once CHECK ((class = 'at-least-once') = (state = 'recorded')),\n"
+	newChecks := "    CONSTRAINT actions_recorded_only_at_least_once CHECK (state <> 'recorded' OR class = 'at-least-once'),\n" +
+		"    CONSTRAINT actions_at_least_once_states CHECK (class <> 'at-least-once' OR state IN ('recorded', 'done', 'failed')),\n"
+	changed := map[string]func(string) string{
+		"actions": func(s string) string { return strings.Replace(s, oldCheck, newChecks, 1) },
+		"actions_held_intent": func(s string) string {
+			return strings.Replace(s, "'done')", "'done') AND class <> 'at-least-once'", 1)
+		},
+	}
+	for name, o := range before {
+		want := o
+		if f := changed[name]; f != nil {
+			want.sql = f(o.sql)
+			if want.sql == o.sql {
+				t.Fatalf("%s: the expected change does not apply to %q", name, o.sql)
+			}
+		}
+		if after[name] != want {
+			t.Errorf("after Up, %s is\n%+v\nwant\n%+v", name, after[name], want)
+		}
+	}
+	for name := range after {
+		if _, ok := before[name]; !ok {
+			t.Errorf("Up left %s behind", name)
+		}
+	}
+	if got := dumpActions(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+		t.Errorf("Up changed the rows:\n%s\nwant\n%s", got, rowsBefore)
+	}
+	var broken int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&broken); err != nil || broken != 0 {
+		t.Errorf("foreign key check after Up: %d broken, %v", broken, err)
+	}
+
+	// The new CHECKs: at-least-once may end done or failed, never anything
+	// else; recorded stays that class's alone.
+	if err := exec(`UPDATE actions SET state = 'done' WHERE id = '01890a5d-0000-7000-8000-000000000001'`); err != nil {
+		t.Errorf("at-least-once done refused: %v", err)
+	}
+	for q, check := range map[string]string{
+		`UPDATE actions SET state = 'in_progress', claimed_at = '` + claimedAt + `', claim_deadline = '` + deadline +
+			`' WHERE id = '01890a5d-0000-7000-8000-000000000001'`: "actions_at_least_once_states",
+		`UPDATE actions SET state = 'recorded' WHERE id = '01890a5d-0000-7000-8000-000000000002'`: "actions_recorded_only_at_least_once",
+	} {
+		if err := exec(q); err == nil || !strings.Contains(err.Error(), check) {
+			t.Errorf("%s: %v, want refused by %s", q, err, check)
+		}
+	}
+
+	if _, err := p.DownTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	down := readSchema(t, db)
+	for name, o := range before {
+		if down[name] != o {
+			t.Errorf("after Down, %s is\n%+v\nwant\n%+v", name, down[name], o)
+		}
+	}
+	if len(down) != len(before) {
+		t.Errorf("after Down, %d schema objects, want %d", len(down), len(before))
+	}
+	if got := dumpActions(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant\n%s", got, rowsBefore)
+	}
+
+	// Up again, and the store opens on it and reads the old recording.
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_ = db.Close()
+	s := openTestStore(t, path)
+	a, err := s.ActionGetByID(ctx, "01890a5d-0000-7000-8000-000000000001")
+	if err != nil || a.State != queue.StateRecorded || a.Error == nil || *a.Error != "not found" {
+		t.Fatalf("the old recording through the store: %+v, %v", a, err)
+	}
+}
