@@ -12,10 +12,7 @@ import (
 // harness), null for an action approved as submitted, on both stores.
 func TestEditedFieldsInAPI(t *testing.T) {
 	t.Parallel()
-	for _, store := range []struct {
-		name  string
-		start func(*testing.T) *apiEnv
-	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+	for _, store := range apiStores {
 		t.Run(store.name, func(t *testing.T) {
 			t.Parallel()
 			e := store.start(t)

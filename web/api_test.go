@@ -463,10 +463,7 @@ func readAll(res *http.Response) string {
 // looked up.
 func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
 	t.Parallel()
-	for _, store := range []struct {
-		name  string
-		start func(*testing.T) *apiEnv
-	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+	for _, store := range apiStores {
 		t.Run(store.name, func(t *testing.T) {
 			t.Parallel()
 			e := store.start(t)
@@ -526,10 +523,7 @@ func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
 // token is always looked up.
 func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
 	t.Parallel()
-	for _, store := range []struct {
-		name  string
-		start func(*testing.T) *apiEnv
-	}{{"postgres", startAPI}, {"sqlite", startAPISQLite}} {
+	for _, store := range apiStores {
 		t.Run(store.name, func(t *testing.T) {
 			t.Parallel()
 			e := store.start(t)

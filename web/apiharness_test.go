@@ -52,6 +52,13 @@ func startAPISQLite(t *testing.T) *apiEnv {
 	return startAPIWith(t, apptest.Options{SQLite: true})
 }
 
+// apiStores starts one API server per store, for the rules that must hold
+// on both.
+var apiStores = []struct {
+	name  string
+	start func(*testing.T) *apiEnv
+}{{"postgres", startAPI}, {"sqlite", startAPISQLite}}
+
 // startAPIWith starts a server with opts.
 func startAPIWith(t *testing.T, opts apptest.Options) *apiEnv {
 	t.Helper()

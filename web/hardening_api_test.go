@@ -10,13 +10,6 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// apiStores starts one API server per store: every bad-input rule holds
-// on both.
-var apiStores = []struct {
-	name  string
-	start func(*testing.T) *apiEnv
-}{{"postgres", startAPI}, {"sqlite", startAPISQLite}}
-
 // TestDuplicateKeysRefused: an object naming a key twice is refused with
 // 400 invalid_request naming the key, and nothing is stored, on both
 // stores; a result with a duplicate leaves the action in progress.

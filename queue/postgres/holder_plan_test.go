@@ -50,21 +50,7 @@ func TestHolderLookupsUseHeldIntentIndex(t *testing.T) {
 				}
 			}
 			nulls := strings.TrimSuffix(strings.Repeat("NULL, ", n), ", ")
-			rows, err := tx.Query(t.Context(), "EXPLAIN EXECUTE "+prepared+"("+nulls+")")
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			plan := explain(t, tx, "EXPLAIN EXECUTE "+prepared+"("+nulls+")")
 			text := strings.Join(plan, "\n")
 			if used := holderScans(plan); strings.Join(used, " ") != "actions_held_intent" {
 				t.Fatalf("%s reads the holder with %q, want actions_held_intent only:\n%s", name, used, text)

@@ -44,21 +44,7 @@ func TestOverviewUsesIndexes(t *testing.T) {
 			if strings.Contains(stmt, "$1") {
 				args = []any{since, until}
 			}
-			rows, err := tx.Query(t.Context(), "EXPLAIN "+stmt, args...)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			plan := explain(t, tx, "EXPLAIN "+stmt, args...)
 			text := strings.Join(plan, "\n")
 			var used []string
 			for _, line := range plan {

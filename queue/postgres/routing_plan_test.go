@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/approvals/approvals/queue/postgres"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
@@ -29,25 +31,25 @@ func TestRoutingDueUsesRuleIndexes(t *testing.T) {
 			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off"); err != nil {
 				t.Fatal(err)
 			}
-			rows, err := tx.Query(t.Context(), "EXPLAIN "+stmt, time.Date(2031, 3, 22, 9, 0, 0, 0, time.UTC), 500)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var plan []string
-			for rows.Next() {
-				var line string
-				if err := rows.Scan(&line); err != nil {
-					t.Fatal(err)
-				}
-				plan = append(plan, line)
-			}
-			if err := rows.Err(); err != nil {
-				t.Fatal(err)
-			}
+			plan := explain(t, tx, "EXPLAIN "+stmt, time.Date(2031, 3, 22, 9, 0, 0, 0, time.UTC), 500)
 			text := strings.Join(plan, "\n")
 			if strings.Contains(text, "Seq Scan on actions") || !strings.Contains(text, want[name]) {
 				t.Fatalf("%s does not read %s:\n%s", name, want[name], text)
 			}
 		})
 	}
+}
+
+// explain runs an EXPLAIN statement in tx and returns its plan's lines.
+func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := tx.Query(t.Context(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
 }
