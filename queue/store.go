@@ -122,11 +122,21 @@ type GuardedSubmitter interface {
 // whole (their calls then ran one by one), and, on PostgreSQL, the replay
 // lookups that found the holder or went on to the claim.
 type BatchStats struct {
-	Batches, Calls, Refused     int64
+	Batches, Calls, Refused int64
+	// Queues splits Batches, Calls and Refused by the store's batching
+	// queue (PostgreSQL: submissions and transitions; SQLite: writes), whose
+	// batch sizes mean different things.
+	Queues                      []BatchQueueStats
 	LookupsFound, LookupsMissed int64
 	// Lookups says the store runs hinted replay lookups at all
 	// (PostgreSQL), so that /metrics shows no counter that cannot move.
 	Lookups bool
+}
+
+// BatchQueueStats is one batching queue's part of BatchStats.
+type BatchQueueStats struct {
+	Name                    string
+	Batches, Calls, Refused int64
 }
 
 // BatchStatser is a store that reports BatchStats (for /metrics).

@@ -403,13 +403,19 @@ func TestProbes(t *testing.T) {
 	e := startAPI(t)
 	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
 	// The same submission again: a replay, answered by the lookup.
-	e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m"))
+	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-9", "m")).action(t)
+	// One transition, counted in its own queue.
+	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
+		t.Fatalf("cancel: %d %s", r.status, r.body)
+	}
 	for _, c := range []struct{ path, want string }{
 		{"/healthz", "ok"},
 		{"/readyz", "ready"},
 		{"/metrics", `approvals_submissions_total{class="at-most-once",outcome="created"} 1`},
 		{"/metrics", `approvals_replay_lookups_total{result="found"} 1`},
-		{"/metrics", `approvals_store_batches_refused_total 0`},
+		{"/metrics", `approvals_store_batches_refused_total{queue="submissions"} 0`},
+		{"/metrics", `approvals_store_batches_refused_total{queue="transitions"} 0`},
+		{"/metrics", `approvals_store_batched_calls_total{queue="transitions"} 1`},
 	} {
 		path, want := c.path, c.want
 		res, err := http.Get(e.base + path)
@@ -435,7 +441,7 @@ func TestProbesSQLite(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := readAll(res)
-	if !strings.Contains(body, "approvals_store_batched_calls_total ") || !strings.Contains(body, "approvals_store_batches_refused_total 0") {
+	if !strings.Contains(body, `approvals_store_batched_calls_total{queue="writes"} `) || !strings.Contains(body, `approvals_store_batches_refused_total{queue="writes"} 0`) {
 		t.Errorf("/metrics lacks the SQLite writer's counters:\n%s", body)
 	}
 	if strings.Contains(body, "approvals_replay_lookups_total") {

@@ -93,11 +93,11 @@ var (
 
 var (
 	batchesDesc = prometheus.NewDesc("approvals_store_batches_total",
-		"Batches of hot statements sent to PostgreSQL, or write transactions committed by SQLite's writer, reruns included (calls / batches is the mean batch size; on SQLite, calls per commit).", nil, nil)
+		"Batches of hot statements sent to PostgreSQL, or write transactions committed by SQLite's writer, reruns included, by batching queue (calls / batches is the queue's mean batch size; on SQLite, calls per commit).", []string{"queue"}, nil)
 	batchCallsDesc = prometheus.NewDesc("approvals_store_batched_calls_total",
-		"Calls of requests carried by those batches (on SQLite, by the committed transactions).", nil, nil)
+		"Calls of requests carried by those batches (on SQLite, by the committed transactions), by batching queue.", []string{"queue"}, nil)
 	batchesRefusedDesc = prometheus.NewDesc("approvals_store_batches_refused_total",
-		"Batches that failed as a whole (on SQLite, after their calls ran); their calls ran again one by one.", nil, nil)
+		"Batches that failed as a whole (on SQLite, after their calls ran), by batching queue; their calls ran again one by one.", []string{"queue"}, nil)
 	lookupsDesc = prometheus.NewDesc("approvals_replay_lookups_total",
 		"Resubmissions of keys this process saw held, by whether the lookup found the holder (found) or the claim ran (missed); PostgreSQL only; absent on SQLite.",
 		[]string{"result"}, nil)
@@ -133,9 +133,11 @@ func (c *storeCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c *storeCollector) Collect(ch chan<- prometheus.Metric) {
 	if bs, ok := c.store.(queue.BatchStatser); ok {
 		st := bs.BatchStats()
-		ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(st.Batches))
-		ch <- prometheus.MustNewConstMetric(batchCallsDesc, prometheus.CounterValue, float64(st.Calls))
-		ch <- prometheus.MustNewConstMetric(batchesRefusedDesc, prometheus.CounterValue, float64(st.Refused))
+		for _, q := range st.Queues {
+			ch <- prometheus.MustNewConstMetric(batchesDesc, prometheus.CounterValue, float64(q.Batches), q.Name)
+			ch <- prometheus.MustNewConstMetric(batchCallsDesc, prometheus.CounterValue, float64(q.Calls), q.Name)
+			ch <- prometheus.MustNewConstMetric(batchesRefusedDesc, prometheus.CounterValue, float64(q.Refused), q.Name)
+		}
 		if st.Lookups {
 			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsFound), "found")
 			ch <- prometheus.MustNewConstMetric(lookupsDesc, prometheus.CounterValue, float64(st.LookupsMissed), "missed")

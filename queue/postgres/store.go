@@ -179,11 +179,20 @@ func migrate(ctx context.Context, db *sql.DB, schema string) error {
 	return nil
 }
 
-// BatchStats implements queue.BatchStatser.
+// BatchStats implements queue.BatchStatser: the submissions' batcher (token
+// lookups, submissions, replay records) and the transitions', apart and
+// summed.
 func (s *Store) BatchStats() queue.BatchStats {
-	return queue.BatchStats{Batches: s.batch.batches.Load() + s.transitions.batches.Load(),
-		Calls:   s.batch.calls.Load() + s.transitions.calls.Load(),
-		Refused: s.batch.refused.Load() + s.transitions.refused.Load(), LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load(), Lookups: true}
+	st := queue.BatchStats{LookupsFound: s.found.Load(), LookupsMissed: s.missed.Load(), Lookups: true}
+	for _, q := range []struct {
+		name string
+		b    *batcher
+	}{{"submissions", s.batch}, {"transitions", s.transitions}} {
+		qs := queue.BatchQueueStats{Name: q.name, Batches: q.b.batches.Load(), Calls: q.b.calls.Load(), Refused: q.b.refused.Load()}
+		st.Queues = append(st.Queues, qs)
+		st.Batches, st.Calls, st.Refused = st.Batches+qs.Batches, st.Calls+qs.Calls, st.Refused+qs.Refused
+	}
+	return st
 }
 
 // Pool exposes the pool for tests and benchmarks.

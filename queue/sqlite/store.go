@@ -221,7 +221,8 @@ func (s *Store) Close() error {
 // groups that failed as a whole after their calls ran and ran again call by
 // call.
 func (s *Store) BatchStats() queue.BatchStats {
-	return queue.BatchStats{Batches: s.w.batches.Load(), Calls: s.w.calls.Load(), Refused: s.w.refused.Load()}
+	q := queue.BatchQueueStats{Name: "writes", Batches: s.w.batches.Load(), Calls: s.w.calls.Load(), Refused: s.w.refused.Load()}
+	return queue.BatchStats{Batches: q.Batches, Calls: q.Calls, Refused: q.Refused, Queues: []queue.BatchQueueStats{q}}
 }
 
 // readTx runs fn in one read transaction, so an action and its tickets
