@@ -196,8 +196,10 @@ tools:
 			for n := 0; ; n++ {
 				if err := loadRound(api, ann.client, first.base, d.token, csrf, acks, i, n); err != nil {
 					// A dead server gives no answer; a server whose database
-					// died answers errors. Either only after the kill.
-					if !killed.Load() || !isTransportError(err) && restart == nil {
+					// died answers 5xx. Either only after the kill, and
+					// nothing else ever (a 4xx, or a 2xx with the wrong
+					// action, is a bug whether or not the database is up).
+					if !killed.Load() || !isTransportError(err) && (restart == nil || !isServerError(err)) {
 						t.Errorf("client %d: %v", i, err)
 					}
 					cut.Add(1)
@@ -332,7 +334,7 @@ func loadRound(api, staff *http.Client, base, token, csrf string, acks *ackLog, 
 			return transportError{err}
 		}
 		if res.StatusCode != http.StatusSeeOther {
-			return fmt.Errorf("approve %s: %d %s", a.ID, res.StatusCode, snippet(body))
+			return statusError{res.StatusCode, fmt.Sprintf("approve %s: %d %s", a.ID, res.StatusCode, snippet(body))}
 		}
 		acks.ack(a.ID, queue.StateApproved)
 	}
@@ -374,6 +376,21 @@ type transportError struct{ err error }
 
 func (e transportError) Error() string { return "no answer: " + e.err.Error() }
 
+// statusError is an answer with another status than the one asked for.
+type statusError struct {
+	status int
+	msg    string
+}
+
+func (e statusError) Error() string { return e.msg }
+
+// isServerError reports an answer 5xx: what a server whose database is
+// down answers.
+func isServerError(err error) bool {
+	var se statusError
+	return errors.As(err, &se) && se.status >= 500
+}
+
 func isTransportError(err error) bool {
 	var te transportError
 	var ue *url.Error
@@ -398,7 +415,7 @@ func apiCall(c *http.Client, base, token, path, body string, want int) (*queue.A
 	}
 	var a queue.Action
 	if res.StatusCode != want || json.Unmarshal(b, &a) != nil || a.ID == "" {
-		return nil, fmt.Errorf("POST %s answered %d, want %d: %s", path, res.StatusCode, want, snippet(b))
+		return nil, statusError{res.StatusCode, fmt.Sprintf("POST %s answered %d, want %d: %s", path, res.StatusCode, want, snippet(b))}
 	}
 	return &a, nil
 }
