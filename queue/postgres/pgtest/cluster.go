@@ -3,7 +3,7 @@ package pgtest
 import (
 	"context"
 	"fmt"
-	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"os/user"
@@ -24,7 +24,6 @@ type Cluster struct {
 	URL string
 
 	bin, dir string
-	port     int
 	run      []string // runuser prefix when we are root
 }
 
@@ -62,13 +61,10 @@ func NewCluster(t testing.TB) *Cluster {
 	if out, err := c.command(filepath.Join(bin, "initdb"), "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.port = ln.Addr().(*net.TCPAddr).Port
-	ln.Close()
-	c.URL = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+	// A Unix socket in the cluster's own directory, no TCP port: nothing
+	// else can take it between choosing and starting, so the port number
+	// can be the default.
+	c.URL = "postgres:///postgres?user=postgres&sslmode=disable&host=" + url.QueryEscape(c.dir)
 	c.Start(t)
 	return c
 }
@@ -80,7 +76,7 @@ func (c *Cluster) Start(t testing.TB) {
 	// wal_writer_delay at its maximum: a commit made without waiting for
 	// its flush stays in the WAL buffers until a later ordinary commit or
 	// the WAL writer flushes it, so a crash test can see what it loses.
-	opts := fmt.Sprintf("-p %d -k %s -c listen_addresses=127.0.0.1 -c fsync=on -c synchronous_commit=on -c wal_writer_delay=10s -c max_connections=100", c.port, c.dir)
+	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=on -c synchronous_commit=on -c wal_writer_delay=10s -c max_connections=100", c.dir)
 	if err := c.pgctl("start", "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log"), "-o", opts); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
 		t.Fatalf("start PostgreSQL: %v\n%s", err, log)
