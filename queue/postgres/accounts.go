@@ -44,31 +44,39 @@ VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, create
 
 // UserSetPassword implements accounts.Store; it ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
-	return s.withTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1`, id, hash, now)
-		if err != nil {
-			return fmt.Errorf("set password: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return accounts.ErrNotFound
-		}
-		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1`, id)
-		return err
-	})
+	if err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3`, hash, now); err != nil {
+		return fmt.Errorf("set password of user %d: %w", id, err)
+	}
+	return nil
 }
 
 // UserUpdate implements accounts.Store: one UPDATE of the row (the unique
 // index users_slack_id refuses a taken Slack id) and the end of the user's
 // sessions, in one transaction.
 func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
+	err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3, role = $4,
+    slack_id = coalesce($5, slack_id)`, hash, now, string(role), slackIDArg(slackID))
+	if errors.Is(err, accounts.ErrSlackIDTaken) {
+		return fmt.Errorf("slack id %s: %w", slackID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("update user %d: %w", id, err)
+	}
+	return nil
+}
+
+// updateUserEndingSessions runs UPDATE users SET set WHERE id = $1 (set's
+// parameters from $2) and ends the user's sessions, in one transaction:
+// ErrNotFound for no such user, ErrSlackIDTaken when the new Slack id is
+// another user's (the only unique column set changes).
+func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set string, args ...any) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id) WHERE id = $1`, id, hash, now, string(role), slackIDArg(slackID))
+		tag, err := tx.Exec(ctx, `UPDATE users SET `+set+` WHERE id = $1`, append([]any{id}, args...)...)
 		if isUniqueViolation(err) {
-			return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
+			return accounts.ErrSlackIDTaken
 		}
 		if err != nil {
-			return fmt.Errorf("update user %d: %w", id, err)
+			return err
 		}
 		if tag.RowsAffected() == 0 {
 			return accounts.ErrNotFound

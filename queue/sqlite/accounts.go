@@ -98,19 +98,7 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 
 // UserSetPassword changes the password hash and ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
-	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ? WHERE id = ?`,
-			hash, fmtTime(now), id))
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return accounts.ErrNotFound
-		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
-		return err
-	})
-	if err != nil {
+	if err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?`, hash, fmtTime(now)); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
 	return nil
@@ -120,11 +108,26 @@ func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now 
 // transaction, and ends the user's sessions; a taken Slack id changes
 // nothing.
 func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
-	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET password_hash = ?, password_changed_at = ?, role = ?,
-    slack_id = coalesce(?, slack_id) WHERE id = ?`, hash, fmtTime(now), string(role), slackIDArg(slackID), id))
+	err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?, role = ?,
+    slack_id = coalesce(?, slack_id)`, hash, fmtTime(now), string(role), slackIDArg(slackID))
+	if errors.Is(err, accounts.ErrSlackIDTaken) {
+		return fmt.Errorf("update user %d: slack id %s: %w", id, slackID, err)
+	}
+	if err != nil {
+		return fmt.Errorf("update user %d: %w", id, err)
+	}
+	return nil
+}
+
+// updateUserEndingSessions runs UPDATE users SET set WHERE id = ? (set's
+// parameters first) and ends the user's sessions, in one transaction:
+// ErrNotFound for no such user, ErrSlackIDTaken when the new Slack id is
+// another user's (the only unique column set changes).
+func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set string, args ...any) error {
+	return s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET `+set+` WHERE id = ?`, append(args, id)...))
 		if isUniqueViolation(err) {
-			return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
+			return accounts.ErrSlackIDTaken
 		}
 		if err != nil {
 			return err
@@ -135,10 +138,6 @@ func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role acco
 		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
 		return err
 	})
-	if err != nil {
-		return fmt.Errorf("update user %d: %w", id, err)
-	}
-	return nil
 }
 
 // UserSetRole changes a user's role.
