@@ -20,13 +20,26 @@ import (
 // order scanAction reads them, then its current ticket's: the open one if
 // any, else the most recent.
 
+// actionColumns is the select list of the action columns of the row
+// aliased x, in scanAction's order; ticketColumns (of the ticket t) follow
+// them in every statement that answers an action.
+func actionColumns(x string) string {
+	return strings.ReplaceAll(`?.id::text, ?.tool, ?.class, ?.intent_key, ?.attempt, ?.state, ?.payload,
+    ?.approved_payload, ?.result, ?.error, ?.requested_by, ?.channel, ?.decided_by,
+    ?.decision_note, ?.created_at, ?.decided_at, ?.claimed_at, ?.claimed_by,
+    ?.finished_at, ?.expires_at, ?.spec, ?.warnings, ?.approvals, ?.escalated_at`, "?.", x+".")
+}
+
+// movedColumns are a transition's answer's (the updated row u), built once:
+// every transition statement is built per call.
+var movedColumns = actionColumns("u")
+
+const ticketColumns = `t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note`
+
 // actionGetByIDSQL reads one action with its current ticket.
-const actionGetByIDSQL = `
-SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
-    a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
-    a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
-    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+var actionGetByIDSQL = `
+SELECT ` + actionColumns("a") + `,
+    ` + ticketColumns + `
 FROM actions a
 LEFT JOIN LATERAL (
     SELECT * FROM tickets t WHERE t.action_id = a.id
@@ -36,12 +49,9 @@ WHERE a.id = $1`
 
 // actionListSelect is actionGetByIDSQL without its WHERE clause, which
 // actionListSQL builds.
-const actionListSelect = `
-SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
-    a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
-    a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
-    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+var actionListSelect = `
+SELECT ` + actionColumns("a") + `,
+    ` + ticketColumns + `
 FROM actions a
 LEFT JOIN LATERAL (
     SELECT * FROM tickets t WHERE t.action_id = a.id
@@ -378,11 +388,8 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
 		tickets = "SELECT * FROM (SELECT * FROM tickets t WHERE t.action_id = u.id AND t.id NOT IN (SELECT id FROM tk)\n        UNION ALL SELECT * FROM tk) t"
 	}
 	q.WriteString(`
-SELECT u.id::text, u.tool, u.class, u.intent_key, u.attempt, u.state, u.payload,
-    u.approved_payload, u.result, u.error, u.requested_by, u.channel, u.decided_by,
-    u.decision_note, u.created_at, u.decided_at, u.claimed_at, u.claimed_by,
-    u.finished_at, u.expires_at, u.spec, u.warnings, u.approvals, u.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+SELECT ` + movedColumns + `,
+    ` + ticketColumns + `
 FROM upd u
 LEFT JOIN LATERAL (
     ` + tickets + `
@@ -395,7 +402,7 @@ LEFT JOIN LATERAL (
 // expires_at is at or before $1. SKIP LOCKED lets several sweepers share the
 // work instead of queueing behind each other; the update re-checks the state
 // of the rows it locked.
-const actionExpireDueSQL = `
+var actionExpireDueSQL = `
 WITH due AS (
     SELECT id FROM actions
     WHERE state IN ('pending', 'approved') AND expires_at <= $1
@@ -410,10 +417,7 @@ WITH due AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT id, 'expired', 'system', '', $1, NULL FROM upd
 )
-SELECT upd.id::text, upd.tool, upd.class, upd.intent_key, upd.attempt, upd.state, upd.payload,
-    upd.approved_payload, upd.result, upd.error, upd.requested_by, upd.channel, upd.decided_by,
-    upd.decision_note, upd.created_at, upd.decided_at, upd.claimed_at, upd.claimed_by,
-    upd.finished_at, upd.expires_at, upd.spec, upd.warnings, upd.approvals, upd.escalated_at,
+SELECT ` + actionColumns("upd") + `,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text
 FROM upd`
 

@@ -38,8 +38,8 @@ import (
 //
 // A store runs two: one for token lookups, submissions and replay records,
 // one for transitions (whose calls may wait for a row lock). A batch of
-// replay records and reads
-// commits without waiting for its WAL flush (batchCall.lazy).
+// replay records and reads commits without waiting for its WAL flush
+// (batchCall.lazy).
 type batcher struct {
 	pool     *pgxpool.Pool
 	maxBatch int

@@ -92,19 +92,13 @@ WITH ins AS (
         THEN 'in_progress_refused' ELSE 'replayed' END, $18, $8, $9
     FROM holder h WHERE h.tool = $2 AND h.payload::text = $6::text
 )
-SELECT ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state, ins.payload,
-    ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
-    ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
-    ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
+SELECT ` + actionColumns("ins") + `,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins
 UNION ALL
-SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
-    h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
-    h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
+SELECT ` + actionColumns("h") + `,
+    ` + ticketColumns + `,
     false, h.tool = $2 AND h.payload::text = $6::text
 FROM holder h
 LEFT JOIN LATERAL (
@@ -158,19 +152,13 @@ WITH input AS (
     FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
     ORDER BY h.n
 )
-SELECT i.n::int - 1, ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state, ins.payload,
-    ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
-    ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
-    ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
+SELECT i.n::int - 1, ` + actionColumns("ins") + `,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins JOIN input i ON i.id = ins.id
 UNION ALL
-SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
-    h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
-    h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
+SELECT h.n::int - 1, ` + actionColumns("h") + `,
+    ` + ticketColumns + `,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
 LEFT JOIN LATERAL (
@@ -205,11 +193,8 @@ WITH input AS (
     FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
     ORDER BY h.n
 )
-SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
-    h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
-    h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
+SELECT h.n::int - 1, ` + actionColumns("h") + `,
+    ` + ticketColumns + `,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
 LEFT JOIN LATERAL (
@@ -237,11 +222,8 @@ WITH input AS (
     FROM holder h WHERE h.tool = h.in_tool AND h.payload::text = h.in_payload
     ORDER BY h.n
 )
-SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
-    h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
-    h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
-    h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
-    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
+SELECT ` + actionColumns("h") + `,
+    ` + ticketColumns + `,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
 LEFT JOIN LATERAL (
