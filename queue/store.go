@@ -157,6 +157,9 @@ type ActionListParams struct {
 	// Webhook restricts the list to actions a server executor performs
 	// (Action.ServerExecuted: a webhook or an MCP upstream).
 	Webhook bool
+	// Held restricts the list to actions that hold their intent key
+	// (Action.HoldsIntent): with IntentKey, the key's holder if any.
+	Held bool
 	// Oldest lists oldest first (the approval queue); default newest first.
 	Oldest bool
 	// After continues after this (created_at, id) position in the list order.

@@ -238,28 +238,12 @@ func payloadError(err error) error {
 	return Errorf(CodeInvalidPayload, "%v", err)
 }
 
-// intentHeld reports whether an action holds key: the newest action of the
-// key that is not at-least-once (those hold nothing, and may be newer than
-// the holder) is in a held state.
+// intentHeld reports whether an action holds key (Action.HoldsIntent),
+// read through the stores' holder index.
 func (s *Service) intentHeld(ctx context.Context, tool classify.Tool, key string) bool {
 	if tool.Class == classify.AtLeastOnce || key == "" {
 		return false
 	}
-	p := ActionListParams{IntentKey: key, Limit: 50}
-	for {
-		list, err := s.store.ActionList(ctx, p)
-		if err != nil {
-			return false
-		}
-		for _, a := range list {
-			if a.Class != classify.AtLeastOnce {
-				return a.HoldsIntent()
-			}
-		}
-		if len(list) < p.Limit {
-			return false
-		}
-		last := list[len(list)-1]
-		p.After = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
-	}
+	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Held: true, Limit: 1})
+	return err == nil && len(list) > 0
 }

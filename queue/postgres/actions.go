@@ -234,6 +234,9 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 	if p.Webhook {
 		where = append(where, "a.has_webhook")
 	}
+	if p.Held {
+		where = append(where, heldWhere)
+	}
 	order, cmp := "DESC", "<"
 	if p.Oldest {
 		order, cmp = "ASC", ">"

@@ -41,6 +41,10 @@ var heldStatesList = func() string {
 // predicate, term for term.
 const heldCondition = "a.state IN (" + heldStatesMarker + ") AND a.class <> 'at-least-once'"
 
+// heldWhere is heldCondition with the states written in, for a statement
+// built per call (ActionListParams.Held).
+var heldWhere = withHeldStates(heldCondition)
+
 func withHeldStates(stmt string) string {
 	if n := strings.Count(stmt, heldStatesMarker); n == 0 || n != strings.Count(stmt, heldCondition) {
 		panic("statement does not name the holder of a key as " + heldCondition + ": " + stmt)

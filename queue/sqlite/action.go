@@ -329,6 +329,10 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 	if p.Webhook {
 		where = append(where, `has_webhook = 1`)
 	}
+	if p.Held {
+		// actions_held_intent's predicate, term for term.
+		where = append(where, `state IN (`+heldStates+`) AND class <> 'at-least-once'`)
+	}
 	dir, cmp := "DESC", "<"
 	if p.Oldest {
 		dir, cmp = "ASC", ">"

@@ -120,6 +120,28 @@ var listTests = []test{
 		sliceEq(t, list(queue.ActionListParams{IntentKeyPrefix: "email:", Limit: 2}),
 			[]string{"email:c-1:welcome", "email:c-2:welcome"}, "limit")
 		eq(t, len(list(queue.ActionListParams{})), len(seed), "no filter")
+
+		// Held: the key's holder only, never an at-least-once action of the
+		// same key (done after an upstream call, a held state for any other
+		// class) nor a released attempt.
+		alo := seed[len(seed)-1]
+		eq(t, alo.Class, classify.AtLeastOnce, "the last seeded action's class")
+		transition(t, s, recordOutcomeParams(alo.ID, queue.StateDone, at(2*time.Hour)))
+		holders := func(key string) []string {
+			t.Helper()
+			got, err := s.ActionList(t.Context(), queue.ActionListParams{IntentKey: key, Held: true, Limit: 10})
+			noErr(t, err, "list the holder of "+key)
+			ids := []string{}
+			for _, a := range got {
+				ids = append(ids, a.ID)
+			}
+			return ids
+		}
+		sliceEq(t, holders("email:c-1:welcome"), []string{seed[0].ID}, "holder beside an at-least-once action of its key")
+		sliceEq(t, holders("refund:o-1:l-1"), []string{seed[2].ID}, "done holds its key")
+		eq(t, len(list(queue.ActionListParams{Held: true})), len(seed)-1, "every action but the at-least-once one holds its key")
+		transition(t, s, cancelParams(seed[4].ID, at(2*time.Hour)))
+		sliceEq(t, holders("Email:c-3:welcome"), []string{}, "a cancelled action holds nothing")
 	}},
 	{"WebhookFilter", func(t *testing.T, s Store) {
 		hook := newAction(classify.AtMostOnce, "send_customer_email", "email:hook", at(0))
