@@ -1,6 +1,6 @@
 // Package accounts holds staff users, agent tokens, dashboard sessions and
-// the secrets that protect them. Storage adapters (queue/postgres,
-// queue/sqlite) implement Store next to the action tables, so one database
+// the secrets that protect them. Storage adapters (postgres,
+// sqlite) implement Store next to the action tables, so one database
 // holds everything.
 package accounts
 

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 const cookieName = "approvals_session"

@@ -18,9 +18,9 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/upstream"
 )
 

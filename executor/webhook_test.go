@@ -21,10 +21,10 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 const testSecret = "s3cret-for-tests"

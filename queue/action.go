@@ -1,7 +1,7 @@
 // Package queue is the domain of approvals: actions keyed by intent, their
 // state machine, tickets, events, and the Service that drives them. It knows
-// nothing of HTTP or of any particular database; adapters in queue/postgres
-// and queue/sqlite implement Store.
+// nothing of HTTP or of any particular database; adapters in postgres
+// and sqlite implement Store.
 package queue
 
 import (

@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 const routingTools = `

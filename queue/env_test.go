@@ -8,9 +8,9 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // testEnv is one database, as several server processes would share it,

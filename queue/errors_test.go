@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 // ErrorOf is the one classification every face uses: domain errors pass

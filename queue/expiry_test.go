@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // An undecided approval expires after expires_after; the sweep does it and

@@ -9,7 +9,7 @@ import (
 // Store is the storage seam. Every state change is one conditional statement
 // checked by its row count, and intent uniqueness is a database constraint;
 // implementations must never check-then-write in Go. The conformance suite in
-// queue/storetest runs against every implementation.
+// storetest runs against every implementation.
 type Store interface {
 	// ActionSubmit inserts a as the holder of its intent key (claim-first) and
 	// records ev (kind submitted) for it in the same transaction; the store

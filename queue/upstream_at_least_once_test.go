@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 // scriptedUpstream answers each call with the next of its outcomes.

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // unknownOutcome is an upstream whose every call ends with no answer (a

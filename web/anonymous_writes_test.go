@@ -16,8 +16,8 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/storetest"
 )
 
 // writeSpy counts the calls that write to the accounts tables, updates

@@ -21,7 +21,7 @@ import (
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/storetest"
 )
 
 // apiEnv is one database shared by one or more server processes

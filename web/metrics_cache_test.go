@@ -13,7 +13,7 @@ import (
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/storetest"
 	"github.com/approvals/approvals/web"
 )
 

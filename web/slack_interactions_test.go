@@ -16,9 +16,9 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/notifier/slack"
 	"github.com/approvals/approvals/notifier/slack/slacktest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/web"
 )
 

@@ -18,7 +18,7 @@ import (
 
 	_ "modernc.org/sqlite" // the driver the store uses
 
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 // sqliteOneIndexTable is the yardstick's table: the columns of actions,
@@ -36,7 +36,7 @@ const sqliteOneIndexTable = `CREATE TABLE actions (
 ) STRICT`
 
 // sqliteYardstickInsert is the store's claiming insert of a new at-most-once
-// action (queue/sqlite ActionSubmit) with its attempt known to be 1: a new
+// action (sqlite ActionSubmit) with its attempt known to be 1: a new
 // key has no earlier attempt, and the yardstick does not look for one.
 const sqliteYardstickInsert = `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload,
     requested_by, channel, created_at, expires_at, has_webhook, spec, warnings)
@@ -149,5 +149,5 @@ func benchSQLiteInsert(ctx context.Context, cfg benchConfig, out io.Writer) erro
 	return ctx.Err()
 }
 
-// sqliteTimeLayout is how queue/sqlite stores times.
+// sqliteTimeLayout is how sqlite stores times.
 const sqliteTimeLayout = "2006-01-02T15:04:05.000000000Z"

@@ -15,9 +15,9 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
 )

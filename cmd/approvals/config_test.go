@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 func TestParseServeConfigRefuses(t *testing.T) {

@@ -22,8 +22,8 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/notifier/slack/slacktest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // These tests run the real binary as separate processes on one PostgreSQL

@@ -25,9 +25,9 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
 )
 
 // Options change what Start assembles; the zero value is a PostgreSQL

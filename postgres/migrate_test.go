@@ -17,9 +17,9 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/migrations"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // Three server processes started at once on a fresh schema: one applies

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 // TestHolderLookupsUseHeldIntentIndex explains the generic plan of every

@@ -16,9 +16,9 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // blockWorkers holds a transaction-level advisory lock in its own

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 // TestOverviewUsesIndexes runs EXPLAIN on every overview statement with

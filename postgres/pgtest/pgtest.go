@@ -13,7 +13,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/approvals/approvals/queue/postgres"
+	"github.com/approvals/approvals/postgres"
 )
 
 // BaseURL returns TEST_DATABASE_URL or fails the test with what to do.

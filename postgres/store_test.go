@@ -3,8 +3,8 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/storetest"
 )
 
 // TestConformance runs the store conformance suite against PostgreSQL,

@@ -7,8 +7,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 // TestRoutingDueUsesRuleIndexes runs EXPLAIN on the sweep's reminder and

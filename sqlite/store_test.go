@@ -12,7 +12,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/storetest"
 )
 
 func openTestStore(t *testing.T, path string) *Store {

@@ -8,7 +8,7 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// The overview's statements, twins of queue/postgres/overview.go, served
+// The overview's statements, twins of postgres/overview.go, served
 // by the indexes of migration 00010_overview_indexes.sql. Times are the
 // fixed-width text of timeLayout: the first 13 characters name the UTC
 // hour, and a duration is whole seconds from unixepoch plus the

@@ -21,9 +21,9 @@ var update = flag.Bool("update", false, "rewrite the golden files of the stateme
 // The statements that vary with their parameters are built in Go; these
 // golden files show a reader every variant whole, and a change to a
 // builder shows up in review as a change to them. Run
-// `go test ./queue/postgres -run TestBuilders -update` after changing one on
+// `go test ./postgres -run TestBuilders -update` after changing one on
 // purpose. Whether the statements run correctly is the conformance suite's
-// business (queue/storetest).
+// business (storetest).
 func TestBuildersGolden(t *testing.T) {
 	t.Parallel()
 	id := "01890a5d-ac96-774b-bcce-b302099a8057"
