@@ -35,7 +35,7 @@ type Config struct {
 	// MCP serves /mcp when set.
 	MCP http.Handler
 	// SlackInteractions serves POST /integrations/slack/interactions
-	// (notifier/slack.Interactions); nil: Slack is not configured and the
+	// (slack.Interactions); nil: Slack is not configured and the
 	// route answers 404 saying so.
 	SlackInteractions http.Handler
 	// SessionMaxAge is how long a dashboard sign-in lasts; default 12h.

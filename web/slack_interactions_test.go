@@ -14,10 +14,10 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/notifier/slack"
-	"github.com/approvals/approvals/notifier/slack/slacktest"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/slack/slacktest"
 	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/web"
 )

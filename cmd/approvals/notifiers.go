@@ -6,9 +6,9 @@ import (
 
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/notifier/email"
-	"github.com/approvals/approvals/notifier/slack"
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/webhooksign"
 )
 

@@ -21,9 +21,9 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/notifier/slack/slacktest"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/slack/slacktest"
 )
 
 // These tests run the real binary as separate processes on one PostgreSQL

@@ -20,7 +20,7 @@ import (
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/mcpserver"
-	"github.com/approvals/approvals/notifier/slack"
+	"github.com/approvals/approvals/slack"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/notifier/slack"
-	"github.com/approvals/approvals/notifier/slack/slacktest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/slack/slacktest"
 )
 
 const channelID = "C0APPROVALS"

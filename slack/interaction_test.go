@@ -12,8 +12,8 @@ import (
 
 	slackapi "github.com/slack-go/slack"
 
-	"github.com/approvals/approvals/notifier/slack"
-	"github.com/approvals/approvals/notifier/slack/slacktest"
+	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/slack/slacktest"
 )
 
 const signingSecret = "8f742231b10e8888abcd99yyyzzz85a5"
