@@ -76,7 +76,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
-	gw, reg, err := startGateway(ctx, reg, log)
+	gw, reg, err := app.StartGateway(ctx, reg, log)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
@@ -97,7 +97,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 
 	var upstreams *upstream.Manager
 	if gw != nil {
-		upstreams = gw.manager
+		upstreams = gw.Manager
 	}
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
@@ -107,7 +107,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 			return newNotifiers(cfg, svc, st, log)
 		}})
 	if err == nil && gw != nil {
-		gw.serve(a.Service)
+		gw.Serve(a.Service)
 	}
 	if err != nil {
 		ln.Close()

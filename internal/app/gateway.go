@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"context"
@@ -11,32 +11,32 @@ import (
 	"github.com/approvals/approvals/upstream"
 )
 
-// gateway holds a server process's connections to the upstream MCP servers
+// Gateway holds a server process's connections to the upstream MCP servers
 // of the tools file and keeps the service's registry in step with what
 // they list: at start, and again whenever an upstream reconnects, goes
 // down or changes its tool list.
-type gateway struct {
+type Gateway struct {
 	file    *classify.Registry // the tools file as parsed, before any import
-	manager *upstream.Manager
+	Manager *upstream.Manager
 	svc     atomic.Pointer[queue.Service]
 	log     *slog.Logger
 	mu      sync.Mutex // one import at a time, so an older listing never wins
 }
 
-// startGateway connects to the file's upstreams (at most about the connect
+// StartGateway connects to the file's upstreams (at most about the connect
 // timeout; one that is down is listed as unavailable and retried in the
 // background) and returns the registry with their tools imported. Tools of
 // one name from two places are a startup error naming both. Without
 // upstreams it returns file as it is and a nil gateway.
-func startGateway(ctx context.Context, file *classify.Registry, log *slog.Logger) (*gateway, *classify.Registry, error) {
+func StartGateway(ctx context.Context, file *classify.Registry, log *slog.Logger) (*Gateway, *classify.Registry, error) {
 	if len(file.Upstreams()) == 0 {
 		return nil, file, nil
 	}
-	g := &gateway{file: file, log: log}
-	g.manager = upstream.Start(ctx, file.Upstreams(), upstream.Options{Logger: log, OnChange: g.reimport})
-	reg, err := file.Import(g.manager.Listings())
+	g := &Gateway{file: file, log: log}
+	g.Manager = upstream.Start(ctx, file.Upstreams(), upstream.Options{Logger: log, OnChange: g.reimport})
+	reg, err := file.Import(g.Manager.Listings())
 	if err != nil {
-		_ = g.manager.Close()
+		_ = g.Manager.Close()
 		return nil, nil, err
 	}
 	for _, t := range reg.Tools() {
@@ -47,9 +47,9 @@ func startGateway(ctx context.Context, file *classify.Registry, log *slog.Logger
 	return g, reg, nil
 }
 
-// serve starts re-importing into svc; a change between startGateway and
+// Serve starts re-importing into svc; a change between StartGateway and
 // now is picked up by the import this makes at once.
-func (g *gateway) serve(svc *queue.Service) {
+func (g *Gateway) Serve(svc *queue.Service) {
 	g.svc.Store(svc)
 	g.reimport()
 }
@@ -57,14 +57,14 @@ func (g *gateway) serve(svc *queue.Service) {
 // reimport imports the upstreams' current listings into the service. A
 // listing that cannot be imported (a new tool whose name collides with
 // another) keeps the previous tools, and says why.
-func (g *gateway) reimport() {
+func (g *Gateway) reimport() {
 	svc := g.svc.Load()
 	if svc == nil {
 		return
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	reg, err := g.file.Import(g.manager.Listings())
+	reg, err := g.file.Import(g.Manager.Listings())
 	if err != nil {
 		g.log.Error("upstream tools changed but cannot be imported; keeping the previous tools", "err", err)
 		return
@@ -73,9 +73,9 @@ func (g *gateway) reimport() {
 }
 
 // Close ends the upstream connections and stops stdio upstreams.
-func (g *gateway) Close() error {
+func (g *Gateway) Close() error {
 	if g == nil {
 		return nil
 	}
-	return g.manager.Close()
+	return g.Manager.Close()
 }
