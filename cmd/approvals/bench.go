@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -526,7 +527,7 @@ func printBench(out io.Writer, cfg benchConfig, workers []*benchWorker, elapsed 
 // on the given storage: its cost should not grow with the number of stored
 // actions.
 func benchSweep(ctx context.Context, cfg benchConfig, out io.Writer) error {
-	st, where, err := openStore(ctx, cfg.DatabaseURL)
+	st, where, err := app.OpenStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -27,7 +28,7 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	st, where, err := openStore(ctx, c.DatabaseURL)
+	st, where, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -78,7 +79,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("password: %w", err)
 	}
-	st, _, err := openStore(ctx, c.DatabaseURL)
+	st, _, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -132,7 +133,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err := accounts.ValidateTokenName(name); err != nil {
 		return fmt.Errorf("--name: %w", err)
 	}
-	st, _, err := openStore(ctx, c.DatabaseURL)
+	st, _, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}

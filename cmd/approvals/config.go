@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -14,10 +13,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/internal/app"
-	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
 )
@@ -225,46 +221,6 @@ func parseMaxWaiters(v string) (queue.WaiterLimits, error) {
 		}
 	}
 	return l.WithDefaults(), nil
-}
-
-// store is both halves of storage.
-type store = app.Store
-
-// openStore picks the store from the URL and says which it is and where.
-func openStore(ctx context.Context, url string) (store, string, error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err := postgres.Open(ctx, url, postgres.Options{})
-		if err != nil {
-			return nil, "", err
-		}
-		return s, "PostgreSQL " + redact(url), nil
-	case url == "", strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(url, "sqlite:")
-		if path == "" {
-			path = "approvals.db"
-		}
-		s, err := sqlite.Open(ctx, path)
-		if err != nil {
-			return nil, "", fmt.Errorf("open SQLite database %s: %w", path, err)
-		}
-		return s, "SQLite " + path, nil
-	}
-	return nil, "", fmt.Errorf("DATABASE_URL %q: use postgres://…, postgresql://… or sqlite:PATH", redact(url))
-}
-
-// redact hides a password in a URL for logs and errors.
-func redact(url string) string {
-	at := strings.LastIndexByte(url, '@')
-	scheme := strings.Index(url, "://")
-	if at < 0 || scheme < 0 {
-		return url
-	}
-	userinfo := url[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return url[:scheme+3] + user + ":xxxxx" + url[at:]
-	}
-	return url
 }
 
 // loadTools reads the tools file, judging its channels against the

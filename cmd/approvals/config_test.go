@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/postgres/pgtest"
 )
 
@@ -187,7 +188,7 @@ func TestUserAddSlackID(t *testing.T) {
 			if code, msg := add("ann@example.com", "U0ANN", "--update"); code != 0 {
 				t.Fatalf("user add --update re-run with the user's own Slack id: %d %q", code, msg)
 			}
-			st, _, err := openStore(t.Context(), db)
+			st, _, err := app.OpenStore(t.Context(), db)
 			if err != nil {
 				t.Fatal(err)
 			}

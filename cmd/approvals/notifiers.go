@@ -15,7 +15,7 @@ import (
 // newNotifiers builds a notifier for every channel kind whose settings are
 // present. The tools file was already judged against the same settings
 // (loadTools), so a channel in use never lacks its notifier.
-func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (app.Notifiers, error) {
+func newNotifiers(cfg config, svc *queue.Service, st app.Store, log *slog.Logger) (app.Notifiers, error) {
 	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
 	if cfg.WebhookSecret != "" {
 		signer, err := webhooksign.New(cfg.WebhookSecret)

@@ -87,7 +87,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	} else {
 		log.Info("tools loaded", "file", cfg.Tools, "sha256", reg.Hash, "tools", len(reg.Tools()))
 	}
-	st, where, err := openStore(ctx, cfg.DatabaseURL)
+	st, where, err := app.OpenStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		ln.Close()
 		return err
