@@ -437,3 +437,12 @@ func readAction(t *testing.T, base, token, id string) queue.State {
 	}
 	return a.State
 }
+
+// snippet is the start of an answer, for a failure message.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
+}

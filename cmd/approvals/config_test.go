@@ -57,15 +57,6 @@ func TestHelpExitsZero(t *testing.T) {
 	}
 }
 
-// TestBenchHelpIsBenchs: bench -h prints bench's own usage, not the
-// general one.
-func TestBenchHelpIsBenchs(t *testing.T) {
-	var out, errOut strings.Builder
-	if code := run(t.Context(), []string{"bench", "-h"}, strings.NewReader(""), &out, &errOut); code != 0 || !strings.Contains(out.String(), "usage: approvals bench") {
-		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
-	}
-}
-
 // TestSetupLinkHostIsBrowsable: a server listening on every interface
 // logs its setup link with localhost, not [::] or 0.0.0.0.
 func TestSetupLinkHostIsBrowsable(t *testing.T) {

@@ -24,7 +24,6 @@ commands:
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
-  bench --token T [flags]     load-test a server on a loopback address (bench -h)
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
@@ -55,8 +54,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(ctx, args, stdout)
-	case "bench":
-		err = benchCmd(ctx, args, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -65,11 +62,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		if cmd == "bench" {
-			fmt.Fprint(stdout, benchUsage)
-		} else {
-			fmt.Fprint(stdout, usage)
-		}
+		fmt.Fprint(stdout, usage)
 		return 0
 	}
 	if err != nil {

@@ -184,3 +184,11 @@ func TestFloorServerAnswersEveryScenario(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchHelp: -h prints the usage and exits 0.
+func TestBenchHelp(t *testing.T) {
+	var out, errOut strings.Builder
+	if code := run(t.Context(), []string{"-h"}, &out, &errOut); code != 0 || !strings.Contains(out.String(), "usage: approvals-bench") {
+		t.Fatalf("exit %d, stdout %q, stderr %q", code, out.String(), errOut.String())
+	}
+}

@@ -57,7 +57,7 @@ type benchConfig struct {
 
 var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server"}
 
-const benchUsage = `usage: approvals bench [flags]
+const benchUsage = `usage: approvals-bench [flags]
 
 Drives a running server on a loopback address with N concurrent keep-alive
 clients for a fixed time and prints requests/s and p50/p95/p99 latency.
@@ -99,7 +99,7 @@ flags:
 
 func parseBenchConfig(args []string) (benchConfig, error) {
 	c := benchConfig{}
-	fs := newFlags("bench")
+	fs := newFlags("approvals-bench")
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.Token, "token", env("APPROVALS_TOKEN"), "agent token")
 	fs.IntVar(&c.Clients, "clients", 16, "concurrent clients")

@@ -1,0 +1,52 @@
+// Command approvals-bench is the load generator of scripts/bench: it drives
+// a running approvals server on a loopback address and prints throughput
+// and latency (docs/performance.md). It is a command of its own so that
+// the server binary carries none of it.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+)
+
+func main() {
+	os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is main without the process: tests call it.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	err := benchCmd(ctx, args, stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, benchUsage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "approvals-bench: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func newFlags(name string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	return fs
+}
+
+// parseFlags parses args and refuses arguments no flag took.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
+	}
+	return nil
+}
+
+// env reads a setting from the environment.
+func env(name string) string { return os.Getenv(name) }
