@@ -50,8 +50,9 @@ func (d *loop) run(ctx context.Context) {
 	defer d.wg.Wait()
 	// Subscribe before the first scan, so an approval between the two is
 	// not missed.
-	changes, cancel := d.svc.Subscribe()
-	defer cancel()
+	sub := d.svc.Subscribe()
+	defer sub.Cancel()
+	changes := sub.Changes
 	d.scan(ctx, nil)
 	t := time.NewTicker(d.recheck)
 	defer t.Stop()

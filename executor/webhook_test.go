@@ -953,8 +953,9 @@ func (s *dupSpy) ActionGetByID(ctx context.Context, id string) (*queue.Action, e
 	return a, err
 }
 
-func (s *dupSpy) Subscribe() (<-chan queue.Change, func()) {
-	real, cancel := s.readSpy.Subscribe()
+func (s *dupSpy) Subscribe() queue.Subscription {
+	sub := s.readSpy.Subscribe()
+	real, cancel := sub.Changes, sub.Cancel
 	out := make(chan queue.Change, 16)
 	done := make(chan struct{})
 	go func() {
@@ -974,5 +975,5 @@ func (s *dupSpy) Subscribe() (<-chan queue.Change, func()) {
 		}
 	}()
 	var once sync.Once
-	return out, func() { once.Do(func() { close(done); cancel() }) }
+	return queue.Subscription{Changes: out, Cancel: func() { once.Do(func() { close(done); cancel() }) }}
 }

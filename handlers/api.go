@@ -76,7 +76,7 @@ const tokenGuardKey = "approvals.token_guard"
 // HotAuth authenticates the hot path: submissions and the agent's drive
 // calls (execute, complete, fail, cancel). Where the store can check the
 // token in the statement that claims the intent or moves the action
-// (queue.GuardedSubmitter), a token seen valid before is not looked up
+// (queue.Store.SupportsTokenGuard), a token seen valid before is not looked up
 // again: its agent name comes from memory and the statement refuses it if
 // it has been revoked since, which saves a query on every such request
 // (about a fifth of the submissions' throughput and an eighth of the

@@ -231,7 +231,7 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 	if p.Tool != "" {
 		where = append(where, "a.tool = "+arg(p.Tool))
 	}
-	if p.Webhook {
+	if p.ServerExecuted {
 		where = append(where, "a.has_webhook")
 	}
 	if p.Held {
@@ -425,8 +425,8 @@ SELECT ` + actionColumns("upd") + `,
 FROM upd`
 
 // ActionExpireDue implements queue.Store.
-func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*queue.Action, error) {
-	rows, err := s.pool.Query(ctx, actionExpireDueSQL, now, limit)
+func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queue.Action, error) {
+	rows, err := s.pool.Query(ctx, actionExpireDueSQL, p.Now, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("expire due actions: %w", err)
 	}

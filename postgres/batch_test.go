@@ -364,7 +364,8 @@ func TestMergedCalls(t *testing.T) {
 	s := openOneWorker(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	held, _, _, err := s.ActionSubmit(ctx, testAction(classify.AtMostOnce, "held", now), submittedEv(testAction(classify.AtMostOnce, "held", now)))
+	res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: testAction(classify.AtMostOnce, "held", now), Event: submittedEv(testAction(classify.AtMostOnce, "held", now))})
+	held := res.Holder
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -388,14 +389,16 @@ func TestMergedCalls(t *testing.T) {
 	for i, k := range keys {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, k, now)
-			h, c, r, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
+			h, c, r := res.Holder, res.Created, res.ReplayRecorded
 			subs[i] = submitOutcome{k, h, c, r, err}
 		})
 	}
 	for i := range 2 {
 		wg.Go(func() {
 			a := testAction(classify.AtLeastOnce, "log", now)
-			h, c, r, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
+			h, c, r := res.Holder, res.Created, res.ReplayRecorded
 			subs[len(keys)+i] = submitOutcome{"log", h, c, r, err}
 		})
 	}
@@ -485,7 +488,8 @@ func TestMergedCallsFallBack(t *testing.T) {
 	for i := range subErrs {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, fmt.Sprint("key-", i), now)
-			_, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a))
+			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
+			created := res.Created
 			if err == nil && !created {
 				err = errors.New("not created")
 			}
@@ -533,7 +537,7 @@ func TestMergedSubmissionsCheckTokens(t *testing.T) {
 		t.Fatal(err)
 	}
 	held := testAction(classify.AtMostOnce, "held", now)
-	if _, _, _, err := s.ActionSubmit(ctx, held, submittedEv(held)); err != nil {
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: held, Event: submittedEv(held)}); err != nil {
 		t.Fatal(err)
 	}
 	b := s.Batcher()
@@ -550,7 +554,8 @@ func TestMergedSubmissionsCheckTokens(t *testing.T) {
 	for i, c := range calls {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, c.key, now)
-			_, created, _, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), c.hash)
+			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a), TokenHash: c.hash})
+			created := res.Created
 			got[i] = outcome{created, err}
 		})
 	}
@@ -628,7 +633,8 @@ func TestHintedReplayLookup(t *testing.T) {
 	var held []*queue.Action
 	for _, k := range []string{"k1", "k2"} {
 		a := testAction(classify.AtMostOnce, k, now)
-		h, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a))
+		res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
+		h, created := res.Holder, res.Created
 		if err != nil || !created {
 			t.Fatalf("submit %s: created=%v err=%v", k, created, err)
 		}
@@ -652,7 +658,8 @@ func TestHintedReplayLookup(t *testing.T) {
 	for i, k := range keys {
 		wg.Go(func() {
 			a := testAction(classify.AtMostOnce, k, now)
-			h, c, r, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), "hash-live")
+			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a), TokenHash: "hash-live"})
+			h, c, r := res.Holder, res.Created, res.ReplayRecorded
 			got[i] = outcome{h, c, r, err}
 		})
 	}
@@ -689,7 +696,8 @@ func TestHintedReplayLookup(t *testing.T) {
 	// replay recorded (the Service decides), as from the claiming statement.
 	other := testAction(classify.AtMostOnce, "k1", now)
 	other.Payload = []byte(`{"n":2}`)
-	h, created, replay, err := s.ActionSubmit(ctx, other, submittedEv(other))
+	res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: other, Event: submittedEv(other)})
+	h, created, replay := res.Holder, res.Created, res.ReplayRecorded
 	if err != nil || created || replay || h.ID != held[0].ID {
 		t.Errorf("other payload: holder %v created=%v replay=%v err=%v, want the holder and nothing recorded", h, created, replay, err)
 	}
@@ -700,16 +708,17 @@ func TestHintedReplayLookup(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := testAction(classify.AtMostOnce, "k2", now)
-	if _, _, _, err := s.ActionSubmitGuarded(ctx, a, submittedEv(a), "hash-live"); queue.ErrorCode(err) != queue.CodeUnauthorized {
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a), TokenHash: "hash-live"}); queue.ErrorCode(err) != queue.CodeUnauthorized {
 		t.Errorf("replay with a revoked token: err=%v, want unauthorized", err)
 	}
 
 	// Released since (expired): the hint is stale, the claim takes over.
-	if _, err := s.ActionExpireDue(ctx, now.Add(2*time.Hour), 10); err != nil {
+	if _, err := s.ActionExpireDue(ctx, queue.DueParams{Now: now.Add(2 * time.Hour), Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	a = testAction(classify.AtMostOnce, "k1", now)
-	h, created, _, err = s.ActionSubmit(ctx, a, submittedEv(a))
+	res, err = s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
+	h, created = res.Holder, res.Created
 	if err != nil || !created || h.Attempt != 2 {
 		t.Fatalf("resubmit after expiry: created=%v attempt=%v err=%v, want a new attempt 2", created, h.Attempt, err)
 	}
@@ -721,8 +730,8 @@ func TestHintedReplayLookup(t *testing.T) {
 	// At-least-once submissions are recorded every time, never looked up.
 	for range 2 {
 		a := testAction(classify.AtLeastOnce, "log", now)
-		if _, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a)); err != nil || !created {
-			t.Fatalf("at-least-once: created=%v err=%v", created, err)
+		if res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)}); err != nil || !res.Created {
+			t.Fatalf("at-least-once: created=%v err=%v", res.Created, err)
 		}
 	}
 	if f, m, _ := s.ReplayLookups(); f != found || m != missed {
@@ -832,8 +841,8 @@ func TestTransitionsShareACommit(t *testing.T) {
 	ids := make([]string, n)
 	for i := range n {
 		a := testAction(classify.AtMostOnce, fmt.Sprintf("tx-%d", i), now)
-		if _, created, _, err := s.ActionSubmit(ctx, a, submittedEv(a)); err != nil || !created {
-			t.Fatalf("submit %d: created=%v err=%v", i, created, err)
+		if res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)}); err != nil || !res.Created {
+			t.Fatalf("submit %d: created=%v err=%v", i, res.Created, err)
 		}
 		ids[i] = a.ID
 	}

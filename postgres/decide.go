@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -16,9 +15,9 @@ import (
 // that queue.PlanDecision reads cannot change before the plan is written:
 // twenty concurrent approvals of one action queue on the lock and each
 // sees the ones before it.
-func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*queue.Action, queue.DecideOutcome, error) {
+func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (queue.ActionDecideResult, error) {
 	if !queue.ValidID(p.ID) {
-		return nil, 0, queue.ActionNotFound(p.ID)
+		return queue.ActionDecideResult{}, queue.ActionNotFound(p.ID)
 	}
 	var (
 		a       *queue.Action
@@ -81,12 +80,12 @@ VALUES ($1, $2, $3, $4, $5, $6::json)`, p.ID, ev.Kind, ev.Actor, ev.Channel, p.N
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("decide %s: %w", p.ID, err)
+		return queue.ActionDecideResult{}, fmt.Errorf("decide %s: %w", p.ID, err)
 	}
 	if refusal != nil {
-		return a, 0, refusal
+		return queue.ActionDecideResult{Action: a}, refusal
 	}
-	return a, outcome, nil
+	return queue.ActionDecideResult{Action: a, Outcome: outcome}, nil
 }
 
 // approvalAfter is a duration of the action's approval rule (nanoseconds
@@ -127,18 +126,18 @@ var escalateDueSQL = `WITH due AS (
 SELECT count(*) FROM upd`
 
 // ActionRemindDue implements queue.Store.
-func (s *Store) ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, remindDueSQL, now, limit).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, remindDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("remind due actions: %w", err)
 	}
 	return n, nil
 }
 
 // ActionEscalateDue implements queue.Store.
-func (s *Store) ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error) {
+func (s *Store) ActionEscalateDue(ctx context.Context, p queue.DueParams) (int, error) {
 	var n int
-	if err := s.pool.QueryRow(ctx, escalateDueSQL, now, limit).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, escalateDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
 		return 0, fmt.Errorf("escalate due actions: %w", err)
 	}
 	return n, nil

@@ -135,7 +135,8 @@ func migrateThreeAtOnce(t *testing.T, wantSchema string) {
 		a := &queue.Action{ID: queue.NewID(now), Tool: "issue_refund", Class: classify.ExactlyOnce, IntentKey: "migrated",
 			State: queue.StateInProgress, Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:test", CreatedAt: now,
 			ClaimedAt: &now, Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
-		_, created, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: a.RequestedBy, At: now})
+		res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: queue.Event{Kind: queue.EventSubmitted, Actor: a.RequestedBy, At: now}})
+		created := res.Created
 		if err != nil {
 			t.Fatalf("process %d: submit: %v", i, err)
 		}

@@ -19,7 +19,8 @@ WHERE NOT fanned_out AND kind IN (` + queue.NotifyingKindsSQL() + `)
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 // NotificationFanOut implements queue.Store.
-func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int, route func(queue.Event, *queue.Action) []queue.NotificationRecord) (int, error) {
+func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanOutParams) (int, error) {
+	limit, route := p.Limit, p.Route
 	var n int
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		rows, err := tx.Query(ctx, fanOutSQL, limit)
@@ -101,7 +102,7 @@ func scanNotification(row pgx.CollectableRow) (queue.NotificationRecord, error) 
 // NotificationClaim implements queue.Store: one statement takes the due
 // rows (SKIP LOCKED) and moves them a lease ahead, so once it commits no
 // other sender finds them due.
-func (s *Store) NotificationClaim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]queue.NotificationRecord, error) {
+func (s *Store) NotificationClaim(ctx context.Context, p queue.NotificationClaimParams) ([]queue.NotificationRecord, error) {
 	rows, err := s.pool.Query(ctx, `WITH due AS (
     SELECT id FROM notifications WHERE state = 'pending' AND due_at <= $1
     ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED
@@ -111,7 +112,7 @@ func (s *Store) NotificationClaim(ctx context.Context, now time.Time, lease time
     RETURNING n.*
 )
 SELECT `+notificationColumns+` FROM n JOIN events e ON e.id = n.event_id ORDER BY n.created_at`,
-		now, now.Add(lease), limit)
+		p.Now, p.Now.Add(p.Lease), p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications: %w", err)
 	}

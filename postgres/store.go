@@ -198,6 +198,10 @@ func (s *Store) BatchStats() queue.BatchStats {
 // Pool exposes the pool for tests and benchmarks.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
+// SupportsTokenGuard implements queue.Store: submissions and transitions
+// check the agent token in their own statement.
+func (s *Store) SupportsTokenGuard() bool { return true }
+
 // Ping checks that PostgreSQL answers.
 func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
 
@@ -287,13 +291,13 @@ func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
 }
 
 // Subscribe delivers changes made by any process.
-func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
 
 // SubscribePending also announces new pending actions. The first such
 // subscriber after an idle spell takes the pending mark before it
 // registers, so a pending action submitted after it subscribed is
 // announced, and one from before is not announced as new.
-func (s *Store) SubscribePending() (<-chan queue.Change, func()) {
+func (s *Store) SubscribePending() queue.Subscription {
 	if s.pendingSubs.Add(1) == 1 {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		n, m, err := s.readPending(ctx)
@@ -302,14 +306,14 @@ func (s *Store) SubscribePending() (<-chan queue.Change, func()) {
 		s.pending.count, s.pending.max, s.pending.known = n, m, err == nil
 		s.pending.mu.Unlock()
 	}
-	ch, cancel := s.hub.Subscribe()
+	sub := s.hub.Subscribe()
 	var once sync.Once
-	return ch, func() {
+	return queue.Subscription{Changes: sub.Changes, Cancel: func() {
 		once.Do(func() {
 			s.pendingSubs.Add(-1)
-			cancel()
+			sub.Cancel()
 		})
-	}
+	}}
 }
 
 // watchPending announces new pending approvals to this process's

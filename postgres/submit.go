@@ -235,13 +235,9 @@ LEFT JOIN LATERAL (
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
 ) t ON true`)
 
-// ActionSubmit implements queue.Store.
-func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
-	return s.ActionSubmitGuarded(ctx, a, ev, "")
-}
-
-// ActionSubmitGuarded implements queue.GuardedSubmitter.
-func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev queue.Event, tokenHash string) (*queue.Action, bool, bool, error) {
+// ActionSubmit implements queue.Store, with the token guard.
+func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (queue.ActionSubmitResult, error) {
+	a, ev, tokenHash := p.Action, p.Event, p.TokenHash
 	var guard *string
 	if tokenHash != "" {
 		guard = &tokenHash
@@ -250,10 +246,10 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 		got, err := s.lookupReplay(ctx, a, ev, guard)
 		if err == nil {
 			s.found.Add(1)
-			return got.action, false, got.replayWritten, nil
+			return queue.ActionSubmitResult{Holder: got.action, ReplayRecorded: got.replayWritten}, nil
 		}
 		if !errors.Is(err, pgx.ErrNoRows) {
-			return nil, false, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
 		// Released since, or the token guard refused: claim as always.
 		s.missed.Add(1)
@@ -261,7 +257,7 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 	}
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("encode tool snapshot: %w", err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("encode tool snapshot: %w", err)
 	}
 	warnings := a.Warnings
 	if warnings == nil {
@@ -291,15 +287,15 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 			// snapshot cannot see, or with one released a moment ago.
 			if guard != nil {
 				if _, terr := s.TokenGetByHash(ctx, tokenHash); errors.Is(terr, accounts.ErrNotFound) {
-					return nil, false, false, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+					return queue.ActionSubmitResult{}, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
 				} else if terr != nil {
-					return nil, false, false, fmt.Errorf("submit %s: check token: %w", a.IntentKey, terr)
+					return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: check token: %w", a.IntentKey, terr)
 				}
 			}
 			continue
 		}
 		if err != nil {
-			return nil, false, false, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
 		got := v.(submitted)
 		if got.created {
@@ -308,9 +304,9 @@ func (s *Store) ActionSubmitGuarded(ctx context.Context, a *queue.Action, ev que
 		if got.action.HoldsIntent() {
 			s.hint.add(a.IntentKey)
 		}
-		return got.action, got.created, got.replayWritten, nil
+		return queue.ActionSubmitResult{Holder: got.action, Created: got.created, ReplayRecorded: got.replayWritten}, nil
 	}
-	return nil, false, false, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
+	return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
 }
 
 // lookupInput is one submission's part of replayLookupSQL.

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -91,8 +90,8 @@ WITH due AS (
 SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`
 
 // TicketOpenStale implements queue.Store.
-func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*queue.Ticket, error) {
-	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, now, limit)
+func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
+	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, p.Now, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("open stale tickets: %w", err)
 	}
@@ -111,7 +110,8 @@ ON CONFLICT DO NOTHING
 RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`
 
 // TicketOpenConflict implements queue.Store.
-func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
+func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
+	actionID, now, ev := p.ActionID, p.Now, p.Event
 	if !queue.ValidID(actionID) {
 		return nil, queue.ActionNotFound(actionID)
 	}
@@ -226,10 +226,10 @@ const ticketResolveActionSQL = `UPDATE actions SET state = $2, result = coalesce
 WHERE id = $1 AND state = 'in_progress'`
 
 // TicketResolve implements queue.Store.
-func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (*queue.Action, *queue.Ticket, error) {
+func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
 	t, err := s.TicketGetByID(ctx, p.TicketID)
 	if err != nil {
-		return nil, nil, err
+		return queue.TicketResolveResult{}, err
 	}
 	var notOpen bool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
@@ -278,15 +278,15 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
 	}
 	a, aerr := s.ActionGetByID(ctx, t.ActionID)
 	if aerr != nil {
-		return nil, nil, aerr
+		return queue.TicketResolveResult{}, aerr
 	}
 	if notOpen {
-		return a, t, queue.ErrTicketNotOpen
+		return queue.TicketResolveResult{Action: a, Ticket: t}, queue.ErrTicketNotOpen
 	}
 	t, err = s.TicketGetByID(ctx, p.TicketID)
-	return a, t, err
+	return queue.TicketResolveResult{Action: a, Ticket: t}, err
 }

@@ -119,9 +119,10 @@ func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, to State,
 // refusal into the contract's answer: a replay for the same user's same
 // decision, else already_decided naming who decided and when.
 func (s *Service) decide(ctx context.Context, p ActionDecideParams) (DriveResult, error) {
-	got, outcome, err := s.store.ActionDecide(ctx, p)
+	res, err := s.store.ActionDecide(ctx, p)
+	got := res.Action
 	if err == nil {
-		return DriveResult{Action: got, Replayed: outcome == DecideReplayed}, nil
+		return DriveResult{Action: got, Replayed: res.Outcome == DecideReplayed}, nil
 	}
 	if !errors.Is(err, ErrStateMismatch) {
 		return DriveResult{Action: got}, err

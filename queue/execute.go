@@ -42,12 +42,12 @@ type Execution struct {
 // performs (webhook or MCP upstream), oldest first, after the given
 // position: what the executors offer to claim.
 func (s *Service) ApprovedExecutorActions(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
-	return s.store.ActionList(ctx, ActionListParams{State: StateApproved, Webhook: true, Oldest: true, After: after, Limit: limit})
+	return s.store.ActionList(ctx, ActionListParams{State: StateApproved, ServerExecuted: true, Oldest: true, After: after, Limit: limit})
 }
 
 // Subscribe delivers a Change for every state change made through any
 // process sharing the database, until cancel is called.
-func (s *Service) Subscribe() (changes <-chan Change, cancel func()) { return s.store.Subscribe() }
+func (s *Service) Subscribe() Subscription { return s.store.Subscribe() }
 
 // ClaimApproved moves an approved action to in_progress for an executor
 // of the given channel, with details in the claimed event. The claim is
@@ -134,8 +134,8 @@ func (s *Service) RecordExecution(ctx context.Context, a *Action, channel string
 		}
 		info["report"], info["stored_state"] = out.Outcome, got.State
 		data, _ := json.Marshal(info)
-		_, err = s.store.TicketOpenConflict(ctx, a.ID, now, Event{ActionID: a.ID, Kind: EventOutcomeConflict,
-			Actor: DispatcherActor, Channel: channel, At: now, Data: data})
+		_, err = s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: Event{
+			ActionID: a.ID, Kind: EventOutcomeConflict, Actor: DispatcherActor, Channel: channel, At: now, Data: data}})
 		return err
 	}
 	return err

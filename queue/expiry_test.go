@@ -169,12 +169,12 @@ type sweepAfterRefusal struct {
 	sweep func()
 }
 
-func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*queue.Action, queue.DecideOutcome, error) {
-	a, outcome, err := s.Store.ActionDecide(ctx, p)
+func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (queue.ActionDecideResult, error) {
+	res, err := s.Store.ActionDecide(ctx, p)
 	if p.To == queue.StateApproved && errors.Is(err, queue.ErrStateMismatch) {
 		s.once.Do(s.sweep)
 	}
-	return a, outcome, err
+	return res, err
 }
 
 // Approve at exactly expires_at, on a row the sweep of another process

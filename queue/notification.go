@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -54,4 +55,87 @@ type SlackMessage struct {
 type SlackMessages interface {
 	SlackMessageAdd(ctx context.Context, m SlackMessage) error
 	SlackMessageList(ctx context.Context, actionID string) ([]SlackMessage, error)
+}
+
+// NotificationState is where a notification is in its delivery.
+type NotificationState string
+
+const (
+	NotificationPending   NotificationState = "pending"
+	NotificationDelivered NotificationState = "delivered"
+	NotificationFailed    NotificationState = "failed" // given up after GiveUpAfter
+)
+
+// NotificationRecord is a stored notification: one event for one channel.
+type NotificationRecord struct {
+	ID       string
+	EventID  int64
+	ActionID string
+	Type     string // classify.EventTypes
+	Channel  string // the channel's name in the tools file
+	Kind     string // slack, email or webhook
+	State    NotificationState
+	// Attempts counts claims; a claim is an attempt even when its sender
+	// died before it could say how it went.
+	Attempts    int
+	CreatedAt   time.Time
+	DueAt       time.Time // when a sender may take it next
+	DeliveredAt *time.Time
+	LastError   string
+	// EventAt and EventData are the causing event's (set by
+	// NotificationClaim): when it happened and, for ticket.opened, which
+	// ticket.
+	EventAt   time.Time
+	EventData json.RawMessage
+}
+
+// NotificationSettleParams end one attempt. The update applies only while
+// the notification is pending with Attempts attempts, so a sender whose
+// lease ran out (and whose row another sender took) changes nothing.
+type NotificationSettleParams struct {
+	ID        string
+	Attempts  int
+	State     NotificationState // delivered, pending (retry at DueAt) or failed
+	Now       time.Time
+	DueAt     time.Time // pending: the next try
+	LastError string
+}
+
+// NotificationFanOutParams take a batch of events for the fan-out.
+type NotificationFanOutParams struct {
+	Now   time.Time
+	Limit int
+	// Route returns the notifications of one event (the channels that hear
+	// of it); none for an event that tells nobody.
+	Route func(ev Event, a *Action) []NotificationRecord
+}
+
+// NotificationClaimParams take a batch of due notifications for a sender.
+type NotificationClaimParams struct {
+	Now   time.Time
+	Lease time.Duration
+	Limit int
+}
+
+// Outbox is the storage of notifications, part of Store.
+type Outbox interface {
+	// NotificationFanOut takes up to p.Limit events of NotifyingEventKinds
+	// not yet fanned out (skipping events another process holds), inserts
+	// the notifications p.Route returns for each (unique per event and
+	// channel) and marks the events fanned out, in one transaction. It
+	// returns the number of events taken.
+	NotificationFanOut(ctx context.Context, p NotificationFanOutParams) (int, error)
+	// NotificationClaim takes up to p.Limit pending notifications due at
+	// p.Now (skipping rows another process holds), counts an attempt and
+	// moves each one p.Lease ahead: a sender that dies leaves it due again
+	// when the lease ends.
+	NotificationClaim(ctx context.Context, p NotificationClaimParams) ([]NotificationRecord, error)
+	// NotificationSettle ends an attempt; false when the row had moved on.
+	NotificationSettle(ctx context.Context, p NotificationSettleParams) (bool, error)
+	// NotificationList returns an action's notifications, oldest first.
+	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
+	// NotificationCountPending counts notifications not yet delivered nor
+	// given up (the queue depth on /metrics).
+	NotificationCountPending(ctx context.Context) (int64, error)
+	SlackMessages
 }

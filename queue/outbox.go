@@ -87,73 +87,6 @@ func (s *Service) unrouted(ev Event, a *Action) bool {
 	return false
 }
 
-// NotificationState is where a notification is in its delivery.
-type NotificationState string
-
-const (
-	NotificationPending   NotificationState = "pending"
-	NotificationDelivered NotificationState = "delivered"
-	NotificationFailed    NotificationState = "failed" // given up after GiveUpAfter
-)
-
-// NotificationRecord is a stored notification: one event for one channel.
-type NotificationRecord struct {
-	ID       string
-	EventID  int64
-	ActionID string
-	Type     string // classify.EventTypes
-	Channel  string // the channel's name in the tools file
-	Kind     string // slack, email or webhook
-	State    NotificationState
-	// Attempts counts claims; a claim is an attempt even when its sender
-	// died before it could say how it went.
-	Attempts    int
-	CreatedAt   time.Time
-	DueAt       time.Time // when a sender may take it next
-	DeliveredAt *time.Time
-	LastError   string
-	// EventAt and EventData are the causing event's (set by
-	// NotificationClaim): when it happened and, for ticket.opened, which
-	// ticket.
-	EventAt   time.Time
-	EventData json.RawMessage
-}
-
-// NotificationSettleParams end one attempt. The update applies only while
-// the notification is pending with Attempts attempts, so a sender whose
-// lease ran out (and whose row another sender took) changes nothing.
-type NotificationSettleParams struct {
-	ID        string
-	Attempts  int
-	State     NotificationState // delivered, pending (retry at DueAt) or failed
-	Now       time.Time
-	DueAt     time.Time // pending: the next try
-	LastError string
-}
-
-// Outbox is the storage of notifications, part of Store.
-type Outbox interface {
-	// NotificationFanOut takes up to limit events of NotifyingEventKinds
-	// not yet fanned out (skipping events another process holds), inserts
-	// the notifications route returns for each (unique per event and
-	// channel) and marks the events fanned out, in one transaction. It
-	// returns the number of events taken.
-	NotificationFanOut(ctx context.Context, now time.Time, limit int, route func(ev Event, a *Action) []NotificationRecord) (int, error)
-	// NotificationClaim takes up to limit pending notifications due at
-	// now (skipping rows another process holds), counts an attempt and
-	// moves each one lease ahead: a sender that dies leaves it due again
-	// when the lease ends.
-	NotificationClaim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]NotificationRecord, error)
-	// NotificationSettle ends an attempt; false when the row had moved on.
-	NotificationSettle(ctx context.Context, p NotificationSettleParams) (bool, error)
-	// NotificationList returns an action's notifications, oldest first.
-	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
-	// NotificationCountPending counts notifications not yet delivered nor
-	// given up (the queue depth on /metrics).
-	NotificationCountPending(ctx context.Context) (int64, error)
-	SlackMessages
-}
-
 // OutboxConfig configures the sender.
 type OutboxConfig struct {
 	// Notifiers deliver by channel kind (slack, email, webhook). A kind
@@ -226,7 +159,7 @@ func (s *Service) FanOut(ctx context.Context, limit int) (int, error) {
 	now := s.Now()
 	total := 0
 	for {
-		n, err := s.store.NotificationFanOut(ctx, now, limit, func(ev Event, a *Action) []NotificationRecord {
+		n, err := s.store.NotificationFanOut(ctx, NotificationFanOutParams{Now: now, Limit: limit, Route: func(ev Event, a *Action) []NotificationRecord {
 			typ := NotificationType(ev, a)
 			if typ == "" {
 				return nil
@@ -237,7 +170,7 @@ func (s *Service) FanOut(ctx context.Context, limit int) (int, error) {
 					Channel: c.Name, Kind: c.Kind(), State: NotificationPending, CreatedAt: now, DueAt: now})
 			}
 			return out
-		})
+		}})
 		total += n
 		if err != nil || n < limit {
 			return total, err
@@ -251,7 +184,7 @@ func (s *Service) FanOut(ctx context.Context, limit int) (int, error) {
 func (s *Service) SendDue(ctx context.Context, cfg OutboxConfig) (int, error) {
 	cfg.defaults()
 	now := s.Now()
-	due, err := s.store.NotificationClaim(ctx, now, cfg.Lease, cfg.Batch)
+	due, err := s.store.NotificationClaim(ctx, NotificationClaimParams{Now: now, Lease: cfg.Lease, Limit: cfg.Batch})
 	if err != nil {
 		return 0, err
 	}

@@ -201,7 +201,7 @@ func TestOutboxSurvivesASenderThatDied(t *testing.T) {
 			t.Fatal(err)
 		}
 		// The first process claims both notifications and dies before sending.
-		claimed, err := first.NotificationClaim(ctx, db.clock.Now(), time.Minute, 100)
+		claimed, err := first.NotificationClaim(ctx, queue.NotificationClaimParams{Now: db.clock.Now(), Lease: time.Minute, Limit: 100})
 		if err != nil || len(claimed) != 2 {
 			t.Fatalf("claim: %d (%v), want 2", len(claimed), err)
 		}

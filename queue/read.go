@@ -20,8 +20,8 @@ const MaxWait = 60 * time.Second
 // state now), at once for a final state, or at the deadline. It subscribes
 // before reading, so a change between the two is not lost.
 func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
-	changes, cancel := s.store.Subscribe()
-	defer cancel()
+	sub := s.store.Subscribe()
+	defer sub.Cancel()
 	a, err := s.store.ActionGetByID(ctx, id)
 	if err != nil || d <= 0 || a.State.Final() {
 		return a, err
@@ -40,7 +40,7 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 	defer recheck.Stop()
 	for {
 		select {
-		case c, ok := <-changes:
+		case c, ok := <-sub.Changes:
 			if !ok { // shutting down: answer with what is stored
 				return s.store.ActionGetByID(ctx, id)
 			}
@@ -230,7 +230,7 @@ func (s *Service) ActionCountByState(ctx context.Context) (map[State]int64, erro
 
 // SubscribePending is Subscribe that also announces, within a second, new
 // pending actions (possibly without their id): what the live queue needs.
-func (s *Service) SubscribePending() (changes <-chan Change, cancel func()) {
+func (s *Service) SubscribePending() Subscription {
 	return s.store.SubscribePending()
 }
 

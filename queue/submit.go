@@ -17,9 +17,9 @@ type SubmitRequest struct {
 	Agent     string          // token name
 	Channel   string          // "api" or "mcp"
 	// TokenHash, when set, asks the store to check in the claiming
-	// statement that an active agent token has this hash (see
-	// GuardedSubmitter): the caller took Agent from a cache, not from the
-	// database. Only for a Service whose GuardsTokens is true.
+	// statement that an active agent token has this hash
+	// (Store.SupportsTokenGuard): the caller took Agent from a cache, not
+	// from the database. Only for a Service whose GuardsTokens is true.
 	TokenHash string
 }
 
@@ -27,8 +27,7 @@ type SubmitRequest struct {
 // statement of a submission (SubmitRequest.TokenHash) and of an agent's
 // drive call (WithTokenGuard).
 func (s *Service) GuardsTokens() bool {
-	_, ok := s.store.(GuardedSubmitter)
-	return ok
+	return s.store.SupportsTokenGuard()
 }
 
 type tokenGuardKey struct{}
@@ -172,24 +171,15 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
 	ev.Unrouted = s.unrouted(ev, a)
-	var (
-		holder                  *Action
-		created, replayRecorded bool
-		err                     error
-	)
-	if req.TokenHash != "" {
-		gs, ok := s.store.(GuardedSubmitter)
-		if !ok {
-			return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
-		}
-		holder, created, replayRecorded, err = gs.ActionSubmitGuarded(ctx, a, ev, req.TokenHash)
-	} else {
-		holder, created, replayRecorded, err = s.store.ActionSubmit(ctx, a, ev)
+	if req.TokenHash != "" && !s.store.SupportsTokenGuard() {
+		return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
 	}
+	sub, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, TokenHash: req.TokenHash})
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	if created {
+	holder, replayRecorded := sub.Holder, sub.ReplayRecorded
+	if sub.Created {
 		if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
 			holder = s.callUpstreamNow(ctx, holder)
 		}

@@ -43,7 +43,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	now := s.Now()
 	const batch = 500
 	for {
-		exp, err := s.store.ActionExpireDue(ctx, now, batch)
+		exp, err := s.store.ActionExpireDue(ctx, DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -53,7 +53,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		tk, err := s.store.TicketOpenStale(ctx, now, batch)
+		tk, err := s.store.TicketOpenStale(ctx, DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -65,7 +65,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	// Escalate before reminding: an action due for both is told of its
 	// escalation, and its reminder clock still runs.
 	for {
-		n, err := s.store.ActionEscalateDue(ctx, now, batch)
+		n, err := s.store.ActionEscalateDue(ctx, DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -75,7 +75,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		n, err := s.store.ActionRemindDue(ctx, now, batch)
+		n, err := s.store.ActionRemindDue(ctx, DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}

@@ -33,8 +33,9 @@ func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action,
 		}
 		return nil, nil, err
 	}
-	a, t, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: r.TicketID, Now: s.Now(), By: r.By,
+	res, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: r.TicketID, Now: s.Now(), By: r.By,
 		Outcome: r.Outcome, Result: r.Result, Note: note})
+	a, t := res.Action, res.Ticket
 	if errors.Is(err, ErrTicketNotOpen) {
 		return a, t, ticketResolved(a, t)
 	}

@@ -169,7 +169,8 @@ func (s *Service) outcomeConflict(ctx context.Context, a *Action, by, channel, r
 	data["report"] = report
 	data["stored_state"] = a.State
 	raw, _ := json.Marshal(data)
-	if _, err := s.store.TicketOpenConflict(ctx, a.ID, now, Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: channel, At: now, Data: raw}); err != nil {
+	if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now,
+		Event: Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: channel, At: now, Data: raw}}); err != nil {
 		return err
 	}
 	if fresh, err := s.store.ActionGetByID(ctx, a.ID); err == nil {

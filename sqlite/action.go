@@ -126,22 +126,27 @@ func getActionWithTicket(ctx context.Context, q querier, id string) (*queue.Acti
 // read. The insert returns the stored row (RETURNING), so a new action is
 // not read again; the row is decoded after the commit, outside the
 // writer, which serialises every write of the store.
-func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Event) (*queue.Action, bool, bool, error) {
+func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (queue.ActionSubmitResult, error) {
+	a, ev := p.Action, p.Event
+	if p.TokenHash != "" {
+		// SupportsTokenGuard is false: the caller must look the token up.
+		return queue.ActionSubmitResult{}, errors.New("submit action: this store cannot check agent tokens in its statements")
+	}
 	if a == nil {
-		return nil, false, false, errors.New("submit action: nil action")
+		return queue.ActionSubmitResult{}, errors.New("submit action: nil action")
 	}
 	spec, err := json.Marshal(a.Spec)
 	if err != nil {
-		return nil, false, false, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
 	}
 	warnings := []byte("[]")
 	if len(a.Warnings) > 0 {
 		if warnings, err = json.Marshal(a.Warnings); err != nil {
-			return nil, false, false, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
 		}
 	}
 	if err := storableTimes(&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt); err != nil {
-		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
 	// An exactly-once action is claimed by its submission; the deadline
 	// follows from the snapshot's claim_timeout.
@@ -209,13 +214,13 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 		return fmt.Errorf("intent %q: insert refused and no holder found", a.IntentKey)
 	})
 	if err != nil {
-		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
 	// A new row decodes (storableTimes checked its times; spec and
 	// warnings are json.Marshal's output): an error here is a holder's.
 	holder, err := row.action()
 	if err != nil {
-		return nil, false, false, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
 	}
 	holder.Ticket = ticket
 	if created {
@@ -228,7 +233,7 @@ func (s *Store) ActionSubmit(ctx context.Context, a *queue.Action, ev queue.Even
 	}
 	// The Service records replays: the statement above reads, it does not
 	// write them.
-	return holder, created, false, nil
+	return queue.ActionSubmitResult{Holder: holder, Created: created}, nil
 }
 
 // storableTimes refuses times that timeLayout cannot write and read back
@@ -326,7 +331,7 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 		where = append(where, `tool = ?`)
 		args = append(args, p.Tool)
 	}
-	if p.Webhook {
+	if p.ServerExecuted {
 		where = append(where, `has_webhook = 1`)
 	}
 	if p.Held {
@@ -389,7 +394,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		return nil, fmt.Errorf("transition action %s: from %v to %q is not a transition", p.ID, p.From, p.To)
 	}
 	if p.TokenHash != "" {
-		// Not a GuardedSubmitter: the caller must look the token up.
+		// SupportsTokenGuard is false: the caller must look the token up.
 		return nil, fmt.Errorf("transition action %s: this store cannot check an agent token in the transition", p.ID)
 	}
 	if err := storableTimes(p.DecidedAt, p.ClaimedAt, p.FinishedAt, p.ExpiresAt); err != nil {
@@ -512,7 +517,8 @@ func resolveStaleTicket(ctx context.Context, tx querier, actionID string, to que
 
 // ActionExpireDue expires pending and approved actions whose expires_at has
 // passed, in one conditional update.
-func (s *Store) ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*queue.Action, error) {
+func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queue.Action, error) {
+	now, limit := p.Now, p.Limit
 	if limit <= 0 {
 		limit = 100
 	}

@@ -51,7 +51,7 @@ func benchWriters(b *testing.B, cfg config) {
 					IntentKey: fmt.Sprintf("bench:%d", n), State: queue.StateInProgress,
 					Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:bench", CreatedAt: now, ClaimedAt: &now,
 					Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
-				if _, _, _, err := s.ActionSubmit(ctx, a, queue.Event{Kind: queue.EventSubmitted, Actor: "agent:bench"}); err != nil {
+				if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: queue.Event{Kind: queue.EventSubmitted, Actor: "agent:bench"}}); err != nil {
 					failures.Add(1)
 					b.Error(err)
 					return

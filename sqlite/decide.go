@@ -12,7 +12,7 @@ import (
 // ActionDecide implements queue.Store. The write transaction is immediate:
 // it holds SQLite's one write lock from its first statement, which locks
 // the action (and everything else) before queue.PlanDecision reads it.
-func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*queue.Action, queue.DecideOutcome, error) {
+func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (queue.ActionDecideResult, error) {
 	var (
 		a       *queue.Action
 		outcome queue.DecideOutcome
@@ -71,26 +71,26 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*
 		return err
 	})
 	if err != nil {
-		return nil, 0, fmt.Errorf("decide %s: %w", p.ID, err)
+		return queue.ActionDecideResult{}, fmt.Errorf("decide %s: %w", p.ID, err)
 	}
 	if refusal != nil {
-		return a, 0, refusal
+		return queue.ActionDecideResult{Action: a}, refusal
 	}
 	if outcome == queue.DecideTransitioned {
 		s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
 	}
-	return a, outcome, nil
+	return queue.ActionDecideResult{Action: a, Outcome: outcome}, nil
 }
 
 // ActionRemindDue implements queue.Store. The immediate transaction holds
 // the one write lock, so a concurrent sweep sees this one's reminded_at.
-func (s *Store) ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error) {
-	return s.routeDue(ctx, now, limit, "remind_after", "reminded_at", queue.EventReminder)
+func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, error) {
+	return s.routeDue(ctx, p.Now, p.Limit, "remind_after", "reminded_at", queue.EventReminder)
 }
 
 // ActionEscalateDue implements queue.Store.
-func (s *Store) ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error) {
-	return s.routeDue(ctx, now, limit, "escalate_after", "escalated_at", queue.EventEscalated)
+func (s *Store) ActionEscalateDue(ctx context.Context, p queue.DueParams) (int, error) {
+	return s.routeDue(ctx, p.Now, p.Limit, "escalate_after", "escalated_at", queue.EventEscalated)
 }
 
 // routeDue finds the pending actions whose rule's key (remind_after or

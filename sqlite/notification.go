@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -18,7 +17,8 @@ ORDER BY id LIMIT ?`
 
 // NotificationFanOut implements queue.Store. The immediate transaction
 // holds the one write lock, so no other fan-out takes the same events.
-func (s *Store) NotificationFanOut(ctx context.Context, now time.Time, limit int, route func(queue.Event, *queue.Action) []queue.NotificationRecord) (int, error) {
+func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanOutParams) (int, error) {
+	limit, route := p.Limit, p.Route
 	var n int
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		n = 0
@@ -111,7 +111,8 @@ func scanNotifications(rows *sql.Rows, err error) ([]queue.NotificationRecord, e
 }
 
 // NotificationClaim implements queue.Store.
-func (s *Store) NotificationClaim(ctx context.Context, now time.Time, lease time.Duration, limit int) ([]queue.NotificationRecord, error) {
+func (s *Store) NotificationClaim(ctx context.Context, p queue.NotificationClaimParams) ([]queue.NotificationRecord, error) {
+	now, lease, limit := p.Now, p.Lease, p.Limit
 	var out []queue.NotificationRecord
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		out = nil

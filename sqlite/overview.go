@@ -46,7 +46,7 @@ FROM d GROUP BY tool, n ORDER BY tool`
 ) GROUP BY hour ORDER BY hour`
 )
 
-// ActionPendingByTool implements queue.OverviewStore.
+// ActionPendingByTool implements queue.Store.
 func (s *Store) ActionPendingByTool(ctx context.Context) ([]queue.ToolPending, error) {
 	rows, err := s.read.QueryContext(ctx, sqlPendingByTool)
 	if err != nil {
@@ -68,18 +68,18 @@ func (s *Store) ActionPendingByTool(ctx context.Context) ([]queue.ToolPending, e
 	return out, rows.Err()
 }
 
-// ActionDecisionCount implements queue.OverviewStore.
-func (s *Store) ActionDecisionCount(ctx context.Context, since, until time.Time) (int64, error) {
+// ActionDecisionCount implements queue.Store.
+func (s *Store) ActionDecisionCount(ctx context.Context, p queue.PeriodParams) (int64, error) {
 	var n int64
-	if err := s.read.QueryRowContext(ctx, sqlDecisionCount, fmtTime(since), fmtTime(until)).Scan(&n); err != nil {
+	if err := s.read.QueryRowContext(ctx, sqlDecisionCount, fmtTime(p.Since), fmtTime(p.Until)).Scan(&n); err != nil {
 		return 0, fmt.Errorf("count decisions: %w", err)
 	}
 	return n, nil
 }
 
-// ActionDecisionTimes implements queue.OverviewStore.
-func (s *Store) ActionDecisionTimes(ctx context.Context, since, until time.Time) ([]queue.ToolDecisionTimes, error) {
-	rows, err := s.read.QueryContext(ctx, sqlDecisionTimes, fmtTime(since), fmtTime(until))
+// ActionDecisionTimes implements queue.Store.
+func (s *Store) ActionDecisionTimes(ctx context.Context, p queue.PeriodParams) ([]queue.ToolDecisionTimes, error) {
+	rows, err := s.read.QueryContext(ctx, sqlDecisionTimes, fmtTime(p.Since), fmtTime(p.Until))
 	if err != nil {
 		return nil, fmt.Errorf("decision times: %w", err)
 	}
@@ -97,9 +97,9 @@ func (s *Store) ActionDecisionTimes(ctx context.Context, since, until time.Time)
 	return out, rows.Err()
 }
 
-// ActionHourly implements queue.OverviewStore.
-func (s *Store) ActionHourly(ctx context.Context, from, until time.Time) ([]queue.HourCount, error) {
-	rows, err := s.read.QueryContext(ctx, sqlHourly, fmtTime(from), fmtTime(until))
+// ActionHourly implements queue.Store.
+func (s *Store) ActionHourly(ctx context.Context, p queue.PeriodParams) ([]queue.HourCount, error) {
+	rows, err := s.read.QueryContext(ctx, sqlHourly, fmtTime(p.Since), fmtTime(p.Until))
 	if err != nil {
 		return nil, fmt.Errorf("hourly counts: %w", err)
 	}
@@ -118,5 +118,3 @@ func (s *Store) ActionHourly(ctx context.Context, from, until time.Time) ([]queu
 	}
 	return out, rows.Err()
 }
-
-var _ queue.OverviewStore = (*Store)(nil)

@@ -201,11 +201,15 @@ func (s *Store) Ping(ctx context.Context) error {
 }
 
 // Subscribe delivers the changes committed through this store.
-func (s *Store) Subscribe() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
 
 // SubscribePending is Subscribe: inserts are published like every other
 // commit of this process.
-func (s *Store) SubscribePending() (<-chan queue.Change, func()) { return s.hub.Subscribe() }
+func (s *Store) SubscribePending() queue.Subscription { return s.hub.Subscribe() }
+
+// SupportsTokenGuard implements queue.Store: no, the caller looks the agent
+// token up before it submits or drives.
+func (s *Store) SupportsTokenGuard() bool { return false }
 
 // Close stops the writer (the batch in flight commits; writes still queued
 // are answered with an error), releases waiters and closes both pools.

@@ -64,7 +64,7 @@ func TestReopen(t *testing.T) {
 		t.Fatalf("open: %v", err)
 	}
 	a := claim("reopen:1", t0)
-	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+	if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)}); err != nil {
 		t.Fatalf("submit: %v", err)
 	}
 	if err := s.Close(); err != nil {
@@ -123,7 +123,7 @@ func TestTwoStoresOneFile(t *testing.T) {
 			s := stores[i%2]
 			now := t0.Add(time.Duration(i) * time.Second)
 			a := claim(fmt.Sprintf("two:%d", i), now)
-			if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+			if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)}); err != nil {
 				errs[i] = err
 				return
 			}
@@ -173,7 +173,9 @@ func TestOneIntentTwoStoresOneFile(t *testing.T) {
 				if class == classify.AtMostOnce {
 					a.Class, a.State, a.ClaimedAt = class, queue.StatePending, nil
 				}
-				holders[i], created[i], _, errs[i] = stores[i%2].ActionSubmit(t.Context(), a, submitEvent(a))
+				var res queue.ActionSubmitResult
+				res, errs[i] = stores[i%2].ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)})
+				holders[i], created[i] = res.Holder, res.Created
 			})
 		}
 		close(start)
@@ -217,7 +219,8 @@ func TestCloseReleasesSubscribers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, cancel := s.Subscribe()
+	sub := s.Subscribe()
+	ch, cancel := sub.Changes, sub.Cancel
 	defer cancel()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
@@ -250,14 +253,14 @@ func TestSchemaRefusesIllegalRows(t *testing.T) {
 	for name, mutate := range cases {
 		a := claim("schema:"+name, t0)
 		mutate(a)
-		if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err == nil {
+		if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)}); err == nil {
 			t.Errorf("%s: stored", name)
 		}
 	}
 	// A claim without a deadline cannot be stored either.
 	a := &queue.Action{ID: queue.NewID(t0), Tool: "send", Class: classify.AtMostOnce, IntentKey: "schema:claim",
 		State: queue.StatePending, Payload: json.RawMessage(`{}`), RequestedBy: "agent:test", CreatedAt: t0}
-	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err != nil {
+	if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)}); err != nil {
 		t.Fatal(err)
 	}
 	now := t0
@@ -314,7 +317,7 @@ func TestUnstorableTimeWritesNothing(t *testing.T) {
 	far := time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 	a := claim("far:1", t0)
 	a.CreatedAt = far
-	if _, _, _, err := s.ActionSubmit(t.Context(), a, submitEvent(a)); err == nil {
+	if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)}); err == nil {
 		t.Fatal("submitted an action created in the year 10000")
 	}
 	if _, err := s.ActionGetByID(t.Context(), a.ID); !errors.Is(err, queue.ErrNotFound) {
@@ -322,7 +325,7 @@ func TestUnstorableTimeWritesNothing(t *testing.T) {
 	}
 
 	b := claim("far:2", t0)
-	if _, _, _, err := s.ActionSubmit(t.Context(), b, submitEvent(b)); err != nil {
+	if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: b, Event: submitEvent(b)}); err != nil {
 		t.Fatal(err)
 	}
 	_, err := s.ActionTransition(t.Context(), queue.ActionTransitionParams{ID: b.ID,

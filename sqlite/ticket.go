@@ -123,7 +123,8 @@ func openTicket(ctx context.Context, tx querier, actionID string, kind queue.Tic
 
 // TicketOpenStale opens one stale ticket for every action in_progress past
 // its claim deadline that has none open.
-func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*queue.Ticket, error) {
+func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
+	now, limit := p.Now, p.Limit
 	if limit <= 0 {
 		limit = 100
 	}
@@ -160,7 +161,8 @@ func (s *Store) TicketOpenStale(ctx context.Context, now time.Time, limit int) (
 
 // TicketOpenConflict records ev and opens a conflict ticket unless one is
 // open; it returns the open conflict ticket either way.
-func (s *Store) TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev queue.Event) (*queue.Ticket, error) {
+func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
+	actionID, now, ev := p.ActionID, p.Now, p.Event
 	var t *queue.Ticket
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		ev.ActionID = actionID
@@ -250,9 +252,9 @@ func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 // error. The action is read (on PostgreSQL: locked) before the
 // ticket is touched, the one lock order every path follows; here the
 // immediate transaction already holds SQLite's write lock.
-func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (*queue.Action, *queue.Ticket, error) {
+func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
 	if p.Outcome != queue.StateDone && p.Outcome != queue.StateFailed {
-		return nil, nil, fmt.Errorf("resolve ticket %s: outcome %q is neither done nor failed", p.TicketID, p.Outcome)
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: outcome %q is neither done nor failed", p.TicketID, p.Outcome)
 	}
 	var (
 		a       *queue.Action
@@ -314,15 +316,15 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		return err
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
 	}
 	if notOpen {
-		return a, t, fmt.Errorf("resolve ticket %s: it is %s: %w", t.ID, t.State, queue.ErrTicketNotOpen)
+		return queue.TicketResolveResult{Action: a, Ticket: t}, fmt.Errorf("resolve ticket %s: it is %s: %w", t.ID, t.State, queue.ErrTicketNotOpen)
 	}
 	if moved {
 		s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
 	}
-	return a, t, nil
+	return queue.TicketResolveResult{Action: a, Ticket: t}, nil
 }
 
 // scanIDs reads a one-column result of ids and closes it.

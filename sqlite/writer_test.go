@@ -129,7 +129,9 @@ func TestWriterConcurrentSubmissions(t *testing.T) {
 				a.Class, a.State, a.ClaimedAt = classify.AtMostOnce, queue.StatePending, nil
 			}
 			r := result{key: key}
-			r.holder, r.created, _, r.err = s.ActionSubmit(t.Context(), a, submitEvent(a))
+			var res queue.ActionSubmitResult
+			res, r.err = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submitEvent(a)})
+			r.holder, r.created = res.Holder, res.Created
 			results[i] = r
 		})
 	}

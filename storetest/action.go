@@ -15,7 +15,8 @@ var submitTests = []test{
 		a.Warnings = []string{"intent_key_looks_random"}
 		a.Channel = "mcp"
 		a.Spec.Executor = &classify.Executor{Webhook: "http://127.0.0.1:9000/send", Timeout: 30 * time.Second}
-		got, created, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+		got, created := res.Holder, res.Created
 		noErr(t, err, "submit")
 		eq(t, created, true, "created")
 		eq(t, a.Attempt, 1, "attempt assigned to the submitted action")
@@ -72,7 +73,8 @@ var submitTests = []test{
 			newAction(classify.AtMostOnce, "post_publicly", "shared:key", at(time.Minute)),
 			newAction(classify.ExactlyOnce, "issue_refund", "shared:key", at(time.Minute)),
 		} {
-			holder, created, replay, err := s.ActionSubmit(t.Context(), other, submittedEvent(other))
+			res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: other, Event: submittedEvent(other)})
+			holder, created, replay := res.Holder, res.Created, res.ReplayRecorded
 			noErr(t, err, "submit")
 			eq(t, created, false, "created")
 			eq(t, holder.ID, first.ID, "holder")
@@ -129,10 +131,11 @@ var submitTests = []test{
 	{"RejectedHoldsForever", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:c-1:promo", at(0))
 		transition(t, s, rejectParams(a.ID, "user:ann@example.com", at(time.Minute)))
-		_, err := s.ActionExpireDue(t.Context(), at(1000*time.Hour), 100)
+		_, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(1000 * time.Hour), Limit: 100})
 		noErr(t, err, "expire due")
 		again := newAction(classify.AtMostOnce, "send_customer_email", "email:c-1:promo", at(1000*time.Hour))
-		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+		holder, created := res.Holder, res.Created
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")
@@ -143,7 +146,8 @@ var submitTests = []test{
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:o-2:l-1", at(0))
 		transition(t, s, completeParams(a.ID, at(time.Minute), `{"refund_id":"r-9"}`))
 		again := newAction(classify.ExactlyOnce, "issue_refund", "refund:o-2:l-1", at(time.Hour))
-		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+		holder, created := res.Holder, res.Created
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")
@@ -153,7 +157,8 @@ var submitTests = []test{
 	{"InProgressHolds", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:o-3:l-1", at(0))
 		again := newAction(classify.ExactlyOnce, "issue_refund", "refund:o-3:l-1", at(time.Second))
-		holder, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+		holder, created := res.Holder, res.Created
 		noErr(t, err, "resubmit")
 		eq(t, created, false, "created")
 		eq(t, holder.ID, a.ID, "holder")
@@ -192,7 +197,8 @@ var submitTests = []test{
 			// Another at-least-once call with the key is a new action, not
 			// a replay of the finished one.
 			again := newAction(classify.AtLeastOnce, "crm_lookup", key, at(time.Minute))
-			got, created, replay, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+			res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+			got, created, replay := res.Holder, res.Created, res.ReplayRecorded
 			noErr(t, err, string(to)+": second at-least-once submission")
 			eq(t, created, true, string(to)+": second at-least-once submission created")
 			eq(t, replay, false, string(to)+": replay recorded")
@@ -204,14 +210,16 @@ var submitTests = []test{
 			// 1 rather than finding the at-least-once action as its holder,
 			// and then holds it against the next one.
 			claim := newAction(classify.ExactlyOnce, "issue_refund", key, at(2*time.Minute))
-			got, created, _, err = s.ActionSubmit(t.Context(), claim, submittedEvent(claim))
+			res, err = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: claim, Event: submittedEvent(claim)})
+			got, created = res.Holder, res.Created
 			noErr(t, err, string(to)+": exactly-once submission")
 			eq(t, created, true, string(to)+": exactly-once submission created")
 			eq(t, got.ID, claim.ID, string(to)+": exactly-once holder")
 			eq(t, got.State, queue.StateInProgress, string(to)+": exactly-once state")
 			eq(t, got.Attempt, 1, string(to)+": exactly-once attempt")
 			next := newAction(classify.ExactlyOnce, "issue_refund", key, at(3*time.Minute))
-			got, created, _, err = s.ActionSubmit(t.Context(), next, submittedEvent(next))
+			res, err = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: next, Event: submittedEvent(next)})
+			got, created = res.Holder, res.Created
 			noErr(t, err, string(to)+": second exactly-once submission")
 			eq(t, created, false, string(to)+": second exactly-once submission created")
 			eq(t, got.ID, claim.ID, string(to)+": holder of the second exactly-once submission")
@@ -230,13 +238,13 @@ var submitTests = []test{
 			a := newAction(classify.AtLeastOnce, "crm_lookup", "", at(0))
 			a.State = st
 			a.ClaimedAt = ptr(at(0))
-			if _, _, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a)); err == nil {
+			if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)}); err == nil {
 				t.Errorf("at-least-once action stored as %s", st)
 			}
 		}
 		a := newAction(classify.ExactlyOnce, "issue_refund", "refund:rec", at(0))
 		a.State = queue.StateRecorded
-		if _, _, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a)); err == nil {
+		if _, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)}); err == nil {
 			t.Error("exactly-once action stored as recorded")
 		}
 		r := submitNew(t, s, classify.AtLeastOnce, "crm_lookup", "", at(0))
@@ -515,7 +523,7 @@ var expireTests = []test{
 		transition(t, s, p)
 
 		now := at(3 * time.Hour)
-		got, err := s.ActionExpireDue(t.Context(), now, 100)
+		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: now, Limit: 100})
 		noErr(t, err, "expire due")
 		eq(t, len(got), 2, "expired actions")
 		byID := map[string]*queue.Action{}
@@ -547,7 +555,7 @@ var expireTests = []test{
 			eq(t, evs[0].Actor, "system", "expiry actor")
 			timeEq(t, evs[0].At, now, "expiry event at")
 		}
-		again, err := s.ActionExpireDue(t.Context(), now, 100)
+		again, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: now, Limit: 100})
 		noErr(t, err, "expire again")
 		eq(t, len(again), 0, "expired again")
 		eq(t, countKind(eventKinds(t, s, due.ID), queue.EventExpired), 1, "expiry events")
@@ -559,13 +567,13 @@ var expireTests = []test{
 			a.ExpiresAt = ptr(at(time.Hour))
 			all = append(all, submit(t, s, a).ID)
 		}
-		got, err := s.ActionExpireDue(t.Context(), at(time.Hour-time.Second), 10)
+		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour - time.Second), Limit: 10})
 		noErr(t, err, "expire before")
 		eq(t, len(got), 0, "expired a second early")
-		got, err = s.ActionExpireDue(t.Context(), at(time.Hour), 2)
+		got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
 		noErr(t, err, "expire first batch")
 		eq(t, len(got), 2, "first batch")
-		got, err = s.ActionExpireDue(t.Context(), at(time.Hour), 2)
+		got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
 		noErr(t, err, "expire second batch")
 		eq(t, len(got), 1, "second batch")
 		for _, id := range all {
@@ -580,7 +588,7 @@ var expireTests = []test{
 		transition(t, s, executeParams(run.ID, at(2*time.Minute), at(7*time.Minute)))
 		claim := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "exp:claim", at(0))
 		rec := submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "exp:rec", at(0))
-		got, err := s.ActionExpireDue(t.Context(), at(10000*time.Hour), 100)
+		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(10000 * time.Hour), Limit: 100})
 		noErr(t, err, "expire")
 		eq(t, len(got), 0, "expired")
 		eq(t, get(t, s, rej.ID).State, queue.StateRejected, "rejected")

@@ -49,7 +49,8 @@ func waitChange(t *testing.T, ch <-chan queue.Change, id string, state queue.Sta
 
 var subscribeTests = []test{
 	{"ChangesArrive", func(t *testing.T, s Store) {
-		ch, cancel := s.SubscribePending()
+		sub := s.SubscribePending()
+		ch, cancel := sub.Changes, sub.Cancel
 		defer cancel()
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "sub:1", at(0))
 		waitChange(t, ch, a.ID, queue.StatePending)
@@ -58,18 +59,20 @@ var subscribeTests = []test{
 		transition(t, s, executeParams(a.ID, at(2*time.Minute), at(10*time.Minute)))
 		waitChange(t, ch, a.ID, queue.StateInProgress)
 		_, tk := staleTicket(t, s, "sub:2")
-		got, _, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
+		got := res.Action
 		noErr(t, err, "resolve")
 		waitChange(t, ch, got.ID, queue.StateFailed)
 		b := newAction(classify.AtMostOnce, "send_customer_email", "sub:3", at(0))
 		b.ExpiresAt = ptr(at(time.Hour))
 		submit(t, s, b)
-		_, err = s.ActionExpireDue(t.Context(), at(2*time.Hour), 10)
+		_, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(2 * time.Hour), Limit: 10})
 		noErr(t, err, "expire")
 		waitChange(t, ch, b.ID, queue.StateExpired)
 	}},
 	{"CancelCloses", func(t *testing.T, s Store) {
-		ch, cancel := s.Subscribe()
+		sub := s.Subscribe()
+		ch, cancel := sub.Changes, sub.Cancel
 		cancel()
 		cancel() // idempotent
 		deadline := time.After(10 * time.Second)
@@ -96,7 +99,9 @@ var concurrencyTests = []test{
 			errs := make([]error, n)
 			race(n, func(i int) {
 				a := newAction(class, "tool_"+string(class), key, at(time.Duration(i)*time.Millisecond))
-				holders[i], created[i], replays[i], errs[i] = s.ActionSubmit(t.Context(), a, submittedEvent(a))
+				var res queue.ActionSubmitResult
+				res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+				holders[i], created[i], replays[i] = res.Holder, res.Created, res.ReplayRecorded
 			})
 			recorded := 0
 			for _, r := range replays {
@@ -191,7 +196,7 @@ var concurrencyTests = []test{
 					_, err = s.ActionTransition(t.Context(), p)
 				case 3:
 					var got []*queue.Action
-					got, err = s.ActionExpireDue(t.Context(), at(time.Hour), 10)
+					got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 10})
 					wins[i] = err == nil && len(got) == 1
 					errs[i] = err
 					return
@@ -222,7 +227,9 @@ var concurrencyTests = []test{
 		errs := make([]error, n)
 		race(n, func(i int) {
 			a := newAction(classify.ExactlyOnce, "issue_refund", "race:reclaim", at(time.Hour))
-			holders[i], created[i], _, errs[i] = s.ActionSubmit(t.Context(), a, submittedEvent(a))
+			var res queue.ActionSubmitResult
+			res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+			holders[i], created[i] = res.Holder, res.Created
 		})
 		winner := -1
 		for i := range n {
@@ -257,7 +264,8 @@ var concurrencyTests = []test{
 				ctx := t.Context()
 				now := at(time.Duration(i) * time.Second)
 				a := newAction(classify.ExactlyOnce, "issue_refund", fmt.Sprintf("race:writer:%d", i), now)
-				got, created, _, err := s.ActionSubmit(ctx, a, submittedEvent(a))
+				res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+				got, created := res.Holder, res.Created
 				if err != nil {
 					return fmt.Errorf("submit: %w", err)
 				}
@@ -272,7 +280,7 @@ var concurrencyTests = []test{
 					return fmt.Errorf("complete: %w", err)
 				}
 				b := newAction(classify.AtMostOnce, "send_customer_email", fmt.Sprintf("race:writer:mail:%d", i), now)
-				if _, _, _, err := s.ActionSubmit(ctx, b, submittedEvent(b)); err != nil {
+				if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: b, Event: submittedEvent(b)}); err != nil {
 					return fmt.Errorf("submit mail: %w", err)
 				}
 				if _, err := s.ActionTransition(ctx, approveParams(b.ID, "user:ann@example.com", now.Add(time.Second))); err != nil {

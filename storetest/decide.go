@@ -49,19 +49,22 @@ func kindCounts(t *testing.T, s Store, id string) map[string]int {
 var decideTests = []test{
 	{"QuorumCountsDistinctUsers", func(t *testing.T, s Store) {
 		a := submit(t, s, quorumAction("q:1", 2, users(3), nil, at(0)))
-		got, out, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(time.Minute)))
+		res, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(time.Minute)))
+		got, out := res.Action, res.Outcome
 		noErr(t, err, "first approval")
 		eq(t, out, queue.DecideCounted, "first approval: outcome")
 		eq(t, got.State, queue.StatePending, "first approval: state")
 		eq(t, len(got.Approvals), 1, "first approval: approvals")
 		eq(t, got.ApprovalsRequired, 2, "approvals_required")
 
-		got, out, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(2*time.Minute)))
+		res, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(2*time.Minute)))
+		got, out = res.Action, res.Outcome
 		noErr(t, err, "same user again")
 		eq(t, out, queue.DecideReplayed, "same user again: outcome")
 		eq(t, len(got.Approvals), 1, "same user again: approvals")
 
-		got, out, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u1@example.com", at(3*time.Minute)))
+		res, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u1@example.com", at(3*time.Minute)))
+		got, out = res.Action, res.Outcome
 		noErr(t, err, "second user")
 		eq(t, out, queue.DecideTransitioned, "second user: outcome")
 		eq(t, got.State, queue.StateApproved, "second user: state")
@@ -76,7 +79,7 @@ var decideTests = []test{
 		eq(t, kinds[queue.EventApprovalCounted], 1, "approval_counted events")
 		eq(t, kinds[queue.EventApproved], 1, "approved events")
 
-		_, _, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u2@example.com", at(4*time.Minute)))
+		_, err = s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u2@example.com", at(4*time.Minute)))
 		if !errors.Is(err, queue.ErrStateMismatch) {
 			t.Fatalf("approving an approved action: err = %v, want ErrStateMismatch", err)
 		}
@@ -85,14 +88,15 @@ var decideTests = []test{
 	{"IneligibleChangesNothing", func(t *testing.T, s Store) {
 		a := submit(t, s, quorumAction("q:2", 1, users(2), []string{"night@example.com"}, at(0)))
 		for _, to := range []queue.State{queue.StateApproved, queue.StateRejected, queue.StateChangesRequested} {
-			got, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, to, "user:mallory@example.com", at(time.Minute)))
+			res, err := s.ActionDecide(t.Context(), decideParams(a.ID, to, "user:mallory@example.com", at(time.Minute)))
+			got := res.Action
 			if queue.ErrorCode(err) != queue.CodeForbidden {
 				t.Fatalf("%s by an outsider: err = %v, want forbidden", to, err)
 			}
 			eq(t, got.ID, a.ID, string(to)+": the refusal carries the action")
 		}
 		// escalate_to may decide only once the action is escalated.
-		_, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:night@example.com", at(time.Minute)))
+		_, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:night@example.com", at(time.Minute)))
 		if queue.ErrorCode(err) != queue.CodeForbidden {
 			t.Fatalf("escalate_to before escalation: err = %v, want forbidden", err)
 		}
@@ -101,16 +105,18 @@ var decideTests = []test{
 		eq(t, len(now.Approvals), 0, "approvals")
 		eq(t, len(kindCounts(t, s, a.ID)), 1, "event kinds (only submitted)")
 		// Email comparison ignores case, as the users table does.
-		got, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:U1@Example.com", at(2*time.Minute)))
+		res, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:U1@Example.com", at(2*time.Minute)))
+		got := res.Action
 		noErr(t, err, "approval by a member with another spelling")
 		eq(t, got.State, queue.StateApproved, "state")
 	}},
 	{"RejectAndRequestChangesDecideAtOnce", func(t *testing.T, s Store) {
 		for _, to := range []queue.State{queue.StateRejected, queue.StateChangesRequested} {
 			a := submit(t, s, quorumAction("q:3:"+string(to), 3, users(3), nil, at(0)))
-			_, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(time.Minute)))
+			_, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:u0@example.com", at(time.Minute)))
 			noErr(t, err, "one approval")
-			got, out, err := s.ActionDecide(t.Context(), decideParams(a.ID, to, "user:u1@example.com", at(2*time.Minute)))
+			res, err := s.ActionDecide(t.Context(), decideParams(a.ID, to, "user:u1@example.com", at(2*time.Minute)))
+			got, out := res.Action, res.Outcome
 			noErr(t, err, string(to))
 			eq(t, out, queue.DecideTransitioned, string(to)+": outcome")
 			eq(t, got.State, to, "state")
@@ -122,7 +128,7 @@ var decideTests = []test{
 	}},
 	{"ChangesRequestedReleasesTheIntent", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "q:4", at(0))
-		_, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateChangesRequested, "user:ann@example.com", at(time.Minute)))
+		_, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateChangesRequested, "user:ann@example.com", at(time.Minute)))
 		noErr(t, err, "request changes")
 		next := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "q:4", at(2*time.Minute))
 		eq(t, next.Attempt, 2, "the revision's attempt")
@@ -130,7 +136,8 @@ var decideTests = []test{
 	}},
 	{"NoApprovalAfterExpiry", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "q:5", at(0))
-		got, _, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:ann@example.com", at(72*time.Hour)))
+		res, err := s.ActionDecide(t.Context(), decideParams(a.ID, queue.StateApproved, "user:ann@example.com", at(72*time.Hour)))
+		got := res.Action
 		if !errors.Is(err, queue.ErrStateMismatch) {
 			t.Fatalf("approval at expires_at: err = %v, want ErrStateMismatch", err)
 		}
@@ -139,7 +146,7 @@ var decideTests = []test{
 	}},
 	{"UnknownAction", func(t *testing.T, s Store) {
 		for _, id := range []string{queue.NewID(at(0)), "not-a-uuid"} {
-			_, _, err := s.ActionDecide(t.Context(), decideParams(id, queue.StateApproved, "user:ann@example.com", at(0)))
+			_, err := s.ActionDecide(t.Context(), decideParams(id, queue.StateApproved, "user:ann@example.com", at(0)))
 			if !errors.Is(err, queue.ErrNotFound) {
 				t.Fatalf("decide %q: err = %v, want ErrNotFound", id, err)
 			}
@@ -152,8 +159,10 @@ var decideTests = []test{
 		outcomes := make([]queue.DecideOutcome, 20)
 		errs := make([]error, 20)
 		race(20, func(i int) {
-			_, outcomes[i], errs[i] = s.ActionDecide(t.Context(),
+			var res queue.ActionDecideResult
+			res, errs[i] = s.ActionDecide(t.Context(),
 				decideParams(a.ID, queue.StateApproved, fmt.Sprintf("user:u%d@example.com", i%10), at(time.Minute)))
+			outcomes[i] = res.Outcome
 		})
 		count := map[queue.DecideOutcome]int{}
 		for i, err := range errs {

@@ -150,7 +150,7 @@ var listTests = []test{
 		plain := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:plain", at(time.Second))
 		approve(t, s, hook.ID, at(time.Minute))
 		approve(t, s, plain.ID, at(time.Minute))
-		got, err := s.ActionList(t.Context(), queue.ActionListParams{State: queue.StateApproved, Webhook: true, Oldest: true, Limit: 10})
+		got, err := s.ActionList(t.Context(), queue.ActionListParams{State: queue.StateApproved, ServerExecuted: true, Oldest: true, Limit: 10})
 		noErr(t, err, "list")
 		sliceEq(t, keysOf(got), []string{"email:hook"}, "approved webhook actions")
 		got, err = s.ActionList(t.Context(), queue.ActionListParams{State: queue.StateApproved, Oldest: true, Limit: 10})
@@ -209,7 +209,7 @@ var listTests = []test{
 	{"TicketOnListedActions", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:t-1", at(0))
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:t-2", at(time.Hour))
-		opened, err := s.TicketOpenStale(t.Context(), at(10*time.Minute), 10)
+		opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 10})
 		noErr(t, err, "open stale")
 		eq(t, len(opened), 1, "opened")
 		list, err := s.ActionList(t.Context(), queue.ActionListParams{Tool: "issue_refund", Oldest: true, Limit: 10})

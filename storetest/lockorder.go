@@ -32,10 +32,10 @@ func lateReport(id string, outcome queue.State, now time.Time) queue.ActionTrans
 
 // sweep runs what the Service's sweep runs, in its order.
 func sweep(ctx context.Context, s Store, now time.Time) ([]*queue.Ticket, error) {
-	if _, err := s.ActionExpireDue(ctx, now, 500); err != nil {
+	if _, err := s.ActionExpireDue(ctx, queue.DueParams{Now: now, Limit: 500}); err != nil {
 		return nil, fmt.Errorf("expire: %w", err)
 	}
-	return s.TicketOpenStale(ctx, now, 500)
+	return s.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: 500})
 }
 
 var lockOrderTests = []test{
@@ -59,7 +59,9 @@ var lockOrderTests = []test{
 				switch i {
 				case 0:
 					p := resolveParams(tk.ID, operatorOutcome, now)
-					opAction, _, errs[i] = s.TicketResolve(t.Context(), p)
+					var res queue.TicketResolveResult
+					res, errs[i] = s.TicketResolve(t.Context(), p)
+					opAction = res.Action
 				case 1, 2:
 					outcome := []queue.State{queue.StateDone, queue.StateFailed}[i-1]
 					reported[i-1], errs[i] = s.ActionTransition(t.Context(), lateReport(a.ID, outcome, now))
@@ -180,7 +182,8 @@ var lockOrderTests = []test{
 			tk := tickets[0]
 			if tk.State == queue.TicketOpen {
 				eq(t, resolvedEvents, 0, what+": ticket_resolved events of an open ticket")
-				got, _, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(2*time.Hour)))
+				res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(2*time.Hour)))
+				got := res.Action
 				noErr(t, err, what+": operator closes the ticket the report did not see")
 				eq(t, got.State, outcome, what+": the operator's finding changes no state")
 				continue

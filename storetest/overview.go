@@ -14,9 +14,6 @@ var overviewTests = []test{
 	// edge has an action just inside or outside it, and decisions by the
 	// system (expiry) or an agent (cancel) count for nothing.
 	{"ExactNumbers", func(t *testing.T, s Store) {
-		if _, ok := s.(queue.OverviewStore); !ok {
-			t.Fatal("the store does not implement queue.OverviewStore")
-		}
 		now := at(8 * 24 * time.Hour) // 2031-03-22 09:26:53
 		const toolA, toolB = "send_customer_email", "post_public_update"
 		n := 0

@@ -65,14 +65,16 @@ var returnedTests = []test{
 			now := at(time.Duration(i) * time.Minute)
 			a := newAction(class, "tool_"+strings.ReplaceAll(string(class), "-", "_"), key, now)
 			a.Warnings = []string{"intent_key_looks_random"}
-			got, created, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
+			res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+			got, created := res.Holder, res.Created
 			noErr(t, err, string(class)+": submit")
 			eq(t, created, true, string(class)+": created")
 			sameAsStored(t, s, string(class)+": new submission", got)
 
 			// No warnings: stored as [] and read back as such.
 			again := newAction(class, a.Tool, key, now.Add(time.Second))
-			got, created, _, err = s.ActionSubmit(t.Context(), again, submittedEvent(again))
+			res, err = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+			got, created = res.Holder, res.Created
 			noErr(t, err, string(class)+": submit again")
 			// At-least-once holds no intent: the second is a new record.
 			eq(t, created, class == classify.AtLeastOnce, string(class)+": second submission created")
@@ -85,7 +87,8 @@ var returnedTests = []test{
 	{"ReplayWithTicket", func(t *testing.T, s Store) {
 		a, tk := staleTicket(t, s, "returned:stale")
 		again := newAction(classify.ExactlyOnce, a.Tool, a.IntentKey, at(11*time.Minute))
-		got, created, _, err := s.ActionSubmit(t.Context(), again, submittedEvent(again))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
+		got, created := res.Holder, res.Created
 		noErr(t, err, "replay")
 		eq(t, created, false, "created")
 		wantTicket(t, got, tk.ID, queue.TicketOpen)

@@ -129,7 +129,8 @@ func submittedEvent(a *queue.Action) queue.Event {
 // submit inserts a and fails the test unless it became the holder.
 func submit(t *testing.T, s Store, a *queue.Action) *queue.Action {
 	t.Helper()
-	got, created, _, err := s.ActionSubmit(t.Context(), a, submittedEvent(a))
+	res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a)})
+	got, created := res.Holder, res.Created
 	noErr(t, err, "submit")
 	if !created {
 		t.Fatalf("submit %s (%s): not created; holder %s in state %s", a.ID, a.IntentKey, got.ID, got.State)

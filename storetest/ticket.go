@@ -15,7 +15,7 @@ import (
 func staleTicket(t *testing.T, s Store, key string) (*queue.Action, *queue.Ticket) {
 	t.Helper()
 	a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(0))
-	opened, err := s.TicketOpenStale(t.Context(), at(10*time.Minute), 100)
+	opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 100})
 	noErr(t, err, "open stale tickets")
 	for _, tk := range opened {
 		if tk.ActionID == a.ID {
@@ -43,10 +43,10 @@ func resolveParams(id string, outcome queue.State, now time.Time) queue.TicketRe
 var ticketTests = []test{
 	{"StaleOpenedOnceAfterClaimTimeout", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-1", at(0))
-		got, err := s.TicketOpenStale(t.Context(), at(5*time.Minute-time.Second), 100)
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5*time.Minute - time.Second), Limit: 100})
 		noErr(t, err, "open before the deadline")
 		eq(t, len(got), 0, "tickets before the claim timeout")
-		got, err = s.TicketOpenStale(t.Context(), at(5*time.Minute), 100)
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5 * time.Minute), Limit: 100})
 		noErr(t, err, "open at the deadline")
 		eq(t, len(got), 1, "tickets at the claim timeout")
 		tk := got[0]
@@ -65,7 +65,7 @@ var ticketTests = []test{
 		eq(t, byID.Kind, queue.TicketStale, "get: kind")
 		timeEq(t, byID.OpenedAt, tk.OpenedAt, "get: opened at")
 
-		again, err := s.TicketOpenStale(t.Context(), at(time.Hour), 100)
+		again, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
 		noErr(t, err, "open again")
 		eq(t, len(again), 0, "tickets opened again")
 		n, err := s.TicketCountOpen(t.Context())
@@ -83,17 +83,17 @@ var ticketTests = []test{
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-2", at(0))
 		approve(t, s, a.ID, at(time.Minute))
 		transition(t, s, executeParams(a.ID, at(2*time.Minute), at(20*time.Minute)))
-		got, err := s.TicketOpenStale(t.Context(), at(20*time.Minute-time.Second), 100)
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20*time.Minute - time.Second), Limit: 100})
 		noErr(t, err, "open early")
 		eq(t, len(got), 0, "tickets before the deadline")
-		got, err = s.TicketOpenStale(t.Context(), at(20*time.Minute), 100)
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20 * time.Minute), Limit: 100})
 		noErr(t, err, "open at the deadline")
 		eq(t, len(got), 1, "tickets at the deadline")
 		// Pending, approved and finished actions never go stale.
 		submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-3", at(0))
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-4", at(0))
 		transition(t, s, completeParams(b.ID, at(time.Minute), `{}`))
-		got, err = s.TicketOpenStale(t.Context(), at(1000*time.Hour), 100)
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(1000 * time.Hour), Limit: 100})
 		noErr(t, err, "open late")
 		eq(t, len(got), 0, "tickets for actions not in progress")
 	}},
@@ -101,10 +101,10 @@ var ticketTests = []test{
 		for _, k := range []string{"a", "b", "c"} {
 			submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:lim:"+k, at(0))
 		}
-		got, err := s.TicketOpenStale(t.Context(), at(time.Hour), 2)
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
 		noErr(t, err, "first batch")
 		eq(t, len(got), 2, "first batch")
-		got, err = s.TicketOpenStale(t.Context(), at(time.Hour), 2)
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
 		noErr(t, err, "second batch")
 		eq(t, len(got), 1, "second batch: the limit skips actions that have a ticket")
 	}},
@@ -120,7 +120,7 @@ var ticketTests = []test{
 		for i := range sweepers {
 			wg.Go(func() {
 				<-start
-				opened[i], errs[i] = s.TicketOpenStale(t.Context(), at(time.Hour), 100)
+				opened[i], errs[i] = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
 			})
 		}
 		close(start)
@@ -148,7 +148,8 @@ var ticketTests = []test{
 		now := at(time.Hour)
 		p := resolveParams(tk.ID, queue.StateDone, now)
 		p.Result = json.RawMessage(`{"refund_id":"r-77"}`)
-		got, rt, err := s.TicketResolve(t.Context(), p)
+		res, err := s.TicketResolve(t.Context(), p)
+		got, rt := res.Action, res.Ticket
 		noErr(t, err, "resolve")
 		for _, cur := range []*queue.Action{got, get(t, s, a.ID)} {
 			eq(t, cur.State, queue.StateDone, "action state")
@@ -176,7 +177,8 @@ var ticketTests = []test{
 		eq(t, evs[0].Actor, "user:ops@example.com", "resolution event actor")
 
 		// Resolving again answers with the ticket as it stands.
-		cur, again, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(2*time.Hour)))
+		res, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(2*time.Hour)))
+		cur, again := res.Action, res.Ticket
 		isErr(t, err, queue.ErrTicketNotOpen, "resolve twice")
 		if again == nil {
 			t.Fatal("resolve twice: no current ticket returned")
@@ -199,7 +201,8 @@ var ticketTests = []test{
 		// recording the finding and changing no state.
 		a, tk := staleTicket(t, s, "refund:race-1")
 		transition(t, s, completeParams(a.ID, at(time.Hour), `{"refund_id":"r-9"}`))
-		got, resolved, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+		got, resolved := res.Action, res.Ticket
 		noErr(t, err, "resolve a stale ticket of a finished action")
 		eq(t, resolved.State, queue.TicketResolved, "ticket state")
 		eq(t, got.State, queue.StateDone, "action state unchanged")
@@ -213,7 +216,8 @@ var ticketTests = []test{
 	}},
 	{"ResolveFailedReleases", func(t *testing.T, s Store) {
 		a, tk := staleTicket(t, s, "refund:r-2")
-		got, _, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
+		got := res.Action
 		noErr(t, err, "resolve")
 		eq(t, got.State, queue.StateFailed, "action state")
 		timePtrEq(t, got.FinishedAt, ptr(at(time.Hour)), "finished at")
@@ -228,13 +232,13 @@ var ticketTests = []test{
 		report := func(now time.Time) queue.Event {
 			return queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: now, Data: json.RawMessage(`{"reported":"failed"}`)}
 		}
-		tk, err := s.TicketOpenConflict(t.Context(), a.ID, at(time.Hour), report(at(time.Hour)))
+		tk, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Hour), Event: report(at(time.Hour))})
 		noErr(t, err, "open conflict")
 		eq(t, tk.Kind, queue.TicketConflict, "kind")
 		eq(t, tk.State, queue.TicketOpen, "state")
 		eq(t, tk.ActionID, a.ID, "action")
 		timeEq(t, tk.OpenedAt, at(time.Hour), "opened at")
-		same, err := s.TicketOpenConflict(t.Context(), a.ID, at(2*time.Hour), report(at(2*time.Hour)))
+		same, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(2 * time.Hour), Event: report(at(2 * time.Hour))})
 		noErr(t, err, "open conflict again")
 		eq(t, same.ID, tk.ID, "one open conflict ticket")
 		n, err := s.TicketCountOpen(t.Context())
@@ -246,7 +250,8 @@ var ticketTests = []test{
 		eq(t, cur.State, queue.StateDone, "a conflict changes no state")
 		wantTicket(t, cur, tk.ID, queue.TicketOpen)
 
-		got, rt, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(3*time.Hour)))
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(3*time.Hour)))
+		got, rt := res.Action, res.Ticket
 		noErr(t, err, "resolve conflict")
 		eq(t, got.State, queue.StateDone, "state after resolving a conflict")
 		jsonEq(t, got.Result, []byte(`{"refund_id":"r-1"}`), "result after resolving a conflict")
@@ -254,19 +259,19 @@ var ticketTests = []test{
 		if rt.Outcome == nil || *rt.Outcome != queue.StateFailed {
 			t.Fatalf("finding: got %v, want failed", rt.Outcome)
 		}
-		_, _, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(4*time.Hour)))
+		_, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(4*time.Hour)))
 		isErr(t, err, queue.ErrTicketNotOpen, "resolve conflict twice")
 
 		// After resolution a new contradiction opens a new ticket.
-		next, err := s.TicketOpenConflict(t.Context(), a.ID, at(5*time.Hour), report(at(5*time.Hour)))
+		next, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(5 * time.Hour), Event: report(at(5 * time.Hour))})
 		noErr(t, err, "open a second conflict")
 		if next.ID == tk.ID {
 			t.Fatal("a resolved conflict ticket was reused")
 		}
 	}},
 	{"ConflictUnknownAction", func(t *testing.T, s Store) {
-		_, err := s.TicketOpenConflict(t.Context(), queue.NewID(at(0)), at(0),
-			queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(0)})
+		_, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: queue.NewID(at(0)), Now: at(0),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(0)}})
 		isErr(t, err, queue.ErrNotFound, "conflict on an unknown action")
 	}},
 	{"LateReportResolvesStale", func(t *testing.T, s Store) {
@@ -310,7 +315,7 @@ var ticketTests = []test{
 			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, queue.LateReportNote, nil)) {
 				t.Fatalf("%s: ticket_resolved data %s", c.name, evs[0].Data)
 			}
-			_, _, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+			_, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
 			isErr(t, err, queue.ErrTicketNotOpen, c.name+": operator after the agent")
 		}
 		n, err := s.TicketCountOpen(t.Context())
@@ -329,30 +334,30 @@ var ticketTests = []test{
 	{"TicketOnAction", func(t *testing.T, s Store) {
 		// An open ticket wins over a more recent resolved one.
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:pick", at(0))
-		conflict, err := s.TicketOpenConflict(t.Context(), a.ID, at(time.Minute),
-			queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(time.Minute)})
+		conflict, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Minute),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(time.Minute)}})
 		noErr(t, err, "open conflict")
-		stale, err := s.TicketOpenStale(t.Context(), at(10*time.Minute), 10)
+		stale, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 10})
 		noErr(t, err, "open stale")
 		eq(t, len(stale), 1, "stale tickets")
-		_, _, err = s.TicketResolve(t.Context(), resolveParams(stale[0].ID, queue.StateDone, at(20*time.Minute)))
+		_, err = s.TicketResolve(t.Context(), resolveParams(stale[0].ID, queue.StateDone, at(20*time.Minute)))
 		noErr(t, err, "resolve stale")
 		wantTicket(t, get(t, s, a.ID), conflict.ID, queue.TicketOpen)
 		// With none open, the most recent one.
-		_, _, err = s.TicketResolve(t.Context(), resolveParams(conflict.ID, queue.StateDone, at(30*time.Minute)))
+		_, err = s.TicketResolve(t.Context(), resolveParams(conflict.ID, queue.StateDone, at(30*time.Minute)))
 		noErr(t, err, "resolve conflict")
 		wantTicket(t, get(t, s, a.ID), stale[0].ID, queue.TicketResolved)
 	}},
 	{"ListAndGet", func(t *testing.T, s Store) {
 		a, first := staleTicket(t, s, "refund:list:1")
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:list:2", at(time.Hour))
-		second, err := s.TicketOpenStale(t.Context(), at(2*time.Hour), 10)
+		second, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(2 * time.Hour), Limit: 10})
 		noErr(t, err, "open second")
 		eq(t, len(second), 1, "second stale ticket")
-		third, err := s.TicketOpenConflict(t.Context(), a.ID, at(3*time.Hour),
-			queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(3 * time.Hour)})
+		third, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(3 * time.Hour),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(3 * time.Hour)}})
 		noErr(t, err, "open conflict")
-		_, _, err = s.TicketResolve(t.Context(), resolveParams(first.ID, queue.StateDone, at(4*time.Hour)))
+		_, err = s.TicketResolve(t.Context(), resolveParams(first.ID, queue.StateDone, at(4*time.Hour)))
 		noErr(t, err, "resolve first")
 
 		ticketIDs := func(p queue.TicketListParams) []string {
@@ -381,7 +386,7 @@ var ticketTests = []test{
 		for _, id := range []string{queue.NewID(at(0)), "not-a-uuid"} {
 			_, err := s.TicketGetByID(t.Context(), id)
 			isErr(t, err, queue.ErrNotFound, "get ticket "+id)
-			_, _, err = s.TicketResolve(t.Context(), resolveParams(id, queue.StateDone, at(0)))
+			_, err = s.TicketResolve(t.Context(), resolveParams(id, queue.StateDone, at(0)))
 			isErr(t, err, queue.ErrNotFound, "resolve ticket "+id)
 		}
 	}},
