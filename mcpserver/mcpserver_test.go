@@ -13,6 +13,7 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/app"
@@ -524,7 +525,7 @@ func TestAuthentication(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatalf("list tools before revoking: %v", err)
 	}
-	if err := e.store.TokenRevoke(ctx, "revokee", time.Now()); err != nil {
+	if err := e.store.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "revokee", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.ListTools(ctx, nil); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -43,7 +42,8 @@ VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, create
 }
 
 // UserSetPassword implements accounts.Store; it ends the user's sessions.
-func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
+func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordParams) error {
+	id, hash, now := p.ID, p.PasswordHash, p.Now
 	if err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3`, hash, now); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
@@ -53,7 +53,8 @@ func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now 
 // UserUpdate implements accounts.Store: one UPDATE of the row (the unique
 // index users_slack_id refuses a taken Slack id) and the end of the user's
 // sessions, in one transaction.
-func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
+func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
+	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
 	err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3, role = $4,
     slack_id = coalesce($5, slack_id)`, hash, now, string(role), slackIDArg(slackID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
@@ -87,7 +88,8 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set stri
 }
 
 // UserSetRole implements accounts.Store.
-func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) error {
+func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) error {
+	id, role := p.ID, p.Role
 	tag, err := s.pool.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, id, string(role))
 	if err != nil {
 		return fmt.Errorf("set role: %w", err)
@@ -100,7 +102,8 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 
 // UserSetSlackID implements accounts.Store; the partial unique index
 // users_slack_id keeps one user per Slack id.
-func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
+func (s *Store) UserSetSlackID(ctx context.Context, p accounts.UserSetSlackIDParams) error {
+	id, slackID := p.ID, p.SlackID
 	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, slackIDArg(slackID))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
@@ -190,7 +193,8 @@ func scanToken(row rowScanner) (*accounts.Token, error) {
 }
 
 // TokenCreate implements accounts.Store.
-func (s *Store) TokenCreate(ctx context.Context, name, hash string, now time.Time) (*accounts.Token, error) {
+func (s *Store) TokenCreate(ctx context.Context, p accounts.TokenCreateParams) (*accounts.Token, error) {
+	name, hash, now := p.Name, p.Hash, p.Now
 	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO agent_tokens (name, token_hash, created_at) VALUES ($1, $2, $3)
 RETURNING id, name, created_at, revoked_at`, name, hash, now))
 	if isUniqueViolation(err) {
@@ -229,7 +233,8 @@ JOIN agent_tokens t ON t.token_hash = i.hash AND t.revoked_at IS NULL`, []any{ha
 }
 
 // TokenRevoke implements accounts.Store.
-func (s *Store) TokenRevoke(ctx context.Context, name string, now time.Time) error {
+func (s *Store) TokenRevoke(ctx context.Context, p accounts.TokenRevokeParams) error {
+	name, now := p.Name, p.Now
 	tag, err := s.pool.Exec(ctx, `UPDATE agent_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL`, name, now)
 	if err != nil {
 		return fmt.Errorf("revoke token %s: %w", name, err)
@@ -259,7 +264,8 @@ func (s *Store) TokenList(ctx context.Context) ([]*accounts.Token, error) {
 }
 
 // SessionGet implements accounts.Store.
-func (s *Store) SessionGet(ctx context.Context, id string, now time.Time) (*accounts.Session, error) {
+func (s *Store) SessionGet(ctx context.Context, p accounts.SessionGetParams) (*accounts.Session, error) {
+	id, now := p.ID, p.Now
 	var sess accounts.Session
 	var uid *int64
 	err := s.pool.QueryRow(ctx, `SELECT id, user_id, data, created_at, expires_at FROM sessions WHERE id = $1 AND expires_at > $2`, id, now).
@@ -298,20 +304,23 @@ func (s *Store) SessionDelete(ctx context.Context, id string) error {
 }
 
 // LoginFailureAdd implements accounts.Store.
-func (s *Store) LoginFailureAdd(ctx context.Context, subject string, at time.Time) error {
+func (s *Store) LoginFailureAdd(ctx context.Context, p accounts.LoginFailureParams) error {
+	subject, at := p.Subject, p.At
 	_, err := s.pool.Exec(ctx, `INSERT INTO login_failures (subject, at) VALUES ($1, $2)`, subject, at)
 	return err
 }
 
 // LoginFailureCount implements accounts.Store.
-func (s *Store) LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error) {
+func (s *Store) LoginFailureCount(ctx context.Context, p accounts.LoginFailureCountParams) (int, error) {
+	subject, since := p.Subject, p.Since
 	var n int
 	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM login_failures WHERE subject = $1 AND at >= $2`, subject, since).Scan(&n)
 	return n, err
 }
 
 // LoginFailureRemove implements accounts.Store.
-func (s *Store) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+func (s *Store) LoginFailureRemove(ctx context.Context, p accounts.LoginFailureParams) error {
+	subject, at := p.Subject, p.At
 	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1 AND at = $2`, subject, at)
 	return err
 }
@@ -323,7 +332,8 @@ func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 }
 
 // AccountsPrune implements accounts.Store.
-func (s *Store) AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error {
+func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParams) error {
+	now, failuresBefore := p.Now, p.FailuresBefore
 	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now); err != nil {
 		return fmt.Errorf("prune sessions: %w", err)
 	}
@@ -344,7 +354,8 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 }
 
 // SettingInit implements accounts.Store.
-func (s *Store) SettingInit(ctx context.Context, key, value string) (string, error) {
+func (s *Store) SettingInit(ctx context.Context, p accounts.SettingParams) (string, error) {
+	key, value := p.Key, p.Value
 	if _, err := s.pool.Exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value); err != nil {
 		return "", fmt.Errorf("init setting %s: %w", key, err)
 	}
@@ -352,7 +363,8 @@ func (s *Store) SettingInit(ctx context.Context, key, value string) (string, err
 }
 
 // SettingTake implements accounts.Store.
-func (s *Store) SettingTake(ctx context.Context, key, value string) (bool, error) {
+func (s *Store) SettingTake(ctx context.Context, p accounts.SettingParams) (bool, error) {
+	key, value := p.Key, p.Value
 	tag, err := s.pool.Exec(ctx, `DELETE FROM settings WHERE key = $1 AND value = $2`, key, value)
 	if err != nil {
 		return false, fmt.Errorf("take setting %s: %w", key, err)

@@ -369,7 +369,7 @@ func TestMergedCalls(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.TokenCreate(ctx, "agent-a", "hash-a", now); err != nil {
+	if _, err := s.TokenCreate(ctx, accounts.TokenCreateParams{Name: "agent-a", Hash: "hash-a", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	b := s.Batcher()
@@ -529,11 +529,11 @@ func TestMergedSubmissionsCheckTokens(t *testing.T) {
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
 	for _, name := range []string{"live", "gone"} {
-		if _, err := s.TokenCreate(ctx, name, "hash-"+name, now); err != nil {
+		if _, err := s.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: "hash-" + name, Now: now}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := s.TokenRevoke(ctx, "gone", now); err != nil {
+	if err := s.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "gone", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	held := testAction(classify.AtMostOnce, "held", now)
@@ -627,7 +627,7 @@ func TestHintedReplayLookup(t *testing.T) {
 	s := openOneWorker(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, err := s.TokenCreate(ctx, "live", "hash-live", now); err != nil {
+	if _, err := s.TokenCreate(ctx, accounts.TokenCreateParams{Name: "live", Hash: "hash-live", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	var held []*queue.Action
@@ -704,7 +704,7 @@ func TestHintedReplayLookup(t *testing.T) {
 
 	// A revoked token: the lookup finds nothing it may show, the claim
 	// refuses, and the caller learns why.
-	if err := s.TokenRevoke(ctx, "live", now); err != nil {
+	if err := s.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "live", Now: now}); err != nil {
 		t.Fatal(err)
 	}
 	a := testAction(classify.AtMostOnce, "k2", now)

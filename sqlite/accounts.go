@@ -97,7 +97,8 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 }
 
 // UserSetPassword changes the password hash and ends the user's sessions.
-func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error {
+func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordParams) error {
+	id, hash, now := p.ID, p.PasswordHash, p.Now
 	if err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?`, hash, fmtTime(now)); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
@@ -107,7 +108,8 @@ func (s *Store) UserSetPassword(ctx context.Context, id int64, hash string, now 
 // UserUpdate sets password, role and (unless "") Slack id in one
 // transaction, and ends the user's sessions; a taken Slack id changes
 // nothing.
-func (s *Store) UserUpdate(ctx context.Context, id int64, hash string, role accounts.Role, slackID string, now time.Time) error {
+func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
+	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
 	err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?, role = ?,
     slack_id = coalesce(?, slack_id)`, hash, fmtTime(now), string(role), slackIDArg(slackID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
@@ -141,7 +143,8 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set stri
 }
 
 // UserSetRole changes a user's role.
-func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) error {
+func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) error {
+	id, role := p.ID, p.Role
 	n, err := s.exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)
 	if err == nil && n == 0 {
 		err = accounts.ErrNotFound
@@ -154,7 +157,8 @@ func (s *Store) UserSetRole(ctx context.Context, id int64, role accounts.Role) e
 
 // UserSetSlackID sets or clears the user's Slack id; the partial unique
 // index users_slack_id keeps one user per id.
-func (s *Store) UserSetSlackID(ctx context.Context, id int64, slackID string) error {
+func (s *Store) UserSetSlackID(ctx context.Context, p accounts.UserSetSlackIDParams) error {
+	id, slackID := p.ID, p.SlackID
 	n, err := s.exec(ctx, `UPDATE users SET slack_id = ? WHERE id = ?`, slackIDArg(slackID), id)
 	if isUniqueViolation(err) {
 		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
@@ -275,7 +279,8 @@ func scanToken(sc scanner) (*accounts.Token, error) {
 
 // TokenCreate stores a new agent token; an active token of that name is
 // ErrExists (the partial unique index agent_tokens_active_name).
-func (s *Store) TokenCreate(ctx context.Context, name, hash string, now time.Time) (*accounts.Token, error) {
+func (s *Store) TokenCreate(ctx context.Context, p accounts.TokenCreateParams) (*accounts.Token, error) {
+	name, hash, now := p.Name, p.Hash, p.Now
 	var t *accounts.Token
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
@@ -306,7 +311,8 @@ func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*accounts.Toke
 }
 
 // TokenRevoke revokes the active token of that name.
-func (s *Store) TokenRevoke(ctx context.Context, name string, now time.Time) error {
+func (s *Store) TokenRevoke(ctx context.Context, p accounts.TokenRevokeParams) error {
+	name, now := p.Name, p.Now
 	n, err := s.exec(ctx, `UPDATE agent_tokens SET revoked_at = ? WHERE name = ? AND revoked_at IS NULL`, fmtTime(now), name)
 	if err == nil && n == 0 {
 		err = accounts.ErrNotFound
@@ -339,7 +345,8 @@ func (s *Store) TokenList(ctx context.Context) ([]*accounts.Token, error) {
 }
 
 // SessionGet returns a session that has not expired at now.
-func (s *Store) SessionGet(ctx context.Context, id string, now time.Time) (*accounts.Session, error) {
+func (s *Store) SessionGet(ctx context.Context, p accounts.SessionGetParams) (*accounts.Session, error) {
+	id, now := p.ID, p.Now
 	var (
 		ss               accounts.Session
 		userID           sql.NullInt64
@@ -395,7 +402,8 @@ func (s *Store) SessionDelete(ctx context.Context, id string) error {
 
 // LoginFailureAdd records one failed login for subject (an account or an
 // address).
-func (s *Store) LoginFailureAdd(ctx context.Context, subject string, at time.Time) error {
+func (s *Store) LoginFailureAdd(ctx context.Context, p accounts.LoginFailureParams) error {
+	subject, at := p.Subject, p.At
 	if _, err := s.exec(ctx, `INSERT INTO login_failures (subject, at) VALUES (?, ?)`, subject, fmtTime(at)); err != nil {
 		return fmt.Errorf("record login failure: %w", err)
 	}
@@ -403,7 +411,8 @@ func (s *Store) LoginFailureAdd(ctx context.Context, subject string, at time.Tim
 }
 
 // LoginFailureCount counts failures of subject at or after since.
-func (s *Store) LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error) {
+func (s *Store) LoginFailureCount(ctx context.Context, p accounts.LoginFailureCountParams) (int, error) {
+	subject, since := p.Subject, p.Since
 	var n int
 	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM login_failures WHERE subject = ? AND at >= ?`,
 		subject, fmtTime(since)).Scan(&n); err != nil {
@@ -421,7 +430,8 @@ func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
 }
 
 // LoginFailureRemove implements accounts.Store.
-func (s *Store) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+func (s *Store) LoginFailureRemove(ctx context.Context, p accounts.LoginFailureParams) error {
+	subject, at := p.Subject, p.At
 	if _, err := s.exec(ctx, `DELETE FROM login_failures WHERE subject = ? AND at = ?`, subject, fmtTime(at)); err != nil {
 		return fmt.Errorf("remove login attempt: %w", err)
 	}
@@ -429,7 +439,8 @@ func (s *Store) LoginFailureRemove(ctx context.Context, subject string, at time.
 }
 
 // AccountsPrune implements accounts.Store.
-func (s *Store) AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error {
+func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParams) error {
+	now, failuresBefore := p.Now, p.FailuresBefore
 	if _, err := s.exec(ctx, `DELETE FROM sessions WHERE expires_at <= ?`, fmtTime(now)); err != nil {
 		return fmt.Errorf("prune sessions: %w", err)
 	}
@@ -453,7 +464,8 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 }
 
 // SettingInit stores value unless key exists and returns the stored value.
-func (s *Store) SettingInit(ctx context.Context, key, value string) (string, error) {
+func (s *Store) SettingInit(ctx context.Context, p accounts.SettingParams) (string, error) {
+	key, value := p.Key, p.Value
 	var v string
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO settings (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING`,
@@ -469,7 +481,8 @@ func (s *Store) SettingInit(ctx context.Context, key, value string) (string, err
 }
 
 // SettingTake implements accounts.Store.
-func (s *Store) SettingTake(ctx context.Context, key, value string) (bool, error) {
+func (s *Store) SettingTake(ctx context.Context, p accounts.SettingParams) (bool, error) {
+	key, value := p.Key, p.Value
 	n, err := s.exec(ctx, `DELETE FROM settings WHERE key = ? AND value = ?`, key, value)
 	if err != nil {
 		return false, fmt.Errorf("take setting %s: %w", key, err)

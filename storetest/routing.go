@@ -21,12 +21,12 @@ var routingTests = []test{
 		if _, err := s.UserGetBySlackID(ctx, "U1"); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("unknown Slack id: %v, want ErrNotFound", err)
 		}
-		noErr(t, s.UserSetSlackID(ctx, ann.ID, "U1"), "set ann's Slack id")
+		noErr(t, s.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: ann.ID, SlackID: "U1"}), "set ann's Slack id")
 		got, err := s.UserGetBySlackID(ctx, "U1")
 		noErr(t, err, "find ann by Slack id")
 		eq(t, got.Email, "ann@example.com", "found user")
 		eq(t, got.SlackID, "U1", "found user's Slack id")
-		if err := s.UserSetSlackID(ctx, bob.ID, "U1"); !errors.Is(err, accounts.ErrSlackIDTaken) {
+		if err := s.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: bob.ID, SlackID: "U1"}); !errors.Is(err, accounts.ErrSlackIDTaken) {
 			t.Fatalf("a second user with ann's Slack id: %v, want ErrSlackIDTaken", err)
 		}
 		// A user created with a taken Slack id is not created at all; one
@@ -56,15 +56,15 @@ var routingTests = []test{
 		if _, err := s.UserGetBySlackID(ctx, "U4"); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("the Slack id of a refused user is stored: %v", err)
 		}
-		if err := s.UserSetSlackID(ctx, 999999, "U9"); !errors.Is(err, accounts.ErrNotFound) {
+		if err := s.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: 999999, SlackID: "U9"}); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("Slack id of an unknown user: %v, want ErrNotFound", err)
 		}
 		// Unset ids do not collide with each other, and "" finds nobody.
-		noErr(t, s.UserSetSlackID(ctx, ann.ID, ""), "clear ann's Slack id")
+		noErr(t, s.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: ann.ID, SlackID: ""}), "clear ann's Slack id")
 		if _, err := s.UserGetBySlackID(ctx, ""); !errors.Is(err, accounts.ErrNotFound) {
 			t.Fatalf("empty Slack id: %v, want ErrNotFound", err)
 		}
-		noErr(t, s.UserSetSlackID(ctx, bob.ID, "U1"), "the cleared id is free again")
+		noErr(t, s.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: bob.ID, SlackID: "U1"}), "the cleared id is free again")
 		u, err := s.UserGetByEmail(ctx, "bob@example.com")
 		noErr(t, err, "get bob")
 		eq(t, u.SlackID, "U1", "UserGetByEmail reads the Slack id")

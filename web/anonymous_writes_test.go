@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,14 +39,14 @@ func (s *writeSpy) SessionDelete(ctx context.Context, id string) error {
 	return s.Store.SessionDelete(ctx, id)
 }
 
-func (s *writeSpy) LoginFailureAdd(ctx context.Context, subject string, at time.Time) error {
+func (s *writeSpy) LoginFailureAdd(ctx context.Context, p accounts.LoginFailureParams) error {
 	s.wrote("LoginFailureAdd")
-	return s.Store.LoginFailureAdd(ctx, subject, at)
+	return s.Store.LoginFailureAdd(ctx, p)
 }
 
-func (s *writeSpy) LoginFailureRemove(ctx context.Context, subject string, at time.Time) error {
+func (s *writeSpy) LoginFailureRemove(ctx context.Context, p accounts.LoginFailureParams) error {
 	s.wrote("LoginFailureRemove")
-	return s.Store.LoginFailureRemove(ctx, subject, at)
+	return s.Store.LoginFailureRemove(ctx, p)
 }
 
 func (s *writeSpy) LoginFailureClear(ctx context.Context, subject string) error {
@@ -55,14 +54,14 @@ func (s *writeSpy) LoginFailureClear(ctx context.Context, subject string) error 
 	return s.Store.LoginFailureClear(ctx, subject)
 }
 
-func (s *writeSpy) SettingInit(ctx context.Context, key, value string) (string, error) {
+func (s *writeSpy) SettingInit(ctx context.Context, p accounts.SettingParams) (string, error) {
 	s.wrote("SettingInit")
-	return s.Store.SettingInit(ctx, key, value)
+	return s.Store.SettingInit(ctx, p)
 }
 
-func (s *writeSpy) SettingTake(ctx context.Context, key, value string) (bool, error) {
+func (s *writeSpy) SettingTake(ctx context.Context, p accounts.SettingParams) (bool, error) {
 	s.wrote("SettingTake")
-	return s.Store.SettingTake(ctx, key, value)
+	return s.Store.SettingTake(ctx, p)
 }
 
 // rowCounter counts the rows of every table of one store's database.

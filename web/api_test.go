@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
@@ -74,7 +75,7 @@ func TestSubmitTable(t *testing.T) {
 	t.Parallel()
 	e := startAPI(t)
 	revoked := e.newToken("gone")
-	if err := e.store.TokenRevoke(t.Context(), "gone", time.Now()); err != nil {
+	if err := e.store.TokenRevoke(t.Context(), accounts.TokenRevokeParams{Name: "gone", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// A held intent for the reuse rows.
@@ -495,7 +496,7 @@ func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
 				if first.status != 201 {
 					t.Fatalf("%s: warm-up %d %s", tc.name, first.status, first.body)
 				}
-				if err := e.store.TokenRevoke(t.Context(), name, time.Now()); err != nil {
+				if err := e.store.TokenRevoke(t.Context(), accounts.TokenRevokeParams{Name: name, Now: time.Now()}); err != nil {
 					t.Fatal(err)
 				}
 				for attempt := range 2 {
@@ -561,7 +562,7 @@ func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
 				}
 				before[id] = len(evs)
 			}
-			if err := e.store.TokenRevoke(t.Context(), "driver", time.Now()); err != nil {
+			if err := e.store.TokenRevoke(t.Context(), accounts.TokenRevokeParams{Name: "driver", Now: time.Now()}); err != nil {
 				t.Fatal(err)
 			}
 			cases := []struct {
@@ -585,7 +586,7 @@ func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
 				if r := e.do(e.base, token, "POST", "/api/v1/actions", refund(fmt.Sprintf("warm-%d", i), 1)); r.status != 201 {
 					t.Fatalf("%s: warm-up %d %s", tc.name, r.status, r.body)
 				}
-				if err := e.store.TokenRevoke(t.Context(), "driver", time.Now()); err != nil {
+				if err := e.store.TokenRevoke(t.Context(), accounts.TokenRevokeParams{Name: "driver", Now: time.Now()}); err != nil {
 					t.Fatal(err)
 				}
 				for attempt := range 2 {

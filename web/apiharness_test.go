@@ -78,7 +78,7 @@ func (e *apiEnv) addServer() string {
 
 func (e *apiEnv) newToken(name string) string {
 	tok, hash := accounts.NewToken()
-	if _, err := e.store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
+	if _, err := e.store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: time.Now()}); err != nil {
 		e.t.Fatal(err)
 	}
 	return tok

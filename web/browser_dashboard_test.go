@@ -25,7 +25,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	d := startDashboard(t)
 	d.addUser("ann@example.com", accounts.RoleApprover)
 	token, hash := accounts.NewToken()
-	if _, err := d.store.TokenCreate(context.Background(), "mailer", hash, time.Now()); err != nil {
+	if _, err := d.store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: "mailer", Hash: hash, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// Something already waiting, so the screenshot shows a real queue.

@@ -122,7 +122,7 @@ func (s *Server) sessionSecret() ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	secret, err := s.cfg.Accounts.SettingInit(ctx, sessionSecretSetting, accounts.RandomString(48))
+	secret, err := s.cfg.Accounts.SettingInit(ctx, accounts.SettingParams{Key: sessionSecretSetting, Value: accounts.RandomString(48)})
 	if err != nil {
 		return nil, fmt.Errorf("web: session secret: %w", err)
 	}

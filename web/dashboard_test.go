@@ -100,7 +100,7 @@ func dashRoutes() []dashRoute {
 		{"token revoke", "POST /admin/tokens/revoke", http.MethodPost, func(d *dashEnv, n int) (string, url.Values) {
 			name := fmt.Sprintf("old%d", n)
 			_, hash := accounts.NewToken()
-			if _, err := d.store.TokenCreate(context.Background(), name, hash, d.Now()); err != nil {
+			if _, err := d.store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: d.Now()}); err != nil {
 				d.t.Fatal(err)
 			}
 			return "/admin/tokens/revoke", url.Values{"name": {name}}
@@ -167,7 +167,7 @@ func TestDashboardAnonymousRedirected(t *testing.T) {
 	t.Parallel()
 	d := startDashboard(t)
 	token, hash := accounts.NewToken()
-	if _, err := d.store.TokenCreate(context.Background(), "bot", hash, d.Now()); err != nil {
+	if _, err := d.store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: "bot", Hash: hash, Now: d.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	for i, rt := range dashRoutes() {

@@ -100,7 +100,7 @@ func startSlack(t *testing.T, st slackStore) *slackEnv {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := st.UserSetSlackID(t.Context(), created.ID, u.slackID); err != nil {
+		if err := st.UserSetSlackID(t.Context(), accounts.UserSetSlackIDParams{ID: created.ID, SlackID: u.slackID}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -105,7 +105,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	// One transaction: a taken Slack id (the one change another user can
 	// refuse) changes nothing.
-	err = st.UserUpdate(ctx, u.ID, hash, r, slackID, now)
+	err = st.UserUpdate(ctx, accounts.UserUpdateParams{ID: u.ID, PasswordHash: hash, Role: r, SlackID: slackID, Now: now})
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
 	}
@@ -140,7 +140,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	defer st.Close()
 	now := time.Now().UTC()
 	if args[0] == "revoke" {
-		if err := st.TokenRevoke(ctx, name, now); err != nil {
+		if err := st.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: name, Now: now}); err != nil {
 			if errors.Is(err, accounts.ErrNotFound) {
 				return fmt.Errorf("no active token is named %q", name)
 			}
@@ -149,7 +149,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	token, hash := accounts.NewToken()
-	if _, err := st.TokenCreate(ctx, name, hash, now); err != nil {
+	if _, err := st.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: now}); err != nil {
 		if errors.Is(err, accounts.ErrExists) {
 			return fmt.Errorf("an active token is already named %q; revoke it first or choose another name", name)
 		}

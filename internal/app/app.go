@@ -270,7 +270,7 @@ func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		now := time.Now().UTC()
-		if err := a.accounts.AccountsPrune(ctx, now, now.Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+		if err := a.accounts.AccountsPrune(ctx, accounts.AccountsPruneParams{Now: now, FailuresBefore: now.Add(-24 * time.Hour)}); err != nil && ctx.Err() == nil {
 			a.log.Warn("prune sessions and login failures", "err", err)
 		}
 		select {

@@ -207,7 +207,7 @@ func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 func (a *App) Token(t testing.TB, name string) string {
 	t.Helper()
 	tok, hash := accounts.NewToken()
-	if _, err := a.Store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
+	if _, err := a.Store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: time.Now()}); err != nil {
 		t.Fatalf("create token %s: %v", name, err)
 	}
 	return tok
