@@ -16,10 +16,10 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/handlers"
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 )
 
 const toolsYAML = `
@@ -63,7 +63,7 @@ tools:
 type env struct {
 	app   *apptest.App
 	svc   *queue.Service
-	store app.Store
+	store storage.Store
 	url   string // the /mcp endpoint
 }
 

@@ -26,7 +26,10 @@ import (
 
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 )
+
+var _ storage.Store = (*Store)(nil)
 
 // Store is the PostgreSQL store.
 type Store struct {

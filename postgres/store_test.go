@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/storetest"
 )
 
@@ -11,5 +12,5 @@ import (
 // each subtest in its own schema.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) storetest.Store { return pgtest.Open(t) })
+	storetest.Exercise(t, func(t *testing.T) storage.Store { return pgtest.Open(t) })
 }

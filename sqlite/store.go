@@ -19,15 +19,12 @@ import (
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 )
 
-var (
-	_ queue.Store    = (*Store)(nil)
-	_ accounts.Store = (*Store)(nil)
-)
+var _ storage.Store = (*Store)(nil)
 
 // Store is the SQLite store.
 //

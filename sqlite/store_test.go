@@ -12,6 +12,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/storetest"
 )
 
@@ -31,7 +32,7 @@ func openTestStore(t *testing.T, path string) *Store {
 
 func TestStore(t *testing.T) {
 	t.Parallel()
-	storetest.Exercise(t, func(t *testing.T) storetest.Store {
+	storetest.Exercise(t, func(t *testing.T) storage.Store {
 		return openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
 	})
 }

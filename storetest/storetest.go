@@ -30,16 +30,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 )
 
 // Store is what a storage adapter implements.
-type Store interface {
-	queue.Store
-	accounts.Store
-}
+type Store = storage.Store
 
 // Exercise runs the whole suite. newStore must return an empty, migrated
 // store of its own for each call and close it in t.Cleanup.

@@ -13,16 +13,15 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/postgres"
-	"github.com/approvals/approvals/storetest"
+	"github.com/approvals/approvals/storage"
 )
 
 // writeSpy counts the calls that write to the accounts tables, updates
 // included (which row counts cannot see).
 type writeSpy struct {
-	storetest.Store
+	storage.Store
 	writes atomic.Int64
 	last   atomic.Value // string: the last write method
 }
@@ -136,7 +135,7 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 			t.Parallel()
 			spy := &writeSpy{}
 			d := startDashboardWith(t, apptest.Options{SQLite: onSQLite,
-				WrapAll: func(s app.Store) app.Store { spy.Store = s; return spy }})
+				WrapAll: func(s storage.Store) storage.Store { spy.Store = s; return spy }})
 			var rows rowCounter
 			if onSQLite {
 				db, err := sql.Open("sqlite", d.app.SQLitePath)

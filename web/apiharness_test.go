@@ -21,7 +21,7 @@ import (
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/storetest"
+	"github.com/approvals/approvals/storage"
 )
 
 // apiEnv is one database shared by one or more server processes
@@ -30,7 +30,7 @@ type apiEnv struct {
 	t      *testing.T
 	app    *apptest.App // the first server
 	dbURL  string
-	store  storetest.Store
+	store  storage.Store
 	svc    *queue.Service
 	reg    *classify.Registry
 	base   string // the first server

@@ -14,10 +14,10 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/web"
 )
 
@@ -25,7 +25,7 @@ import (
 type dashEnv struct {
 	t     *testing.T
 	app   *apptest.App
-	store app.Store
+	store storage.Store
 	svc   *queue.Service
 	srv   *web.Server
 	url   string

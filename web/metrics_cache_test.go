@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/storetest"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/web"
 )
 
 // countingStore counts the per-state count queries /metrics runs.
 type countingStore struct {
-	storetest.Store
+	storage.Store
 	counts atomic.Int64
 }
 
@@ -39,7 +38,7 @@ func TestMetricsCountsCached(t *testing.T) {
 			cs := &countingStore{}
 			clock := testclock.Frozen()
 			a := apptest.Start(t, apptest.Options{SQLite: onSQLite, Clock: clock,
-				WrapAll: func(s app.Store) app.Store { cs.Store = s; return cs }})
+				WrapAll: func(s storage.Store) storage.Store { cs.Store = s; return cs }})
 			// Its own connections, closed before the process shuts down: a
 			// connection dialled for a concurrent scrape but never used
 			// would hold Shutdown for 5 seconds (http.Server counts a new

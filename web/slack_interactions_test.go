@@ -19,6 +19,7 @@ import (
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/slack/slacktest"
 	"github.com/approvals/approvals/sqlite"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/web"
 )
 
@@ -47,16 +48,11 @@ tools:
     approval: { approvers: [leads], required: 2, notify: [team-slack] }
 `
 
-type slackStore interface {
-	queue.Store
-	accounts.Store
-}
-
 // slackEnv is the real web server with Slack interactions on a real store,
 // and a local Slack.
 type slackEnv struct {
 	t     *testing.T
-	store slackStore
+	store storage.Store
 	svc   *queue.Service
 	slack *slacktest.Server
 	in    *slack.Interactions
@@ -64,7 +60,7 @@ type slackEnv struct {
 	url   string
 }
 
-func startSlack(t *testing.T, st slackStore) *slackEnv {
+func startSlack(t *testing.T, st storage.Store) *slackEnv {
 	t.Helper()
 	reg, err := classify.Parse([]byte(slackTools), classify.Options{SlackConfigured: true})
 	if err != nil {

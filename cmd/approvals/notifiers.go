@@ -9,13 +9,14 @@ import (
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/webhooksign"
 )
 
 // newNotifiers builds a notifier for every channel kind whose settings are
 // present. The tools file was already judged against the same settings
 // (loadTools), so a channel in use never lacks its notifier.
-func newNotifiers(cfg config, svc *queue.Service, st app.Store, log *slog.Logger) (app.Notifiers, error) {
+func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Logger) (app.Notifiers, error) {
 	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
 	if cfg.WebhookSecret != "" {
 		signer, err := webhooksign.New(cfg.WebhookSecret)

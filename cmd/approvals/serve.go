@@ -16,6 +16,7 @@ import (
 
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -103,7 +104,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
 		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
-		Notifiers: func(svc *queue.Service, st app.Store) (app.Notifiers, error) {
+		Notifiers: func(svc *queue.Service, st storage.Store) (app.Notifiers, error) {
 			return newNotifiers(cfg, svc, st, log)
 		}})
 	if err == nil && gw != nil {

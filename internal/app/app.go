@@ -21,17 +21,12 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/storage"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
 	"github.com/approvals/approvals/web"
 )
-
-// Store is both halves of storage.
-type Store interface {
-	queue.Store
-	accounts.Store
-}
 
 // Options are the settings of one process.
 type Options struct {
@@ -65,7 +60,7 @@ type Options struct {
 	// Notifiers builds the notification channels over the assembled
 	// service (the Slack client records its messages in st and decides
 	// through svc); nil: no channel can be told anything.
-	Notifiers func(svc *queue.Service, st Store) (Notifiers, error)
+	Notifiers func(svc *queue.Service, st storage.Store) (Notifiers, error)
 	// OutboxLease is how long a notification being sent stays with its
 	// sender (queue.OutboxConfig.Lease); zero: the default.
 	OutboxLease time.Duration
@@ -110,7 +105,7 @@ type App struct {
 // to inject a fault or spy on it); accounts and metrics still use st. With
 // MetricsAddr set, New listens there already (Serve serves it), so a taken
 // address fails start-up.
-func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
+func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}

@@ -7,10 +7,11 @@ import (
 
 	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/sqlite"
+	"github.com/approvals/approvals/storage"
 )
 
 // OpenStore picks the store from the URL and says which it is and where.
-func OpenStore(ctx context.Context, url string) (Store, string, error) {
+func OpenStore(ctx context.Context, url string) (storage.Store, string, error) {
 	switch {
 	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
 		s, err := postgres.Open(ctx, url, postgres.Options{})

@@ -28,6 +28,7 @@ import (
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sqlite"
+	"github.com/approvals/approvals/storage"
 )
 
 // Options change what Start assembles; the zero value is a PostgreSQL
@@ -44,7 +45,7 @@ type Options struct {
 	// WrapAll wraps the storage of the whole process, accounts and
 	// metrics too (a spy on account writes or count queries); WrapStore,
 	// when set, wraps the result for the service.
-	WrapAll func(app.Store) app.Store
+	WrapAll func(storage.Store) storage.Store
 	// WrapMCP wraps the MCP endpoint.
 	WrapMCP func(http.Handler) http.Handler
 	// WaitRecheck is the long-poll's fallback re-read; default one
@@ -77,7 +78,7 @@ type Options struct {
 type App struct {
 	*app.App
 	// Store is the process's storage (both halves), unwrapped.
-	Store app.Store
+	Store storage.Store
 	// URL is the base URL, such as http://127.0.0.1:41234.
 	URL string
 	// DatabaseURL is the PostgreSQL database ("" on SQLite); AddServer
@@ -154,7 +155,7 @@ func (a *App) AddServer(t testing.TB, wrap func(queue.Store) queue.Store) *App {
 	return start(t, pgtest.OpenURL(t, a.DatabaseURL), a.DatabaseURL, opts)
 }
 
-func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
+func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	t.Helper()
 	unwrapped := st
 	if opts.WrapAll != nil {
