@@ -3,14 +3,13 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/sqlite"
 )
 
 const routingTools = `
@@ -32,28 +31,9 @@ tools:
 // PostgreSQL, with the routing tools and a fixed clock.
 func onBothStores(t *testing.T, fn func(t *testing.T, svc *queue.Service)) {
 	t.Helper()
-	reg, err := classify.Parse([]byte(routingTools), classify.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := func() time.Time { return time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC) }
-	stores := map[string]func(t *testing.T) queue.Store{
-		"sqlite": func(t *testing.T) queue.Store {
-			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
-	}
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, queue.NewService(open(t), reg, queue.Options{Now: now}))
-		})
-	}
+	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, routingTools, classify.Options{}),
+		Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))}
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) { fn(t, e.Service) })
 }
 
 func submitPending(t *testing.T, svc *queue.Service, tool, topic string) *queue.Action {

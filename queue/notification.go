@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -138,4 +139,94 @@ type Outbox interface {
 	// given up (the queue depth on /metrics).
 	NotificationCountPending(ctx context.Context) (int64, error)
 	SlackMessages
+}
+
+// The outbox. Every transition already writes an event row in its own
+// transaction; the event kinds below are the ones that notify, so such a
+// row is the outbox entry: it cannot be lost once the change committed, and
+// it costs the transition nothing more than the row it wrote anyway. The
+// fan-out turns each of them into one notification row per channel, in one
+// transaction; the sender delivers those rows at least once, with retries.
+
+// NotifyingEventKinds are the event kinds the fan-out reads. The stores'
+// partial index events_fan_out lists the same kinds (the migrations), so
+// that events of other kinds (replays, claims) never enter it.
+var NotifyingEventKinds = []string{EventSubmitted, EventApproved, EventRejected, EventChangesRequested,
+	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated}
+
+// OutcomeEventKind is the event that records an action reaching outcome
+// (done or failed), whoever reported it: the agent, the executor or an
+// operator resolving a stale ticket.
+func OutcomeEventKind(outcome State) string {
+	if outcome == StateDone {
+		return EventCompleted
+	}
+	return EventFailed
+}
+
+// NotificationType is the event type (classify.EventTypes) an event tells
+// channels about, or "" for one that tells nobody (the submission of an
+// action that needs no approval).
+func NotificationType(ev Event, a *Action) string {
+	switch ev.Kind {
+	case EventSubmitted:
+		if a.Class == classify.AtMostOnce {
+			return classify.EventActionPending
+		}
+	case EventApproved:
+		return classify.EventActionApproved
+	case EventRejected:
+		return classify.EventActionRejected
+	case EventChangesRequested:
+		return classify.EventActionChangesRequested
+	case EventExpired:
+		return classify.EventActionExpired
+	case EventCancelled:
+		return classify.EventActionCancelled
+	case EventCompleted:
+		return classify.EventActionDone
+	case EventFailed:
+		return classify.EventActionFailed
+	case EventTicketOpened:
+		return classify.EventTicketOpened
+	case EventReminder:
+		return classify.EventActionReminder
+	case EventEscalated:
+		return classify.EventActionEscalated
+	}
+	return ""
+}
+
+// unrouted reports whether ev, about to be written, notifies no channel of
+// the tools file now in force, so that the fan-out need never read it. a
+// may be nil for an outcome (action.done, action.failed), which only
+// channels subscribed to the event type hear of, whatever the tool; for
+// any other kind without its action, the fan-out judges. Judged at the
+// write, routing is that of the file in force when the event happened; a
+// reload a moment later does not change who hears of it.
+func (s *Service) unrouted(ev Event, a *Action) bool {
+	switch {
+	case a != nil:
+		typ := NotificationType(ev, a)
+		return typ == "" || !s.Registry().Notifies(typ, a.Spec)
+	case ev.Kind == EventCompleted:
+		return !s.Registry().Notifies(classify.EventActionDone, classify.Tool{})
+	case ev.Kind == EventFailed:
+		return !s.Registry().Notifies(classify.EventActionFailed, classify.Tool{})
+	}
+	return false
+}
+
+// Notifications returns an action's notifications for its page.
+func (s *Service) Notifications(ctx context.Context, actionID string) ([]NotificationRecord, error) {
+	return s.store.NotificationList(ctx, actionID)
+}
+
+// NotifyingKindsSQL is NotifyingEventKinds as an SQL list, for the stores.
+func NotifyingKindsSQL() string {
+	out := make([]string, len(NotifyingEventKinds))
+	for i, k := range NotifyingEventKinds {
+		out[i] = "'" + k + "'"
+	}
+	return strings.Join(out, ", ")
 }

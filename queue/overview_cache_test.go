@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -14,26 +16,26 @@ import (
 func TestCachedOverviewAgesOnTheServiceClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startEnvFrozen(t)
-	e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "cache"})
-	first, err := e.svc.CachedOverview(ctx)
+	e := apptest.DomainEnv(t, testclock.Frozen())
+	e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "cache"})
+	first, err := e.Service.CachedOverview(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.PendingTotal != 1 {
 		t.Fatalf("pending %d, want 1", first.PendingTotal)
 	}
-	e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "cache"})
-	e.clock.Advance(queue.OverviewMaxAge - time.Second)
-	again, err := e.svc.CachedOverview(ctx)
+	e.Submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "cache"})
+	e.Clock.Advance(queue.OverviewMaxAge - time.Second)
+	again, err := e.Service.CachedOverview(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again != first {
 		t.Fatalf("computed again within %s: pending %d", queue.OverviewMaxAge, again.PendingTotal)
 	}
-	e.clock.Advance(time.Second)
-	later, err := e.svc.CachedOverview(ctx)
+	e.Clock.Advance(time.Second)
+	later, err := e.Service.CachedOverview(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,12 +20,6 @@ type Service struct {
 	// stopping closes on shutdown and releases long-polls.
 	stopping  chan struct{}
 	closeOnce sync.Once
-	// failing marks the notification channels whose last attempt failed,
-	// so the log speaks once per failure streak (outbox.go).
-	failing struct {
-		sync.Mutex
-		m map[string]bool
-	}
 	// waiters counts long-polls that have subscribed, read the action and
 	// now wait for a change (the approvals_waiters gauge).
 	waiters atomic.Int64
@@ -48,9 +42,6 @@ type Options struct {
 	// OnSubmit observes every submission's class and outcome (created,
 	// replayed, intent_key_reused, in_progress, refused), for metrics.
 	OnSubmit func(class classify.Class, outcome string)
-	// OnNotification observes every notification attempt's channel kind
-	// and outcome (delivered, retry, failed), for metrics.
-	OnNotification func(channelKind, outcome string)
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration

@@ -291,12 +291,12 @@ func TestLongPollSeesExpiry(t *testing.T) {
 	// The poll has subscribed, read the action pending and waits.
 	other.AwaitWaiters(t, 1)
 	e.Advance(72*time.Hour - time.Second)
-	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
+	if res, err := e.app.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
 		t.Fatalf("sweep before expires_at: %v %d", err, len(res.Expired))
 	}
 	e.Advance(time.Second)
 	swept := time.Now()
-	if res, err := e.svc.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
+	if res, err := e.app.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
 		t.Fatalf("sweep at expires_at: %v %d", err, len(res.Expired))
 	}
 	var r resp

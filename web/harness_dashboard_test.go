@@ -96,7 +96,7 @@ func (d *dashEnv) staleTicket(order string) (*queue.Action, *queue.Ticket) {
 	d.sweepMu.Lock()
 	defer d.sweepMu.Unlock()
 	d.Advance(3 * time.Minute)
-	if _, err := d.svc.Sweep(context.Background()); err != nil {
+	if _, err := d.app.Sweeper.Sweep(context.Background()); err != nil {
 		d.t.Fatal(err)
 	}
 	tickets, err := d.store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID})

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/maintenance"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
@@ -117,10 +118,11 @@ func TestDashboardShowsQuorumAndNotifications(t *testing.T) {
 	ann.post("/actions/"+a.ID+"/approve", url.Values{"note": {"looks right"}}).wantRedirect(t, "/actions/"+a.ID)
 
 	ctx := context.Background()
-	if _, err := d.svc.FanOut(ctx, 100); err != nil {
+	outbox := maintenance.NewOutbox(d.svc, d.store, maintenance.OutboxConfig{Notifiers: notifiers})
+	if _, err := outbox.FanOut(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.svc.SendDue(ctx, queue.OutboxConfig{Notifiers: notifiers}); err != nil {
+	if _, err := outbox.SendDue(ctx); err != nil {
 		t.Fatal(err)
 	}
 	page := ann.get("/actions/" + a.ID)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack"
@@ -132,10 +133,11 @@ func (e *slackEnv) submit(tool, slug string) *queue.Action {
 // deliver runs the outbox once: what a server's sender loop does each second.
 func (e *slackEnv) deliver() {
 	e.t.Helper()
-	if _, err := e.svc.FanOut(context.Background(), 100); err != nil {
+	outbox := maintenance.NewOutbox(e.svc, e.store, maintenance.OutboxConfig{Notifiers: e.notif})
+	if _, err := outbox.FanOut(context.Background(), 100); err != nil {
 		e.t.Fatal(err)
 	}
-	if _, err := e.svc.SendDue(context.Background(), queue.OutboxConfig{Notifiers: e.notif}); err != nil {
+	if _, err := outbox.SendDue(context.Background()); err != nil {
 		e.t.Fatal(err)
 	}
 }

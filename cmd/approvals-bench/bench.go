@@ -22,6 +22,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -68,7 +69,7 @@ scenarios:
   claim   exactly-once submit (201 in_progress) then complete (200): one cycle;
           --tool must be an exactly-once tool without an intent template
   list    GET --path (default /api/v1/actions?state=pending)
-  sweep   times queue.Service.Sweep --rounds times on --database-url (no HTTP)
+  sweep   times maintenance.Sweeper.Sweep --rounds times on --database-url (no HTTP)
   sqlite-insert
           the yardstick of SQLite submissions (no server): --clients goroutines
           insert new intents into a NEW file --database-url sqlite:PATH through
@@ -532,12 +533,12 @@ func benchSweep(ctx context.Context, cfg benchConfig, out io.Writer) error {
 		return err
 	}
 	defer st.Close()
-	svc := queue.NewService(st, classify.Empty(), queue.Options{})
+	sweeper := maintenance.NewSweeper(queue.NewService(st, classify.Empty(), queue.Options{}), st, nil)
 	lat := make([]time.Duration, 0, cfg.Rounds)
 	var expired, tickets int
 	for range cfg.Rounds {
 		t0 := time.Now()
-		res, err := svc.Sweep(ctx)
+		res, err := sweeper.Sweep(ctx)
 		if err != nil {
 			return fmt.Errorf("sweep: %w", err)
 		}

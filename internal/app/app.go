@@ -19,6 +19,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/storage"
@@ -62,7 +63,7 @@ type Options struct {
 	// through svc); nil: no channel can be told anything.
 	Notifiers func(svc *queue.Service, st storage.Store) (Notifiers, error)
 	// OutboxLease is how long a notification being sent stays with its
-	// sender (queue.OutboxConfig.Lease); zero: the default.
+	// sender (maintenance.OutboxConfig.Lease); zero: the default.
 	OutboxLease time.Duration
 	// BodyReadTimeout and PasswordGate are the web.Config settings of the
 	// same names; zero: their defaults.
@@ -83,6 +84,11 @@ type App struct {
 	Server  *web.Server
 	Service *queue.Service
 	Metrics *web.Metrics
+	// Sweeper and Outbox are the background work beside the service
+	// (expiry, tickets, reminders; notifications); tests drive them by
+	// hand at a moment of their choosing.
+	Sweeper *maintenance.Sweeper
+	Outbox  *maintenance.Outbox
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
@@ -120,7 +126,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		mopts = append(mopts, web.MetricsClock(opts.Now))
 	}
 	metrics := web.NewMetrics(st, mopts...)
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnNotification: metrics.OnNotification,
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
@@ -165,7 +171,10 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts}
+	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts,
+		Sweeper: maintenance.NewSweeper(svc, queueStore, log),
+		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
+			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification})}
 	if opts.Upstreams != nil {
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
 		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
@@ -200,7 +209,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		if interval == 0 {
 			interval = 30 * time.Second
 		}
-		wg.Go(func() { a.Service.RunSweeper(workers, interval) })
+		wg.Go(func() { a.Sweeper.Run(workers, interval) })
 	}
 	a.startWorkers(workers, &wg)
 
@@ -248,9 +257,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // finished.
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
-	wg.Go(func() {
-		a.Service.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.ByKind, Lease: a.opts.OutboxLease})
-	})
+	wg.Go(func() { a.Outbox.Run(ctx) })
 	if a.upstreamExec != nil {
 		wg.Go(func() { a.upstreamExec.Run(ctx) })
 	}

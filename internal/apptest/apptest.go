@@ -53,7 +53,7 @@ type Options struct {
 	// only when the change notification itself wakes the poll.
 	WaitRecheck time.Duration
 	// Sweep runs the background sweeper every Sweep; 0: none, a test
-	// sweeps by hand (Service.Sweep) when it has moved the clock.
+	// sweeps by hand (App.Sweeper) when it has moved the clock.
 	Sweep time.Duration
 	// MaxBody, WebhookSecret, SessionSecret and LoginLimits are the
 	// process settings of the same names.
@@ -219,13 +219,7 @@ func (a *App) Token(t testing.TB, name string) string {
 // approvals_waiters gauge); it fails the test after 30 s.
 func (a *App) AwaitWaiters(t testing.TB, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.Service.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d long-polls waiting after 30s, want %d", a.Service.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	AwaitWaiters(t, a.Service, n)
 }
 
 // Metric scrapes /metrics and returns the value of the sample named series

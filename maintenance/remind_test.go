@@ -1,10 +1,11 @@
-package queue_test
+package maintenance_test
 
 import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -32,22 +33,18 @@ tools:
 // escalation, after which escalate_to may decide.
 func TestSweepRemindsAndEscalatesOnce(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, remindTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		reg, err := classify.Parse([]byte(remindTools), classify.Options{WebhookSecretSet: true})
-		if err != nil {
-			t.Fatal(err)
-		}
-		db.reg = reg
-		a, b := db.service(queue.Options{}), db.service(queue.Options{})
+		a, b := e.Service, e.AddProcess()
 		act := submitTopic(t, a, "send_customer_email", "remind")
 		if _, err := a.Approve(ctx, queue.DecideRequest{ID: act.ID, By: "user:cara@example.com"}); queue.ErrorCode(err) != queue.CodeForbidden {
 			t.Fatalf("escalate_to before the escalation: %v, want forbidden", err)
 		}
 		sweepBoth := func() (reminded, escalated int) {
-			var res [2]queue.SweepResult
+			var res [2]maintenance.SweepResult
 			var errs [2]error
-			race(2, func(i int) { res[i], errs[i] = []*queue.Service{a, b}[i].Sweep(ctx) })
+			sweepers := []*maintenance.Sweeper{e.Sweeper(), b.Sweeper()}
+			race(2, func(i int) { res[i], errs[i] = sweepers[i].Sweep(ctx) })
 			for i := range res {
 				if errs[i] != nil {
 					t.Fatal(errs[i])
@@ -70,13 +67,13 @@ func TestSweepRemindsAndEscalatesOnce(t *testing.T) {
 			{15 * time.Minute, 1, 0}, // 75m: no second escalation
 		}
 		for i, st := range steps {
-			db.clock.advance(st.advance)
+			e.Clock.Advance(st.advance)
 			r, e := sweepBoth()
 			if r != st.reminded || e != st.escalated {
 				t.Fatalf("step %d: reminded %d, escalated %d; want %d, %d", i, r, e, st.reminded, st.escalated)
 			}
 		}
-		if _, err := a.FanOut(ctx, 100); err != nil {
+		if _, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		list, _ := a.Notifications(ctx, act.ID)

@@ -1,14 +1,34 @@
-package queue
+package maintenance
 
 import (
 	"context"
+	"log/slog"
 	"time"
+
+	"github.com/approvals/approvals/queue"
 )
 
-// RunSweeper sweeps every interval until ctx ends. Several processes may
+// Sweeper expires what is due, opens stale-claim tickets, and sends the
+// reminders and escalations of the approval rules.
+type Sweeper struct {
+	svc   Service
+	store queue.Store
+	log   *slog.Logger
+}
+
+// NewSweeper returns the sweeper over store, on svc's clock; a nil log is
+// slog.Default().
+func NewSweeper(svc Service, store queue.Store, log *slog.Logger) *Sweeper {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sweeper{svc: svc, store: store, log: log}
+}
+
+// Run sweeps every interval until ctx ends. Several processes may
 // sweep one database: expiry skips rows another sweeper holds, and the
 // unique open-ticket index keeps stale tickets to one per action.
-func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -30,20 +50,20 @@ func (s *Service) RunSweeper(ctx context.Context, interval time.Duration) {
 
 // SweepResult counts what one sweep did.
 type SweepResult struct {
-	Expired   []*Action
-	Tickets   []*Ticket
+	Expired   []*queue.Action
+	Tickets   []*queue.Ticket
 	Reminded  int // pending actions reminded of (approval.remind_after)
 	Escalated int // pending actions escalated (approval.escalate_after)
 }
 
 // Sweep expires what is due and opens a stale ticket for every claim held
 // longer than its tool's claim_timeout. It never releases a claim.
-func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
+func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
-	now := s.Now()
+	now := s.svc.Now()
 	const batch = 500
 	for {
-		exp, err := s.store.ActionExpireDue(ctx, DueParams{Now: now, Limit: batch})
+		exp, err := s.store.ActionExpireDue(ctx, queue.DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -53,7 +73,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		tk, err := s.store.TicketOpenStale(ctx, DueParams{Now: now, Limit: batch})
+		tk, err := s.store.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -65,7 +85,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 	// Escalate before reminding: an action due for both is told of its
 	// escalation, and its reminder clock still runs.
 	for {
-		n, err := s.store.ActionEscalateDue(ctx, DueParams{Now: now, Limit: batch})
+		n, err := s.store.ActionEscalateDue(ctx, queue.DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}
@@ -75,7 +95,7 @@ func (s *Service) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		n, err := s.store.ActionRemindDue(ctx, DueParams{Now: now, Limit: batch})
+		n, err := s.store.ActionRemindDue(ctx, queue.DueParams{Now: now, Limit: batch})
 		if err != nil {
 			return res, err
 		}

@@ -1,20 +1,20 @@
-package queue_test
+package maintenance_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/sqlite"
 )
 
 const outboxTools = `
@@ -39,24 +39,6 @@ tools:
     intent: "refund:{topic}"
     claim_timeout: 1m
 `
-
-// manualClock is the injected clock of the outbox tests.
-type manualClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
 
 // recorder stands in for a channel's receiver: it records each delivery
 // and answers what fail says for the attempt.
@@ -86,54 +68,18 @@ func (r *recorder) byID() map[string]int {
 	return out
 }
 
-// outboxDB is one database that several "processes" (Services) open.
-type outboxDB struct {
-	t     *testing.T
-	clock *manualClock
-	reg   *classify.Registry
-	open  func() queue.Store
-}
-
-func (d *outboxDB) service(opts queue.Options) *queue.Service {
-	svc, _ := d.serviceWithStore(opts)
-	return svc
-}
-
-// serviceWithStore is service with its store, for what /metrics reads from
-// the store itself (the outbox's queue depth).
-func (d *outboxDB) serviceWithStore(opts queue.Options) (*queue.Service, queue.Store) {
-	opts.Now = d.clock.Now
-	st := d.open()
-	return queue.NewService(st, d.reg, opts), st
-}
-
-func onBothDatabases(t *testing.T, fn func(t *testing.T, db *outboxDB)) {
+// onBothStores runs fn on SQLite and on PostgreSQL with the outbox tools
+// and a clock that stands still at a known date until the test moves it.
+func onBothStores(t *testing.T, tools string, fn func(t *testing.T, e *apptest.Env)) {
 	t.Helper()
-	reg, err := classify.Parse([]byte(outboxTools), classify.Options{WebhookSecretSet: true, SlackConfigured: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, kind := range []string{"sqlite", "postgres"} {
-		t.Run(kind, func(t *testing.T) {
-			t.Parallel()
-			db := &outboxDB{t: t, reg: reg, clock: &manualClock{now: time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)}}
-			if kind == "sqlite" {
-				path := filepath.Join(t.TempDir(), "approvals.db")
-				db.open = func() queue.Store {
-					s, err := sqlite.Open(t.Context(), path)
-					if err != nil {
-						t.Fatal(err)
-					}
-					t.Cleanup(func() { s.Close() })
-					return s
-				}
-			} else {
-				url := pgtest.URL(t)
-				db.open = func() queue.Store { return pgtest.OpenURL(t, url) }
-			}
-			fn(t, db)
-		})
-	}
+	reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true, SlackConfigured: true})
+	clock := testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))
+	apptest.OnBothStores(t, apptest.EnvOptions{Tools: reg, Clock: clock}, fn)
+}
+
+// notifiers is the notifiers of a sender by channel kind.
+func notifiers(webhook, slack queue.Notifier) map[string]queue.Notifier {
+	return map[string]queue.Notifier{"webhook": webhook, "slack": slack}
 }
 
 func submitTopic(t *testing.T, svc *queue.Service, tool, topic string) *queue.Action {
@@ -148,9 +94,9 @@ func submitTopic(t *testing.T, svc *queue.Service, tool, topic string) *queue.Ac
 
 func TestFanOutRoutesEvents(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc, st := db.serviceWithStore(queue.Options{})
+		svc, st, outbox := e.Service, e.Store, e.Outbox(maintenance.OutboxConfig{})
 		a := submitTopic(t, svc, "send_customer_email", "route")
 		submitTopic(t, svc, "send_customer_email", "route") // a replay notifies nobody
 		other := submitTopic(t, svc, "post_update", "route")
@@ -160,10 +106,10 @@ func TestFanOutRoutesEvents(t *testing.T) {
 		if _, err := svc.Reject(ctx, queue.DecideRequest{ID: other.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.FanOut(ctx, 2); err != nil { // a small batch: FanOut loops
+		if _, err := outbox.FanOut(ctx, 2); err != nil { // a small batch: FanOut loops
 			t.Fatal(err)
 		}
-		if n, err := svc.FanOut(ctx, 2); err != nil || n != 0 {
+		if n, err := outbox.FanOut(ctx, 2); err != nil || n != 0 {
 			t.Fatalf("a second fan-out took %d events (%v), want none", n, err)
 		}
 		list, err := svc.Notifications(ctx, a.ID)
@@ -192,27 +138,26 @@ func TestFanOutRoutesEvents(t *testing.T) {
 // restart, although the first sender died after claiming it.
 func TestOutboxSurvivesASenderThatDied(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		first := db.open()
-		svc := queue.NewService(first, db.reg, queue.Options{Now: db.clock.Now})
-		a := submitTopic(t, svc, "send_customer_email", "crash")
-		if _, err := svc.FanOut(ctx, 100); err != nil {
+		first := e.Store
+		a := submitTopic(t, e.Service, "send_customer_email", "crash")
+		if _, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		// The first process claims both notifications and dies before sending.
-		claimed, err := first.NotificationClaim(ctx, queue.NotificationClaimParams{Now: db.clock.Now(), Lease: time.Minute, Limit: 100})
+		claimed, err := first.NotificationClaim(ctx, queue.NotificationClaimParams{Now: e.Clock.Now(), Lease: time.Minute, Limit: 100})
 		if err != nil || len(claimed) != 2 {
 			t.Fatalf("claim: %d (%v), want 2", len(claimed), err)
 		}
 		hook, slack := &recorder{}, &recorder{}
-		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": slack}, Lease: time.Minute}
-		restarted := db.service(queue.Options{})
-		if n, err := restarted.SendDue(ctx, cfg); err != nil || n != 0 {
+		restarted := e.AddProcess()
+		sender := restarted.Outbox(maintenance.OutboxConfig{Notifiers: notifiers(hook, slack), Lease: time.Minute})
+		if n, err := sender.SendDue(ctx); err != nil || n != 0 {
 			t.Fatalf("within the lease the restarted sender took %d (%v), want none", n, err)
 		}
-		db.clock.advance(time.Minute)
-		if n, err := restarted.SendDue(ctx, cfg); err != nil || n != 2 {
+		e.Clock.Advance(time.Minute)
+		if n, err := sender.SendDue(ctx); err != nil || n != 2 {
 			t.Fatalf("after the lease the restarted sender took %d (%v), want 2", n, err)
 		}
 		for _, r := range []*recorder{hook, slack} {
@@ -225,10 +170,10 @@ func TestOutboxSurvivesASenderThatDied(t *testing.T) {
 		}
 		// The dead sender's late settlement changes nothing.
 		if ok, err := first.NotificationSettle(ctx, queue.NotificationSettleParams{ID: claimed[0].ID, Attempts: 1,
-			State: queue.NotificationPending, Now: db.clock.Now(), DueAt: db.clock.Now(), LastError: "late"}); err != nil || ok {
+			State: queue.NotificationPending, Now: e.Clock.Now(), DueAt: e.Clock.Now(), LastError: "late"}); err != nil || ok {
 			t.Fatalf("a stale settlement applied (%v, %v)", ok, err)
 		}
-		list, _ := restarted.Notifications(ctx, a.ID)
+		list, _ := restarted.Service.Notifications(ctx, a.ID)
 		for _, n := range list {
 			if n.State != queue.NotificationDelivered || n.DeliveredAt == nil {
 				t.Fatalf("notification %s is %s", n.ID, n.State)
@@ -240,15 +185,15 @@ func TestOutboxSurvivesASenderThatDied(t *testing.T) {
 // Two healthy senders on one database deliver each notification once.
 func TestOutboxTwoSendersDeliverOnce(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc, st := db.serviceWithStore(queue.Options{})
+		st := e.Store
 		for i := range 25 {
-			submitTopic(t, svc, "send_customer_email", fmt.Sprintf("pair-%d", i))
+			submitTopic(t, e.Service, "send_customer_email", fmt.Sprintf("pair-%d", i))
 		}
 		hook := &recorder{}
-		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": hook}, Batch: 7}
-		senders := []*queue.Service{svc, db.service(queue.Options{})}
+		cfg := maintenance.OutboxConfig{Notifiers: notifiers(hook, hook), Batch: 7}
+		senders := []*maintenance.Outbox{e.Outbox(cfg), e.AddProcess().Outbox(cfg)}
 		var errs [2]error
 		race(2, func(i int) {
 			// Both fan out and send until nothing is left.
@@ -258,7 +203,7 @@ func TestOutboxTwoSendersDeliverOnce(t *testing.T) {
 					errs[i] = err
 					return
 				}
-				n, err := senders[i].SendDue(ctx, cfg)
+				n, err := senders[i].SendDue(ctx)
 				if err != nil {
 					errs[i] = err
 					return
@@ -300,15 +245,11 @@ func race(n int, fn func(i int)) {
 
 func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
 		var mu sync.Mutex
 		outcomes := map[string]int{}
-		svc, st := db.serviceWithStore(queue.Options{OnNotification: func(kind, outcome string) {
-			mu.Lock()
-			outcomes[kind+"/"+outcome]++
-			mu.Unlock()
-		}})
+		svc, st := e.Service, e.Store
 		a := submitTopic(t, svc, "send_customer_email", "retry")
 		hook := &recorder{fail: func(n queue.Notification) error {
 			if n.Attempt == 3 {
@@ -317,11 +258,15 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 			return errors.New("receiver answered 500")
 		}}
 		slack := &recorder{}
-		cfg := queue.OutboxConfig{Notifiers: map[string]queue.Notifier{"webhook": hook, "slack": slack}}
-		if _, err := svc.FanOut(ctx, 100); err != nil {
+		outbox := e.Outbox(maintenance.OutboxConfig{Notifiers: notifiers(hook, slack), OnNotification: func(kind, outcome string) {
+			mu.Lock()
+			outcomes[kind+"/"+outcome]++
+			mu.Unlock()
+		}})
+		if _, err := outbox.FanOut(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		start := db.clock.Now()
+		start := e.Clock.Now()
 		hookState := func() queue.NotificationRecord {
 			list, err := svc.Notifications(ctx, a.ID)
 			if err != nil {
@@ -337,35 +282,35 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 		}
 		// 5s, 10s, then the receiver's 90s, then 40s, 80s, … capped at 5m.
 		for i, wait := range []time.Duration{5 * time.Second, 10 * time.Second, 90 * time.Second, 40 * time.Second, 80 * time.Second, 160 * time.Second, 5 * time.Minute, 5 * time.Minute} {
-			if _, err := svc.SendDue(ctx, cfg); err != nil {
+			if _, err := outbox.SendDue(ctx); err != nil {
 				t.Fatal(err)
 			}
 			n := hookState()
-			if n.State != queue.NotificationPending || n.Attempts != i+1 || !n.DueAt.Equal(db.clock.Now().Add(wait)) || n.LastError == "" {
-				t.Fatalf("after attempt %d: %s, %d attempts, due in %s (want %s), error %q", i+1, n.State, n.Attempts, n.DueAt.Sub(db.clock.Now()), wait, n.LastError)
+			if n.State != queue.NotificationPending || n.Attempts != i+1 || !n.DueAt.Equal(e.Clock.Now().Add(wait)) || n.LastError == "" {
+				t.Fatalf("after attempt %d: %s, %d attempts, due in %s (want %s), error %q", i+1, n.State, n.Attempts, n.DueAt.Sub(e.Clock.Now()), wait, n.LastError)
 			}
-			db.clock.advance(wait - time.Microsecond)
-			if k, _ := svc.SendDue(ctx, cfg); k != 0 {
+			e.Clock.Advance(wait - time.Microsecond)
+			if k, _ := outbox.SendDue(ctx); k != 0 {
 				t.Fatalf("attempt %d: a retry went out %s early", i+1, time.Microsecond)
 			}
-			db.clock.advance(time.Microsecond)
+			e.Clock.Advance(time.Microsecond)
 		}
 		// Keep failing until 24 hours after creation: the last retry is due
 		// exactly then, and its failure gives up.
 		for hookState().State == queue.NotificationPending {
-			if _, err := svc.SendDue(ctx, cfg); err != nil {
+			if _, err := outbox.SendDue(ctx); err != nil {
 				t.Fatal(err)
 			}
 			if n := hookState(); n.State == queue.NotificationPending {
 				if n.DueAt.After(start.Add(24 * time.Hour)) {
 					t.Fatalf("a retry is due %s, after the 24 hours", n.DueAt)
 				}
-				db.clock.now = n.DueAt
+				e.Clock.Advance(n.DueAt.Sub(e.Clock.Now()))
 			}
 		}
 		n := hookState()
-		if n.State != queue.NotificationFailed || db.clock.Now().Before(start.Add(24*time.Hour)) {
-			t.Fatalf("gave up at %s (state %s), want failed at 24h", db.clock.Now().Sub(start), n.State)
+		if n.State != queue.NotificationFailed || e.Clock.Now().Before(start.Add(24*time.Hour)) {
+			t.Fatalf("gave up at %s (state %s), want failed at 24h", e.Clock.Now().Sub(start), n.State)
 		}
 		if len(slack.calls) != 1 {
 			t.Fatalf("the healthy channel got %d deliveries, want 1", len(slack.calls))
@@ -386,13 +331,13 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 // report (which writes its own failed event and resolves the ticket too).
 func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc := db.service(queue.Options{})
+		svc := e.Service
 		byOperator := submitTopic(t, svc, "issue_refund", "operator")
 		byAgent := submitTopic(t, svc, "issue_refund", "agent")
-		db.clock.advance(2 * time.Minute)
-		if _, err := svc.Sweep(ctx); err != nil {
+		e.Clock.Advance(2 * time.Minute)
+		if _, err := e.Sweeper().Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
 		stale, err := svc.Get(ctx, byOperator.ID)
@@ -406,7 +351,7 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 		if _, err := svc.Fail(ctx, byAgent.ID, "bot", "declined by the provider", "api"); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.FanOut(ctx, 100); err != nil {
+		if _, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
 		for _, id := range []string{byOperator.ID, byAgent.ID} {
@@ -432,9 +377,9 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 // events that route somewhere still reach their channels.
 func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
 	t.Parallel()
-	onBothDatabases(t, func(t *testing.T, db *outboxDB) {
+	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc := db.service(queue.Options{})
+		svc := e.Service
 		submitTopic(t, svc, "post_update", "quiet")      // pending, but no notify
 		done := submitTopic(t, svc, "issue_refund", "a") // a claim notifies nobody
 		failed := submitTopic(t, svc, "issue_refund", "b")
@@ -445,7 +390,7 @@ func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
 			t.Fatal(err) // action.failed: ops subscribed
 		}
 		routed := submitTopic(t, svc, "send_customer_email", "loud") // notify: leads
-		n, err := svc.FanOut(ctx, 100)
+		n, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100)
 		if err != nil {
 			t.Fatal(err)
 		}
