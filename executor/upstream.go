@@ -88,8 +88,8 @@ type UpstreamConfig struct {
 	Concurrency int
 }
 
-// NewUpstream returns the executor of approved upstream actions over svc.
-func NewUpstream(svc *queue.Service, ups Upstreams, cfg UpstreamConfig) *Upstream {
+// NewUpstream returns the executor of approved upstream actions of svc.
+func NewUpstream(svc *queue.Dispatch, ups Upstreams, cfg UpstreamConfig) *Upstream {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}

@@ -274,11 +274,11 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 			if _, err := e.Service.Execute(ctx, res.Action.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Errorf("agent execute of an upstream action: %v, want invalid_transition", err)
 			}
-			if _, err := e.Service.Approve(ctx, queue.DecideRequest{ID: res.Action.ID, By: "user:ann@example.com",
+			if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: res.Action.ID, By: "user:ann@example.com",
 				Payload: json.RawMessage(`{"to":"ann","note":"edited"}`)}); err != nil {
 				t.Fatal(err)
 			}
-			ex := executor.NewUpstream(e.Service, e.manager, executor.UpstreamConfig{})
+			ex := executor.NewUpstream(queue.NewDispatch(e.Service), e.manager, executor.UpstreamConfig{})
 			ex.Scan(ctx)
 			ex.Scan(ctx)
 			sent := e.waitState(res.Action.ID, queue.StateDone)
@@ -316,12 +316,12 @@ func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
 				t.Fatal(err)
 			}
 			e.Service.SetRegistry(reg)
-			_, err = e.Service.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+			_, err = e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 			var qe *queue.Error
 			if !errors.As(err, &qe) || qe.Code != queue.CodeUpstreamUnavailable || !strings.Contains(qe.Detail, "does not list tool send") {
 				t.Fatalf("approve: %v", err)
 			}
-			if _, err := e.Service.Reject(ctx, queue.DecideRequest{ID: b.ID, By: "user:ann@example.com", Note: "tool is gone"}); err != nil {
+			if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: b.ID, By: "user:ann@example.com", Note: "tool is gone"}); err != nil {
 				t.Fatalf("reject: %v", err)
 			}
 			if _, err := e.submitRaw("up_send", `{"to":"c"}`); queue.ErrorCode(err) != queue.CodeUpstreamUnavailable {

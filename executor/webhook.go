@@ -71,10 +71,10 @@ const MaxResultBody = 64 << 10
 var refusedStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 405: true,
 	410: true, 413: true, 415: true, 422: true}
 
-// NewWebhook returns a webhook dispatcher over svc. A secret that is not
+// NewWebhook returns a webhook dispatcher of svc. A secret that is not
 // usable (a "whsec_" secret whose rest is not base64) is an error, so a
 // typo stops the server at start instead of leaving deliveries unsigned.
-func NewWebhook(svc *queue.Service, cfg WebhookConfig) (*Webhook, error) {
+func NewWebhook(svc *queue.Dispatch, cfg WebhookConfig) (*Webhook, error) {
 	var signer *webhooksign.Signer
 	if cfg.Secret != "" {
 		s, err := webhooksign.New(cfg.Secret)

@@ -230,7 +230,7 @@ func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg executor.WebhookCo
 	if cfg.Recheck == 0 {
 		cfg.Recheck = time.Second
 	}
-	d, err := executor.NewWebhook(svc, cfg)
+	d, err := executor.NewWebhook(queue.NewDispatch(svc), cfg)
 	if err != nil {
 		e.T.Fatal(err)
 	}
@@ -275,7 +275,7 @@ func (e *execEnv) waitEvent(id, kind string) queue.Event {
 	e.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		evs, err := e.Service.Events(context.Background(), id)
+		evs, err := queue.Timeline(context.Background(), e.Store, id)
 		if err != nil {
 			e.T.Fatal(err)
 		}
@@ -366,7 +366,7 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 				if ev.Actor != queue.DispatcherActor {
 					t.Errorf("delivery_unknown by %s", ev.Actor)
 				}
-				got, _ = e.Service.Get(context.Background(), a.ID)
+				got, _ = e.Store.ActionGetByID(context.Background(), a.ID)
 			} else {
 				got = e.waitState(a.ID, tc.state)
 			}
@@ -389,7 +389,7 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 				t.Errorf("Idempotency-Key %q, want the intent key %q", key, a.IntentKey)
 			}
 			// Write-ahead: claimed, then delivery_started, then the outcome.
-			evs, _ := e.Service.Events(context.Background(), a.ID)
+			evs, _ := queue.Timeline(context.Background(), e.Store, a.ID)
 			var kinds []string
 			for _, ev := range evs {
 				kinds = append(kinds, ev.Kind)
@@ -406,7 +406,7 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 		a := e.Submit("notify_unreachable", map[string]any{"topic": "x"})
 		apptest.Approve(t, e.Service, a.ID)
 		ev := e.waitEvent(a.ID, queue.EventDeliveryResult)
-		if got, _ := e.Service.Get(context.Background(), a.ID); got.State != queue.StateInProgress || !strings.Contains(string(ev.Data), "error") {
+		if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateInProgress || !strings.Contains(string(ev.Data), "error") {
 			t.Fatalf("connection refused: %s, event %s", got.State, ev.Data)
 		}
 	})
@@ -417,7 +417,7 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 		hook := e.Submit("notify_partner", partner("after-mail", "json"))
 		apptest.Approve(t, e.Service, hook.ID)
 		e.waitState(hook.ID, queue.StateDone)
-		if got, _ := e.Service.Get(context.Background(), mail.ID); got.State != queue.StateApproved || e.prov.deliveries(mail.ID) != 0 {
+		if got, _ := e.Store.ActionGetByID(context.Background(), mail.ID); got.State != queue.StateApproved || e.prov.deliveries(mail.ID) != 0 {
 			t.Fatalf("an agent-executed action was taken by the dispatcher: %s", got.State)
 		}
 		// And the agent may not finish a webhook action itself.
@@ -626,11 +626,11 @@ func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the dispatcher did not stop once the delivery under way ended")
 	}
-	got, _ := e.Service.Get(context.Background(), held.ID)
+	got, _ := e.Store.ActionGetByID(context.Background(), held.ID)
 	if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"held": true}`)) {
 		t.Fatalf("held delivery: %s %s", got.State, got.Result)
 	}
-	if got, _ := e.Service.Get(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
+	if got, _ := e.Store.ActionGetByID(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
 		t.Fatalf("a stopped dispatcher claimed %s: %s, %d deliveries", late.ID, got.State, e.prov.deliveries(late.ID))
 	}
 	if n := e.EventCount(late.ID, queue.EventClaimed); n != 0 {
@@ -702,7 +702,7 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			if ev.Actor != queue.DispatcherActor || !strings.Contains(string(ev.Data), `"held":true`) {
 				t.Fatalf("%s event %+v", kind, ev)
 			}
-			got, _ := e.Service.Get(ctx, a.ID)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
 			if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(tc.result)) {
 				t.Fatalf("the operator's outcome changed: %s %s", got.State, got.Result)
 			}
@@ -724,7 +724,7 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 					t.Errorf("%d %s events, want %d", n, k, want)
 				}
 			}
-			events, err := e.Service.Events(ctx, a.ID)
+			events, err := queue.Timeline(ctx, e.Store, a.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -753,7 +753,7 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	e := startExec(t, false)
 	a := e.Submit("notify_partner", partner("unsigned", "json"))
 	apptest.Approve(t, e.Service, a.ID)
-	d, err := executor.NewWebhook(e.Service, executor.WebhookConfig{})
+	d, err := executor.NewWebhook(queue.NewDispatch(e.Service), executor.WebhookConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -767,7 +767,7 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a dispatcher without a secret kept running")
 	}
-	if got, _ := e.Service.Get(context.Background(), a.ID); got.State != queue.StateApproved {
+	if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateApproved {
 		t.Fatalf("state %s, want approved", got.State)
 	}
 }
@@ -814,7 +814,7 @@ func TestWebhookRefusesInvalidSecret(t *testing.T) {
 		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
 		{"whsec_not base64!", false},
 	} {
-		_, err := executor.NewWebhook(svc, executor.WebhookConfig{Secret: tc.secret})
+		_, err := executor.NewWebhook(queue.NewDispatch(svc), executor.WebhookConfig{Secret: tc.secret})
 		if (err == nil) != tc.ok {
 			t.Errorf("secret %q: err %v, want ok=%v", tc.secret, err, tc.ok)
 		}

@@ -19,7 +19,9 @@ import (
 // API serves the agent REST API under /api/v1: submit, read (with the
 // long-poll) and drive actions, authenticated by agent bearer tokens.
 type API struct {
-	Service  *queue.Service
+	Service *queue.Service
+	// Store is what the API reads directly (queue.Reader).
+	Store    queue.Reader
 	Accounts accounts.Store
 	// MaxBody caps request bodies (APPROVALS_MAX_BODY).
 	MaxBody int64
@@ -86,7 +88,7 @@ const tokenGuardKey = "approvals.token_guard"
 // is refused" holds.
 func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !h.Service.GuardsTokens() {
+		if !h.Store.SupportsTokenGuard() {
 			return h.AgentAuth(next)(c)
 		}
 		r := c.Request()

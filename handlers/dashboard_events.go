@@ -22,7 +22,7 @@ func (d *Dashboard) Events(c echo.Context) error {
 		return err
 	}
 	defer release()
-	sub := d.Service.SubscribePending()
+	sub := d.Store.SubscribePending()
 	defer sub.Cancel()
 	w := c.Response()
 	h := w.Header()

@@ -23,7 +23,7 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		return err
 	}
 	if isHX(c) {
-		if v.OpenTickets, err = d.Service.TicketCountOpen(ctx); err != nil {
+		if v.OpenTickets, err = d.Store.TicketCountOpen(ctx); err != nil {
 			return err
 		}
 		return render(c, http.StatusOK, templates.QueueFragment(v, true))

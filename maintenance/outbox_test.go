@@ -100,10 +100,10 @@ func TestFanOutRoutesEvents(t *testing.T) {
 		a := submitTopic(t, svc, "send_customer_email", "route")
 		submitTopic(t, svc, "send_customer_email", "route") // a replay notifies nobody
 		other := submitTopic(t, svc, "post_update", "route")
-		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := svc.Reject(ctx, queue.DecideRequest{ID: other.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: other.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := outbox.FanOut(ctx, 2); err != nil { // a small batch: FanOut loops
@@ -112,7 +112,7 @@ func TestFanOutRoutesEvents(t *testing.T) {
 		if n, err := outbox.FanOut(ctx, 2); err != nil || n != 0 {
 			t.Fatalf("a second fan-out took %d events (%v), want none", n, err)
 		}
-		list, err := svc.Notifications(ctx, a.ID)
+		list, err := st.NotificationList(ctx, a.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -125,7 +125,7 @@ func TestFanOutRoutesEvents(t *testing.T) {
 		if fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Fatalf("notifications of the routed action:\n got %v\nwant %v", got, want)
 		}
-		if list, _ := svc.Notifications(ctx, other.ID); len(list) != 0 {
+		if list, _ := st.NotificationList(ctx, other.ID); len(list) != 0 {
 			t.Fatalf("a tool without notify got %d notifications", len(list))
 		}
 		if depth, err := st.NotificationCountPending(ctx); err != nil || depth != 4 {
@@ -173,7 +173,7 @@ func TestOutboxSurvivesASenderThatDied(t *testing.T) {
 			State: queue.NotificationPending, Now: e.Clock.Now(), DueAt: e.Clock.Now(), LastError: "late"}); err != nil || ok {
 			t.Fatalf("a stale settlement applied (%v, %v)", ok, err)
 		}
-		list, _ := restarted.Service.Notifications(ctx, a.ID)
+		list, _ := restarted.Store.NotificationList(ctx, a.ID)
 		for _, n := range list {
 			if n.State != queue.NotificationDelivered || n.DeliveredAt == nil {
 				t.Fatalf("notification %s is %s", n.ID, n.State)
@@ -268,7 +268,7 @@ func TestOutboxRetriesWithBackoffThenGivesUp(t *testing.T) {
 		}
 		start := e.Clock.Now()
 		hookState := func() queue.NotificationRecord {
-			list, err := svc.Notifications(ctx, a.ID)
+			list, err := st.NotificationList(ctx, a.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -333,14 +333,14 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc := e.Service
+		svc, st := e.Service, e.Store
 		byOperator := submitTopic(t, svc, "issue_refund", "operator")
 		byAgent := submitTopic(t, svc, "issue_refund", "agent")
 		e.Clock.Advance(2 * time.Minute)
 		if _, err := e.Sweeper().Sweep(ctx); err != nil {
 			t.Fatal(err)
 		}
-		stale, err := svc.Get(ctx, byOperator.ID)
+		stale, err := st.ActionGetByID(ctx, byOperator.ID)
 		if err != nil || stale.Ticket == nil {
 			t.Fatalf("no stale ticket: %v", err)
 		}
@@ -355,7 +355,7 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, id := range []string{byOperator.ID, byAgent.ID} {
-			list, err := svc.Notifications(ctx, id)
+			list, err := st.NotificationList(ctx, id)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -379,7 +379,7 @@ func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
 	t.Parallel()
 	onBothStores(t, outboxTools, func(t *testing.T, e *apptest.Env) {
 		ctx := t.Context()
-		svc := e.Service
+		svc, st := e.Service, e.Store
 		submitTopic(t, svc, "post_update", "quiet")      // pending, but no notify
 		done := submitTopic(t, svc, "issue_refund", "a") // a claim notifies nobody
 		failed := submitTopic(t, svc, "issue_refund", "b")
@@ -398,7 +398,7 @@ func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
 			t.Errorf("the fan-out read %d events, want 2 (the failure and the routed submission)", n)
 		}
 		for id, want := range map[string]int{done.ID: 0, failed.ID: 1, routed.ID: 2} {
-			if list, err := svc.Notifications(ctx, id); err != nil || len(list) != want {
+			if list, err := st.NotificationList(ctx, id); err != nil || len(list) != want {
 				t.Errorf("action %s has %d notifications (%v), want %d", id, len(list), err, want)
 			}
 		}

@@ -37,7 +37,7 @@ func TestSweepRemindsAndEscalatesOnce(t *testing.T) {
 		ctx := t.Context()
 		a, b := e.Service, e.AddProcess()
 		act := submitTopic(t, a, "send_customer_email", "remind")
-		if _, err := a.Approve(ctx, queue.DecideRequest{ID: act.ID, By: "user:cara@example.com"}); queue.ErrorCode(err) != queue.CodeForbidden {
+		if _, err := a.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: act.ID, By: "user:cara@example.com"}); queue.ErrorCode(err) != queue.CodeForbidden {
 			t.Fatalf("escalate_to before the escalation: %v, want forbidden", err)
 		}
 		sweepBoth := func() (reminded, escalated int) {
@@ -76,7 +76,7 @@ func TestSweepRemindsAndEscalatesOnce(t *testing.T) {
 		if _, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100); err != nil {
 			t.Fatal(err)
 		}
-		list, _ := a.Notifications(ctx, act.ID)
+		list, _ := e.Store.NotificationList(ctx, act.ID)
 		count := map[string]int{}
 		for _, n := range list {
 			count[n.Type+"→"+n.Channel]++
@@ -84,7 +84,7 @@ func TestSweepRemindsAndEscalatesOnce(t *testing.T) {
 		if count["action.reminder→hook"] != 5 || count["action.escalated→pager"] != 1 || count["action.pending→hook"] != 1 || len(count) != 3 {
 			t.Fatalf("notifications: %v", count)
 		}
-		res, err := a.Approve(ctx, queue.DecideRequest{ID: act.ID, By: "user:cara@example.com"})
+		res, err := a.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: act.ID, By: "user:cara@example.com"})
 		if err != nil || res.Action.State != queue.StateApproved {
 			t.Fatalf("escalate_to after the escalation: %v", err)
 		}

@@ -112,7 +112,7 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 			if n := sweepConcurrently(t, sweepers); n != 0 {
 				t.Fatalf("a later sweep opened %d more tickets", n)
 			}
-			got, _ := e.Service.Get(ctx, a.ID)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
 			if got.State != queue.StateInProgress || got.Ticket == nil || got.Ticket.Kind != queue.TicketStale || got.Ticket.State != queue.TicketOpen {
 				t.Fatalf("after the sweep: %s ticket %+v", got.State, got.Ticket)
 			}
@@ -186,7 +186,7 @@ func TestResolveStaleTicket(t *testing.T) {
 			if err != nil || got.State != outcome || tk.State != queue.TicketResolved || apptest.Deref(tk.Note) != "found no refund on the line" {
 				t.Fatalf("resolve: %v %+v %+v", err, got, tk)
 			}
-			evs, _ := e.Service.Events(ctx, a.ID)
+			evs, _ := queue.Timeline(ctx, e.Store, a.ID)
 			last := evs[len(evs)-1]
 			if last.Kind != queue.EventTicketResolved || last.Actor != "user:ops@example.com" {
 				t.Fatalf("last event %+v", last)
@@ -196,7 +196,7 @@ func TestResolveStaleTicket(t *testing.T) {
 				if _, err := e.Service.Complete(ctx, a.ID, "bot", json.RawMessage(`{"refund":"re_9"}`), "api"); queue.ErrorCode(err) != queue.CodeOutcomeConflict {
 					t.Fatalf("late complete after an operator failed it: %v", err)
 				}
-				if now, _ := e.Service.Get(ctx, a.ID); now.State != queue.StateFailed {
+				if now, _ := e.Store.ActionGetByID(ctx, a.ID); now.State != queue.StateFailed {
 					t.Fatalf("the stored outcome changed to %s", now.State)
 				}
 			}

@@ -311,7 +311,7 @@ func TestGuidedAgentAfterTimeoutCausesOneEffect(t *testing.T) {
 	if a.State != queue.StateDone || a.RequestedBy != "agent:refunder" || !strings.Contains(string(a.Result), "re_o-1_l-1_1") {
 		t.Fatalf("action %+v", a)
 	}
-	evs, err := e.svc.Events(ctx, a.ID)
+	evs, err := queue.Timeline(ctx, e.store, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +356,7 @@ func TestNaiveRetryCausesNoSecondEffect(t *testing.T) {
 	if n := provider.effects("o-7", "l-2"); n != 0 {
 		t.Fatalf("real effects = %d, want 0: a retry must not perform", n)
 	}
-	evs, err := e.svc.Events(ctx, r.Action.ID)
+	evs, err := queue.Timeline(ctx, e.store, r.Action.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -331,7 +331,7 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 	// Approve once the call holds its long-poll; the fallback re-read (a
 	// minute) outlasts the wait, so the approval's notification ends it.
 	e.app.AwaitWaiters(t, 1)
-	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
+	if _, err := e.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
 	var got *mcp.CallToolResult
@@ -369,7 +369,7 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 		t.Errorf("a repeated complete is a replay: %q", text(replay))
 	}
 
-	evs, err := e.svc.Events(ctx, a.ID)
+	evs, err := queue.Timeline(ctx, e.store, a.ID)
 	if err != nil {
 		t.Fatalf("events: %v", err)
 	}
@@ -455,7 +455,7 @@ func TestPayloadStoredAsSubmitted(t *testing.T) {
 		if err := decodeResult(res, &id); err != nil {
 			t.Fatal(err)
 		}
-		a, err := e.svc.Get(ctx, id.ID)
+		a, err := e.store.ActionGetByID(ctx, id.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -731,7 +731,7 @@ func TestRefusalsOfEveryAgentCode(t *testing.T) {
 
 	held := wantAction(t, call(t, cs, "issue_refund", map[string]any{"order_id": "o-7", "line_id": "l-1", "amount": 3}), queue.StateInProgress)
 	mail := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c7", "topic": "t", "to": "a@example.com", "subject": "s", "body": "b"}), queue.StatePending)
-	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: mail.ID, By: "user:ops@example.com"}); err != nil {
+	if _, err := e.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: mail.ID, By: "user:ops@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	wantRefusal(t, call(t, other, "execute_action", map[string]any{"id": mail.ID}), queue.CodeForbidden)

@@ -55,7 +55,7 @@ func TestPendingExpiresBySweep(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll did not see the expiry")
 	}
-	if _, err := e.Service.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
+	if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
 		t.Fatalf("approve after expiry: %v", err)
 	}
 	again := e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
@@ -79,11 +79,11 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 				t.Fatalf("expires_at %v and %v, want the same (frozen clock)", b.ExpiresAt, a.ExpiresAt)
 			}
 			decide := func(id, note string) (queue.DriveResult, error) {
-				r := queue.DecideRequest{ID: id, By: "user:ann@example.com", Note: note}
+				r := queue.DecideRequest{ID: id, To: queue.StateRejected, By: "user:ann@example.com", Note: note}
 				if verb == "approve" {
-					return e.Service.Approve(ctx, r)
+					r.To = queue.StateApproved
 				}
-				return e.Service.Reject(ctx, r)
+				return e.Service.Decide(ctx, r)
 			}
 			e.Clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 			inTime := map[string]queue.State{"approve": queue.StateApproved, "reject": queue.StateRejected}[verb]
@@ -100,7 +100,7 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 			if queue.ErrorCode(err) != queue.CodeAlreadyDecided || !errors.As(err, &qe) || qe.Action == nil || qe.Action.State != queue.StateExpired {
 				t.Fatalf("%s after expires_at: %v", verb, err)
 			}
-			got, _ := e.Service.Get(ctx, a.ID)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
 			if got.State != queue.StateExpired || apptest.Deref(got.DecidedBy) != "system" || got.ApprovedPayload != nil {
 				t.Fatalf("stored: %s by %v approved %s", got.State, apptest.Deref(got.DecidedBy), got.ApprovedPayload)
 			}
@@ -150,7 +150,7 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 			if _, err := e.Service.Execute(ctx, a.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Fatalf("execute after expiry: %v", err)
 			}
-			got, _ := e.Service.Get(ctx, a.ID)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
 			if got.State != queue.StateExpired || apptest.Deref(got.DecidedBy) != "user:ann@example.com" || got.ClaimedAt != nil {
 				t.Fatalf("stored: %s decided by %v claimed %v; want expired, still decided by the approver", got.State, apptest.Deref(got.DecidedBy), got.ClaimedAt)
 			}
@@ -202,7 +202,7 @@ func TestApproveAtExpiresAtLosesToSweep(t *testing.T) {
 	if !approver.Now().Equal(*a.ExpiresAt) {
 		t.Fatalf("now %v, want exactly expires_at %v", approver.Now(), *a.ExpiresAt)
 	}
-	_, err := approver.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+	_, err := approver.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 	if swept != 1 {
 		t.Fatalf("the sweep between refusal and expiry expired %d actions, want 1", swept)
 	}
@@ -243,7 +243,7 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	for i := range approvers {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = svcs[i].Service.Approve(ctx, queue.DecideRequest{ID: a.ID, By: fmt.Sprintf("user:a%d@example.com", i)})
+			_, errs[i] = svcs[i].Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: fmt.Sprintf("user:a%d@example.com", i)})
 		})
 	}
 	wg.Go(func() {
@@ -263,7 +263,7 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 			t.Errorf("approver %d: %v (action %+v), want already_decided carrying the expired row", i, err, qe)
 		}
 	}
-	got, err := e.Service.Get(ctx, a.ID)
+	got, err := e.Store.ActionGetByID(ctx, a.ID)
 	if err != nil || got.State != queue.StateExpired || got.ApprovedPayload != nil {
 		t.Fatalf("stored: %v %+v", err, got)
 	}
@@ -275,7 +275,7 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	}
 }
 
-// In-process shutdown (Service.Stop) releases a waiting long-poll at once
+// In-process shutdown (queue.Options.Done) releases a waiting long-poll at once
 // with the action as it is stored, not an error and not at its deadline.
 func TestStopReleasesWaitWithCurrentState(t *testing.T) {
 	t.Parallel()
@@ -283,7 +283,8 @@ func TestStopReleasesWaitWithCurrentState(t *testing.T) {
 	e := apptest.DomainEnv(t, testclock.Frozen())
 	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-6", "topic": "shutdown"})
 	apptest.Approve(e.T, e.Service, a.ID)
-	svc := e.AddProcess().Service
+	other := e.AddProcess()
+	svc := other.Service
 	type answer struct {
 		a   *queue.Action
 		err error
@@ -294,7 +295,7 @@ func TestStopReleasesWaitWithCurrentState(t *testing.T) {
 		got <- answer{w, err}
 	}()
 	apptest.AwaitWaiters(t, svc, 1)
-	svc.Stop()
+	other.ReleaseWaits()
 	select {
 	case r := <-got:
 		if r.err != nil || r.a == nil || r.a.State != queue.StateApproved || apptest.Deref(r.a.DecidedBy) != "user:ann@example.com" {

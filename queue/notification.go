@@ -133,8 +133,6 @@ type Outbox interface {
 	NotificationClaim(ctx context.Context, p NotificationClaimParams) ([]NotificationRecord, error)
 	// NotificationSettle ends an attempt; false when the row had moved on.
 	NotificationSettle(ctx context.Context, p NotificationSettleParams) (bool, error)
-	// NotificationList returns an action's notifications, oldest first.
-	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
 	// NotificationCountPending counts notifications not yet delivered nor
 	// given up (the queue depth on /metrics).
 	NotificationCountPending(ctx context.Context) (int64, error)
@@ -215,11 +213,6 @@ func (s *Service) unrouted(ev Event, a *Action) bool {
 		return !s.Registry().Notifies(classify.EventActionFailed, classify.Tool{})
 	}
 	return false
-}
-
-// Notifications returns an action's notifications for its page.
-func (s *Service) Notifications(ctx context.Context, actionID string) ([]NotificationRecord, error) {
-	return s.store.NotificationList(ctx, actionID)
 }
 
 // NotifyingKindsSQL is NotifyingEventKinds as an SQL list, for the stores.

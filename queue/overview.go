@@ -2,7 +2,6 @@ package queue
 
 import (
 	"context"
-	"sync"
 	"time"
 )
 
@@ -81,40 +80,8 @@ type Overview struct {
 	Hours []HourCount
 }
 
-// OverviewMaxAge is how long CachedOverview keeps an overview: its
-// statements read a day's submissions and a week's decisions, so however
-// many people keep the page open, each process computes it at most once per
-// this period.
-const OverviewMaxAge = 15 * time.Second
-
-// overviewCache is the last overview of this process.
-type overviewCache struct {
-	mu sync.Mutex // held while computing: concurrent views wait for one computation
-	o  *Overview
-}
-
-// CachedOverview is Overview computed at most once per OverviewMaxAge (by
-// the service clock); Overview.Now says when it was computed.
-func (s *Service) CachedOverview(ctx context.Context) (*Overview, error) {
-	c := &s.overview
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := s.Now()
-	if c.o != nil && !now.Before(c.o.Now) && now.Sub(c.o.Now) < OverviewMaxAge {
-		return c.o, nil
-	}
-	o, err := s.Overview(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.o = o
-	return o, nil
-}
-
-// Overview summarises the queue at the service clock's now.
-func (s *Service) Overview(ctx context.Context) (*Overview, error) {
-	st := s.store
-	now := s.Now()
+// ReadOverview summarises the queue at now.
+func ReadOverview(ctx context.Context, st Reader, now time.Time) (*Overview, error) {
 	o := &Overview{Now: now}
 	var err error
 	if o.Pending, err = st.ActionPendingByTool(ctx); err != nil {
@@ -133,7 +100,7 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 	if o.DecisionTimes, err = st.ActionDecisionTimes(ctx, PeriodParams{Since: now.Add(-OverviewTimingWindow), Until: now}); err != nil {
 		return nil, err
 	}
-	if o.OpenTickets, err = s.store.TicketCountOpen(ctx); err != nil {
+	if o.OpenTickets, err = st.TicketCountOpen(ctx); err != nil {
 		return nil, err
 	}
 	first := now.Truncate(time.Hour).Add(-(OverviewHours - 1) * time.Hour)

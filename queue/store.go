@@ -6,6 +6,48 @@ import (
 	"time"
 )
 
+// Reader is the read side of Store, which the faces (REST, MCP, dashboard,
+// Slack) and the executors read directly, as WTF Dial's handlers call its
+// storage: a read carries no rule, so the Service does not wrap it. Every
+// Store is a Reader.
+type Reader interface {
+	// ActionGetByID returns the action with its Ticket, or ErrNotFound.
+	ActionGetByID(ctx context.Context, id string) (*Action, error)
+	// ActionList returns actions matching p, in p's order, at most p.Limit.
+	ActionList(ctx context.Context, p ActionListParams) ([]*Action, error)
+	// ActionCountByState counts actions per state, for metrics.
+	ActionCountByState(ctx context.Context) (map[State]int64, error)
+	// EventList returns events matching p, newest first.
+	EventList(ctx context.Context, p EventListParams) ([]Event, error)
+	// TicketGetByID returns the ticket or ErrNotFound.
+	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
+	// TicketList returns tickets matching p, oldest first.
+	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
+	// TicketCountOpen counts open tickets.
+	TicketCountOpen(ctx context.Context) (int64, error)
+	// NotificationList returns an action's notifications, oldest first.
+	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
+	// OverviewStore summarises the queue for GET /overview (overview.go).
+	OverviewStore
+
+	// Subscribe delivers a Change for every state change made through any
+	// process sharing the database, until the subscription is cancelled.
+	Subscribe() Subscription
+	// SubscribePending is Subscribe that also announces, within a second,
+	// new pending actions (possibly without their id): what the live queue
+	// needs. Finding them may cost the store a periodic query, made only
+	// while such a subscriber exists.
+	SubscribePending() Subscription
+	// SupportsTokenGuard reports whether the store honours TokenHash in
+	// ActionSubmitParams and ActionTransitionParams (PostgreSQL): a caller
+	// that remembers which tokens it has seen valid need not look the token
+	// up first, because the statement itself refuses a token revoked
+	// since. A store that does not refuses a TokenHash.
+	SupportsTokenGuard() bool
+	// Ping checks that storage is reachable.
+	Ping(ctx context.Context) error
+}
+
 // Store is the storage seam, shaped like River's driver: every method takes
 // the context and at most one params struct, and returns one result beside
 // the error. Every state change is one conditional statement checked by its
@@ -14,6 +56,8 @@ import (
 // in storetest runs against every implementation (storage.Store adds the
 // accounts half).
 type Store interface {
+	Reader
+
 	// ActionSubmit inserts p.Action as the holder of its intent key
 	// (claim-first) and records p.Event (kind submitted) for it in the same
 	// transaction; the store assigns Action.Attempt (1 + the highest
@@ -33,10 +77,6 @@ type Store interface {
 	// true) nothing is written and the error has CodeUnauthorized unless an
 	// active agent token has that hash when the statement runs.
 	ActionSubmit(ctx context.Context, p ActionSubmitParams) (ActionSubmitResult, error)
-	// ActionGetByID returns the action with its Ticket, or ErrNotFound.
-	ActionGetByID(ctx context.Context, id string) (*Action, error)
-	// ActionList returns actions matching p, in p's order, at most p.Limit.
-	ActionList(ctx context.Context, p ActionListParams) ([]*Action, error)
 	// ActionTransition moves one action from one of p.From to p.To in one
 	// conditional update and appends p.Event in the same transaction. When
 	// the action is not in p.From (or p.Unexpired fails), it returns the
@@ -65,13 +105,9 @@ type Store interface {
 	// interval. They return how many actions they changed.
 	ActionRemindDue(ctx context.Context, p DueParams) (int, error)
 	ActionEscalateDue(ctx context.Context, p DueParams) (int, error)
-	// ActionCountByState counts actions per state, for metrics.
-	ActionCountByState(ctx context.Context) (map[State]int64, error)
 
 	// EventInsert appends an event that changes no state (a replay, a refusal).
 	EventInsert(ctx context.Context, ev Event) error
-	// EventList returns events matching p, newest first.
-	EventList(ctx context.Context, p EventListParams) ([]Event, error)
 
 	// TicketOpenStale opens one stale ticket for every in_progress action
 	// whose claim deadline is at or before p.Now and that has no open
@@ -81,12 +117,6 @@ type Store interface {
 	// TicketOpenConflict records p.Event (an outcome_conflict report) and
 	// opens a conflict ticket for the action unless one is open already.
 	TicketOpenConflict(ctx context.Context, p TicketOpenConflictParams) (*Ticket, error)
-	// TicketGetByID returns the ticket or ErrNotFound.
-	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
-	// TicketList returns tickets matching p, oldest first.
-	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
-	// TicketCountOpen counts open tickets.
-	TicketCountOpen(ctx context.Context) (int64, error)
 	// TicketResolve resolves an open ticket. For a stale ticket the action
 	// moves from in_progress to p.Outcome (p.Result, or OperatorError(note));
 	// for a conflict ticket, or a stale one whose action finished meanwhile,
@@ -97,26 +127,6 @@ type Store interface {
 
 	// Outbox stores notifications (notification.go).
 	Outbox
-	// OverviewStore summarises the queue for GET /overview (overview.go).
-	OverviewStore
-
-	// Subscribe delivers a Change for every state change made through any
-	// process sharing the database, until the subscription is cancelled.
-	Subscribe() Subscription
-	// SubscribePending is Subscribe that also announces, within a second,
-	// new pending actions (possibly without their id): what the live queue
-	// needs. Finding them may cost the store a periodic query, made only
-	// while such a subscriber exists.
-	SubscribePending() Subscription
-
-	// SupportsTokenGuard reports whether the store honours TokenHash in
-	// ActionSubmitParams and ActionTransitionParams (PostgreSQL): a caller
-	// that remembers which tokens it has seen valid need not look the token
-	// up first, because the statement itself refuses a token revoked
-	// since. A store that does not refuses a TokenHash.
-	SupportsTokenGuard() bool
-	// Ping checks that storage is reachable.
-	Ping(ctx context.Context) error
 	// Close releases the store; waiters see their channels closed.
 	Close() error
 }

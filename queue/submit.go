@@ -19,15 +19,8 @@ type SubmitRequest struct {
 	// TokenHash, when set, asks the store to check in the claiming
 	// statement that an active agent token has this hash
 	// (Store.SupportsTokenGuard): the caller took Agent from a cache, not
-	// from the database. Only for a Service whose GuardsTokens is true.
+	// from the database. Only for a store whose SupportsTokenGuard is true.
 	TokenHash string
-}
-
-// GuardsTokens reports whether the store can check agent tokens in the
-// statement of a submission (SubmitRequest.TokenHash) and of an agent's
-// drive call (WithTokenGuard).
-func (s *Service) GuardsTokens() bool {
-	return s.store.SupportsTokenGuard()
 }
 
 type tokenGuardKey struct{}
@@ -39,7 +32,7 @@ type tokenGuardKey struct{}
 // answer CodeUnauthorized whatever the action's state (a replay too). Only
 // those four read it, so a transition made for the caller (an upstream
 // call's outcome, say) is never refused for a token revoked meanwhile.
-// Only for a Service whose GuardsTokens is true.
+// Only for a store whose SupportsTokenGuard is true.
 func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
 	return context.WithValue(ctx, tokenGuardKey{}, tokenHash)
 }
@@ -47,7 +40,7 @@ func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
 // driveGuard is the token hash WithTokenGuard put in ctx, if any.
 func (s *Service) driveGuard(ctx context.Context) (string, error) {
 	hash, _ := ctx.Value(tokenGuardKey{}).(string)
-	if hash != "" && !s.GuardsTokens() {
+	if hash != "" && !s.store.SupportsTokenGuard() {
 		return "", errors.New("this store cannot check agent tokens in its statements; look the token up instead")
 	}
 	return hash, nil

@@ -9,6 +9,11 @@ import (
 	"github.com/approvals/approvals/classify"
 )
 
+// refusal says why a drive call by agent may not touch a: it is another
+// agent's action, or (when agentExecuted) one a server executor performs.
+// nil when only a's state is at issue. The transitions themselves carry
+// the same conditions, so a drive call costs one statement; this only
+// explains a mismatch.
 func refusal(a *Action, agent, what string, agentExecuted bool) error {
 	if a.Agent() != agent {
 		return &Error{Code: CodeForbidden, Detail: fmt.Sprintf("action %s was submitted by %s; only that agent may drive it", a.ID, a.RequestedBy)}

@@ -106,7 +106,7 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 				t.Fatalf("no answer: %s, error %v; want failed, outcome unknown", unknown.State, unknown.Error)
 			}
 			for _, a := range []*queue.Action{done, failed, unknown} {
-				evs, err := svc.Events(ctx, a.ID)
+				evs, err := queue.Timeline(ctx, e.Store, a.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -128,7 +128,7 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 			if _, err := svc.Fail(ctx, done.ID, "bot", "no", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Errorf("agent fail of the done call: %v, want invalid_transition", err)
 			}
-			if a, err := svc.Get(ctx, done.ID); err != nil || a.State != queue.StateDone || a.Ticket != nil {
+			if a, err := e.Store.ActionGetByID(ctx, done.ID); err != nil || a.State != queue.StateDone || a.Ticket != nil {
 				t.Errorf("done call after the agent's reports: %+v, %v", a, err)
 			}
 
@@ -149,7 +149,7 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 			}
 			for id, want := range map[string]string{done.ID: "action.done→ops", failed.ID: "action.failed→ops",
 				unknown.ID: "action.failed→ops"} {
-				list, err := svc.Notifications(ctx, id)
+				list, err := e.Store.NotificationList(ctx, id)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -97,7 +97,8 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	target := map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
 	started := maps.Clone(target)
 	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
-	if err := s.RecordExecutionStart(ctx, a, UpstreamChannel, started); err != nil {
+	d := NewDispatch(s)
+	if err := d.RecordStart(ctx, a, UpstreamChannel, started); err != nil {
 		s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
 		return a
 	}
@@ -120,7 +121,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 			if try > 0 {
 				time.Sleep(time.Duration(try) * time.Second)
 			}
-			if err = s.RecordExecution(rctx, a, UpstreamChannel, out); err == nil {
+			if err = d.Record(rctx, a, UpstreamChannel, out); err == nil {
 				break
 			}
 		}

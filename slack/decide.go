@@ -25,7 +25,9 @@ type InteractionsConfig struct {
 	SigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
 	Client        *Client
 	Service       *queue.Service
-	Staff         Staff
+	// Actions reads an action before the note modal opens.
+	Actions ActionReader
+	Staff   Staff
 	// Now is the clock the request timestamp is judged by; nil means time.Now.
 	Now    func() time.Time
 	Logger *slog.Logger
@@ -45,8 +47,8 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 	switch {
 	case cfg.SigningSecret == "":
 		return nil, errors.New("slack interactions: APPROVALS_SLACK_SIGNING_SECRET is not set")
-	case cfg.Client == nil, cfg.Service == nil, cfg.Staff == nil:
-		return nil, errors.New("slack interactions: Client, Service and Staff are required")
+	case cfg.Client == nil, cfg.Service == nil, cfg.Actions == nil, cfg.Staff == nil:
+		return nil, errors.New("slack interactions: Client, Service, Actions and Staff are required")
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -145,7 +147,7 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
 	if in.Button == ButtonApprove {
-		res, err := h.cfg.Service.Approve(ctx, queue.DecideRequest{ID: in.ActionID, By: by, Note: "via Slack", Channel: "slack"})
+		res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"})
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
@@ -161,7 +163,7 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	// Reject and request changes need a note: the modal asks for it. Who may decide is
 	// checked first so that nobody types a note only to be refused; the decision itself
 	// checks again.
-	a, err := h.cfg.Service.Get(ctx, in.ActionID)
+	a, err := h.cfg.Actions.ActionGetByID(ctx, in.ActionID)
 	if err != nil {
 		return h.refusal(ctx, in, err)
 	}
@@ -187,14 +189,11 @@ func (h *Interactions) submission(ctx context.Context, in Interaction) string {
 	if !queue.ValidID(in.ActionID) {
 		return fmt.Sprintf("Action %q does not exist.", in.ActionID)
 	}
-	r := queue.DecideRequest{ID: in.ActionID, By: by, Note: in.Note, Channel: "slack"}
-	var err error
+	r := queue.DecideRequest{ID: in.ActionID, To: queue.StateChangesRequested, By: by, Note: in.Note, Channel: "slack"}
 	if in.CallbackID == ButtonReject {
-		_, err = h.cfg.Service.Reject(ctx, r)
-	} else {
-		_, err = h.cfg.Service.RequestChanges(ctx, r)
+		r.To = queue.StateRejected
 	}
-	if err != nil {
+	if _, err := h.cfg.Service.Decide(ctx, r); err != nil {
 		return h.refusal(ctx, in, err)
 	}
 	return ""

@@ -39,9 +39,9 @@ type Config struct {
 	Actions ActionReader
 }
 
-// ActionReader reads an action as it is now (the Service).
+// ActionReader reads an action as it is now (the store, queue.Reader).
 type ActionReader interface {
-	Get(ctx context.Context, id string) (*queue.Action, error)
+	ActionGetByID(ctx context.Context, id string) (*queue.Action, error)
 }
 
 // Client posts and updates approval messages (it is the queue.Notifier of Slack channels),
@@ -168,7 +168,7 @@ func (c *Client) post(ctx context.Context, channel string, n queue.Notification,
 	// Posted with buttons: if the action was decided meanwhile, its
 	// decision's update may have run before this message was recorded, and
 	// so missed it. Update it now; chat.update is idempotent.
-	cur, err := c.actions.Get(ctx, n.Action.ID)
+	cur, err := c.actions.ActionGetByID(ctx, n.Action.ID)
 	if err != nil || cur.State == queue.StatePending {
 		return nil // the decision's own update (retried) will find the message
 	}

@@ -331,7 +331,7 @@ func TestEphemeral(t *testing.T) {
 // message was on its way.
 type actionsNow struct{ a *queue.Action }
 
-func (r actionsNow) Get(context.Context, string) (*queue.Action, error) { return r.a, nil }
+func (r actionsNow) ActionGetByID(context.Context, string) (*queue.Action, error) { return r.a, nil }
 
 // A message posted with buttons for an action that was decided while it
 // was on its way (the decision's update, in another process, found nothing

@@ -102,7 +102,7 @@ var bulkTests = []test{
 			Now: at(time.Second), DecidedBy: ptr(agent), DecidedAt: ptr(at(time.Second)), FinishedAt: ptr(at(time.Second)),
 			Event: queue.Event{Kind: queue.EventCancelled, Actor: agent, At: at(time.Second)}})
 		svc := bulkService(s)
-		if _, err := svc.Reject(t.Context(), queue.DecideRequest{ID: list[4].ID, By: "user:bob@example.com", Note: "no"}); err != nil {
+		if _, err := svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateRejected, ID: list[4].ID, By: "user:bob@example.com", Note: "no"}); err != nil {
 			t.Fatal(err)
 		}
 		unknown := queue.NewID(at(0))

@@ -57,7 +57,7 @@ var overviewTests = []test{
 		// One open ticket (its action was submitted at t0, eight days ago).
 		staleTicket(t, s, "ov:ticket")
 
-		o, err := queue.NewService(s, nil, queue.Options{Now: func() time.Time { return now }}).Overview(t.Context())
+		o, err := queue.ReadOverview(t.Context(), s, now)
 		noErr(t, err, "overview")
 
 		wantPending := []queue.ToolPending{{Tool: toolB, Pending: 1, Oldest: now.Add(-30 * time.Minute)},
@@ -107,7 +107,7 @@ var overviewTests = []test{
 	}},
 	// An empty store: zeros, no oldest, and still 24 hours to draw.
 	{"Empty", func(t *testing.T, s Store) {
-		o, err := queue.NewService(s, nil, queue.Options{Now: func() time.Time { return t0 }}).Overview(t.Context())
+		o, err := queue.ReadOverview(t.Context(), s, t0)
 		noErr(t, err, "overview")
 		if len(o.Pending) != 0 || o.OldestPending != nil || o.Decisions24h != 0 || len(o.DecisionTimes) != 0 ||
 			o.OpenTickets != 0 || len(o.Hours) != queue.OverviewHours {

@@ -25,7 +25,7 @@ func TestChangesRequestedThroughREST(t *testing.T) {
 		}
 		polled <- r
 	}()
-	if _, err := e.svc.RequestChanges(context.Background(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "Use the customer's first name"}); err != nil {
+	if _, err := e.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "Use the customer's first name"}); err != nil {
 		t.Fatal(err)
 	}
 	var r resp

@@ -24,7 +24,7 @@ func TestEditedFieldsInAPI(t *testing.T) {
 				{"c-e3", `{"body":"Hi there","subject":"Hello","to":"c@example.com","topic":"x","customer_id":"c-e3"}`, `null`},
 			} {
 				a := e.do(e.base, e.token, "POST", "/api/v1/actions", email(tc.customer, "x")).action(t)
-				if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com",
+				if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com",
 					Payload: json.RawMessage(tc.edit)}); err != nil {
 					t.Fatal(err)
 				}

@@ -149,7 +149,7 @@ func TestSubmitTable(t *testing.T) {
 	}
 	// The held action's timeline records the replay and both refusals; a
 	// refusal keeps what the other caller sent.
-	evs, err := e.svc.Events(t.Context(), held.action(t).ID)
+	evs, err := queue.Timeline(t.Context(), e.store, held.action(t).ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestExactlyOnceLifecycle(t *testing.T) {
 	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/fail", `{"error":"declined"}`); r.status != 409 || r.problem(t).Code != queue.CodeOutcomeConflict {
 		t.Fatalf("fail on done: %d %s", r.status, r.body)
 	}
-	final, _ := e.svc.Get(t.Context(), a.ID)
+	final, _ := e.store.ActionGetByID(t.Context(), a.ID)
 	if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"id":"re_1"}`)) {
 		t.Fatalf("the stored outcome changed: %s %s", final.State, final.Result)
 	}
@@ -371,7 +371,7 @@ func TestAgentExecutesApprovedActionOnce(t *testing.T) {
 	e := startAPI(t)
 	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-8", "x")).action(t)
 	edited := `{"customer_id":"c-8","topic":"x","to":"c@example.com","subject":"Hello (edited)","body":"Hi there"}`
-	if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Payload: json.RawMessage(edited)}); err != nil {
+	if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Payload: json.RawMessage(edited)}); err != nil {
 		t.Fatal(err)
 	}
 	res := runConcurrently(10, func(int) resp {
@@ -510,7 +510,7 @@ func TestRevokedTokenRefusedOnTheHotPath(t *testing.T) {
 			if !strings.Contains(string(list.body), `"actions":[]`) {
 				t.Errorf("a refused submission was stored: %s", list.body)
 			}
-			evs, err := e.svc.Events(t.Context(), held.action(t).ID)
+			evs, err := queue.Timeline(t.Context(), e.store, held.action(t).ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -551,12 +551,12 @@ func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
 			}
 			pending := submit(email("d-1", "t"), 201)
 			approved := submit(email("d-2", "t"), 201)
-			if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: approved.ID, By: "user:ann@example.com"}); err != nil {
+			if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: approved.ID, By: "user:ann@example.com"}); err != nil {
 				t.Fatal(err)
 			}
 			before := map[string]int{}
 			for _, id := range []string{claimed.ID, done.ID, pending.ID, approved.ID} {
-				evs, err := e.svc.Events(t.Context(), id)
+				evs, err := queue.Timeline(t.Context(), e.store, id)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -598,14 +598,14 @@ func TestRevokedTokenRefusedOnDriveCalls(t *testing.T) {
 			}
 			for id, want := range map[string]queue.State{claimed.ID: queue.StateInProgress, done.ID: queue.StateDone,
 				pending.ID: queue.StatePending, approved.ID: queue.StateApproved} {
-				a, err := e.svc.Get(t.Context(), id)
+				a, err := e.store.ActionGetByID(t.Context(), id)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if a.State != want {
 					t.Errorf("%s is %s after the refused calls, want %s", id, a.State, want)
 				}
-				evs, err := e.svc.Events(t.Context(), id)
+				evs, err := queue.Timeline(t.Context(), e.store, id)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -26,7 +26,7 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		list = append(list, d.submitEmail("bulk-browser-"+string(rune('a'+i)), subject, "Hi,\nsee above."))
 	}
 	// Something decided earlier, so the overview's numbers are not all zero.
-	if _, err := d.svc.Reject(t.Context(), queue.DecideRequest{ID: d.submitEmail("bulk-browser-z", "Old", "B").ID,
+	if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateRejected, ID: d.submitEmail("bulk-browser-z", "Old", "B").ID,
 		By: "user:bob@example.com", Note: "duplicate"}); err != nil {
 		t.Fatal(err)
 	}

@@ -24,7 +24,7 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 	open := d.submitTool("note", "open", "For anyone")
 	d.submitTool("note", "dan", "Also for anyone")
 	approved := d.submitTool("note", "approved", "Dan sends this one back")
-	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: lead.ID, By: "user:ann@example.com"}); err != nil {
+	if _, err := d.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: lead.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	// A quorum of two: the lead action stays pending after ann's approval,

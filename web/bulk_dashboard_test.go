@@ -99,7 +99,7 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		a := d.submitEmail("bulk-o1", "First <b>subject</b>", "Body")
 		b := d.submitEmail("bulk-o2", "Second", "Body")
 		taken := d.submitEmail("bulk-o3", "Third", "Body")
-		if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: taken.ID, By: "user:bob@example.com"}); err != nil {
+		if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: taken.ID, By: "user:bob@example.com"}); err != nil {
 			t.Fatal(err)
 		}
 		unknown := queue.NewID(d.Now())

@@ -41,6 +41,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	}
 	d := &handlers.Dashboard{
 		Service:  s.cfg.Service,
+		Store:    s.cfg.Store,
 		Accounts: s.cfg.Accounts,
 		Sessions: store,
 		Assets:   templates.Assets{CSS: static.URL("app.css"), HTMX: static.URL("htmx.min.js"), App: static.URL("app.js")},

@@ -371,7 +371,7 @@ tools:
 		t.Fatalf("submit: %d %s", sub.status, sub.body)
 	}
 	edited := json.RawMessage(`{"partner": "acme", "topic": "hello", "text": "Hi (edited)"}`)
-	if _, err := e.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Payload: edited}); err != nil {
+	if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Payload: edited}); err != nil {
 		t.Fatal(err)
 	}
 	var final queue.Action

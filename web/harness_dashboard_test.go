@@ -108,7 +108,7 @@ func (d *dashEnv) staleTicket(order string) (*queue.Action, *queue.Ticket) {
 
 func (d *dashEnv) action(id string) *queue.Action {
 	d.t.Helper()
-	a, err := d.svc.Get(context.Background(), id)
+	a, err := d.store.ActionGetByID(context.Background(), id)
 	if err != nil {
 		d.t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ wait:
 	}
 
 	decided := time.Now()
-	if _, err := other.Service.Reject(ctx, queue.DecideRequest{ID: r.Action.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
+	if _, err := other.Service.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: r.Action.ID, By: "user:ann@example.com", Note: "no"}); err != nil {
 		t.Fatal(err)
 	}
 	deadline = time.After(10 * time.Second)
@@ -148,7 +148,7 @@ func TestDashboardEventsEndWithDone(t *testing.T) {
 			}
 		}
 	}()
-	d.svc.Stop()
+	d.app.ReleaseWaits()
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):

@@ -21,7 +21,7 @@ func TestDashboardOverview(t *testing.T) {
 	vic := d.login("vic@example.com")
 	a := d.submitEmail("ov1", "Hello", "Body")
 	d.submitEmail("ov2", "Hello", "Body")
-	if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil {
+	if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	d.staleTicket("ov-order")

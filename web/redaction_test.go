@@ -78,7 +78,7 @@ tools:
 	ctx := t.Context()
 
 	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
-	if _, err := d.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:admin@example.com"}); err != nil {
+	if _, err := d.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	final := d.action(a.ID)
@@ -174,7 +174,7 @@ tools:
 	d := startDashboardWith(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
-	if _, err := d.svc.Approve(t.Context(), queue.DecideRequest{ID: a.ID, By: "user:admin@example.com"}); err != nil {
+	if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	// The outcome is unknown: the action stays in_progress, so no state

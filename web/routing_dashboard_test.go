@@ -146,7 +146,7 @@ func TestDashboardWaitingForMe(t *testing.T) {
 	lead := d.submitTool("send_update", "lead", "For the leads")
 	open := d.submitTool("note", "open", "For anyone")
 	approved := d.submitTool("send_update", "approved", "Ann approved this")
-	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: approved.ID, By: "user:ann@example.com"}); err != nil {
+	if _, err := d.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: approved.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {

@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -14,12 +13,11 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/maintenance"
-	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/slack/slacktest"
-	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/web"
 )
@@ -61,22 +59,21 @@ type slackEnv struct {
 	url   string
 }
 
-func startSlack(t *testing.T, st storage.Store) *slackEnv {
+func startSlack(t *testing.T, sqlite bool) *slackEnv {
 	t.Helper()
-	reg, err := classify.Parse([]byte(slackTools), classify.Options{SlackConfigured: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &slackEnv{t: t, store: st, svc: queue.NewService(st, reg, queue.Options{}), slack: slacktest.New(t, slackBotToken)}
+	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, slackTools, classify.Options{SlackConfigured: true}),
+		Service: queue.Options{WaitRecheck: 2 * time.Second}})
+	st := env.Store
+	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
 	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com", Messages: st})
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.notif = map[string]queue.Notifier{"slack": client}
-	if e.in, err = slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, Client: client, Service: e.svc, Staff: st}); err != nil {
+	if e.in, err = slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, Client: client, Service: e.svc, Actions: st, Staff: st}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{Service: e.svc, Accounts: st, SlackInteractions: e.in})
+	srv, err := web.New(web.Config{Service: e.svc, Store: st, Accounts: st, SlackInteractions: e.in})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,19 +103,12 @@ func startSlack(t *testing.T, st storage.Store) *slackEnv {
 
 // slackStores runs a test on both stores.
 func slackStores(t *testing.T, test func(t *testing.T, e *slackEnv)) {
-	t.Run("postgres", func(t *testing.T) {
-		t.Parallel()
-		test(t, startSlack(t, pgtest.Open(t)))
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		t.Parallel()
-		s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = s.Close() })
-		test(t, startSlack(t, s))
-	})
+	for name, sqlite := range map[string]bool{"postgres": false, "sqlite": true} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			test(t, startSlack(t, sqlite))
+		})
+	}
 }
 
 func (e *slackEnv) submit(tool, slug string) *queue.Action {
@@ -169,7 +159,7 @@ func (e *slackEnv) press(user, button, actionID string) (int, string) {
 
 func (e *slackEnv) action(id string) *queue.Action {
 	e.t.Helper()
-	a, err := e.svc.Get(context.Background(), id)
+	a, err := e.store.ActionGetByID(context.Background(), id)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -190,9 +180,9 @@ func (e *slackEnv) ephemerals() []string {
 	return out
 }
 
-func lastEvent(t *testing.T, svc *queue.Service, id string) queue.Event {
+func lastEvent(t *testing.T, st queue.Reader, id string) queue.Event {
 	t.Helper()
-	evs, err := svc.Events(context.Background(), id)
+	evs, err := queue.Timeline(context.Background(), st, id)
 	if err != nil || len(evs) == 0 {
 		t.Fatalf("events of %s: %v, %d", id, err, len(evs))
 	}
@@ -218,7 +208,7 @@ func TestSlackApproveUpdatesEveryMessage(t *testing.T) {
 		if got.State != queue.StateApproved || got.DecidedBy == nil || *got.DecidedBy != "user:ann@example.com" {
 			t.Fatalf("after approve in Slack: %s by %v", got.State, got.DecidedBy)
 		}
-		if ev := lastEvent(t, e.svc, a.ID); ev.Kind != queue.EventApproved || ev.Channel != "slack" || !strings.Contains(string(ev.Data), "via Slack") {
+		if ev := lastEvent(t, e.store, a.ID); ev.Kind != queue.EventApproved || ev.Channel != "slack" || !strings.Contains(string(ev.Data), "via Slack") {
 			t.Fatalf("timeline: %+v, want approved via channel slack with the note", ev)
 		}
 		// Slack retries a request it got no answer to: the same decision again is a replay.
@@ -292,7 +282,7 @@ func TestSlackNoteModalDecides(t *testing.T) {
 			if got.State != tc.want || got.DecisionNote == nil || *got.DecisionNote != "Not on a Friday" || *got.DecidedBy != "user:bob@example.com" {
 				t.Fatalf("%s: %s, note %v, by %v", tc.button, got.State, got.DecisionNote, got.DecidedBy)
 			}
-			if ev := lastEvent(t, e.svc, a.ID); ev.Channel != "slack" {
+			if ev := lastEvent(t, e.store, a.ID); ev.Channel != "slack" {
 				t.Fatalf("%s: timeline channel %q, want slack", tc.button, ev.Channel)
 			}
 		}

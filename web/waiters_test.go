@@ -54,7 +54,7 @@ func TestWaiterCap(t *testing.T) {
 			}
 			release()
 
-			if _, err := svc.Approve(context.Background(), queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil {
+			if _, err := svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
 				t.Fatal(err)
 			}
 			if r := <-first; r.status != http.StatusOK || r.action(t).State != queue.StateApproved {

@@ -42,13 +42,13 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		n.ByKind["email"] = e
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: svc})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: st})
 		if err != nil {
 			return n, err
 		}
 		n.ByKind["slack"] = c
 		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
-			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Staff: st, Logger: log,
+			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Actions: st, Staff: st, Logger: log,
 		}); err != nil {
 			return n, err
 		}

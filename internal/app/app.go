@@ -104,7 +104,15 @@ type App struct {
 	accounts  accounts.Store
 	log       *slog.Logger
 	opts      Options
+	// stopping closes when shutdown begins (ReleaseWaits).
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// ReleaseWaits begins the shutdown of the requests that wait: every
+// long-poll answers now with the current state of its action, and the
+// dashboard's live streams end. Serve calls it once its context ends.
+func (a *App) ReleaseWaits() { a.stopOnce.Do(func() { close(a.stopping) }) }
 
 // New assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
@@ -126,7 +134,8 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		mopts = append(mopts, web.MetricsClock(opts.Now))
 	}
 	metrics := web.NewMetrics(st, mopts...)
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit,
+	stopping := make(chan struct{})
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
@@ -147,7 +156,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if notify.Interactions != nil {
 		interactions = notify.Interactions
 	}
-	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
+	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions,
 		MaxBody:           opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
@@ -155,7 +164,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
-		Done: svc.Stopping()})
+		Done: stopping})
 	if err != nil {
 		return nil, err
 	}
@@ -167,17 +176,18 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		Logger:    log,
 		OnOutcome: func(outcome string) { metrics.Deliveries.WithLabelValues(outcome).Inc() },
 	}
-	d, err := executor.NewWebhook(svc, dc)
+	d, err := executor.NewWebhook(queue.NewDispatch(svc), dc)
 	if err != nil {
 		return nil, err
 	}
 	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts,
-		Sweeper: maintenance.NewSweeper(svc, queueStore, log),
+		stopping: stopping,
+		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
 		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
 			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification})}
 	if opts.Upstreams != nil {
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
-		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
+		a.upstreamExec = executor.NewUpstream(queue.NewDispatch(svc), opts.Upstreams, executor.UpstreamConfig{Logger: log})
 	}
 	if addr := opts.MetricsAddr; addr != "" {
 		if a.metricsLn, err = net.Listen("tcp", addr); err != nil {
@@ -235,7 +245,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	log.Info("shutting down: finishing in-flight requests and deliveries")
 	stopWorkers()    // no new claims; a delivery under way runs to its end
-	a.Service.Stop() // long-polls answer now with the current state
+	a.ReleaseWaits() // long-polls answer now with the current state
 	sctx, cancel := context.WithTimeout(context.Background(), web.ShutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {

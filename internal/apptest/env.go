@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +22,9 @@ import (
 type EnvOptions struct {
 	// SQLite opens a fresh SQLite file instead of a PostgreSQL schema.
 	SQLite bool
+	// DatabaseURL opens this PostgreSQL database (a deployment's) instead
+	// of a fresh schema.
+	DatabaseURL string
 	// Tools are the registered tools; default tools.example.yaml.
 	Tools *classify.Registry
 	// Clock is the service clock; default testclock.Running().
@@ -52,12 +56,14 @@ type Env struct {
 	// T is the test the Env belongs to.
 	T testing.TB
 
-	opts  EnvOptions
-	store queue.Store // what the service uses: Store, wrapped
+	opts     EnvOptions
+	store    queue.Store // what the service uses: Store, wrapped
+	done     chan struct{}
+	stopOnce sync.Once
 }
 
-// NewEnv opens fresh storage and a service over it; t.Cleanup stops the
-// service (releasing its long-polls) and closes the storage.
+// NewEnv opens fresh storage and a service over it; t.Cleanup releases the
+// service's long-polls and closes the storage.
 func NewEnv(t testing.TB, opts EnvOptions) *Env {
 	t.Helper()
 	if opts.Tools == nil {
@@ -67,9 +73,12 @@ func NewEnv(t testing.TB, opts EnvOptions) *Env {
 		opts.Clock = testclock.Running()
 	}
 	e := &Env{Tools: opts.Tools, Clock: opts.Clock, T: t, opts: opts}
-	if opts.SQLite {
+	switch {
+	case opts.SQLite:
 		e.SQLitePath = filepath.Join(t.TempDir(), "approvals.db")
-	} else {
+	case opts.DatabaseURL != "":
+		e.DatabaseURL = opts.DatabaseURL
+	default:
 		e.DatabaseURL = pgtest.URL(t)
 	}
 	e.open()
@@ -159,9 +168,15 @@ func (e *Env) open() {
 	if so.WaitRecheck == 0 {
 		so.WaitRecheck = time.Minute
 	}
+	e.done = make(chan struct{})
+	so.Done = e.done
 	e.Service = queue.NewService(e.store, e.Tools, so)
-	t.Cleanup(e.Service.Stop)
+	t.Cleanup(e.ReleaseWaits)
 }
+
+// ReleaseWaits begins this process's shutdown for the requests that wait:
+// every long-poll answers now with the current state of its action.
+func (e *Env) ReleaseWaits() { e.stopOnce.Do(func() { close(e.done) }) }
 
 // Sweeper is a sweeper of this process, as the background one would run.
 func (e *Env) Sweeper() *maintenance.Sweeper {
@@ -205,7 +220,7 @@ const Approver = "user:ann@example.com"
 // succeeds.
 func Approve(t testing.TB, svc *queue.Service, id string) *queue.Action {
 	t.Helper()
-	res, err := svc.Approve(context.Background(), queue.DecideRequest{ID: id, By: Approver})
+	res, err := svc.Decide(context.Background(), queue.DecideRequest{ID: id, To: queue.StateApproved, By: Approver})
 	if err != nil {
 		t.Fatalf("approve %s: %v", id, err)
 	}

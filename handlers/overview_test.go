@@ -1,13 +1,13 @@
-package queue_test
+package handlers_test
 
 import (
 	"context"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
-	"github.com/approvals/approvals/queue"
 )
 
 // The overview page's cache: a second view within OverviewMaxAge is the
@@ -17,8 +17,9 @@ func TestCachedOverviewAgesOnTheServiceClock(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := apptest.DomainEnv(t, testclock.Frozen())
+	var cache handlers.OverviewCache
 	e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "cache"})
-	first, err := e.Service.CachedOverview(ctx)
+	first, err := cache.Get(ctx, e.Store, e.Service.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,20 +27,20 @@ func TestCachedOverviewAgesOnTheServiceClock(t *testing.T) {
 		t.Fatalf("pending %d, want 1", first.PendingTotal)
 	}
 	e.Submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "cache"})
-	e.Clock.Advance(queue.OverviewMaxAge - time.Second)
-	again, err := e.Service.CachedOverview(ctx)
+	e.Clock.Advance(handlers.OverviewMaxAge - time.Second)
+	again, err := cache.Get(ctx, e.Store, e.Service.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if again != first {
-		t.Fatalf("computed again within %s: pending %d", queue.OverviewMaxAge, again.PendingTotal)
+		t.Fatalf("computed again within %s: pending %d", handlers.OverviewMaxAge, again.PendingTotal)
 	}
 	e.Clock.Advance(time.Second)
-	later, err := e.Service.CachedOverview(ctx)
+	later, err := cache.Get(ctx, e.Store, e.Service.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if later.PendingTotal != 2 || !later.Now.After(first.Now) {
-		t.Fatalf("after %s: pending %d at %s, want 2, computed anew", queue.OverviewMaxAge, later.PendingTotal, later.Now)
+		t.Fatalf("after %s: pending %d at %s, want 2, computed anew", handlers.OverviewMaxAge, later.PendingTotal, later.Now)
 	}
 }

@@ -6,12 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-)
 
-// The steps an executor (the webhook dispatcher, later an MCP upstream)
-// takes with an approved action: claim it, record that the call started,
-// call the outside world, record the outcome. The executor owns the call;
-// the rules about states, expiry and contradicting outcomes stay here.
+	"github.com/approvals/approvals/classify"
+)
 
 // DispatcherActor is the claimed_by and the actor of the events of the
 // server's own executors.
@@ -38,24 +35,44 @@ type Execution struct {
 	Details map[string]any
 }
 
-// ApprovedExecutorActions returns approved actions that a server executor
-// performs (webhook or MCP upstream), oldest first, after the given
-// position: what the executors offer to claim.
-func (s *Service) ApprovedExecutorActions(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
-	return s.store.ActionList(ctx, ActionListParams{State: StateApproved, ServerExecuted: true, Oldest: true, After: after, Limit: limit})
+// Dispatch is the domain's side of the server's executors (the webhook
+// dispatcher and the MCP upstream executor): the approved actions they may
+// claim, and the steps they take with one: claim it, record that the call
+// started, call the outside world, record the outcome. The executor owns
+// the call; the rules about states, expiry and contradicting outcomes stay
+// here.
+type Dispatch struct{ s *Service }
+
+// NewDispatch returns the executors' side of svc.
+func NewDispatch(svc *Service) *Dispatch { return &Dispatch{s: svc} }
+
+// Approved returns approved actions that a server executor performs
+// (webhook or MCP upstream), oldest first, after the given position: what
+// the executors offer to claim.
+func (d *Dispatch) Approved(ctx context.Context, after *Cursor, limit int) ([]*Action, error) {
+	return d.s.store.ActionList(ctx, ActionListParams{State: StateApproved, ServerExecuted: true, Oldest: true, After: after, Limit: limit})
+}
+
+// Action reads one action as it is now.
+func (d *Dispatch) Action(ctx context.Context, id string) (*Action, error) {
+	return d.s.store.ActionGetByID(ctx, id)
 }
 
 // Subscribe delivers a Change for every state change made through any
-// process sharing the database, until cancel is called.
-func (s *Service) Subscribe() Subscription { return s.store.Subscribe() }
+// process sharing the database, until the subscription is cancelled.
+func (d *Dispatch) Subscribe() Subscription { return d.s.store.Subscribe() }
 
-// ClaimApproved moves an approved action to in_progress for an executor
+// Registry returns the tools in force.
+func (d *Dispatch) Registry() *classify.Registry { return d.s.Registry() }
+
+// Claim moves an approved action to in_progress for an executor
 // of the given channel, with details in the claimed event. The claim is
 // committed before it returns, so an executor that calls out only after
 // it never calls twice. Losing the race to another process, or finding the
 // approval expired (the action is then expired, as the sweep would),
 // answers an error wrapping ErrStateMismatch with the current action.
-func (s *Service) ClaimApproved(ctx context.Context, a *Action, channel string, details map[string]any) (*Action, error) {
+func (d *Dispatch) Claim(ctx context.Context, a *Action, channel string, details map[string]any) (*Action, error) {
+	s := d.s
 	now := s.Now()
 	by := DispatcherActor
 	deadline := now.Add(a.Spec.ClaimTimeout)
@@ -80,22 +97,24 @@ func (s *Service) ClaimApproved(ctx context.Context, a *Action, channel string, 
 	return got, err
 }
 
-// RecordExecutionStart writes ahead that the call of a claimed action
+// RecordStart writes ahead that the call of a claimed action
 // starts, so the actions with a delivery event and no outcome are exactly
 // the unknown ones. When it fails the executor must not call.
-func (s *Service) RecordExecutionStart(ctx context.Context, a *Action, channel string, details map[string]any) error {
+func (d *Dispatch) RecordStart(ctx context.Context, a *Action, channel string, details map[string]any) error {
+	s := d.s
 	data, _ := json.Marshal(details)
 	return s.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDelivery, Actor: DispatcherActor,
 		Channel: channel, At: s.Now(), Data: data})
 }
 
-// RecordExecution stores the outcome of a claimed action's call: done or
+// Record stores the outcome of a claimed action's call: done or
 // failed with one conditional update, or for an unknown outcome an event
 // only (the action stays in_progress and the sweep turns it into a ticket
 // after claim_timeout). When someone settled the action first, the
 // executor's answer is kept on record, and an answer that contradicts the
 // stored outcome opens a conflict ticket.
-func (s *Service) RecordExecution(ctx context.Context, a *Action, channel string, out Execution) error {
+func (d *Dispatch) Record(ctx context.Context, a *Action, channel string, out Execution) error {
+	s := d.s
 	now := s.Now()
 	info := maps.Clone(out.Details)
 	if info == nil {
