@@ -15,11 +15,11 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/web/problem"
 )
 
 const toolsYAML = `
@@ -505,7 +505,7 @@ func TestAuthentication(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var p handlers.Problem
+		var p problem.Details
 		_ = json.Unmarshal(b, &p)
 		if resp.StatusCode != http.StatusUnauthorized || p.Code != queue.CodeUnauthorized ||
 			resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("WWW-Authenticate") == "" {

@@ -11,7 +11,6 @@ package mcpserver
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"log/slog"
 	"math"
@@ -27,6 +26,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // Channel is recorded on every event an MCP call causes, so staff can see
@@ -173,7 +173,7 @@ func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) h
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		name, err := bearerAgent(r, accts)
 		if err != nil {
-			writeProblem(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
+			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
@@ -212,26 +212,4 @@ func agentOf(req *mcp.CallToolRequest) (string, bool) {
 		return "", false
 	}
 	return req.Extra.TokenInfo.UserID, true
-}
-
-// problem is the RFC 9457 body of a refused HTTP request, as the REST API
-// writes it.
-type problem struct {
-	Type   string     `json:"type"`
-	Title  string     `json:"title"`
-	Status int        `json:"status"`
-	Detail string     `json:"detail"`
-	Code   queue.Code `json:"code"`
-}
-
-// writeProblem answers a refused HTTP request the way the REST API does.
-func writeProblem(w http.ResponseWriter, e *queue.Error) {
-	status := e.Code.HTTPStatus()
-	if e.Code == queue.CodeUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
-	}
-	p := problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
 }

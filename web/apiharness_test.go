@@ -22,6 +22,7 @@ import (
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // apiEnv is one database shared by one or more server processes
@@ -99,9 +100,9 @@ func (r resp) action(t testing.TB) queue.Action {
 	return a
 }
 
-func (r resp) problem(t testing.TB) handlers.Problem {
+func (r resp) problem(t testing.TB) problem.Details {
 	t.Helper()
-	var p handlers.Problem
+	var p problem.Details
 	if err := json.Unmarshal(r.body, &p); err != nil {
 		t.Fatalf("decode problem from %s: %v", r.body, err)
 	}
