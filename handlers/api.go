@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -35,42 +34,13 @@ const agentKey = "approvals.agent"
 // session cookie opens nothing here.
 func (h *API) AgentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		name, err := AuthenticateAgent(c.Request(), h.Accounts)
+		name, err := accounts.AuthenticateAgent(c.Request(), h.Accounts)
 		if err != nil {
 			return err
 		}
 		c.Set(agentKey, name)
 		return next(c)
 	}
-}
-
-// AuthenticateAgent returns the token name behind the request's bearer
-// token, or an unauthorized error. The MCP endpoint uses it too.
-func AuthenticateAgent(r *http.Request, store accounts.Store) (string, error) {
-	hash, err := bearerHash(r)
-	if err != nil {
-		return "", err
-	}
-	return lookupAgent(r.Context(), store, hash)
-}
-
-func bearerHash(r *http.Request) (string, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
-	}
-	return accounts.HashToken(strings.TrimSpace(token)), nil
-}
-
-func lookupAgent(ctx context.Context, store accounts.Store, hash string) (string, error) {
-	t, err := store.TokenGetByHash(ctx, hash)
-	if errors.Is(err, accounts.ErrNotFound) {
-		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
-	}
-	if err != nil {
-		return "", err
-	}
-	return t.Name, nil
 }
 
 const tokenGuardKey = "approvals.token_guard"
@@ -92,13 +62,13 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			return h.AgentAuth(next)(c)
 		}
 		r := c.Request()
-		hash, err := bearerHash(r)
+		hash, err := accounts.BearerHash(r)
 		if err != nil {
 			return err
 		}
 		name, ok := h.tokens.get(hash)
 		if !ok {
-			if name, err = lookupAgent(r.Context(), h.Accounts, hash); err != nil {
+			if name, err = accounts.AgentByHash(r.Context(), h.Accounts, hash); err != nil {
 				return err
 			}
 			h.tokens.put(hash, name)
@@ -113,7 +83,7 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if queue.ErrorCode(err) != queue.CodeUnauthorized {
 			// Refused before, or apart from, the statement's own check.
-			_, err2 := lookupAgent(r.Context(), h.Accounts, hash)
+			_, err2 := accounts.AgentByHash(r.Context(), h.Accounts, hash)
 			if err2 == nil {
 				return err
 			}

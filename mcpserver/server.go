@@ -11,12 +11,10 @@ package mcpserver
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"math"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -171,30 +169,13 @@ type agentKey struct{}
 // name on in the request context.
 func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := bearerAgent(r, accts)
+		name, err := accounts.AuthenticateAgent(r, accts)
 		if err != nil {
 			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
 	})
-}
-
-// bearerAgent returns the name of the agent whose token the request
-// carries as Authorization: Bearer TOKEN.
-func bearerAgent(r *http.Request, accts accounts.Store) (string, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
-	}
-	t, err := accts.TokenGetByHash(r.Context(), accounts.HashToken(strings.TrimSpace(token)))
-	if errors.Is(err, accounts.ErrNotFound) {
-		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
-	}
-	if err != nil {
-		return "", err
-	}
-	return t.Name, nil
 }
 
 // verifyAgent hands the agent named by authenticate to the SDK.
