@@ -131,7 +131,7 @@ func startGateway(t *testing.T, sqlite bool) *gatewayEnv {
 		t.Fatal(err)
 	}
 	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, Service: queue.Options{WaitRecheck: time.Second,
-		Upstream: executor.UpstreamCall{Upstreams: e.manager}}})
+		Upstream: e.manager}})
 	return e
 }
 

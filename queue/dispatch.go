@@ -1,11 +1,14 @@
 package queue
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
 )
@@ -158,4 +161,43 @@ func (d *Dispatch) Record(ctx context.Context, a *Action, channel string, out Ex
 		return err
 	}
 	return err
+}
+
+// MaxResultBody caps the answer an executor stores: a webhook's response,
+// an upstream's CallToolResult.
+const MaxResultBody = 64 << 10
+
+// ResultOf is what an executor stores as an action's result from an answer
+// body: JSON as it is, anything else (or a body over MaxResultBody, or JSON
+// that PostgreSQL's jsonb cannot hold) as {"body": "<text>"}, cut at
+// MaxResultBody.
+func ResultOf(body []byte) json.RawMessage {
+	if len(body) <= MaxResultBody && json.Valid(body) {
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.UseNumber()
+		var v any
+		if dec.Decode(&v) == nil && RefuseNUL(v, "") == nil {
+			// Re-encoding replaces invalid UTF-8 and lone surrogates, which
+			// jsonb refuses.
+			if b, err := json.Marshal(v); err == nil {
+				return b
+			}
+		}
+	}
+	b, _ := json.Marshal(map[string]string{"body": Excerpt(body, MaxResultBody)})
+	return b
+}
+
+// Excerpt returns at most n bytes of b as valid UTF-8 text without NUL
+// characters, which jsonb cannot hold.
+func Excerpt(b []byte, n int) string {
+	s := strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
+	if len(s) > n {
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		s = s[:cut]
+	}
+	return s
 }

@@ -77,6 +77,12 @@ func (s *Service) approvableUpstream(a *Action) error {
 	return nil
 }
 
+// UpstreamTarget names the action's upstream and its tool in events (never
+// the upstream's URL, which may carry a credential).
+func UpstreamTarget(a *Action) map[string]any {
+	return map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
+}
+
 // storeTimeout bounds the store writes around an upstream call, which must
 // happen once the claim is committed even if the agent has gone away.
 const storeTimeout = 10 * time.Second
@@ -94,7 +100,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	defer s.upstreamCalls.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
 	defer cancel()
-	target := map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
+	target := UpstreamTarget(a)
 	started := maps.Clone(target)
 	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
 	d := NewDispatch(s)

@@ -138,7 +138,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
-		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
+		svcOpts.Upstream = opts.Upstreams
 	}
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
