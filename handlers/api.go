@@ -290,7 +290,7 @@ func writeJSON(c echo.Context, status int, v any) error {
 	if a, ok := v.(*queue.Action); ok && a != nil {
 		bp := actionBuffers.Get().(*[]byte)
 		defer actionBuffers.Put(bp)
-		if b, ok := a.AppendJSON((*bp)[:0]); ok {
+		if b, ok := appendActionJSON((*bp)[:0], a); ok {
 			*bp = append(b, '\n') // as json.Encoder ends a value
 			c.Response().WriteHeader(status)
 			_, err := c.Response().Write(*bp)

@@ -1,19 +1,22 @@
-package queue
+package handlers
 
 import (
 	"encoding/json"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/approvals/approvals/queue"
 )
 
-// AppendJSON appends the action as json.Marshal encodes it, byte for byte
-// (TestAppendJSONMatchesEncodingJSON), without reflection: the API writes
-// an action in every answer to a submission, where encoding/json took a
-// twelfth of the server's time. It reports false, appending nothing, for
-// an action it leaves to encoding/json: a time not in UTC or outside years
-// 0-9999 (time.Time.MarshalJSON has rules of its own for those).
-func (a *Action) AppendJSON(b []byte) ([]byte, bool) {
+// appendActionJSON appends the action as json.Marshal encodes it, byte for
+// byte (TestAppendJSONMatchesEncodingJSON), without reflection: the API
+// writes an action in every answer to a submission, where encoding/json
+// took a twelfth of the server's time. It reports false, appending
+// nothing, for an action it leaves to encoding/json: a time not in UTC or
+// outside years 0-9999 (time.Time.MarshalJSON has rules of its own for
+// those).
+func appendActionJSON(b []byte, a *queue.Action) ([]byte, bool) {
 	times := []*time.Time{&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt}
 	for i := range a.Approvals {
 		times = append(times, &a.Approvals[i].At)

@@ -1,4 +1,4 @@
-package queue_test
+package handlers
 
 import (
 	"bytes"
@@ -82,9 +82,9 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, ok := a.AppendJSON(nil)
+		got, ok := appendActionJSON(nil, a)
 		if !ok {
-			t.Fatalf("action %d: AppendJSON declined a UTC action", i)
+			t.Fatalf("action %d: appendActionJSON declined a UTC action", i)
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("action %d:\n got %s\nwant %s", i, got, want)
@@ -101,8 +101,8 @@ func TestAppendJSONDeclinesOtherTimes(t *testing.T) {
 		time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
 	} {
 		a := &queue.Action{CreatedAt: at}
-		if b, ok := a.AppendJSON([]byte("x")); ok || string(b) != "x" {
-			t.Errorf("created_at %v: AppendJSON = %q, %v; want it declined with nothing appended", at, b, ok)
+		if b, ok := appendActionJSON([]byte("x"), a); ok || string(b) != "x" {
+			t.Errorf("created_at %v: appendActionJSON = %q, %v; want it declined with nothing appended", at, b, ok)
 		}
 	}
 }
