@@ -13,6 +13,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 )
 
 // API serves the agent REST API under /api/v1: submit, read (with the
@@ -165,11 +166,11 @@ func (h *API) Submit(c echo.Context) error {
 
 // GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.
 func (h *API) GetAction(c echo.Context) error {
-	wait, err := queue.ParseWait(c.QueryParam("wait"))
+	wait, err := agentapi.ParseWait(c.QueryParam("wait"))
 	if err != nil {
 		return err
 	}
-	until, err := queue.ParseState(c.QueryParam("state"))
+	until, err := agentapi.ParseState(c.QueryParam("state"))
 	if err != nil {
 		return err
 	}
@@ -189,7 +190,7 @@ func (h *API) GetAction(c echo.Context) error {
 
 // ListActions handles GET /api/v1/actions.
 func (h *API) ListActions(c echo.Context) error {
-	r, err := queue.ParseListRequest(c.QueryParams().Get)
+	r, err := agentapi.ParseListRequest(c.QueryParams().Get)
 	if err != nil {
 		return err
 	}
@@ -197,13 +198,13 @@ func (h *API) ListActions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, queue.NewActionList(list, next))
+	return writeJSON(c, http.StatusOK, agentapi.NewActionList(list, next))
 }
 
 // Tools handles GET /api/v1/tools.
 func (h *API) Tools(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{
-		"tools":    queue.ToolViews(h.Service.Registry()),
+		"tools":    agentapi.ToolViews(h.Service.Registry()),
 		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K). " + classify.ChangesRequestedAdvice,
 	})
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 )
 
 // paymentProvider is a fake external system that counts real effects.
@@ -203,7 +204,7 @@ func (a *scriptedAgent) refundGuided(ctx context.Context, args map[string]any) e
 		if err != nil {
 			return err
 		}
-		var list queue.ActionList
+		var list agentapi.ActionList
 		if err := decodeResult(found, &list); err != nil {
 			return err
 		}

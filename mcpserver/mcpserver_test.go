@@ -19,6 +19,7 @@ import (
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/web/agentapi"
 	"github.com/approvals/approvals/web/problem"
 )
 
@@ -272,8 +273,8 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 
 	lt := call(t, cs, "list_tools", nil)
 	type toolList struct {
-		Tools    []queue.ToolView `json:"tools"`
-		Guidance string           `json:"guidance"`
+		Tools    []agentapi.ToolView `json:"tools"`
+		Guidance string              `json:"guidance"`
 	}
 	listed := decode[toolList](t, lt)
 	if lt.IsError || len(listed.Tools) != 4 || listed.Guidance == "" {
