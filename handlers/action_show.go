@@ -38,7 +38,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	ctx := c.Request().Context()
 	v := templates.ActionView{Now: d.Service.Now(), Action: a, Payload: templates.PrettyJSON(a.Payload),
 		Result: templates.PrettyJSON(a.Result)}
-	v.PreviewTitle, v.Preview = preview(a)
+	v.PreviewTitle, v.Preview = previewFields(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
 		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
 		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")

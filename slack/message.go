@@ -9,6 +9,7 @@ import (
 	slackapi "github.com/slack-go/slack"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -38,7 +39,7 @@ func (m message) options() []slackapi.MsgOption {
 // pending, else saying who decided what (the buttons are gone).
 func (c *Client) render(n queue.Notification) message {
 	a := n.Action
-	headline := a.Headline()
+	headline := preview.Headline(a)
 	event := eventLabel(n)
 	blocks := []slackapi.Block{
 		slackapi.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* · `%s`\n*%s*", escape(event), escape(a.Tool), escape(headline))), nil, nil),
@@ -136,7 +137,7 @@ func plainOutcome(a *queue.Action) string {
 // 2000 characters each.
 func previewFields(a *queue.Action) []*slackapi.TextBlockObject {
 	var out []*slackapi.TextBlockObject
-	for _, f := range a.Preview().Fields {
+	for _, f := range preview.Of(a).Fields {
 		if len(out) == 10 {
 			break
 		}

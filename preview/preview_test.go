@@ -1,4 +1,4 @@
-package queue_test
+package preview_test
 
 import (
 	"encoding/json"
@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
 
-func TestActionPreviewAndHeadline(t *testing.T) {
+func TestPreviewAndHeadline(t *testing.T) {
 	t.Parallel()
 	long := strings.Repeat("é", 130)
 	for _, tc := range []struct {
@@ -29,11 +30,11 @@ func TestActionPreviewAndHeadline(t *testing.T) {
 		{"payload not an object", map[string]string{"title": "x"}, `[1]`, "[1]", nil},
 	} {
 		a := &queue.Action{Payload: json.RawMessage(tc.payload), Spec: classify.Tool{Preview: tc.preview}}
-		if got := a.Headline(); got != tc.headline {
+		if got := preview.Headline(a); got != tc.headline {
 			t.Errorf("%s: Headline %q, want %q", tc.name, got, tc.headline)
 		}
 		var fields []string
-		for _, f := range a.Preview().Fields {
+		for _, f := range preview.Of(a).Fields {
 			fields = append(fields, f.Name+"="+f.Value)
 		}
 		if strings.Join(fields, "|") != strings.Join(tc.fields, "|") {

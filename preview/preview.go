@@ -1,4 +1,8 @@
-package queue
+// Package preview renders what a person reads to decide on an action: its
+// title and the fields its tool's preview templates draw from the payload.
+// Every face that shows an action (the dashboard, Slack, email) renders it
+// from here, so they all show the same words.
+package preview
 
 import (
 	"bytes"
@@ -6,28 +10,29 @@ import (
 	"sort"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/approvals/approvals/queue"
 )
 
-// ActionPreview is what a person reads to decide on an action: the title and the fields its
-// tool's preview templates render from the payload. Every face that shows an action outside
-// the dashboard (email, Slack) renders it from here, so they all show the same words.
-type ActionPreview struct {
+// Preview is what a person reads to decide on an action: the title and the
+// fields its tool's preview templates render from the payload.
+type Preview struct {
 	Title  string
-	Fields []PreviewField // short one-line fields first, then long ones; by name within each
+	Fields []Field // short one-line fields first, then long ones; by name within each
 }
 
-// PreviewField is one labelled value of a preview.
-type PreviewField struct {
+// Field is one labelled value of a preview.
+type Field struct {
 	Name  string
 	Value string
 }
 
-// Preview renders the action's preview templates from its tool snapshot. An action whose
+// Of renders the action's preview templates from its tool snapshot. An action whose
 // payload is not an object, or whose tool has no preview, has an empty preview.
-func (a *Action) Preview() ActionPreview {
-	payload, err := DecodeObject(a.Payload)
+func Of(a *queue.Action) Preview {
+	payload, err := queue.DecodeObject(a.Payload)
 	if err != nil {
-		return ActionPreview{}
+		return Preview{}
 	}
 	rendered := a.Spec.RenderPreview(payload)
 	names := make([]string, 0, len(rendered))
@@ -47,9 +52,9 @@ func (a *Action) Preview() ActionPreview {
 		}
 		return names[i] < names[j]
 	})
-	p := ActionPreview{Title: rendered["title"], Fields: make([]PreviewField, 0, len(names))}
+	p := Preview{Title: rendered["title"], Fields: make([]Field, 0, len(names))}
 	for _, name := range names {
-		p.Fields = append(p.Fields, PreviewField{Name: name, Value: rendered[name]})
+		p.Fields = append(p.Fields, Field{Name: name, Value: rendered[name]})
 	}
 	return p
 }
@@ -57,9 +62,9 @@ func (a *Action) Preview() ActionPreview {
 // Headline is the one line that names an action where there is room for one line only (an
 // email subject, a chat fallback): the first line of the preview title, else of the first
 // preview field, else the compact payload; cut at 120 characters.
-func (a *Action) Headline() string {
+func Headline(a *queue.Action) string {
 	const limit = 120
-	p := a.Preview()
+	p := Of(a)
 	var s string
 	switch {
 	case strings.TrimSpace(p.Title) != "":
