@@ -26,8 +26,7 @@ func scanUser(row rowScanner) (*accounts.User, error) {
 // UserCreate implements accounts.Store: one INSERT, refused whole by the
 // unique index users_email or users_slack_id.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
-	got, err := scanUser(s.pool.QueryRow(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
-VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`,
+	got, err := scanUser(s.pool.QueryRow(ctx, userCreateSQL,
 		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt, slackIDArg(u.SlackID)))
 	if isUniqueViolationOf(err, "users_slack_id") {
 		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
@@ -44,7 +43,7 @@ VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, create
 // UserSetPassword implements accounts.Store; it ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordParams) error {
 	id, hash, now := p.ID, p.PasswordHash, p.Now
-	if err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3`, hash, now); err != nil {
+	if err := s.updateUserEndingSessions(ctx, userSetPasswordSQL, id, hash, now); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
 	return nil
@@ -55,8 +54,7 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 // sessions, in one transaction.
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
-	err := s.updateUserEndingSessions(ctx, id, `password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id)`, hash, now, string(role), slackIDArg(slackID))
+	err := s.updateUserEndingSessions(ctx, userUpdateSQL, id, hash, now, string(role), slackIDArg(slackID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("slack id %s: %w", slackID, err)
 	}
@@ -66,13 +64,13 @@ func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) err
 	return nil
 }
 
-// updateUserEndingSessions runs UPDATE users SET set WHERE id = $1 (set's
-// parameters from $2) and ends the user's sessions, in one transaction:
-// ErrNotFound for no such user, ErrSlackIDTaken when the new Slack id is
-// another user's (the only unique column set changes).
-func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set string, args ...any) error {
+// updateUserEndingSessions runs update, an UPDATE of the user id ($1, its
+// other parameters from $2), and ends the user's sessions, in one
+// transaction: ErrNotFound for no such user, ErrSlackIDTaken when the new
+// Slack id is another user's (the only unique column it changes).
+func (s *Store) updateUserEndingSessions(ctx context.Context, update string, id int64, args ...any) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
-		tag, err := tx.Exec(ctx, `UPDATE users SET `+set+` WHERE id = $1`, append([]any{id}, args...)...)
+		tag, err := tx.Exec(ctx, update, append([]any{id}, args...)...)
 		if isUniqueViolation(err) {
 			return accounts.ErrSlackIDTaken
 		}
@@ -82,7 +80,7 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set stri
 		if tag.RowsAffected() == 0 {
 			return accounts.ErrNotFound
 		}
-		_, err = tx.Exec(ctx, `DELETE FROM sessions WHERE user_id = $1`, id)
+		_, err = tx.Exec(ctx, userEndSessionsSQL, id)
 		return err
 	})
 }
@@ -90,7 +88,7 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set stri
 // UserSetRole implements accounts.Store.
 func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) error {
 	id, role := p.ID, p.Role
-	tag, err := s.pool.Exec(ctx, `UPDATE users SET role = $2 WHERE id = $1`, id, string(role))
+	tag, err := s.pool.Exec(ctx, userSetRoleSQL, id, string(role))
 	if err != nil {
 		return fmt.Errorf("set role: %w", err)
 	}
@@ -104,7 +102,7 @@ func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) e
 // users_slack_id keeps one user per Slack id.
 func (s *Store) UserSetSlackID(ctx context.Context, p accounts.UserSetSlackIDParams) error {
 	id, slackID := p.ID, p.SlackID
-	tag, err := s.pool.Exec(ctx, `UPDATE users SET slack_id = $2 WHERE id = $1`, id, slackIDArg(slackID))
+	tag, err := s.pool.Exec(ctx, userSetSlackIDSQL, id, slackIDArg(slackID))
 	if isUniqueViolation(err) {
 		return fmt.Errorf("slack id %s: %w", slackID, accounts.ErrSlackIDTaken)
 	}
@@ -131,22 +129,22 @@ func (s *Store) UserGetBySlackID(ctx context.Context, slackID string) (*accounts
 	if slackID == "" {
 		return nil, accounts.ErrNotFound
 	}
-	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE slack_id = $1`, slackID))
+	return scanUser(s.pool.QueryRow(ctx, userGetBySlackIDSQL, slackID))
 }
 
 // UserGetByEmail implements accounts.Store.
 func (s *Store) UserGetByEmail(ctx context.Context, email string) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE lower(email) = lower($1)`, email))
+	return scanUser(s.pool.QueryRow(ctx, userGetByEmailSQL, email))
 }
 
 // UserGetByID implements accounts.Store.
 func (s *Store) UserGetByID(ctx context.Context, id int64) (*accounts.User, error) {
-	return scanUser(s.pool.QueryRow(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE id = $1`, id))
+	return scanUser(s.pool.QueryRow(ctx, userGetByIDSQL, id))
 }
 
 // UserList implements accounts.Store.
 func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users ORDER BY email`)
+	rows, err := s.pool.Query(ctx, userListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list users: %w", err)
 	}
@@ -164,7 +162,7 @@ func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
 
 // UserDelete implements accounts.Store; sessions go with the user.
 func (s *Store) UserDelete(ctx context.Context, id int64) error {
-	tag, err := s.pool.Exec(ctx, `DELETE FROM users WHERE id = $1`, id)
+	tag, err := s.pool.Exec(ctx, userDeleteSQL, id)
 	if err != nil {
 		return fmt.Errorf("delete user: %w", err)
 	}
@@ -177,7 +175,7 @@ func (s *Store) UserDelete(ctx context.Context, id int64) error {
 // UserCount implements accounts.Store.
 func (s *Store) UserCount(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM users`).Scan(&n)
+	err := s.pool.QueryRow(ctx, userCountSQL).Scan(&n)
 	return n, err
 }
 
@@ -195,8 +193,7 @@ func scanToken(row rowScanner) (*accounts.Token, error) {
 // TokenCreate implements accounts.Store.
 func (s *Store) TokenCreate(ctx context.Context, p accounts.TokenCreateParams) (*accounts.Token, error) {
 	name, hash, now := p.Name, p.Hash, p.Now
-	t, err := scanToken(s.pool.QueryRow(ctx, `INSERT INTO agent_tokens (name, token_hash, created_at) VALUES ($1, $2, $3)
-RETURNING id, name, created_at, revoked_at`, name, hash, now))
+	t, err := scanToken(s.pool.QueryRow(ctx, tokenCreateSQL, name, hash, now))
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("token %s: %w", name, accounts.ErrExists)
 	}
@@ -211,7 +208,7 @@ func (s *Store) TokenGetByHash(ctx context.Context, hash string) (*accounts.Toke
 	// Every API request runs this, so it goes through the batcher.
 	// A read: it leaves a batch of replays lazy.
 	v, err := s.batch.call(ctx, &batchCall{kind: tokenLookups{}, arg: hash, read: true,
-		sql:  `SELECT id, name, created_at, revoked_at FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL`,
+		sql:  tokenGetByHashSQL,
 		args: []any{hash}, scan: func(row pgx.Row) (any, error) { return scanToken(row) }})
 	if err != nil {
 		return nil, err
@@ -227,15 +224,13 @@ func (tokenLookups) merge(calls []*batchCall) (string, []any) {
 	for i, c := range calls {
 		hashes[i] = c.arg.(string)
 	}
-	return `SELECT i.n::int - 1, t.id, t.name, t.created_at, t.revoked_at
-FROM unnest($1::text[]) WITH ORDINALITY AS i(hash, n)
-JOIN agent_tokens t ON t.token_hash = i.hash AND t.revoked_at IS NULL`, []any{hashes}
+	return tokenGetByHashManySQL, []any{hashes}
 }
 
 // TokenRevoke implements accounts.Store.
 func (s *Store) TokenRevoke(ctx context.Context, p accounts.TokenRevokeParams) error {
 	name, now := p.Name, p.Now
-	tag, err := s.pool.Exec(ctx, `UPDATE agent_tokens SET revoked_at = $2 WHERE name = $1 AND revoked_at IS NULL`, name, now)
+	tag, err := s.pool.Exec(ctx, tokenRevokeSQL, name, now)
 	if err != nil {
 		return fmt.Errorf("revoke token %s: %w", name, err)
 	}
@@ -247,7 +242,7 @@ func (s *Store) TokenRevoke(ctx context.Context, p accounts.TokenRevokeParams) e
 
 // TokenList implements accounts.Store.
 func (s *Store) TokenList(ctx context.Context) ([]*accounts.Token, error) {
-	rows, err := s.pool.Query(ctx, `SELECT id, name, created_at, revoked_at FROM agent_tokens ORDER BY created_at DESC, id DESC`)
+	rows, err := s.pool.Query(ctx, tokenListSQL)
 	if err != nil {
 		return nil, fmt.Errorf("list tokens: %w", err)
 	}
@@ -268,7 +263,7 @@ func (s *Store) SessionGet(ctx context.Context, p accounts.SessionGetParams) (*a
 	id, now := p.ID, p.Now
 	var sess accounts.Session
 	var uid *int64
-	err := s.pool.QueryRow(ctx, `SELECT id, user_id, data, created_at, expires_at FROM sessions WHERE id = $1 AND expires_at > $2`, id, now).
+	err := s.pool.QueryRow(ctx, sessionGetSQL, id, now).
 		Scan(&sess.ID, &uid, &sess.Data, &sess.CreatedAt, &sess.ExpiresAt)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, accounts.ErrNotFound
@@ -288,8 +283,7 @@ func (s *Store) SessionSave(ctx context.Context, sess *accounts.Session) error {
 	if sess.UserID != 0 {
 		uid = &sess.UserID
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO sessions (id, user_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
-ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at`,
+	_, err := s.pool.Exec(ctx, sessionSaveSQL,
 		sess.ID, uid, sess.Data, sess.CreatedAt, sess.ExpiresAt)
 	if err != nil {
 		return fmt.Errorf("save session: %w", err)
@@ -299,14 +293,14 @@ ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data,
 
 // SessionDelete implements accounts.Store.
 func (s *Store) SessionDelete(ctx context.Context, id string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE id = $1`, id)
+	_, err := s.pool.Exec(ctx, sessionDeleteSQL, id)
 	return err
 }
 
 // LoginFailureAdd implements accounts.Store.
 func (s *Store) LoginFailureAdd(ctx context.Context, p accounts.LoginFailureParams) error {
 	subject, at := p.Subject, p.At
-	_, err := s.pool.Exec(ctx, `INSERT INTO login_failures (subject, at) VALUES ($1, $2)`, subject, at)
+	_, err := s.pool.Exec(ctx, loginFailureAddSQL, subject, at)
 	return err
 }
 
@@ -314,30 +308,30 @@ func (s *Store) LoginFailureAdd(ctx context.Context, p accounts.LoginFailurePara
 func (s *Store) LoginFailureCount(ctx context.Context, p accounts.LoginFailureCountParams) (int, error) {
 	subject, since := p.Subject, p.Since
 	var n int
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM login_failures WHERE subject = $1 AND at >= $2`, subject, since).Scan(&n)
+	err := s.pool.QueryRow(ctx, loginFailureCountSQL, subject, since).Scan(&n)
 	return n, err
 }
 
 // LoginFailureRemove implements accounts.Store.
 func (s *Store) LoginFailureRemove(ctx context.Context, p accounts.LoginFailureParams) error {
 	subject, at := p.Subject, p.At
-	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1 AND at = $2`, subject, at)
+	_, err := s.pool.Exec(ctx, loginFailureRemoveSQL, subject, at)
 	return err
 }
 
 // LoginFailureClear implements accounts.Store.
 func (s *Store) LoginFailureClear(ctx context.Context, subject string) error {
-	_, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE subject = $1`, subject)
+	_, err := s.pool.Exec(ctx, loginFailureClearSQL, subject)
 	return err
 }
 
 // AccountsPrune implements accounts.Store.
 func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParams) error {
 	now, failuresBefore := p.Now, p.FailuresBefore
-	if _, err := s.pool.Exec(ctx, `DELETE FROM sessions WHERE expires_at <= $1`, now); err != nil {
+	if _, err := s.pool.Exec(ctx, sessionPruneSQL, now); err != nil {
 		return fmt.Errorf("prune sessions: %w", err)
 	}
-	if _, err := s.pool.Exec(ctx, `DELETE FROM login_failures WHERE at < $1`, failuresBefore); err != nil {
+	if _, err := s.pool.Exec(ctx, loginFailurePruneSQL, failuresBefore); err != nil {
 		return fmt.Errorf("prune login failures: %w", err)
 	}
 	return nil
@@ -346,7 +340,7 @@ func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParam
 // SettingGet implements accounts.Store.
 func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 	var v string
-	err := s.pool.QueryRow(ctx, `SELECT value FROM settings WHERE key = $1`, key).Scan(&v)
+	err := s.pool.QueryRow(ctx, settingGetSQL, key).Scan(&v)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return "", accounts.ErrNotFound
 	}
@@ -356,7 +350,7 @@ func (s *Store) SettingGet(ctx context.Context, key string) (string, error) {
 // SettingInit implements accounts.Store.
 func (s *Store) SettingInit(ctx context.Context, p accounts.SettingParams) (string, error) {
 	key, value := p.Key, p.Value
-	if _, err := s.pool.Exec(ctx, `INSERT INTO settings (key, value) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING`, key, value); err != nil {
+	if _, err := s.pool.Exec(ctx, settingInitSQL, key, value); err != nil {
 		return "", fmt.Errorf("init setting %s: %w", key, err)
 	}
 	return s.SettingGet(ctx, key)
@@ -365,7 +359,7 @@ func (s *Store) SettingInit(ctx context.Context, p accounts.SettingParams) (stri
 // SettingTake implements accounts.Store.
 func (s *Store) SettingTake(ctx context.Context, p accounts.SettingParams) (bool, error) {
 	key, value := p.Key, p.Value
-	tag, err := s.pool.Exec(ctx, `DELETE FROM settings WHERE key = $1 AND value = $2`, key, value)
+	tag, err := s.pool.Exec(ctx, settingTakeSQL, key, value)
 	if err != nil {
 		return false, fmt.Errorf("take setting %s: %w", key, err)
 	}

@@ -16,48 +16,6 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// The statements that read actions return the action's columns in the
-// order scanAction reads them, then its current ticket's: the open one if
-// any, else the most recent.
-
-// actionColumns is the select list of the action columns of the row
-// aliased x, in scanAction's order; ticketColumns (of the ticket t) follow
-// them in every statement that answers an action.
-func actionColumns(x string) string {
-	return strings.ReplaceAll(`?.id::text, ?.tool, ?.class, ?.intent_key, ?.attempt, ?.state, ?.payload,
-    ?.approved_payload, ?.result, ?.error, ?.requested_by, ?.channel, ?.decided_by,
-    ?.decision_note, ?.created_at, ?.decided_at, ?.claimed_at, ?.claimed_by,
-    ?.finished_at, ?.expires_at, ?.spec, ?.warnings, ?.approvals, ?.escalated_at`, "?.", x+".")
-}
-
-// movedColumns are a transition's answer's (the updated row u), built once:
-// every transition statement is built per call.
-var movedColumns = actionColumns("u")
-
-const ticketColumns = `t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note`
-
-// actionGetByIDSQL reads one action with its current ticket.
-var actionGetByIDSQL = `
-SELECT ` + actionColumns("a") + `,
-    ` + ticketColumns + `
-FROM actions a
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true
-WHERE a.id = $1`
-
-// actionListSelect is actionGetByIDSQL without its WHERE clause, which
-// actionListSQL builds.
-var actionListSelect = `
-SELECT ` + actionColumns("a") + `,
-    ` + ticketColumns + `
-FROM actions a
-LEFT JOIN LATERAL (
-    SELECT * FROM tickets t WHERE t.action_id = a.id
-    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
-
 type rowScanner interface{ Scan(dest ...any) error }
 
 func scanAction(row rowScanner) (*queue.Action, error) {
@@ -401,29 +359,6 @@ LEFT JOIN LATERAL (
 	return q.String(), args
 }
 
-// actionExpireDueSQL expires up to $2 pending and approved actions whose
-// expires_at is at or before $1. SKIP LOCKED lets several sweepers share the
-// work instead of queueing behind each other; the update re-checks the state
-// of the rows it locked.
-var actionExpireDueSQL = `
-WITH due AS (
-    SELECT id FROM actions
-    WHERE state IN ('pending', 'approved') AND expires_at <= $1
-    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
-), upd AS (
-    UPDATE actions a SET state = 'expired', finished_at = $1,
-        decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
-        decided_at = CASE WHEN a.state = 'pending' THEN $1 ELSE a.decided_at END
-    FROM due WHERE a.id = due.id AND a.state IN ('pending', 'approved')
-    RETURNING a.*
-), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT id, 'expired', 'system', '', $1, NULL FROM upd
-)
-SELECT ` + actionColumns("upd") + `,
-    NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text
-FROM upd`
-
 // ActionExpireDue implements queue.Store.
 func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queue.Action, error) {
 	rows, err := s.pool.Query(ctx, actionExpireDueSQL, p.Now, p.Limit)
@@ -436,8 +371,6 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 	}
 	return out, nil
 }
-
-const actionCountByStateSQL = `SELECT state, count(*) FROM actions GROUP BY state`
 
 // ActionCountByState implements queue.Store.
 func (s *Store) ActionCountByState(ctx context.Context) (map[queue.State]int64, error) {

@@ -266,13 +266,6 @@ func (b *batcher) run(batch []*batchCall) {
 	}
 }
 
-// lazyCommitSQL turns off the wait for the WAL flush at commit, for the
-// current transaction only (a batch is one implicit transaction). The batch
-// still commits before its results are handed out; a crash of PostgreSQL
-// (of the server, not of approvals) within three wal_writer_delays of it
-// can lose it, and any later ordinary commit flushes it too.
-const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
-
 // send runs calls as one pipeline, one implicit transaction, and stores
 // each call's outcome in it (closing nothing). It reports whether the
 // server refused a statement; the transaction then rolled back, and the

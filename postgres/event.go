@@ -20,7 +20,7 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	// A replay's record commits lazily (queue.IsReplayRecord).
 	_, err := s.batch.call(ctx, &batchCall{kind: eventInserts{}, arg: ev, order: "event:" + strings.ToLower(ev.ActionID),
 		lazy: queue.IsReplayRecord(ev.Kind),
-		sql:  `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
+		sql:  eventInsertSQL,
 		args: []any{ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)}})
 	if isForeignKeyViolation(err) {
 		return queue.ActionNotFound(ev.ActionID)
@@ -46,10 +46,7 @@ func (eventInserts) merge(calls []*batchCall) (string, []any) {
 			data[i] = &d
 		}
 	}
-	return `INSERT INTO events (action_id, kind, actor, channel, at, data)
-SELECT id, kind, actor, channel, at, data::json
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data)`,
-		[]any{ids, kinds, actors, channels, at, data}
+	return eventInsertManySQL, []any{ids, kinds, actors, channels, at, data}
 }
 
 // EventList implements queue.Store.
@@ -76,9 +73,6 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	}
 	return out, rows.Err()
 }
-
-// eventListSelect is what eventListSQL adds its WHERE clause to.
-const eventListSelect = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events`
 
 // eventListSQL builds EventList's statement from the filters p sets
 // (testdata/event_list.golden).

@@ -11,13 +11,6 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// fanOutSQL takes the waiting outbox events. Its predicate repeats the
-// partial index events_fan_out's, so the scan reads only that index, and
-// SKIP LOCKED lets several processes share the work.
-var fanOutSQL = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events
-WHERE NOT fanned_out AND kind IN (` + queue.NotifyingKindsSQL() + `)
-ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
-
 // NotificationFanOut implements queue.Store.
 func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanOutParams) (int, error) {
 	limit, route := p.Limit, p.Route
@@ -45,7 +38,7 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 			ids[i], actionIDs[i] = ev.ID, ev.ActionID
 		}
 		// The events' actions in one query, not one round trip each.
-		rows, err = tx.Query(ctx, actionListSelect+` WHERE a.id = ANY($1::uuid[])`, actionIDs)
+		rows, err = tx.Query(ctx, actionsByIDSQL, actionIDs)
 		if err != nil {
 			return err
 		}
@@ -63,15 +56,13 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, pgx.ErrNoRows)
 			}
 			for _, r := range route(ev, a) {
-				if _, err := tx.Exec(ctx, `INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)
-VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING`,
-					r.ID, ev.ID, ev.ActionID, r.Type, r.Channel, r.Kind, r.CreatedAt, r.DueAt); err != nil {
+				if _, err := tx.Exec(ctx, notificationInsertSQL, r.ID, ev.ID, ev.ActionID, r.Type, r.Channel, r.Kind, r.CreatedAt, r.DueAt); err != nil {
 					return err
 				}
 			}
 		}
 		if len(ids) > 0 {
-			_, err = tx.Exec(ctx, `UPDATE events SET fanned_out = true WHERE id = ANY($1)`, ids)
+			_, err = tx.Exec(ctx, fannedOutSQL, ids)
 		}
 		return err
 	})
@@ -80,9 +71,6 @@ VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channe
 	}
 	return n, nil
 }
-
-const notificationColumns = `n.id::text, n.event_id, n.action_id::text, n.type, n.channel, n.kind, n.state, n.attempts,
-    n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data`
 
 func scanNotification(row pgx.CollectableRow) (queue.NotificationRecord, error) {
 	var r queue.NotificationRecord
@@ -103,16 +91,7 @@ func scanNotification(row pgx.CollectableRow) (queue.NotificationRecord, error) 
 // rows (SKIP LOCKED) and moves them a lease ahead, so once it commits no
 // other sender finds them due.
 func (s *Store) NotificationClaim(ctx context.Context, p queue.NotificationClaimParams) ([]queue.NotificationRecord, error) {
-	rows, err := s.pool.Query(ctx, `WITH due AS (
-    SELECT id FROM notifications WHERE state = 'pending' AND due_at <= $1
-    ORDER BY due_at LIMIT $3 FOR UPDATE SKIP LOCKED
-), n AS (
-    UPDATE notifications n SET due_at = $2, attempts = n.attempts + 1
-    FROM due WHERE n.id = due.id AND n.state = 'pending'
-    RETURNING n.*
-)
-SELECT `+notificationColumns+` FROM n JOIN events e ON e.id = n.event_id ORDER BY n.created_at`,
-		p.Now, p.Now.Add(p.Lease), p.Limit)
+	rows, err := s.pool.Query(ctx, notificationClaimSQL, p.Now, p.Now.Add(p.Lease), p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("claim notifications: %w", err)
 	}
@@ -137,9 +116,7 @@ func (s *Store) NotificationSettle(ctx context.Context, p queue.NotificationSett
 	if p.LastError != "" {
 		lastErr = &p.LastError
 	}
-	tag, err := s.pool.Exec(ctx, `UPDATE notifications SET state = $3, due_at = $4, delivered_at = $5,
-    last_error = coalesce($6, last_error)
-WHERE id = $1 AND state = 'pending' AND attempts = $2`, p.ID, p.Attempts, string(p.State), due, delivered, lastErr)
+	tag, err := s.pool.Exec(ctx, notificationSettleSQL, p.ID, p.Attempts, string(p.State), due, delivered, lastErr)
 	if err != nil {
 		return false, fmt.Errorf("settle notification %s: %w", p.ID, err)
 	}
@@ -151,8 +128,7 @@ func (s *Store) NotificationList(ctx context.Context, actionID string) ([]queue.
 	if !queue.ValidID(actionID) {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT `+notificationColumns+` FROM notifications n JOIN events e ON e.id = n.event_id
-WHERE n.action_id = $1 ORDER BY n.event_id, n.channel`, actionID)
+	rows, err := s.pool.Query(ctx, notificationListSQL, actionID)
 	if err != nil {
 		return nil, fmt.Errorf("list notifications of %s: %w", actionID, err)
 	}
@@ -162,7 +138,7 @@ WHERE n.action_id = $1 ORDER BY n.event_id, n.channel`, actionID)
 // NotificationCountPending implements queue.Store.
 func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
 	var n int64
-	err := s.pool.QueryRow(ctx, `SELECT count(*) FROM notifications WHERE state = 'pending'`).Scan(&n)
+	err := s.pool.QueryRow(ctx, notificationCountPendingSQL).Scan(&n)
 	return n, err
 }
 
@@ -172,8 +148,7 @@ func (s *Store) SlackMessageAdd(ctx context.Context, m queue.SlackMessage) error
 	if !queue.ValidID(m.ActionID) {
 		return queue.ActionNotFound(m.ActionID)
 	}
-	_, err := s.pool.Exec(ctx, `INSERT INTO slack_messages (action_id, channel, ts, posted_at) VALUES ($1, $2, $3, $4)
-ON CONFLICT DO NOTHING`, m.ActionID, m.Channel, m.TS, m.PostedAt)
+	_, err := s.pool.Exec(ctx, slackMessageAddSQL, m.ActionID, m.Channel, m.TS, m.PostedAt)
 	if isForeignKeyViolation(err) {
 		return queue.ActionNotFound(m.ActionID)
 	}
@@ -185,8 +160,7 @@ func (s *Store) SlackMessageList(ctx context.Context, actionID string) ([]queue.
 	if !queue.ValidID(actionID) {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, `SELECT action_id::text, channel, ts, posted_at FROM slack_messages
-WHERE action_id = $1 ORDER BY posted_at, channel, ts`, actionID)
+	rows, err := s.pool.Query(ctx, slackMessageListSQL, actionID)
 	if err != nil {
 		return nil, err
 	}

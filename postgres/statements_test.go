@@ -136,14 +136,20 @@ func TestReplayLookupStatementsAgree(t *testing.T) {
 }
 
 // Every statement that looks for an intent's holder names the held states
-// as queue.HeldStates has them, and the class that holds nothing, and so
-// does the predicate of the partial unique index that guards the intent
-// (as the last migration that creates it says): the planner uses the index
-// for these statements only when their condition implies its predicate
-// (TestHolderLookupsUseHeldIntentIndex checks the plans).
+// as queue.HeldStates has them (sqlgen writes them in from queue, so a
+// change there that was not generated fails here), and the class that
+// holds nothing, and so does the predicate of the partial unique index
+// that guards the intent (as the last migration that creates it says): the
+// planner uses the index for these statements only when their condition
+// implies its predicate (TestHolderLookupsUseHeldIntentIndex checks the
+// plans).
 func TestHeldStatesWrittenIn(t *testing.T) {
 	t.Parallel()
-	want := "state IN (" + heldStatesList + ") AND class <> 'at-least-once'"
+	quoted := make([]string, len(queue.HeldStates))
+	for i, st := range queue.HeldStates {
+		quoted[i] = "'" + string(st) + "'"
+	}
+	want := "state IN (" + strings.Join(quoted, ", ") + ") AND class <> 'at-least-once'"
 	files, err := fs.Glob(migrations.Postgres(), "*.sql")
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +170,7 @@ func TestHeldStatesWrittenIn(t *testing.T) {
 	}
 	for name, stmt := range map[string]string{"submitSQL": submitSQL, "submitManySQL": submitManySQL,
 		"replayLookupOneSQL": replayLookupOneSQL, "replayLookupManySQL": replayLookupManySQL} {
-		if !strings.Contains(stmt, "a."+strings.Replace(want, "class", "a.class", 1)) || strings.Contains(stmt, heldStatesMarker) {
+		if !strings.Contains(stmt, "a."+strings.Replace(want, "class", "a.class", 1)) {
 			t.Errorf("%s does not name the holder as the index does:\n%s", name, stmt)
 		}
 	}

@@ -29,6 +29,8 @@ import (
 	"github.com/approvals/approvals/storage"
 )
 
+//go:generate go run ./internal/sqlgen
+
 var _ storage.Store = (*Store)(nil)
 
 // Store is the PostgreSQL store.
@@ -147,7 +149,7 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 
 func currentSchema(ctx context.Context, pool *pgxpool.Pool) (string, error) {
 	var schema string
-	if err := pool.QueryRow(ctx, `SELECT current_schema()`).Scan(&schema); err != nil {
+	if err := pool.QueryRow(ctx, currentSchemaSQL).Scan(&schema); err != nil {
 		return "", fmt.Errorf("read current schema: %w", err)
 	}
 	return schema, nil
@@ -284,7 +286,7 @@ func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
 		n  int64
 		mx *time.Time
 	)
-	if err := s.pool.QueryRow(ctx, `SELECT count(*), max(created_at) FROM actions WHERE state = 'pending'`).Scan(&n, &mx); err != nil {
+	if err := s.pool.QueryRow(ctx, pendingMarkSQL).Scan(&n, &mx); err != nil {
 		return 0, time.Time{}, err
 	}
 	if mx == nil {

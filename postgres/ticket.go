@@ -11,28 +11,6 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// The statements that read tickets return the columns scanTicket reads.
-
-const ticketGetByIDSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
-FROM tickets t WHERE t.id = $1`
-
-// ticketLockSQL reads a ticket and locks it; the action's row must be
-// locked first (ticketLockActionSQL).
-const ticketLockSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
-FROM tickets t WHERE t.id = $1 FOR UPDATE`
-
-// ticketLockActionSQL locks the action of a ticket: every path that
-// changes an action and its tickets locks the action first, then the
-// ticket, so that they never wait for each other in a circle.
-const ticketLockActionSQL = `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`
-
-const ticketOpenConflictGetSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
-FROM tickets t WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open'`
-
-// ticketListSelect is what ticketListSQL adds its WHERE clause to.
-const ticketListSelect = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
-FROM tickets t`
-
 func scanTicket(row rowScanner) (*queue.Ticket, error) {
 	var (
 		t           queue.Ticket
@@ -65,30 +43,6 @@ func collectTickets(rows pgx.Rows) ([]*queue.Ticket, error) {
 	return out, rows.Err()
 }
 
-// ticketOpenStaleSQL opens a stale ticket for up to $2 in_progress actions
-// whose claim deadline is at or before $1 and that have no open one. The
-// partial unique index tickets_one_open makes concurrent sweeps open one
-// ticket, not several.
-const ticketOpenStaleSQL = `
-WITH due AS (
-    SELECT a.id FROM actions a
-    WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
-      AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.action_id = a.id AND t.kind = 'stale' AND t.state = 'open')
-    ORDER BY a.claim_deadline LIMIT $2
-    -- Lock the claims: a late report finishing one meanwhile waits, and a
-    -- claim finished before the lock is re-checked and skipped.
-    FOR UPDATE OF a SKIP LOCKED
-), ins AS (
-    INSERT INTO tickets (id, action_id, kind, state, opened_at)
-    SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
-    ON CONFLICT DO NOTHING
-    RETURNING *
-), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
-)
-SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`
-
 // TicketOpenStale implements queue.Store.
 func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
 	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, p.Now, p.Limit)
@@ -101,13 +55,6 @@ func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queu
 	}
 	return out, nil
 }
-
-// ticketOpenConflictSQL opens a conflict ticket for action $1 unless one
-// is open (tickets_one_open); then it returns no row and the caller reads
-// the open one (ticketOpenConflictGetSQL).
-const ticketOpenConflictSQL = `INSERT INTO tickets (id, action_id, kind, state, opened_at) VALUES (gen_random_uuid(), $1, 'conflict', 'open', $2)
-ON CONFLICT DO NOTHING
-RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`
 
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
@@ -125,8 +72,7 @@ func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConfli
 		if tag.RowsAffected() == 0 {
 			return queue.ActionNotFound(actionID)
 		}
-		if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`,
-			actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+		if _, err := tx.Exec(ctx, eventInsertSQL, actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
 			return err
 		}
 		t, err = scanTicket(tx.QueryRow(ctx, ticketOpenConflictSQL, actionID, now))
@@ -137,8 +83,7 @@ func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConfli
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_opened', 'system', '', $2, $3)`,
-			actionID, now, string(queue.TicketEventData(t.ID, queue.TicketConflict, "", "", nil)))
+		_, err = tx.Exec(ctx, ticketOpenedEventSQL, actionID, now, string(queue.TicketEventData(t.ID, queue.TicketConflict, "", "", nil)))
 		return err
 	})
 	if errors.Is(err, queue.ErrNotFound) {
@@ -208,8 +153,6 @@ func ticketListSQL(p queue.TicketListParams) (string, []any) {
 	return q, args
 }
 
-const ticketCountOpenSQL = `SELECT count(*) FROM tickets WHERE state = 'open'`
-
 // TicketCountOpen implements queue.Store.
 func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 	var n int64
@@ -219,11 +162,6 @@ func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 	}
 	return n, nil
 }
-
-// ticketResolveActionSQL gives a stale claim the outcome an operator
-// found, if it is still in progress.
-const ticketResolveActionSQL = `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
-WHERE id = $1 AND state = 'in_progress'`
 
 // TicketResolve implements queue.Store.
 func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
@@ -262,19 +200,16 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			if tag.RowsAffected() == 1 {
 				// The operator's finding moved the action: the same outcome
 				// event as an agent's report (it notifies action.done/failed).
-				if _, err := tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, 'dashboard', $4, $5)`,
-					t.ActionID, queue.OutcomeEventKind(p.Outcome), p.By, p.Now, string(queue.TicketEventData(p.TicketID, cur.Kind, "", "", nil))); err != nil {
+				if _, err := tx.Exec(ctx, ticketOutcomeEventSQL, t.ActionID, queue.OutcomeEventKind(p.Outcome), p.By, p.Now, string(queue.TicketEventData(p.TicketID, cur.Kind, "", "", nil))); err != nil {
 					return err
 				}
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1`,
-			p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
+		if _, err := tx.Exec(ctx, ticketResolveSQL, p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
 			return err
 		}
 		data := queue.TicketEventData(p.TicketID, cur.Kind, p.Outcome, p.Note, p.Result)
-		_, err = tx.Exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_resolved', $2, 'dashboard', $3, $4)`,
-			t.ActionID, p.By, p.Now, string(data))
+		_, err = tx.Exec(ctx, ticketResolvedEventSQL, t.ActionID, p.By, p.Now, string(data))
 		return err
 	})
 	if err != nil {
