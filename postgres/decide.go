@@ -26,7 +26,7 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (q
 	)
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		a, err = scanAction(tx.QueryRow(ctx, actionLockSQL, p.ID))
+		a, err = scanAction(tx.QueryRow(ctx, decideLockSQL, p.ID))
 		if errors.Is(err, pgx.ErrNoRows) {
 			return queue.ActionNotFound(p.ID)
 		}

@@ -138,9 +138,14 @@ LEFT JOIN LATERAL (
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
 ) t ON true WHERE a.id = ANY($1::uuid[])`
 
-// actionLockSQL reads an action and locks its row, for a decision.
 // (sql/action.sql)
-const actionLockSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
+const actionCountByStateSQL = `SELECT state, count(*) FROM actions GROUP BY state`
+
+// decideLockSQL reads the action with its current ticket and locks its
+// row: twenty concurrent approvals of one action queue on the lock and
+// each sees the ones before it.
+// (sql/decide.sql)
+const decideLockSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
     a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
@@ -150,9 +155,6 @@ LEFT JOIN LATERAL (
     SELECT * FROM tickets t WHERE t.action_id = a.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
 ) t ON true WHERE a.id = $1 FOR UPDATE OF a`
-
-// (sql/action.sql)
-const actionCountByStateSQL = `SELECT state, count(*) FROM actions GROUP BY state`
 
 // decideCountSQL records an approval that does not complete the quorum.
 // (sql/decide.sql)

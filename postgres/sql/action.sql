@@ -24,12 +24,5 @@ SELECT {{actionColumns a}},
 FROM actions a
 {{currentTicket a}} WHERE a.id = ANY($1::uuid[]);
 
--- name: actionLockSQL
--- actionLockSQL reads an action and locks its row, for a decision.
-SELECT {{actionColumns a}},
-    {{ticketColumns}}
-FROM actions a
-{{currentTicket a}} WHERE a.id = $1 FOR UPDATE OF a;
-
 -- name: actionCountByStateSQL
 SELECT state, count(*) FROM actions GROUP BY state;

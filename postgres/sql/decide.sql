@@ -1,6 +1,15 @@
--- A staff decision (ActionDecide): the action is locked (actionLockSQL),
--- queue.PlanDecision judges it, and one of these writes the plan, each
--- conditional on the action still being pending.
+-- A staff decision (ActionDecide): the action is locked (decideLockSQL),
+-- queue.PlanDecision judges it, and one of the updates writes the plan,
+-- conditional on the action still being pending, with its event.
+
+-- name: decideLockSQL
+-- decideLockSQL reads the action with its current ticket and locks its
+-- row: twenty concurrent approvals of one action queue on the lock and
+-- each sees the ones before it.
+SELECT {{actionColumns a}},
+    {{ticketColumns}}
+FROM actions a
+{{currentTicket a}} WHERE a.id = $1 FOR UPDATE OF a;
 
 -- name: decideCountSQL
 -- decideCountSQL records an approval that does not complete the quorum.
