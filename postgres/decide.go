@@ -81,21 +81,3 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (q
 	}
 	return queue.ActionDecideResult{Action: a, Outcome: outcome}, nil
 }
-
-// ActionRemindDue implements queue.Store.
-func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, remindDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
-		return 0, fmt.Errorf("remind due actions: %w", err)
-	}
-	return n, nil
-}
-
-// ActionEscalateDue implements queue.Store.
-func (s *Store) ActionEscalateDue(ctx context.Context, p queue.DueParams) (int, error) {
-	var n int
-	if err := s.pool.QueryRow(ctx, escalateDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
-		return 0, fmt.Errorf("escalate due actions: %w", err)
-	}
-	return n, nil
-}

@@ -43,19 +43,6 @@ func collectTickets(rows pgx.Rows) ([]*queue.Ticket, error) {
 	return out, rows.Err()
 }
 
-// TicketOpenStale implements queue.Store.
-func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
-	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, p.Now, p.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("open stale tickets: %w", err)
-	}
-	out, err := collectTickets(rows)
-	if err != nil {
-		return nil, fmt.Errorf("open stale tickets: %w", err)
-	}
-	return out, nil
-}
-
 // TicketOpenConflict implements queue.Store.
 func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
 	actionID, now, ev := p.ActionID, p.Now, p.Event

@@ -121,44 +121,6 @@ func openTicket(ctx context.Context, tx querier, actionID string, kind queue.Tic
 	return getTicket(ctx, tx, id)
 }
 
-// TicketOpenStale opens one stale ticket for every action in_progress past
-// its claim deadline that has none open.
-func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
-	now, limit := p.Now, p.Limit
-	if limit <= 0 {
-		limit = 100
-	}
-	var opened []*queue.Ticket
-	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		opened = nil
-		rows, err := tx.QueryContext(ctx, `SELECT id FROM actions a
-		WHERE state = 'in_progress' AND claim_deadline <= ?
-		  AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.action_id = a.id AND t.kind = 'stale' AND t.state = 'open')
-		ORDER BY claim_deadline, id LIMIT ?`, fmtTime(now), limit)
-		if err != nil {
-			return err
-		}
-		ids, err := scanIDs(rows)
-		if err != nil {
-			return err
-		}
-		for _, id := range ids {
-			t, err := openTicket(ctx, tx, id, queue.TicketStale, now)
-			if err != nil {
-				return err
-			}
-			if t != nil {
-				opened = append(opened, t)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("open stale tickets: %w", err)
-	}
-	return opened, nil
-}
-
 // TicketOpenConflict records ev and opens a conflict ticket unless one is
 // open; it returns the open conflict ticket either way.
 func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {

@@ -337,3 +337,5 @@ func sliceEq[T comparable](t testing.TB, got, want []T, what string) {
 		}
 	}
 }
+
+func errorsIsNotFound(err error) bool { return queue.ErrorCode(err) == queue.CodeNotFound }
