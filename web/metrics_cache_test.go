@@ -62,7 +62,7 @@ func TestMetricsCountsCached(t *testing.T) {
 				Payload: []byte(`{"customer_id":"c1","topic":"t","to":"c@example.com","subject":"s","body":"b"}`)}); err != nil {
 				t.Fatal(err)
 			}
-			runConcurrently(20, func(int) string { return scrape() })
+			apptest.RunConcurrently(20, func(int) string { return scrape() })
 			clock.Advance(countsMaxAgeMinusOne)
 			if body := scrape(); !strings.Contains(body, `approvals_actions{state="pending"} 0`) {
 				t.Fatal("a count younger than 15s was read again")

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"context"
@@ -134,26 +134,26 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			spy := &writeSpy{}
-			d := startDashboardWith(t, apptest.Options{SQLite: onSQLite,
+			d := apptest.StartDashboard(t, apptest.Options{SQLite: onSQLite,
 				WrapAll: func(s storage.Store) storage.Store { spy.Store = s; return spy }})
 			var rows rowCounter
 			if onSQLite {
-				db, err := sql.Open("sqlite", d.app.SQLitePath)
+				db, err := sql.Open("sqlite", d.App.SQLitePath)
 				if err != nil {
 					t.Fatal(err)
 				}
 				t.Cleanup(func() { _ = db.Close() })
 				rows = sqliteRows(db)
 			} else {
-				rows = postgresRows(d.store.(*postgres.Store).Pool())
+				rows = postgresRows(d.Store.(*postgres.Store).Pool())
 			}
 			// A user exists, so the setup link is not what /login offers.
-			d.addUser("ann@example.com", accounts.RoleAdmin)
+			d.AddUser("ann@example.com", accounts.RoleAdmin)
 			before, writesBefore := rows(t), spy.writes.Load()
 
-			browser := d.anonymous()
-			browser.get("/login").wantStatus(t, http.StatusOK)
-			if browser.csrf == "" {
+			browser := d.Anonymous()
+			browser.Get("/login").WantStatus(t, http.StatusOK)
+			if browser.CSRF() == "" {
 				t.Fatal("the login page carries no CSRF token")
 			}
 			for _, tc := range []struct {
@@ -174,12 +174,12 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 			} {
 				var p page
 				if tc.method == "GET" {
-					p = browser.get(tc.path)
+					p = browser.Get(tc.path)
 				} else {
-					p = browser.post(tc.path, tc.form)
+					p = browser.Post(tc.path, tc.form)
 				}
 				if tc.want != 0 {
-					p.wantStatus(t, tc.want)
+					p.WantStatus(t, tc.want)
 				}
 			}
 			after, writesAfter := rows(t), spy.writes.Load()
@@ -192,7 +192,7 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 				}
 			}
 			// The pre-session token still opens the login form.
-			browser.post("/login", url.Values{"email": {"ann@example.com"}, "password": {dashPassword}}).wantRedirect(t, "/")
+			browser.Post("/login", url.Values{"email": {"ann@example.com"}, "password": {apptest.Password}}).WantRedirect(t, "/")
 			// A sign-in does write (its session): the spy sees the writes
 			// of the process, so its silence above means something.
 			if spy.writes.Load() == writesAfter {

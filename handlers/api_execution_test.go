@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"encoding/json"
@@ -88,7 +88,7 @@ func newPayments(t *testing.T) *payments {
 // blindly, but reads the action (and, for an effect whose outcome it does
 // not know, the provider, as the tool's check says) first.
 type refundAgent struct {
-	e           *apiEnv
+	e           *apptest.API
 	base, token string
 	name        string
 	pay         *http.Client
@@ -112,25 +112,25 @@ func (g *refundAgent) run() queue.Action {
 		if attempt > 5 {
 			g.t.Fatalf("no claim after %d submissions: %q", attempt-1, g.trace)
 		}
-		r, err := g.e.try(g.base, g.token, "POST", "/api/v1/actions", body)
+		r, err := g.e.Try(g.base, g.token, "POST", "/api/v1/actions", body)
 		switch {
 		case err != nil:
 			// The claim's response was lost. Repeating the submission is
 			// safe: it is behind the intent guard, not the effect itself.
 			g.logf("submit: %v", err)
 			continue
-		case r.status == http.StatusCreated:
-			claim = r.action(g.t)
+		case r.Status == http.StatusCreated:
+			claim = r.Action(g.t)
 			g.logf("submit: 201, my claim")
-		case r.status == http.StatusConflict && r.problem(g.t).Code == queue.CodeInProgress:
+		case r.Status == http.StatusConflict && r.Problem(g.t).Code == queue.CodeInProgress:
 			// Someone holds the claim: do not act; read the intent.
 			g.logf("submit: 409 in_progress")
-			list := g.e.do(g.base, g.token, "GET", "/api/v1/actions?intent_key="+url.QueryEscape(key), nil)
+			list := g.e.Do(g.base, g.token, "GET", "/api/v1/actions?intent_key="+url.QueryEscape(key), nil)
 			g.reads++
 			var l struct{ Actions []queue.Action }
-			_ = json.Unmarshal(list.body, &l)
+			_ = json.Unmarshal(list.Body, &l)
 			if len(l.Actions) == 0 || l.Actions[0].State != queue.StateInProgress {
-				g.t.Fatalf("read after 409: %s", list.body)
+				g.t.Fatalf("read after 409: %s", list.Body)
 			}
 			if l.Actions[0].RequestedBy != "agent:"+g.name {
 				g.logf("read: another agent holds the claim; waiting for its outcome")
@@ -139,11 +139,11 @@ func (g *refundAgent) run() queue.Action {
 			// Our own claim, whose response we lost: we have not acted yet.
 			claim = l.Actions[0]
 			g.logf("read: the claim in progress is mine (claimed at %s)", claim.ClaimedAt.Format(time.RFC3339))
-		case r.status == http.StatusOK:
-			g.logf("submit: 200, stored outcome %s", r.action(g.t).State)
-			return r.action(g.t)
+		case r.Status == http.StatusOK:
+			g.logf("submit: 200, stored outcome %s", r.Action(g.t).State)
+			return r.Action(g.t)
 		default:
-			g.t.Fatalf("submit: %d %s", r.status, r.body)
+			g.t.Fatalf("submit: %d %s", r.Status, r.Body)
 		}
 	}
 
@@ -152,7 +152,7 @@ func (g *refundAgent) run() queue.Action {
 		// The effect's outcome is unknown: never retry it blindly. Read the
 		// action, then check the provider as the tool says.
 		g.logf("effect: %v", err)
-		a := g.e.do(g.base, g.token, "GET", "/api/v1/actions/"+claim.ID, nil).action(g.t)
+		a := g.e.Do(g.base, g.token, "GET", "/api/v1/actions/"+claim.ID, nil).Action(g.t)
 		g.reads++
 		if a.State != queue.StateInProgress || !queue.JSONEqual(a.Result, []byte("null")) {
 			g.t.Fatalf("read after the effect timed out: %s", a.State)
@@ -165,12 +165,12 @@ func (g *refundAgent) run() queue.Action {
 			g.t.Fatalf("second refund: %v", err)
 		}
 	}
-	done := g.e.do(g.base, g.token, "POST", "/api/v1/actions/"+claim.ID+"/complete", map[string]any{"result": result})
-	if done.status != http.StatusOK {
-		g.t.Fatalf("complete: %d %s", done.status, done.body)
+	done := g.e.Do(g.base, g.token, "POST", "/api/v1/actions/"+claim.ID+"/complete", map[string]any{"result": result})
+	if done.Status != http.StatusOK {
+		g.t.Fatalf("complete: %d %s", done.Status, done.Body)
 	}
-	g.logf("complete: %s", done.action(g.t).State)
-	return done.action(g.t)
+	g.logf("complete: %s", done.Action(g.t).State)
+	return done.Action(g.t)
 }
 
 func (g *refundAgent) refund() (json.RawMessage, error) {
@@ -200,7 +200,7 @@ func (g *refundAgent) waitFinal(id string) queue.Action {
 		if time.Now().After(deadline) {
 			g.t.Fatalf("action %s not final within a minute", id)
 		}
-		a := g.e.do(g.base, g.token, "GET", "/api/v1/actions/"+id+"?wait=20s", nil).action(g.t)
+		a := g.e.Do(g.base, g.token, "GET", "/api/v1/actions/"+id+"?wait=20s", nil).Action(g.t)
 		if a.State.Final() {
 			return a
 		}
@@ -223,16 +223,16 @@ func TestAgentFollowingGuidanceMakesOneEffect(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			e := startAPI(t)
+			e := apptest.StartAPI(t, apptest.Options{})
 			pay := newPayments(t)
 			api := &lostResponse{next: http.DefaultTransport, lose: func(r *http.Request) bool {
 				return tc.loseClaim && r.Method == "POST" && r.URL.Path == "/api/v1/actions"
 			}}
-			e.client = &http.Client{Transport: api}
+			e.Client = &http.Client{Transport: api}
 			effect := &lostResponse{next: http.DefaultTransport, lose: func(r *http.Request) bool {
 				return !tc.loseClaim && r.Method == "POST"
 			}}
-			g := &refundAgent{e: e, base: e.base, token: e.token, name: "bot", t: t,
+			g := &refundAgent{e: e, base: e.URL, token: e.AgentToken, name: "bot", t: t,
 				pay: &http.Client{Transport: effect}, payURL: pay.srv.URL, order: "o-42", line: "1"}
 			final := g.run()
 			t.Logf("agent: %s", strings.Join(g.trace, " → "))
@@ -260,11 +260,11 @@ func TestAgentFollowingGuidanceMakesOneEffect(t *testing.T) {
 				}
 			}
 			// The intent holds exactly one action, attempt 1.
-			list := e.do(e.base, e.token, "GET", "/api/v1/actions?intent_key=refund:o-42:1", nil)
+			list := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions?intent_key=refund:o-42:1", nil)
 			var l struct{ Actions []queue.Action }
-			_ = json.Unmarshal(list.body, &l)
+			_ = json.Unmarshal(list.Body, &l)
 			if len(l.Actions) != 1 || l.Actions[0].Attempt != 1 {
-				t.Fatalf("actions of the intent: %s", list.body)
+				t.Fatalf("actions of the intent: %s", list.Body)
 			}
 		})
 	}
@@ -275,28 +275,28 @@ func TestLongPollSeesExpiry(t *testing.T) {
 	t.Parallel()
 	// A frozen clock: the sweep one second before expires_at must not
 	// expire it however slow the machine is.
-	e := startAPIWith(t, apptest.Options{Clock: testclock.Frozen()})
+	e := apptest.StartAPI(t, apptest.Options{Clock: testclock.Frozen()})
 	// Another server process on the same database holds the long-poll;
 	// its fallback re-read (a minute) is longer than this test's waits, so
 	// only the sweep's notification can wake the poll.
-	other := e.app.AddServer(t, nil)
-	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-50", "expiry")).action(t)
+	other := e.App.AddServer(t, nil)
+	a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-50", "expiry")).Action(t)
 	got := make(chan resp, 1)
 	errc := make(chan error, 1)
 	go func() {
-		r, err := e.try(other.URL, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil)
+		r, err := e.Try(other.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil)
 		errc <- err
 		got <- r
 	}()
 	// The poll has subscribed, read the action pending and waits.
 	other.AwaitWaiters(t, 1)
 	e.Advance(72*time.Hour - time.Second)
-	if res, err := e.app.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
+	if res, err := e.App.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 0 {
 		t.Fatalf("sweep before expires_at: %v %d", err, len(res.Expired))
 	}
 	e.Advance(time.Second)
 	swept := time.Now()
-	if res, err := e.app.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
+	if res, err := e.App.Sweeper.Sweep(t.Context()); err != nil || len(res.Expired) != 1 {
 		t.Fatalf("sweep at expires_at: %v %d", err, len(res.Expired))
 	}
 	var r resp
@@ -311,13 +311,13 @@ func TestLongPollSeesExpiry(t *testing.T) {
 	}
 	// Wall-clock lag depends on the machine's load: logged, not asserted.
 	t.Logf("the long-poll answered %s after the sweep", time.Since(swept))
-	if x := r.action(t); x.State != queue.StateExpired || x.DecidedBy == nil || *x.DecidedBy != "system" {
-		t.Fatalf("long-poll: %s", r.body)
+	if x := r.Action(t); x.State != queue.StateExpired || x.DecidedBy == nil || *x.DecidedBy != "system" {
+		t.Fatalf("long-poll: %s", r.Body)
 	}
 	// Expiry released the intent: the same submission is attempt 2.
-	again := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-50", "expiry"))
-	if again.status != http.StatusCreated || again.action(t).Attempt != 2 {
-		t.Fatalf("resubmit after expiry: %d %s", again.status, again.body)
+	again := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-50", "expiry"))
+	if again.Status != http.StatusCreated || again.Action(t).Attempt != 2 {
+		t.Fatalf("resubmit after expiry: %d %s", again.Status, again.Body)
 	}
 }
 
@@ -362,16 +362,16 @@ tools:
 		t.Fatal(err)
 	}
 	// The process's own dispatcher delivers, signing with its secret.
-	e := startAPIWith(t, apptest.Options{Tools: reg, WebhookSecret: secret})
+	e := apptest.StartAPI(t, apptest.Options{Tools: reg, WebhookSecret: secret})
 
-	sub := e.do(e.base, e.token, "POST", "/api/v1/actions", map[string]any{"tool": "notify_partner",
+	sub := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", map[string]any{"tool": "notify_partner",
 		"payload": map[string]any{"partner": "acme", "topic": "hello", "text": "Hi"}})
-	a := sub.action(t)
-	if sub.status != http.StatusCreated || a.State != queue.StatePending {
-		t.Fatalf("submit: %d %s", sub.status, sub.body)
+	a := sub.Action(t)
+	if sub.Status != http.StatusCreated || a.State != queue.StatePending {
+		t.Fatalf("submit: %d %s", sub.Status, sub.Body)
 	}
 	edited := json.RawMessage(`{"partner": "acme", "topic": "hello", "text": "Hi (edited)"}`)
-	if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Payload: edited}); err != nil {
+	if _, err := e.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Payload: edited}); err != nil {
 		t.Fatal(err)
 	}
 	var final queue.Action
@@ -380,7 +380,7 @@ tools:
 		if time.Now().After(deadline) {
 			t.Fatalf("action %s still %s after a minute", a.ID, state)
 		}
-		final = e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=20s&state="+string(state), nil).action(t)
+		final = e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=20s&state="+string(state), nil).Action(t)
 	}
 	if final.State != queue.StateDone || !queue.JSONEqual(final.Result, []byte(`{"delivered": true}`)) {
 		t.Fatalf("final: %s %s", final.State, final.Result)
@@ -390,13 +390,13 @@ tools:
 		t.Errorf("deliveries %q, want the approved payload once", bodies)
 	}
 	mu.Unlock()
-	if n := e.app.Metric(t, `approvals_webhook_deliveries_total{outcome="done"}`); n != 1 {
+	if n := e.App.Metric(t, `approvals_webhook_deliveries_total{outcome="done"}`); n != 1 {
 		t.Errorf("approvals_webhook_deliveries_total{outcome=done} = %v, want 1", n)
 	}
 	for verb, body := range map[string]any{"execute": nil, "complete": `{"result":{}}`, "fail": `{"error":"x"}`} {
-		r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/"+verb, body)
-		if r.status != http.StatusConflict || r.problem(t).Code != queue.CodeInvalidTransition {
-			t.Errorf("agent %s of a webhook action: %d %s", verb, r.status, r.body)
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions/"+a.ID+"/"+verb, body)
+		if r.Status != http.StatusConflict || r.Problem(t).Code != queue.CodeInvalidTransition {
+			t.Errorf("agent %s of a webhook action: %d %s", verb, r.Status, r.Body)
 		}
 	}
 }

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"net/http"
@@ -8,6 +8,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -16,20 +17,20 @@ import (
 // script; anonymous visitors are sent to log in.
 func TestDashboardOverview(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("vic@example.com", accounts.RoleViewer)
-	vic := d.login("vic@example.com")
-	a := d.submitEmail("ov1", "Hello", "Body")
-	d.submitEmail("ov2", "Hello", "Body")
-	if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("vic@example.com", accounts.RoleViewer)
+	vic := d.Login("vic@example.com")
+	a := d.SubmitEmail("ov1", "Hello", "Body")
+	d.SubmitEmail("ov2", "Hello", "Body")
+	if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	d.staleTicket("ov-order")
+	d.StaleTicket("ov-order")
 
-	res := vic.get("/overview")
-	res.wantStatus(t, http.StatusOK)
-	res.wantContains(t, `<a href="/overview" aria-current="page">Overview</a>`)
-	doc, err := html.Parse(strings.NewReader(res.body))
+	res := vic.Get("/overview")
+	res.WantStatus(t, http.StatusOK)
+	res.WantContains(t, `<a href="/overview" aria-current="page">Overview</a>`)
+	doc, err := html.Parse(strings.NewReader(res.Body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestDashboardOverview(t *testing.T) {
 	}
 	chart := byID["hourly-chart"]
 	if chart == nil || attr(chart, "role") != "img" {
-		t.Fatalf("no accessible chart:\n%s", truncateBody(res.body))
+		t.Fatalf("no accessible chart:\n%s", apptest.TruncateBody(res.Body))
 	}
 	for n := range chart.Descendants() {
 		switch {
@@ -68,7 +69,7 @@ func TestDashboardOverview(t *testing.T) {
 	if rects != 2*queue.OverviewHours || titles != 1 || hourRows != queue.OverviewHours {
 		t.Errorf("chart: %d bars, %d titles, %d table rows; want %d, 1, %d", rects, titles, hourRows, 2*queue.OverviewHours, queue.OverviewHours)
 	}
-	if got := d.anonymous().get("/overview"); got.status != http.StatusSeeOther || !strings.HasPrefix(got.header.Get("Location"), "/login") {
-		t.Errorf("anonymous: %d %s", got.status, got.header.Get("Location"))
+	if got := d.Anonymous().Get("/overview"); got.Status != http.StatusSeeOther || !strings.HasPrefix(got.Header.Get("Location"), "/login") {
+		t.Errorf("anonymous: %d %s", got.Status, got.Header.Get("Location"))
 	}
 }

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -15,10 +16,10 @@ import (
 // stores; a result with a duplicate leaves the action in progress.
 func TestDuplicateKeysRefused(t *testing.T) {
 	t.Parallel()
-	for _, st := range apiStores {
-		t.Run(st.name, func(t *testing.T) {
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			e := st.start(t)
+			e := st.Start(t)
 			cases := []struct{ name, path, body, mention string }{
 				{"payload key", "/api/v1/actions",
 					`{"tool":"send_customer_email","payload":{"customer_id":"c1","topic":"t","to":"a@example.com","to":"evil@example.com","subject":"s","body":"b"}}`,
@@ -31,13 +32,13 @@ func TestDuplicateKeysRefused(t *testing.T) {
 					`"tool"`},
 			}
 			for _, tc := range cases {
-				r := e.do(e.base, e.token, "POST", tc.path, tc.body)
-				if r.status != http.StatusBadRequest || r.problem(t).Code != queue.CodeInvalidRequest ||
-					!strings.Contains(r.problem(t).Detail, tc.mention) {
-					t.Errorf("%s: %d %s, want 400 invalid_request naming %s", tc.name, r.status, r.body, tc.mention)
+				r := e.Do(e.URL, e.AgentToken, "POST", tc.path, tc.body)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest ||
+					!strings.Contains(r.Problem(t).Detail, tc.mention) {
+					t.Errorf("%s: %d %s, want 400 invalid_request naming %s", tc.name, r.Status, r.Body, tc.mention)
 				}
 			}
-			list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -45,12 +46,12 @@ func TestDuplicateKeysRefused(t *testing.T) {
 				t.Fatalf("%d actions stored from refused submissions", len(list))
 			}
 
-			a := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-dup", 3)).action(t)
-			r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"r1","id":"r2"}}`)
-			if r.status != http.StatusBadRequest || !strings.Contains(r.problem(t).Detail, `/result/id`) {
-				t.Fatalf("complete with a duplicate: %d %s, want 400 naming /result/id", r.status, r.body)
+			a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-dup", 3)).Action(t)
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"id":"r1","id":"r2"}}`)
+			if r.Status != http.StatusBadRequest || !strings.Contains(r.Problem(t).Detail, `/result/id`) {
+				t.Fatalf("complete with a duplicate: %d %s, want 400 naming /result/id", r.Status, r.Body)
 			}
-			got := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID, nil).action(t)
+			got := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID, nil).Action(t)
 			if got.State != queue.StateInProgress {
 				t.Fatalf("after a refused result the action is %s, want in_progress", got.State)
 			}
@@ -63,10 +64,10 @@ func TestDuplicateKeysRefused(t *testing.T) {
 // on both stores, written as itself or escaped; a plain one does not.
 func TestInvisibleCharactersWarned(t *testing.T) {
 	t.Parallel()
-	for _, st := range apiStores {
-		t.Run(st.name, func(t *testing.T) {
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
 			t.Parallel()
-			e := st.start(t)
+			e := st.Start(t)
 			cases := []struct {
 				name, body string
 				want       bool
@@ -76,16 +77,16 @@ func TestInvisibleCharactersWarned(t *testing.T) {
 				{"zero-width space", "Sign in as ad\u200bmin.", true},
 			}
 			for i, tc := range cases {
-				body := email("c-inv-"+string(rune('a'+i)), "t")
+				body := apptest.EmailBody("c-inv-"+string(rune('a'+i)), "t")
 				body["payload"].(map[string]any)["body"] = tc.body
-				a := e.do(e.base, e.token, "POST", "/api/v1/actions", body).action(t)
+				a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", body).Action(t)
 				if got := slices.Contains(a.Warnings, queue.WarningInvisibleCharacters); got != tc.want {
 					t.Errorf("%s: warnings %v, want invisible_characters %v", tc.name, a.Warnings, tc.want)
 				}
 			}
-			r := e.do(e.base, e.token, "POST", "/api/v1/actions",
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions",
 				`{"tool":"post_partner_message","intent_key":"p:esc","payload":{"text":"a\u2067b"}}`)
-			if a := r.action(t); !slices.Contains(a.Warnings, queue.WarningInvisibleCharacters) {
+			if a := r.Action(t); !slices.Contains(a.Warnings, queue.WarningInvisibleCharacters) {
 				t.Fatalf("escaped isolate: warnings %v, want invisible_characters", a.Warnings)
 			}
 		})

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"net/http"
@@ -7,29 +7,30 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 )
 
 // TestOverLongFormInput: an over-long email, form field or form body is a
 // 4xx that says what is wrong, never a 5xx, on every dashboard form.
 func TestOverLongFormInput(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("admin@example.com", accounts.RoleAdmin)
-	admin := d.login("admin@example.com")
-	a := d.submitEmail("c-long", "Hello", "Body")
-	_, tk := d.staleTicket("o-long")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
+	admin := d.Login("admin@example.com")
+	a := d.SubmitEmail("c-long", "Hello", "Body")
+	_, tk := d.StaleTicket("o-long")
 	longEmail := strings.Repeat("a", 290) + "@example.com"
 	huge := strings.Repeat("x", 300<<10) // past the default 256 KiB body cap
 	long := strings.Repeat("n", 20000)   // a field past its limit, inside the body cap
-	anonymous := func() *browser {
-		b := d.anonymous()
-		b.get("/login").wantStatus(t, http.StatusOK)
+	anonymous := func() *apptest.Browser {
+		b := d.Anonymous()
+		b.Get("/login").WantStatus(t, http.StatusOK)
 		return b
 	}
 	cases := []struct {
 		name, path string
 		form       url.Values
-		as         *browser
+		as         *apptest.Browser
 		say        string
 	}{
 		{"login email", "/login", url.Values{"email": {longEmail}, "password": {"x"}}, anonymous(), "longer than 254"},
@@ -44,19 +45,19 @@ func TestOverLongFormInput(t *testing.T) {
 		{"huge decision", "/actions/" + a.ID + "/approve", url.Values{"note": {huge}}, admin, "larger than"},
 	}
 	for _, tc := range cases {
-		p := tc.as.post(tc.path, tc.form)
-		if p.status < 400 || p.status >= 500 {
-			t.Errorf("%s: %d, want a 4xx: %s", tc.name, p.status, truncateBody(p.body))
+		p := tc.as.Post(tc.path, tc.form)
+		if p.Status < 400 || p.Status >= 500 {
+			t.Errorf("%s: %d, want a 4xx: %s", tc.name, p.Status, apptest.TruncateBody(p.Body))
 			continue
 		}
-		if !strings.Contains(strings.ToLower(p.body), tc.say) {
-			t.Errorf("%s: %d without saying %q: %s", tc.name, p.status, tc.say, truncateBody(p.body))
+		if !strings.Contains(strings.ToLower(p.Body), tc.say) {
+			t.Errorf("%s: %d without saying %q: %s", tc.name, p.Status, tc.say, apptest.TruncateBody(p.Body))
 		}
 	}
-	if got := d.action(a.ID); got.State != "pending" {
+	if got := d.Action(a.ID); got.State != "pending" {
 		t.Fatalf("action %s after refused decisions, want pending", got.State)
 	}
-	if p := admin.get("/admin/users"); strings.Contains(p.body, "new@example.com") {
+	if p := admin.Get("/admin/users"); strings.Contains(p.Body, "new@example.com") {
 		t.Fatal("a user was created with an over-long password")
 	}
 }

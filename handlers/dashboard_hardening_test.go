@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"net/http"
@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -14,25 +15,25 @@ import (
 // naming a key twice is 400 naming the key, and decides nothing.
 func TestDashboardRefusesDuplicateKeys(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("admin@example.com", accounts.RoleAdmin)
-	admin := d.login("admin@example.com")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
+	admin := d.Login("admin@example.com")
 
-	a := d.submitEmail("c-dup", "Hello", "Body")
+	a := d.SubmitEmail("c-dup", "Hello", "Body")
 	edit := `{"customer_id":"c-dup","topic":"t","to":"c@example.com","to":"evil@example.com","subject":"Hello","body":"Body"}`
-	p := admin.post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}})
-	p.wantStatus(t, http.StatusBadRequest)
-	p.wantContains(t, "duplicate key &#34;to&#34; at /to")
-	if got := d.action(a.ID); got.State != queue.StatePending {
+	p := admin.Post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}})
+	p.WantStatus(t, http.StatusBadRequest)
+	p.WantContains(t, "duplicate key &#34;to&#34; at /to")
+	if got := d.Action(a.ID); got.State != queue.StatePending {
 		t.Fatalf("state %s after a refused edit, want pending", got.State)
 	}
 
-	ra, tk := d.staleTicket("o-dup")
-	p = admin.post("/tickets/"+tk.ID+"/resolve", url.Values{"outcome": {"done"}, "note": {"checked"},
+	ra, tk := d.StaleTicket("o-dup")
+	p = admin.Post("/tickets/"+tk.ID+"/resolve", url.Values{"outcome": {"done"}, "note": {"checked"},
 		"result": {`{"refund":"re_1","refund":"re_2"}`}})
-	p.wantStatus(t, http.StatusBadRequest)
-	p.wantContains(t, "/refund")
-	if got := d.action(ra.ID); got.State != queue.StateInProgress {
+	p.WantStatus(t, http.StatusBadRequest)
+	p.WantContains(t, "/refund")
+	if got := d.Action(ra.ID); got.State != queue.StateInProgress {
 		t.Fatalf("state %s after a refused resolution, want in_progress", got.State)
 	}
 }
@@ -42,19 +43,19 @@ func TestDashboardRefusesDuplicateKeys(t *testing.T) {
 // text.
 func TestActionPageMarksInvisibleCharacters(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("viewer@example.com", accounts.RoleViewer)
-	a := d.submitEmail("c-inv", "<b>Invoice</b>\u202e", "Pay to ad\u200bmin")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("viewer@example.com", accounts.RoleViewer)
+	a := d.SubmitEmail("c-inv", "<b>Invoice</b>\u202e", "Pay to ad\u200bmin")
 	if !strings.Contains(strings.Join(a.Warnings, ","), queue.WarningInvisibleCharacters) {
 		t.Fatalf("warnings %v, want invisible_characters", a.Warnings)
 	}
-	p := d.login("viewer@example.com").get("/actions/" + a.ID)
-	p.wantStatus(t, http.StatusOK)
-	p.wantContains(t, "invisible characters",
+	p := d.Login("viewer@example.com").Get("/actions/" + a.ID)
+	p.WantStatus(t, http.StatusOK)
+	p.WantContains(t, "invisible characters",
 		`&lt;b&gt;Invoice&lt;/b&gt;<mark class="invisible" data-testid="invisible" title="invisible character">[U+202E]</mark>`,
 		`Pay to ad<mark class="invisible" data-testid="invisible" title="invisible character">[U+200B]</mark>min`)
-	if strings.Contains(p.body, "\u202e") || strings.Contains(p.body, "\u200b") {
-		for _, line := range strings.Split(p.body, "\n") {
+	if strings.Contains(p.Body, "\u202e") || strings.Contains(p.Body, "\u200b") {
+		for _, line := range strings.Split(p.Body, "\n") {
 			if strings.ContainsAny(line, "\u202e\u200b") {
 				t.Log(line)
 			}
@@ -67,20 +68,20 @@ func TestActionPageMarksInvisibleCharacters(t *testing.T) {
 // per holder gets 429 with Retry-After for another event stream.
 func TestEventsStreamCapped(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("viewer@example.com", accounts.RoleViewer)
-	b := d.login("viewer@example.com")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("viewer@example.com", accounts.RoleViewer)
+	b := d.Login("viewer@example.com")
 	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
 	for range perHolder {
-		release, err := d.svc.AcquireWaiter("user:viewer@example.com")
+		release, err := d.Service.AcquireWaiter("user:viewer@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(release)
 	}
-	p := b.get("/events")
-	p.wantStatus(t, http.StatusTooManyRequests)
-	if p.header.Get("Retry-After") == "" {
+	p := b.Get("/events")
+	p.WantStatus(t, http.StatusTooManyRequests)
+	if p.Header.Get("Retry-After") == "" {
 		t.Fatal("no Retry-After")
 	}
 }

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -18,23 +19,23 @@ import (
 // event; the 19 others get 409.
 func TestDashboardConcurrentApprovals(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
+	d := apptest.StartDashboard(t, apptest.Options{})
 	const n = 20
-	browsers := make([]*browser, n)
+	browsers := make([]*apptest.Browser, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	began := time.Now()
 	for i := range n {
 		email := fmt.Sprintf("approver%02d@example.com", i)
-		d.addUser(email, accounts.RoleApprover)
-		wg.Go(func() { browsers[i], errs[i] = d.tryLogin(email, dashPassword) })
+		d.AddUser(email, accounts.RoleApprover)
+		wg.Go(func() { browsers[i], errs[i] = d.TryLogin(email, apptest.Password) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("20 sign-ins took %s", time.Since(began).Round(time.Millisecond))
-	a := d.submitEmail("race", "Hello", "Body")
+	a := d.SubmitEmail("race", "Hello", "Body")
 
 	start := make(chan struct{})
 	statuses := make([]int, n)
@@ -42,7 +43,7 @@ func TestDashboardConcurrentApprovals(t *testing.T) {
 		wg.Go(func() {
 			form := url.Values{"note": {fmt.Sprintf("approver %d", i)}}
 			<-start
-			statuses[i] = b.post("/actions/"+a.ID+"/approve", form).status
+			statuses[i] = b.Post("/actions/"+a.ID+"/approve", form).Status
 		})
 	}
 	released := time.Now()
@@ -61,10 +62,10 @@ func TestDashboardConcurrentApprovals(t *testing.T) {
 	if count[http.StatusSeeOther] != 1 || count[http.StatusConflict] != n-1 {
 		t.Fatalf("statuses %v, want one 303 and %d 409", count, n-1)
 	}
-	if got := d.eventCount(a.ID, queue.EventApproved); got != 1 {
+	if got := d.EventCount(a.ID, queue.EventApproved); got != 1 {
 		t.Fatalf("%d approved events, want 1", got)
 	}
-	got := d.action(a.ID)
+	got := d.Action(a.ID)
 	if want := fmt.Sprintf("user:approver%02d@example.com", winner); got.State != queue.StateApproved || *got.DecidedBy != want {
 		t.Fatalf("action %s decided by %v, want approved by %s", got.State, *got.DecidedBy, want)
 	}

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"net/http"
@@ -9,6 +9,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 )
 
 // TestDashboardShowsEditAsDiff: after an approver edits the subject, the
@@ -16,16 +17,16 @@ import (
 // and a hostile edit stays text.
 func TestDashboardShowsEditAsDiff(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	ann := d.login("ann@example.com")
-	a := d.submitEmail("diff1", "Your order ships", "Body")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleApprover)
+	ann := d.Login("ann@example.com")
+	a := d.SubmitEmail("diff1", "Your order ships", "Body")
 	edit := `{"customer_id":"diff1","topic":"t","to":"c@example.com","subject":"Your order <script>x()</script> ships today","body":"Body"}`
-	ann.post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}}).wantRedirect(t, "/actions/"+a.ID)
+	ann.Post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}}).WantRedirect(t, "/actions/"+a.ID)
 
-	res := ann.get("/actions/" + a.ID)
-	res.wantStatus(t, http.StatusOK)
-	doc, err := html.Parse(strings.NewReader(res.body))
+	res := ann.Get("/actions/" + a.ID)
+	res.WantStatus(t, http.StatusOK)
+	doc, err := html.Parse(strings.NewReader(res.Body))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestDashboardShowsEditAsDiff(t *testing.T) {
 		}
 	}
 	if strings.Join(fields, " ") != "/subject" {
-		t.Fatalf("diff rows %q, want /subject:\n%s", fields, truncateBody(res.body))
+		t.Fatalf("diff rows %q, want /subject:\n%s", fields, apptest.TruncateBody(res.Body))
 	}
 	if got := strings.Join(ins, "|"); got != "<script>x()</script>| today" {
 		t.Fatalf("added words %q", got)

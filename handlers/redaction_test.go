@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"bytes"
@@ -72,21 +72,21 @@ tools:
 	// Everything the process logs (the dispatcher's deliveries included)
 	// goes to logs, at every level.
 	var logs syncBuffer
-	d := startDashboardWith(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	d.addUser("admin@example.com", accounts.RoleAdmin)
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
 	ctx := t.Context()
 
-	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
-	if _, err := d.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
+	a := d.Submit("notify_partner", `{"partner":"acme"}`, "")
+	if _, err := d.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
 		t.Fatal(err)
 	}
-	final := d.action(a.ID)
+	final := d.Action(a.ID)
 	for deadline := time.Now().Add(30 * time.Second); !final.State.Final(); {
 		if time.Now().After(deadline) {
 			t.Fatalf("action still %s", final.State)
 		}
-		if final, err = d.svc.Wait(ctx, a.ID, final.State, 10*time.Second); err != nil {
+		if final, err = d.Service.Wait(ctx, a.ID, final.State, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -96,15 +96,15 @@ tools:
 		t.Fatalf("state %s, delivered with password %q token %q: want failed, delivered with the credentials", final.State, gotAuth, gotToken)
 	}
 
-	admin := d.login("admin@example.com")
+	admin := d.Login("admin@example.com")
 	shown := map[string]string{
-		"tools page":  admin.get("/tools").body,
-		"action page": admin.get("/actions/" + a.ID).body,
-		"audit page":  admin.get("/audit").body,
-		"tool list":   apiTools(t, d.app),
+		"tools page":  admin.Get("/tools").Body,
+		"action page": admin.Get("/actions/" + a.ID).Body,
+		"audit page":  admin.Get("/audit").Body,
+		"tool list":   apiTools(t, d.App),
 		"logs":        logs.String(),
 	}
-	evs, err := d.store.EventList(ctx, queue.EventListParams{ActionID: a.ID, Limit: 100})
+	evs, err := d.Store.EventList(ctx, queue.EventListParams{ActionID: a.ID, Limit: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,10 +171,10 @@ tools:
 		t.Fatal(err)
 	}
 	var logs syncBuffer
-	d := startDashboardWith(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
-	a := d.submit("notify_partner", `{"partner":"acme"}`, "")
-	if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
+	a := d.Submit("notify_partner", `{"partner":"acme"}`, "")
+	if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:admin@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	// The outcome is unknown: the action stays in_progress, so no state
@@ -184,7 +184,7 @@ tools:
 		if time.Now().After(deadline) {
 			t.Fatal("no delivery_result event after 30s")
 		}
-		if evs, err = d.store.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventDeliveryResult, Limit: 10}); err != nil {
+		if evs, err = d.Store.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventDeliveryResult, Limit: 10}); err != nil {
 			t.Fatal(err)
 		}
 	}

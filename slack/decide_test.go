@@ -1,4 +1,4 @@
-package web_test
+package slack_test
 
 import (
 	"bytes"
@@ -90,7 +90,7 @@ func startSlack(t *testing.T, sqlite bool) *slackEnv {
 		{"vic@example.com", "U0VIC", accounts.RoleViewer},   // in the group, but may not decide
 		{"out@example.com", "U0OUT", accounts.RoleApprover}, // may decide, not in the group
 	} {
-		created, err := st.UserCreate(t.Context(), &accounts.User{Email: u.email, PasswordHash: dashPasswordHash(), Role: u.role, CreatedAt: now, PasswordChangedAt: now})
+		created, err := st.UserCreate(t.Context(), &accounts.User{Email: u.email, PasswordHash: apptest.PasswordHash(), Role: u.role, CreatedAt: now, PasswordChangedAt: now})
 		if err != nil {
 			t.Fatal(err)
 		}

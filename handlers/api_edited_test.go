@@ -1,9 +1,10 @@
-package web_test
+package handlers_test
 
 import (
 	"encoding/json"
 	"testing"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -12,10 +13,10 @@ import (
 // harness), null for an action approved as submitted, on both stores.
 func TestEditedFieldsInAPI(t *testing.T) {
 	t.Parallel()
-	for _, store := range apiStores {
-		t.Run(store.name, func(t *testing.T) {
+	for _, store := range apptest.APIStores {
+		t.Run(store.Name, func(t *testing.T) {
 			t.Parallel()
-			e := store.start(t)
+			e := store.Start(t)
 			for _, tc := range []struct {
 				customer, edit, want string
 			}{
@@ -23,17 +24,17 @@ func TestEditedFieldsInAPI(t *testing.T) {
 				{"c-e2", ``, `null`},
 				{"c-e3", `{"body":"Hi there","subject":"Hello","to":"c@example.com","topic":"x","customer_id":"c-e3"}`, `null`},
 			} {
-				a := e.do(e.base, e.token, "POST", "/api/v1/actions", email(tc.customer, "x")).action(t)
-				if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com",
+				a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody(tc.customer, "x")).Action(t)
+				if _, err := e.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com",
 					Payload: json.RawMessage(tc.edit)}); err != nil {
 					t.Fatal(err)
 				}
-				r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID, nil)
+				r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID, nil)
 				var got struct {
 					EditedFields json.RawMessage `json:"edited_fields"`
 				}
-				if err := json.Unmarshal(r.body, &got); err != nil || string(got.EditedFields) != tc.want {
-					t.Errorf("%s: edited_fields = %s (%v), want %s; body %s", tc.customer, got.EditedFields, err, tc.want, r.body)
+				if err := json.Unmarshal(r.Body, &got); err != nil || string(got.EditedFields) != tc.want {
+					t.Errorf("%s: edited_fields = %s (%v), want %s; body %s", tc.customer, got.EditedFields, err, tc.want, r.Body)
 				}
 			}
 		})

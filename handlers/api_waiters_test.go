@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"context"
@@ -19,15 +19,15 @@ func TestWaiterCap(t *testing.T) {
 	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startAPIWith(t, apptest.Options{SQLite: onSQLite, Waiters: queue.WaiterLimits{Total: 2, PerHolder: 1}})
-			svc := e.svc
-			bot, third := e.token, e.newToken("third")
+			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, Waiters: queue.WaiterLimits{Total: 2, PerHolder: 1}})
+			svc := e.Service
+			bot, third := e.AgentToken, e.Token(e.T, "third")
 
-			a := e.do(e.base, bot, "POST", "/api/v1/actions", email("c-wait", "t")).action(t)
+			a := e.Do(e.URL, bot, "POST", "/api/v1/actions", apptest.EmailBody("c-wait", "t")).Action(t)
 			path := "/api/v1/actions/" + a.ID
 			first := make(chan resp, 1)
 			go func() {
-				r, err := e.try(e.base, bot, "GET", path+"?wait=50s", nil)
+				r, err := e.Try(e.URL, bot, "GET", path+"?wait=50s", nil)
 				if err != nil {
 					t.Error(err)
 				}
@@ -35,33 +35,33 @@ func TestWaiterCap(t *testing.T) {
 			}()
 			// The first long-poll holds its slot and waits on the pending
 			// action (the approvals_waiters gauge).
-			e.app.AwaitWaiters(t, 1)
+			e.App.AwaitWaiters(t, 1)
 
-			r := e.do(e.base, bot, "GET", path+"?wait=1s", nil)
-			if r.status != http.StatusTooManyRequests || r.problem(t).Code != queue.CodeTooManyWaiters || r.header.Get("Retry-After") == "" {
-				t.Fatalf("second long-poll of one token: %d %v %s, want 429 too_many_waiters with Retry-After", r.status, r.header, r.body)
+			r := e.Do(e.URL, bot, "GET", path+"?wait=1s", nil)
+			if r.Status != http.StatusTooManyRequests || r.Problem(t).Code != queue.CodeTooManyWaiters || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("second long-poll of one token: %d %v %s, want 429 too_many_waiters with Retry-After", r.Status, r.Header, r.Body)
 			}
-			if r := e.do(e.base, bot, "GET", path, nil); r.status != http.StatusOK {
-				t.Fatalf("read without wait: %d %s", r.status, r.body)
+			if r := e.Do(e.URL, bot, "GET", path, nil); r.Status != http.StatusOK {
+				t.Fatalf("read without wait: %d %s", r.Status, r.Body)
 			}
 			// Another token may wait; with it waiting, the total is reached.
 			release, err := svc.AcquireWaiter("agent:other")
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r := e.do(e.base, third, "GET", path+"?wait=1s", nil); r.status != http.StatusTooManyRequests {
-				t.Fatalf("past the total: %d %s, want 429", r.status, r.body)
+			if r := e.Do(e.URL, third, "GET", path+"?wait=1s", nil); r.Status != http.StatusTooManyRequests {
+				t.Fatalf("past the total: %d %s, want 429", r.Status, r.Body)
 			}
 			release()
 
 			if _, err := svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
 				t.Fatal(err)
 			}
-			if r := <-first; r.status != http.StatusOK || r.action(t).State != queue.StateApproved {
-				t.Fatalf("first long-poll: %d %s", r.status, r.body)
+			if r := <-first; r.Status != http.StatusOK || r.Action(t).State != queue.StateApproved {
+				t.Fatalf("first long-poll: %d %s", r.Status, r.Body)
 			}
-			if r := e.do(e.base, bot, "GET", path+"?wait=1ms", nil); r.status != http.StatusOK {
-				t.Fatalf("after the first long-poll ended: %d %s, want 200", r.status, r.body)
+			if r := e.Do(e.URL, bot, "GET", path+"?wait=1ms", nil); r.Status != http.StatusOK {
+				t.Fatalf("after the first long-poll ended: %d %s, want 200", r.Status, r.Body)
 			}
 		})
 	}

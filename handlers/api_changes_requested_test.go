@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -15,17 +16,17 @@ import (
 // again starts attempt 2, pending a fresh approval.
 func TestChangesRequestedThroughREST(t *testing.T) {
 	t.Parallel()
-	e := startAPI(t)
-	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-cr", "revise")).action(t)
+	e := apptest.StartAPI(t, apptest.Options{})
+	a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-cr", "revise")).Action(t)
 	polled := make(chan resp, 1)
 	go func() {
-		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=30s&state=pending", nil)
+		r, err := e.Try(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=30s&state=pending", nil)
 		if err != nil {
 			t.Error(err)
 		}
 		polled <- r
 	}()
-	if _, err := e.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "Use the customer's first name"}); err != nil {
+	if _, err := e.Service.Decide(context.Background(), queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "Use the customer's first name"}); err != nil {
 		t.Fatal(err)
 	}
 	var r resp
@@ -34,19 +35,19 @@ func TestChangesRequestedThroughREST(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("?wait did not answer after the change request")
 	}
-	got := r.action(t)
+	got := r.Action(t)
 	if got.State != queue.StateChangesRequested || got.DecisionNote == nil || *got.DecisionNote != "Use the customer's first name" {
-		t.Fatalf("long-poll: %s", r.body)
+		t.Fatalf("long-poll: %s", r.Body)
 	}
 	start := time.Now()
-	if r := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil); r.action(t).State != queue.StateChangesRequested || time.Since(start) > 5*time.Second {
-		t.Fatalf("wait on changes_requested: %s after %s", r.body, time.Since(start))
+	if r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=30s", nil); r.Action(t).State != queue.StateChangesRequested || time.Since(start) > 5*time.Second {
+		t.Fatalf("wait on changes_requested: %s after %s", r.Body, time.Since(start))
 	}
 	var tools struct {
 		Guidance string
 		Tools    []struct{ Name, Guidance string }
 	}
-	if err := json.Unmarshal(e.do(e.base, e.token, "GET", "/api/v1/tools", nil).body, &tools); err != nil {
+	if err := json.Unmarshal(e.Do(e.URL, e.AgentToken, "GET", "/api/v1/tools", nil).Body, &tools); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(tools.Guidance, "same intent key") {
@@ -57,7 +58,7 @@ func TestChangesRequestedThroughREST(t *testing.T) {
 			t.Errorf("tool guidance %q", tl.Guidance)
 		}
 	}
-	if next := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-cr", "revise")).action(t); next.Attempt != 2 || next.State != queue.StatePending {
+	if next := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-cr", "revise")).Action(t); next.Attempt != 2 || next.State != queue.StatePending {
 		t.Fatalf("resubmission: attempt %d %s", next.Attempt, next.State)
 	}
 }

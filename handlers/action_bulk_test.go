@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"golang.org/x/net/html"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -66,29 +67,29 @@ func textOf(n *html.Node) string {
 
 func TestDashboardBulkDecisions(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	ann := d.login("ann@example.com")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleApprover)
+	ann := d.Login("ann@example.com")
 
 	t.Run("roles", func(t *testing.T) {
 		t.Parallel()
 		for i, role := range []accounts.Role{accounts.RoleAdmin, accounts.RoleApprover, accounts.RoleOps, accounts.RoleViewer} {
 			email := fmt.Sprintf("bulk-role%d@example.com", i)
-			d.addUser(email, role)
-			b := d.login(email)
-			a := d.submitEmail(fmt.Sprintf("bulk-role%d", i), "Hello", "Body")
-			res := b.post("/actions/bulk", url.Values{"ids": {a.ID}, "decision": {"approve"}})
-			queuePage := b.get("/")
+			d.AddUser(email, role)
+			b := d.Login(email)
+			a := d.SubmitEmail(fmt.Sprintf("bulk-role%d", i), "Hello", "Body")
+			res := b.Post("/actions/bulk", url.Values{"ids": {a.ID}, "decision": {"approve"}})
+			queuePage := b.Get("/")
 			if role.CanDecide() {
-				res.wantStatus(t, http.StatusOK)
-				queuePage.wantContains(t, `data-testid="bulk-bar"`)
+				res.WantStatus(t, http.StatusOK)
+				queuePage.WantContains(t, `data-testid="bulk-bar"`)
 				continue
 			}
-			res.wantStatus(t, http.StatusForbidden)
-			if strings.Contains(queuePage.body, `data-testid="bulk-bar"`) {
+			res.WantStatus(t, http.StatusForbidden)
+			if strings.Contains(queuePage.Body, `data-testid="bulk-bar"`) {
 				t.Errorf("%s sees the bulk form", role)
 			}
-			if got := d.action(a.ID); got.State != queue.StatePending {
+			if got := d.Action(a.ID); got.State != queue.StatePending {
 				t.Errorf("%s bulk-approved %s", role, a.ID)
 			}
 		}
@@ -96,24 +97,24 @@ func TestDashboardBulkDecisions(t *testing.T) {
 
 	t.Run("outcomes", func(t *testing.T) {
 		t.Parallel()
-		a := d.submitEmail("bulk-o1", "First <b>subject</b>", "Body")
-		b := d.submitEmail("bulk-o2", "Second", "Body")
-		taken := d.submitEmail("bulk-o3", "Third", "Body")
-		if _, err := d.svc.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: taken.ID, By: "user:bob@example.com"}); err != nil {
+		a := d.SubmitEmail("bulk-o1", "First <b>subject</b>", "Body")
+		b := d.SubmitEmail("bulk-o2", "Second", "Body")
+		taken := d.SubmitEmail("bulk-o3", "Third", "Body")
+		if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: taken.ID, By: "user:bob@example.com"}); err != nil {
 			t.Fatal(err)
 		}
 		unknown := queue.NewID(d.Now())
-		res := ann.post("/actions/bulk", url.Values{"ids": {a.ID, b.ID, a.ID, taken.ID, unknown}, "decision": {"approve"}, "note": {"all fine"}})
-		res.wantStatus(t, http.StatusOK)
+		res := ann.Post("/actions/bulk", url.Values{"ids": {a.ID, b.ID, a.ID, taken.ID, unknown}, "decision": {"approve"}, "note": {"all fine"}})
+		res.WantStatus(t, http.StatusOK)
 		want := []bulkRow{
 			{a.ID, "decided", "decided", "Your order: First <b>subject</b>"},
 			{b.ID, "decided", "decided", ""},
 			{taken.ID, "already decided", "already decided by bob@example.com", ""},
 			{unknown, "not pending", "not pending", ""},
 		}
-		got := bulkRows(t, res.body)
+		got := bulkRows(t, res.Body)
 		if len(got) != len(want) {
-			t.Fatalf("%d rows, want %d:\n%s", len(got), len(want), truncateBody(res.body))
+			t.Fatalf("%d rows, want %d:\n%s", len(got), len(want), apptest.TruncateBody(res.Body))
 		}
 		for i, w := range want {
 			g := got[i]
@@ -123,26 +124,26 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		}
 		// The unknown id's row says why it is "not pending"; a title with
 		// markup is text.
-		res.wantContains(t, "no such action", "First &lt;b&gt;subject&lt;/b&gt;")
-		if got := d.action(a.ID); got.State != queue.StateApproved || *got.DecisionNote != "all fine" {
+		res.WantContains(t, "no such action", "First &lt;b&gt;subject&lt;/b&gt;")
+		if got := d.Action(a.ID); got.State != queue.StateApproved || *got.DecisionNote != "all fine" {
 			t.Errorf("%s is %s", a.ID, got.State)
 		}
 		// htmx gets the list alone.
-		c := d.submitEmail("bulk-o4", "Fourth", "Body")
-		frag := ann.post("/actions/bulk", url.Values{"ids": {c.ID}, "decision": {"reject"}, "note": {"no"}}, "HX-Request", "true")
-		frag.wantStatus(t, http.StatusOK)
-		if strings.Contains(frag.body, "<html") || len(bulkRows(t, frag.body)) != 1 {
-			t.Errorf("htmx answer:\n%s", truncateBody(frag.body))
+		c := d.SubmitEmail("bulk-o4", "Fourth", "Body")
+		frag := ann.Post("/actions/bulk", url.Values{"ids": {c.ID}, "decision": {"reject"}, "note": {"no"}}, "HX-Request", "true")
+		frag.WantStatus(t, http.StatusOK)
+		if strings.Contains(frag.Body, "<html") || len(bulkRows(t, frag.Body)) != 1 {
+			t.Errorf("htmx answer:\n%s", apptest.TruncateBody(frag.Body))
 		}
 	})
 
 	t.Run("reject without a note re-shows the form", func(t *testing.T) {
 		t.Parallel()
-		a := d.submitEmail("bulk-n1", "Hello", "Body")
-		res := ann.post("/actions/bulk", url.Values{"ids": {a.ID}, "decision": {"reject"}, "note": {"  "}})
-		res.wantStatus(t, http.StatusUnprocessableEntity)
-		res.wantContains(t, "a note is required to reject", `id="bulk-form"`)
-		doc, err := html.Parse(strings.NewReader(res.body))
+		a := d.SubmitEmail("bulk-n1", "Hello", "Body")
+		res := ann.Post("/actions/bulk", url.Values{"ids": {a.ID}, "decision": {"reject"}, "note": {"  "}})
+		res.WantStatus(t, http.StatusUnprocessableEntity)
+		res.WantContains(t, "a note is required to reject", `id="bulk-form"`)
+		doc, err := html.Parse(strings.NewReader(res.Body))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,14 +158,14 @@ func TestDashboardBulkDecisions(t *testing.T) {
 		if !checked {
 			t.Errorf("the selection is not kept")
 		}
-		if got := d.action(a.ID); got.State != queue.StatePending {
+		if got := d.Action(a.ID); got.State != queue.StatePending {
 			t.Errorf("a refused bulk rejection moved %s to %s", a.ID, got.State)
 		}
 	})
 
 	t.Run("bad requests", func(t *testing.T) {
 		t.Parallel()
-		a := d.submitEmail("bulk-b1", "Hello", "Body")
+		a := d.SubmitEmail("bulk-b1", "Hello", "Body")
 		many := url.Values{"decision": {"approve"}}
 		for range queue.MaxBulk {
 			many.Add("ids", queue.NewID(d.Now()))
@@ -180,12 +181,12 @@ func TestDashboardBulkDecisions(t *testing.T) {
 			{"unknown decision", url.Values{"ids": {a.ID}, "decision": {"delete"}}, http.StatusBadRequest},
 			{"no CSRF token", url.Values{"ids": {a.ID}, "decision": {"approve"}, "_csrf": {""}}, http.StatusForbidden},
 		} {
-			res := ann.post("/actions/bulk", tc.form)
-			if res.status != tc.status {
-				t.Errorf("%s: status %d, want %d", tc.name, res.status, tc.status)
+			res := ann.Post("/actions/bulk", tc.form)
+			if res.Status != tc.status {
+				t.Errorf("%s: status %d, want %d", tc.name, res.Status, tc.status)
 			}
 		}
-		if got := d.action(a.ID); got.State != queue.StatePending {
+		if got := d.Action(a.ID); got.State != queue.StatePending {
 			t.Errorf("a refused bulk request moved %s to %s", a.ID, got.State)
 		}
 	})
@@ -196,25 +197,25 @@ func TestDashboardBulkDecisions(t *testing.T) {
 // on who decided which.
 func TestDashboardBulkRace(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
+	d := apptest.StartDashboard(t, apptest.Options{})
 	staff := []string{"ann@example.com", "bob@example.com"}
-	browsers := make([]*browser, 2)
+	browsers := make([]*apptest.Browser, 2)
 	for i, email := range staff {
-		d.addUser(email, accounts.RoleApprover)
-		browsers[i] = d.login(email)
+		d.AddUser(email, accounts.RoleApprover)
+		browsers[i] = d.Login(email)
 	}
 	var all []string
 	for i := range 12 {
-		all = append(all, d.submitEmail(fmt.Sprintf("bulk-race%d", i), "Hello", "Body").ID)
+		all = append(all, d.SubmitEmail(fmt.Sprintf("bulk-race%d", i), "Hello", "Body").ID)
 	}
 	selections := [][]string{all[:8], all[4:]}
-	pages := runConcurrently(2, func(i int) page {
-		return browsers[i].post("/actions/bulk", url.Values{"ids": selections[i], "decision": {"approve"}})
+	pages := apptest.RunConcurrently(2, func(i int) page {
+		return browsers[i].Post("/actions/bulk", url.Values{"ids": selections[i], "decision": {"approve"}})
 	})
 	says := map[string][]string{}
 	for i, p := range pages {
-		p.wantStatus(t, http.StatusOK)
-		rows := bulkRows(t, p.body)
+		p.WantStatus(t, http.StatusOK)
+		rows := bulkRows(t, p.Body)
 		if len(rows) != len(selections[i]) {
 			t.Fatalf("%s: %d rows for %d ids", staff[i], len(rows), len(selections[i]))
 		}
@@ -230,13 +231,13 @@ func TestDashboardBulkRace(t *testing.T) {
 		}
 	}
 	for _, id := range all {
-		got := d.action(id)
+		got := d.Action(id)
 		for _, who := range says[id] {
 			if got.DecidedBy == nil || "user:"+who != *got.DecidedBy {
 				t.Fatalf("%s: an answer says %s decided it, the store says %v", id, who, got.DecidedBy)
 			}
 		}
-		if n := d.eventCount(id, queue.EventApproved); n != 1 {
+		if n := d.EventCount(id, queue.EventApproved); n != 1 {
 			t.Fatalf("%s has %d approved events", id, n)
 		}
 	}

@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -15,9 +16,9 @@ import (
 // locked" (a 5xx) may reach a client.
 func TestSQLiteUnderConcurrentWriters(t *testing.T) {
 	t.Parallel()
-	e := startAPISQLite(t)
-	res := runConcurrently(100, func(int) resp {
-		r, err := e.try(e.base, e.token, "POST", "/api/v1/actions", email("c-1", "welcome"))
+	e := apptest.StartAPI(t, apptest.Options{SQLite: true})
+	res := apptest.RunConcurrently(100, func(int) resp {
+		r, err := e.Try(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-1", "welcome"))
 		if err != nil {
 			t.Error(err)
 		}
@@ -25,29 +26,29 @@ func TestSQLiteUnderConcurrentWriters(t *testing.T) {
 	})
 	created := 0
 	for _, r := range res {
-		switch r.status {
+		switch r.Status {
 		case http.StatusCreated:
 			created++
 		case http.StatusOK:
 		default:
-			t.Errorf("one intent: status %d: %s", r.status, r.body)
+			t.Errorf("one intent: status %d: %s", r.Status, r.Body)
 		}
 	}
 	if created != 1 {
 		t.Fatalf("one intent: %d created, want 1", created)
 	}
-	res = runConcurrently(50, func(i int) resp {
-		body := refund(fmt.Sprintf("o-%d", i), 1)
+	res = apptest.RunConcurrently(50, func(i int) resp {
+		body := apptest.RefundBody(fmt.Sprintf("o-%d", i), 1)
 		if i%2 == 0 {
-			body = email(fmt.Sprintf("c-%d", i), "news")
+			body = apptest.EmailBody(fmt.Sprintf("c-%d", i), "news")
 		}
-		r, err := e.try(e.base, e.token, "POST", "/api/v1/actions", body)
+		r, err := e.Try(e.URL, e.AgentToken, "POST", "/api/v1/actions", body)
 		if err != nil {
 			t.Error(err)
 		}
-		if r.status == http.StatusCreated && i%2 == 1 {
-			a := r.action(t)
-			r, err = e.try(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"ok":true}}`)
+		if r.Status == http.StatusCreated && i%2 == 1 {
+			a := r.Action(t)
+			r, err = e.Try(e.URL, e.AgentToken, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"ok":true}}`)
 			if err != nil {
 				t.Error(err)
 			}
@@ -59,11 +60,11 @@ func TestSQLiteUnderConcurrentWriters(t *testing.T) {
 		if i%2 == 1 {
 			want = http.StatusOK // the complete after the claim
 		}
-		if r.status != want {
-			t.Errorf("writer %d: status %d, want %d: %s", i, r.status, want, r.body)
+		if r.Status != want {
+			t.Errorf("writer %d: status %d, want %d: %s", i, r.Status, want, r.Body)
 		}
 	}
-	counts, err := e.store.ActionCountByState(t.Context())
+	counts, err := e.Store.ActionCountByState(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,14 +77,14 @@ func TestSQLiteUnderConcurrentWriters(t *testing.T) {
 // and the replay path on the embedded store.
 func TestSQLiteLongPollAndReplay(t *testing.T) {
 	t.Parallel()
-	e := startAPISQLite(t)
-	a := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-2", "poll")).action(t)
-	if r := e.do(e.base, e.token, "POST", "/api/v1/actions", email("c-2", "poll")); r.status != 200 || r.header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("replay: %d %s", r.status, r.body)
+	e := apptest.StartAPI(t, apptest.Options{SQLite: true})
+	a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-2", "poll")).Action(t)
+	if r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-2", "poll")); r.Status != 200 || r.Header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("replay: %d %s", r.Status, r.Body)
 	}
 	done := make(chan resp, 1)
 	go func() {
-		r, err := e.try(e.base, e.token, "GET", "/api/v1/actions/"+a.ID+"?wait=60s", nil)
+		r, err := e.Try(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=60s", nil)
 		if err != nil {
 			t.Error(err)
 		}
@@ -92,14 +93,14 @@ func TestSQLiteLongPollAndReplay(t *testing.T) {
 	// Cancel once the poll waits (subscribed, action read pending); the
 	// fallback re-read (a minute) and the poll's deadline (60 s) are later
 	// than this test waits (30 s), so the commit's notification ends it.
-	e.app.AwaitWaiters(t, 1)
-	if r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.status != 200 {
-		t.Fatalf("cancel: %d %s", r.status, r.body)
+	e.App.AwaitWaiters(t, 1)
+	if r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions/"+a.ID+"/cancel", nil); r.Status != 200 {
+		t.Fatalf("cancel: %d %s", r.Status, r.Body)
 	}
 	select {
 	case r := <-done:
-		if r.action(t).State != queue.StateCancelled {
-			t.Fatalf("long-poll answered %s", r.body)
+		if r.Action(t).State != queue.StateCancelled {
+			t.Fatalf("long-poll answered %s", r.Body)
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatal("the long-poll did not answer within 30 s of the cancel")

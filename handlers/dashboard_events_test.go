@@ -1,4 +1,4 @@
-package web_test
+package handlers_test
 
 import (
 	"bufio"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -20,21 +21,21 @@ import (
 // action.
 func TestDashboardEventsAcrossServers(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleViewer)
-	b := d.login("ann@example.com")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleViewer)
+	b := d.Login("ann@example.com")
 
 	// A second server process on the same database: its own pool, LISTEN
 	// connection and HTTP listener; the agent submits through its API.
-	other := d.app.AddServer(t, nil)
+	other := d.App.AddServer(t, nil)
 	token := other.Token(t, "bot")
 
 	// The bound is for a stuck test, not a latency target: the latencies are
 	// logged (timed assertions do not belong in the suite).
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+"/events", nil)
-	res, err := b.client.Do(req)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.URL+"/events", nil)
+	res, err := b.Client.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,10 +131,10 @@ wait:
 // shutdown does not wait for browsers.
 func TestDashboardEventsEndWithDone(t *testing.T) {
 	t.Parallel()
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleViewer)
-	b := d.login("ann@example.com")
-	res, err := b.client.Get(d.url + "/events")
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleViewer)
+	b := d.Login("ann@example.com")
+	res, err := b.Client.Get(d.URL + "/events")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -148,7 +149,7 @@ func TestDashboardEventsEndWithDone(t *testing.T) {
 			}
 		}
 	}()
-	d.app.ReleaseWaits()
+	d.App.ReleaseWaits()
 	select {
 	case <-ended:
 	case <-time.After(5 * time.Second):
