@@ -47,16 +47,12 @@ func (h *API) AgentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 const tokenGuardKey = "approvals.token_guard"
 
 // HotAuth authenticates the hot path: submissions and the agent's drive
-// calls (execute, complete, fail, cancel). Where the store can check the
-// token in the statement that claims the intent or moves the action
-// (queue.Store.SupportsTokenGuard), a token seen valid before is not looked up
-// again: its agent name comes from memory and the statement refuses it if
-// it has been revoked since, which saves a query on every such request
-// (about a fifth of the submissions' throughput and an eighth of the
-// claim+complete cycles', docs/performance.md). Every other refusal
-// re-checks the token first, so a revoked token still gets 401 before any
-// 400, 403, 404, 409, 413 or 422, and "the next request with a revoked token
-// is refused" holds.
+// calls (execute, complete, fail, cancel). Where the store checks the token
+// in the statement that claims or moves the action
+// (queue.Store.SupportsTokenGuard), a token seen valid before is taken from
+// memory, which saves a query per request (docs/performance.md, "The token
+// is checked inside the claim"). Every other refusal re-checks the token
+// first, so a revoked token still gets 401 before any other refusal.
 func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !h.Store.SupportsTokenGuard() {

@@ -149,8 +149,8 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 // recorded rather than left to become a ticket.
 func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 
-// recordAtLeastOnce moves a recorded action to the upstream call's outcome,
-// as CONTRACT section 11 wants it: done with the CallToolResult as result,
+// recordAtLeastOnce moves a recorded action to the upstream call's outcome
+// (docs/tools-file.md, "Classification"): done with the CallToolResult as result,
 // or failed with error set when the tool did not do it (an isError answer
 // keeps its CallToolResult as result too). Neither holds the intent, as
 // recorded did not: the stores leave at-least-once actions out of

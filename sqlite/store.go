@@ -1,8 +1,3 @@
-// Package sqlite implements queue.Store and accounts.Store on an embedded
-// SQLite database (modernc.org/sqlite, pure Go). It is the store of a single
-// server process: changes are announced through an in-process queue.Hub after
-// each commit, and every guard lives in the schema (partial unique indexes,
-// conditional updates), exactly as in postgres.
 package sqlite
 
 import (
