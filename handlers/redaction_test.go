@@ -1,7 +1,6 @@
 package handlers_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"log/slog"
@@ -18,25 +17,6 @@ import (
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
-
-// syncBuffer is a log destination written by the dispatcher's goroutines
-// and read by the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestWebhookCredentialsNeverShown: a webhook URL carrying a password and
 // a token in its query is delivered to as written, yet the tools page, the
@@ -71,7 +51,7 @@ tools:
 	}
 	// Everything the process logs (the dispatcher's deliveries included)
 	// goes to logs, at every level.
-	var logs syncBuffer
+	var logs apptest.LogBuffer
 	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	d.AddUser("admin@example.com", accounts.RoleAdmin)
@@ -170,7 +150,7 @@ tools:
 	if err != nil {
 		t.Fatal(err)
 	}
-	var logs syncBuffer
+	var logs apptest.LogBuffer
 	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "redaction-test-secret",
 		Logger: slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))})
 	a := d.Submit("notify_partner", `{"partner":"acme"}`, "")

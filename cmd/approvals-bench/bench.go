@@ -22,6 +22,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 )
@@ -100,7 +101,7 @@ flags:
 
 func parseBenchConfig(args []string) (benchConfig, error) {
 	c := benchConfig{}
-	fs := newFlags("approvals-bench")
+	fs := cli.NewFlags("approvals-bench")
 	fs.StringVar(&c.URL, "url", "http://127.0.0.1:8080", "server base URL")
 	fs.StringVar(&c.Token, "token", env("APPROVALS_TOKEN"), "agent token")
 	fs.IntVar(&c.Clients, "clients", 16, "concurrent clients")
@@ -115,7 +116,7 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Rounds, "rounds", 20, "sweeps to time")
 	fs.StringVar(&c.Table, "table", "one-index", "sqlite-insert: one-index or actions")
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:18300", "floor-server: loopback address to listen on")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
 		}

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
@@ -12,20 +11,15 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/upstream"
 )
 
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
 func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var c config
-	fs := newFlags("migrate")
+	fs := cli.NewFlags("migrate")
 	dbFlags(fs, &c)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
 	st, where, err := app.OpenStore(ctx, c.DatabaseURL)
@@ -47,13 +41,13 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		slackID     string
 		update      bool
 	)
-	fs := newFlags("user add")
+	fs := cli.NewFlags("user add")
 	dbFlags(fs, &c)
 	fs.StringVar(&email, "email", "", "email address")
 	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
 	fs.StringVar(&slackID, "slack-id", "", "the user's Slack member id (U0123ABCD), to decide in Slack")
 	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	email, err := accounts.NormalizeEmail(email)
@@ -124,10 +118,10 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		c    config
 		name string
 	)
-	fs := newFlags("token " + args[0])
+	fs := cli.NewFlags("token " + args[0])
 	dbFlags(fs, &c)
 	fs.StringVar(&name, "name", "", "the agent's name")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if err := accounts.ValidateTokenName(name); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
@@ -105,17 +106,6 @@ func secretEnv(name string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// parseFlags parses args and refuses arguments no flag took.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
 // dbFlags registers the storage flag shared by every command.
 func dbFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL"), "postgres://… or sqlite:PATH (default sqlite:approvals.db)")
@@ -132,7 +122,7 @@ func parseServeConfig(args []string) (config, error) {
 	fs.StringVar(&c.Addr, "addr", addr, "listen address")
 	dbFlags(fs, &c)
 	fs.StringVar(&c.Tools, "tools", env("APPROVALS_TOOLS"), "tools file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return c, err
 	}
 	if c.PprofAddr = env("APPROVALS_PPROF_ADDR"); c.PprofAddr != "" && !loopback(c.PprofAddr) {

@@ -112,12 +112,7 @@ func ExampleTools(t testing.TB) *classify.Registry {
 // SIGTERM would and waits for it.
 func Start(t testing.TB, opts Options) *App {
 	t.Helper()
-	if opts.Tools == nil {
-		opts.Tools = ExampleTools(t)
-	}
-	if opts.Clock == nil {
-		opts.Clock = testclock.Running()
-	}
+	opts.Tools, opts.Clock = toolsAndClock(t, opts.Tools, opts.Clock)
 	if opts.WaitRecheck == 0 {
 		opts.WaitRecheck = time.Minute
 	}

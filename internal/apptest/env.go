@@ -66,12 +66,7 @@ type Env struct {
 // service's long-polls and closes the storage.
 func NewEnv(t testing.TB, opts EnvOptions) *Env {
 	t.Helper()
-	if opts.Tools == nil {
-		opts.Tools = ExampleTools(t)
-	}
-	if opts.Clock == nil {
-		opts.Clock = testclock.Running()
-	}
+	opts.Tools, opts.Clock = toolsAndClock(t, opts.Tools, opts.Clock)
 	e := &Env{Tools: opts.Tools, Clock: opts.Clock, T: t, opts: opts}
 	switch {
 	case opts.SQLite:
@@ -107,6 +102,18 @@ tools:
 func DomainEnv(t testing.TB, clock *testclock.Clock) *Env {
 	t.Helper()
 	return NewEnv(t, EnvOptions{Tools: ParseTools(t, DomainTools, classify.Options{}), Clock: clock})
+}
+
+// toolsAndClock are tools and clock, or the defaults of both harnesses:
+// tools.example.yaml and a running clock.
+func toolsAndClock(t testing.TB, tools *classify.Registry, clock *testclock.Clock) (*classify.Registry, *testclock.Clock) {
+	if tools == nil {
+		tools = ExampleTools(t)
+	}
+	if clock == nil {
+		clock = testclock.Running()
+	}
+	return tools, clock
 }
 
 // OnBothStores runs fn as two parallel subtests, on SQLite and on

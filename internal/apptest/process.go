@@ -122,7 +122,7 @@ type Process struct {
 	Cmd *exec.Cmd
 	// Exited is closed once the process has exited; Err then says how.
 	Exited <-chan struct{}
-	stderr *lockedBuffer
+	stderr *LogBuffer
 	err    error
 }
 
@@ -132,18 +132,20 @@ func (p *Process) Log() string { return p.stderr.String() }
 // Err is the process's exit, once Exited is closed.
 func (p *Process) Err() error { return p.err }
 
-type lockedBuffer struct {
+// LogBuffer is a buffer that goroutines write (a log) while the test reads
+// it.
+type LogBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (l *lockedBuffer) Write(p []byte) (int, error) {
+func (l *LogBuffer) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.Write(p)
 }
 
-func (l *lockedBuffer) String() string {
+func (l *LogBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
@@ -160,7 +162,7 @@ func (d *Deployment) Start() *Process {
 	addr := ln.Addr().String()
 	ln.Close()
 	exited := make(chan struct{})
-	p := &Process{URL: "http://" + addr, stderr: &lockedBuffer{}, Exited: exited}
+	p := &Process{URL: "http://" + addr, stderr: &LogBuffer{}, Exited: exited}
 	p.Cmd = exec.Command(d.Bin, "serve")
 	p.Cmd.Env = append(append([]string{}, d.Env...), "APPROVALS_ADDR="+addr)
 	p.Cmd.Stderr = p.stderr
