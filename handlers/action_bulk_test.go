@@ -68,8 +68,7 @@ func textOf(n *html.Node) string {
 func TestDashboardBulkDecisions(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleApprover)
-	ann := d.Login("ann@example.com")
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
 
 	t.Run("roles", func(t *testing.T) {
 		t.Parallel()

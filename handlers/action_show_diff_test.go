@@ -18,8 +18,7 @@ import (
 func TestDashboardShowsEditAsDiff(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleApprover)
-	ann := d.Login("ann@example.com")
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
 	a := d.SubmitEmail("diff1", "Your order ships", "Body")
 	edit := `{"customer_id":"diff1","topic":"t","to":"c@example.com","subject":"Your order <script>x()</script> ships today","body":"Body"}`
 	ann.Post("/actions/"+a.ID+"/approve", url.Values{"payload": {edit}}).WantRedirect(t, "/actions/"+a.ID)

@@ -22,8 +22,7 @@ import (
 func TestDashboardEventsAcrossServers(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleViewer)
-	b := d.Login("ann@example.com")
+	b := d.SignIn("ann@example.com", accounts.RoleViewer)
 
 	// A second server process on the same database: its own pool, LISTEN
 	// connection and HTTP listener; the agent submits through its API.
@@ -132,8 +131,7 @@ wait:
 func TestDashboardEventsEndWithDone(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleViewer)
-	b := d.Login("ann@example.com")
+	b := d.SignIn("ann@example.com", accounts.RoleViewer)
 	res, err := b.Client.Get(d.URL + "/events")
 	if err != nil {
 		t.Fatal(err)

@@ -16,8 +16,7 @@ import (
 func TestDashboardRefusesDuplicateKeys(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("admin@example.com", accounts.RoleAdmin)
-	admin := d.Login("admin@example.com")
+	admin := d.SignIn("admin@example.com", accounts.RoleAdmin)
 
 	a := d.SubmitEmail("c-dup", "Hello", "Body")
 	edit := `{"customer_id":"c-dup","topic":"t","to":"c@example.com","to":"evil@example.com","subject":"Hello","body":"Body"}`
@@ -69,8 +68,7 @@ func TestActionPageMarksInvisibleCharacters(t *testing.T) {
 func TestEventsStreamCapped(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("viewer@example.com", accounts.RoleViewer)
-	b := d.Login("viewer@example.com")
+	b := d.SignIn("viewer@example.com", accounts.RoleViewer)
 	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
 	for range perHolder {
 		release, err := d.Service.AcquireWaiter("user:viewer@example.com")

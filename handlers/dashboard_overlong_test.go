@@ -15,8 +15,7 @@ import (
 func TestOverLongFormInput(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("admin@example.com", accounts.RoleAdmin)
-	admin := d.Login("admin@example.com")
+	admin := d.SignIn("admin@example.com", accounts.RoleAdmin)
 	a := d.SubmitEmail("c-long", "Hello", "Body")
 	_, tk := d.StaleTicket("o-long")
 	longEmail := strings.Repeat("a", 290) + "@example.com"

@@ -110,8 +110,7 @@ func TestDashboardStaticFiles(t *testing.T) {
 func TestDashboardListings(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("vic@example.com", accounts.RoleViewer)
-	b := d.Login("vic@example.com")
+	b := d.SignIn("vic@example.com", accounts.RoleViewer)
 	var ids []string
 	for i := range 3 {
 		ids = append(ids, d.SubmitEmail(fmt.Sprintf("c%d", i), fmt.Sprintf("Subject %d", i), "Body").ID)

@@ -21,8 +21,7 @@ import (
 func TestDashboardCSRF(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleApprover)
-	ann := d.Login("ann@example.com")
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
 	other := d.Anonymous()
 	other.Get("/login") // another session's valid token
 	a := d.SubmitEmail("c1", "Hi", "Body")
@@ -172,8 +171,7 @@ func TestDashboardDecisions(t *testing.T) {
 func TestDashboardEscapesPayloads(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleApprover)
-	ann := d.Login("ann@example.com")
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
 	const xss = `<script>alert(1)</script>`
 	a := d.SubmitEmail("<img src=x onerror=alert(2)>", xss, `"><svg onload=alert(3)>`+xss)
 	u := d.Submit("totally_unknown_tool", `{"html":"<b onmouseover=alert(4)>x</b>","x":"`+`</pre><script>alert(5)</script>"}`, `k:<script>alert(6)</script>`)
@@ -232,8 +230,7 @@ func TestDashboardSessionsEnd(t *testing.T) {
 func TestDashboardLogoutCookieReplay(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ann@example.com", accounts.RoleViewer)
-	b := d.Login("ann@example.com")
+	b := d.SignIn("ann@example.com", accounts.RoleViewer)
 	u, _ := url.Parse(d.URL)
 	var cookie *http.Cookie
 	for _, c := range b.Client.Jar.Cookies(u) {
@@ -293,8 +290,7 @@ func TestDashboardLoginRateLimit(t *testing.T) {
 func TestDashboardTickets(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("ops@example.com", accounts.RoleOps)
-	ops := d.Login("ops@example.com")
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
 	a, tk := d.StaleTicket("o1")
 
 	list := ops.Get("/tickets")
@@ -530,8 +526,7 @@ func TestDashboardLoginBurst(t *testing.T) {
 func TestDashboardUsesServiceClock(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("root@example.com", accounts.RoleAdmin)
-	b := d.Login("root@example.com")
+	b := d.SignIn("root@example.com", accounts.RoleAdmin)
 	d.Advance(48 * time.Hour)
 	ahead := time.Now().Add(47 * time.Hour)
 

@@ -18,8 +18,7 @@ import (
 func TestDashboardOverview(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("vic@example.com", accounts.RoleViewer)
-	vic := d.Login("vic@example.com")
+	vic := d.SignIn("vic@example.com", accounts.RoleViewer)
 	a := d.SubmitEmail("ov1", "Hello", "Body")
 	d.SubmitEmail("ov2", "Hello", "Body")
 	if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {

@@ -156,8 +156,7 @@ func snapshot(t testing.TB, d *apptest.Dashboard) string {
 func TestEveryStateChangingRouteChecksCSRF(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
-	d.AddUser("root@example.com", accounts.RoleAdmin)
-	admin := d.Login("root@example.com")
+	admin := d.SignIn("root@example.com", accounts.RoleAdmin)
 	table := map[string]dashRoute{}
 	for _, rt := range dashRoutes() {
 		table[rt.route] = rt

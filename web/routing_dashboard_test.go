@@ -113,8 +113,7 @@ func TestDashboardRequestChanges(t *testing.T) {
 func TestDashboardShowsQuorumAndNotifications(t *testing.T) {
 	t.Parallel()
 	d, notifiers := startRoutingDashboard(t)
-	d.AddUser("ann@example.com", accounts.RoleApprover)
-	ann := d.Login("ann@example.com")
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
 	a := submitTool(d, "send_update", "q", "Quarterly update")
 	ann.Post("/actions/"+a.ID+"/approve", url.Values{"note": {"looks right"}}).WantRedirect(t, "/actions/"+a.ID)
 

@@ -387,6 +387,14 @@ func (d *Dashboard) Login(email string) *Browser {
 	return d.LoginWith(email, Password)
 }
 
+// SignIn adds a member of staff with role and signs in as them: the first
+// two lines of most dashboard tests.
+func (d *Dashboard) SignIn(email string, role accounts.Role) *Browser {
+	d.T.Helper()
+	d.AddUser(email, role)
+	return d.Login(email)
+}
+
 // LoginWith is Login with password.
 func (d *Dashboard) LoginWith(email, password string) *Browser {
 	d.T.Helper()
