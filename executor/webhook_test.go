@@ -149,6 +149,8 @@ type execEnv struct {
 	prov *provider
 }
 
+// execTools are four webhook tools (three calling hook, one unreachable)
+// and the domain tests' two (apptest.DomainTools).
 func execTools(hook, unreachable string) string {
 	return fmt.Sprintf(`
 tools:
@@ -174,16 +176,7 @@ tools:
     intent: "unreachable:{topic}"
     claim_timeout: 2m
     executor: { webhook: %q, timeout: 30s }
-  send_customer_email:
-    class: at-most-once
-    intent: "email:{customer_id}:{topic}"
-    claim_timeout: 10m
-    expires_after: 1h
-  issue_refund:
-    class: exactly-once
-    intent: "refund:{order_id}:{line_id}"
-    claim_timeout: 2m
-`, hook, hook, hook, unreachable)
+`, hook, hook, hook, unreachable) + strings.TrimPrefix(apptest.DomainTools, "\ntools:\n")
 }
 
 // startExec starts one database (SQLite with sqlite set, else PostgreSQL)

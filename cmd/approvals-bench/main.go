@@ -6,11 +6,10 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
-	"fmt"
 	"io"
 	"os"
+
+	"github.com/approvals/approvals/internal/cli"
 )
 
 func main() {
@@ -19,16 +18,7 @@ func main() {
 
 // run is main without the process: tests call it.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	err := benchCmd(ctx, args, stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, benchUsage)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "approvals-bench: %v\n", err)
-		return 1
-	}
-	return 0
+	return cli.Exit("approvals-bench", benchCmd(ctx, args, stdout), benchUsage, stdout, stderr)
 }
 
 // env reads a setting from the environment.

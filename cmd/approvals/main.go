@@ -3,11 +3,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/approvals/approvals/internal/cli"
 )
 
 func main() {
@@ -61,13 +61,5 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "approvals: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, usage)
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "approvals %s: %v\n", cmd, err)
-		return 1
-	}
-	return 0
+	return cli.Exit("approvals "+cmd, err, usage, stdout, stderr)
 }

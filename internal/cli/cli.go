@@ -1,9 +1,11 @@
 // Package cli is what the commands (cmd/approvals, cmd/approvals-bench)
-// share to read their flags: a flag set that reports its errors to the
-// caller, and parsing that refuses arguments no flag took.
+// share to read their flags and end: a flag set that reports its errors
+// to the caller, parsing that refuses arguments no flag took, and the exit
+// status of a command's error.
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -26,4 +28,19 @@ func ParseFlags(fs *flag.FlagSet, args []string) error {
 		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	return nil
+}
+
+// Exit reports how command name ended and returns its exit status: the
+// usage on stdout and 0 when help was asked for (flag.ErrHelp), the error
+// on stderr and 1 when it failed, else 0.
+func Exit(name string, err error, usage string, stdout, stderr io.Writer) int {
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, usage)
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 1
+	}
+	return 0
 }
