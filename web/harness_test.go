@@ -2,8 +2,5 @@ package web_test
 
 import "github.com/approvals/approvals/internal/apptest"
 
-// The answers of the harness (apptest), as these tests name them.
-type (
-	page = apptest.Page
-	resp = apptest.Resp
-)
+// The answer of the harness (apptest), as these tests name it.
+type page = apptest.Page
