@@ -39,7 +39,7 @@ var publicRoutes = map[string]string{
 // session and CSRF token: they must refuse an unsigned request (401, or 404
 // while the integration is not configured) and change nothing. What a
 // signed request may do is tested with the integration
-// (slack_interactions_test.go).
+// (slack/decide_test.go).
 var signedRoutes = map[string]string{
 	"POST /integrations/slack/interactions": "Slack's interactions, signed with the Slack signing secret",
 }

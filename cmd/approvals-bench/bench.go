@@ -37,7 +37,7 @@ const (
 	benchRequestTimeout = 30 * time.Second
 )
 
-// benchConfig is one parsed `approvals bench` invocation.
+// benchConfig is one parsed approvals-bench invocation.
 type benchConfig struct {
 	URL         string
 	Token       string
