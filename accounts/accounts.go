@@ -1,6 +1,6 @@
 // Package accounts holds staff users, agent tokens, dashboard sessions and
-// the secrets that protect them. Storage adapters (queue/postgres,
-// queue/sqlite) implement Store next to the action tables, so one database
+// the secrets that protect them. Storage adapters (postgres,
+// sqlite) implement Store next to the action tables, so one database
 // holds everything.
 package accounts
 
@@ -89,58 +89,128 @@ var (
 	ErrSlackIDTaken = errors.New("the Slack id belongs to another user")
 )
 
-// Store persists accounts.
+// Store persists accounts. Like queue.Store, every method takes the context
+// and at most one params struct, and returns one result beside the error.
 type Store interface {
 	// UserCreate creates u (with u.SlackID unless it is "") in one
 	// statement: ErrExists for a taken email, ErrSlackIDTaken for a Slack
 	// id another user has, and then nothing is created.
 	UserCreate(ctx context.Context, u *User) (*User, error)
-	UserSetPassword(ctx context.Context, id int64, hash string, now time.Time) error // also ends the user's sessions
-	UserSetRole(ctx context.Context, id int64, role Role) error
+	UserSetPassword(ctx context.Context, p UserSetPasswordParams) error // also ends the user's sessions
+	UserSetRole(ctx context.Context, p UserSetRoleParams) error
 	UserGetByEmail(ctx context.Context, email string) (*User, error) // case-insensitive
 	UserGetByID(ctx context.Context, id int64) (*User, error)
 	UserList(ctx context.Context) ([]*User, error)
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
 	// UserUpdate sets the user's password (ending their sessions), role
-	// and, unless slackID is "", Slack id, all or nothing: ErrSlackIDTaken
-	// when another user has the id, ErrNotFound for no such user, and then
-	// nothing changed.
-	UserUpdate(ctx context.Context, id int64, hash string, role Role, slackID string, now time.Time) error
+	// and, unless p.SlackID is "", Slack id, all or nothing:
+	// ErrSlackIDTaken when another user has the id, ErrNotFound for no such
+	// user, and then nothing changed.
+	UserUpdate(ctx context.Context, p UserUpdateParams) error
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
-	UserSetSlackID(ctx context.Context, id int64, slackID string) error
+	UserSetSlackID(ctx context.Context, p UserSetSlackIDParams) error
 	UserGetBySlackID(ctx context.Context, slackID string) (*User, error) // ErrNotFound
 
-	TokenCreate(ctx context.Context, name, hash string, now time.Time) (*Token, error) // ErrExists for an active name
-	TokenGetByHash(ctx context.Context, hash string) (*Token, error)                   // active tokens only
-	TokenRevoke(ctx context.Context, name string, now time.Time) error                 // ErrNotFound when no active token has the name
+	TokenCreate(ctx context.Context, p TokenCreateParams) (*Token, error) // ErrExists for an active name
+	TokenGetByHash(ctx context.Context, hash string) (*Token, error)      // active tokens only
+	TokenRevoke(ctx context.Context, p TokenRevokeParams) error           // ErrNotFound when no active token has the name
 	TokenList(ctx context.Context) ([]*Token, error)
 
-	SessionGet(ctx context.Context, id string, now time.Time) (*Session, error) // ErrNotFound when absent or expired
-	SessionSave(ctx context.Context, s *Session) error                          // insert or update
+	SessionGet(ctx context.Context, p SessionGetParams) (*Session, error) // ErrNotFound when absent or expired
+	SessionSave(ctx context.Context, s *Session) error                    // insert or update
 	SessionDelete(ctx context.Context, id string) error
 
-	LoginFailureAdd(ctx context.Context, subject string, at time.Time) error
-	LoginFailureCount(ctx context.Context, subject string, since time.Time) (int, error)
+	LoginFailureAdd(ctx context.Context, p LoginFailureParams) error
+	LoginFailureCount(ctx context.Context, p LoginFailureCountParams) (int, error)
 	LoginFailureClear(ctx context.Context, subject string) error
-	// LoginFailureRemove deletes the attempts of subject recorded at at
+	// LoginFailureRemove deletes the attempts of p.Subject recorded at p.At
 	// exactly: a login records its attempt before checking the password
 	// (so parallel guesses count against each other) and takes it back
 	// when the password was right.
-	LoginFailureRemove(ctx context.Context, subject string, at time.Time) error
-	// AccountsPrune deletes sessions expired at now and login failures older
-	// than failuresBefore, so neither table grows without bound.
-	AccountsPrune(ctx context.Context, now, failuresBefore time.Time) error
+	LoginFailureRemove(ctx context.Context, p LoginFailureParams) error
+	// AccountsPrune deletes sessions expired at p.Now and login failures
+	// older than p.FailuresBefore, so neither table grows without bound.
+	AccountsPrune(ctx context.Context, p AccountsPruneParams) error
 
 	SettingGet(ctx context.Context, key string) (string, error) // ErrNotFound
-	// SettingInit stores value under key unless the key exists, and returns
-	// the stored value: concurrent starters agree on one secret.
-	SettingInit(ctx context.Context, key, value string) (string, error)
-	// SettingTake deletes key if it holds value and reports whether this
-	// call deleted it: of concurrent callers exactly one takes a one-time
-	// token.
-	SettingTake(ctx context.Context, key, value string) (bool, error)
+	// SettingInit stores p.Value under p.Key unless the key exists, and
+	// returns the stored value: concurrent starters agree on one secret.
+	SettingInit(ctx context.Context, p SettingParams) (string, error)
+	// SettingTake deletes p.Key if it holds p.Value and reports whether
+	// this call deleted it: of concurrent callers exactly one takes a
+	// one-time token.
+	SettingTake(ctx context.Context, p SettingParams) (bool, error)
+}
+
+// UserSetPasswordParams set one user's password hash.
+type UserSetPasswordParams struct {
+	ID           int64
+	PasswordHash string
+	Now          time.Time // the new PasswordChangedAt
+}
+
+// UserSetRoleParams set one user's role.
+type UserSetRoleParams struct {
+	ID   int64
+	Role Role
+}
+
+// UserUpdateParams replace a user's password, role and (unless "") Slack id.
+type UserUpdateParams struct {
+	ID           int64
+	PasswordHash string
+	Role         Role
+	SlackID      string
+	Now          time.Time
+}
+
+// UserSetSlackIDParams set or clear one user's Slack id.
+type UserSetSlackIDParams struct {
+	ID      int64
+	SlackID string
+}
+
+// TokenCreateParams create an agent token; only its hash is stored.
+type TokenCreateParams struct {
+	Name, Hash string
+	Now        time.Time
+}
+
+// TokenRevokeParams revoke the active token of a name.
+type TokenRevokeParams struct {
+	Name string
+	Now  time.Time
+}
+
+// SessionGetParams read a session that has not expired at Now.
+type SessionGetParams struct {
+	ID  string
+	Now time.Time
+}
+
+// LoginFailureParams are one failed login attempt of a subject.
+type LoginFailureParams struct {
+	Subject string
+	At      time.Time
+}
+
+// LoginFailureCountParams count a subject's failures since a time.
+type LoginFailureCountParams struct {
+	Subject string
+	Since   time.Time
+}
+
+// AccountsPruneParams say what is old enough to delete.
+type AccountsPruneParams struct {
+	Now            time.Time // sessions expired at Now
+	FailuresBefore time.Time // login failures older than this
+}
+
+// SettingParams are one setting's key and value.
+type SettingParams struct {
+	Key, Value string
 }
 
 // NewToken returns a new random agent token and the hash to store.

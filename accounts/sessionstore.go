@@ -90,7 +90,7 @@ func (s *SessionStore) New(r *http.Request, name string) (*sessions.Session, err
 		return sess, nil
 	}
 	id := string(raw)
-	row, err := s.accounts.SessionGet(r.Context(), HashToken(id), s.opts.Now())
+	row, err := s.accounts.SessionGet(r.Context(), SessionGetParams{ID: HashToken(id), Now: s.opts.Now()})
 	if errors.Is(err, ErrNotFound) {
 		return sess, nil
 	}

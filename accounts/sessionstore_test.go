@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/postgres/pgtest"
 )
 
 const cookieName = "approvals_session"
@@ -160,7 +160,7 @@ func TestSessionStoreEnds(t *testing.T) {
 		if err := db.UserDelete(ctx, gone.ID); err != nil {
 			t.Fatal(err)
 		}
-		if err := db.UserSetPassword(ctx, moved.ID, "y", time.Now()); err != nil {
+		if err := db.UserSetPassword(ctx, accounts.UserSetPasswordParams{ID: moved.ID, PasswordHash: "y", Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range []*http.Cookie{c1, c2} {
@@ -193,7 +193,7 @@ func TestSessionStoreEnds(t *testing.T) {
 			t.Fatal("the renewed session does not load")
 		}
 		// The row is keyed by a hash of the id, not the id itself.
-		if _, err := db.SessionGet(ctx, sess.ID, time.Now()); err == nil {
+		if _, err := db.SessionGet(ctx, accounts.SessionGetParams{ID: sess.ID, Now: time.Now()}); err == nil {
 			t.Fatal("the raw session id is a database key")
 		}
 	})

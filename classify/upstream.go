@@ -347,7 +347,7 @@ const fileOrigin = "defined in the tools file"
 // Import returns the registry with the upstreams' tools merged in; r is not changed. Per
 // upstream (by name in listings; an upstream missing from listings counts as not yet
 // listed), each imported tool gets the prefix, the upstream's description, schema and
-// annotations, and the class its annotations give (section 3 of the contract). A tools:
+// annotations, and the class its annotations give (docs/tools-file.md, "Classification"). A tools:
 // entry of the same name, or one that names the upstream tool, overrides any field it sets.
 // Tools whose upstream is down or does not list them are kept with Unavailable saying why.
 // Two tools of one name (two upstreams, or an import and a file tool for something else) are

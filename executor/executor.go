@@ -1,9 +1,9 @@
 // Package executor performs approved actions on the outside world: the
-// webhook dispatcher today, an MCP upstream later. Every executor takes
-// the same three steps through the queue.Service: claim the approved
-// action (committed before anything is sent), call once, record the
-// outcome. The domain rules (states, expiry, contradicting outcomes) stay
-// in queue; what a call looks like on the wire lives here.
+// webhook dispatcher and the MCP upstream executor. Every executor takes
+// the same three steps through queue.Dispatch: claim the approved action
+// (committed before anything is sent), call once, record the outcome. The
+// domain rules (states, expiry, contradicting outcomes) stay in queue; what
+// a call looks like on the wire lives here.
 package executor
 
 import (
@@ -39,7 +39,7 @@ func detached(d time.Duration) (context.Context, context.CancelFunc) {
 // execute claims a unless worker has ended; once claimed, a is performed
 // by c and its outcome recorded whatever happens to worker. onOutcome, when
 // not nil, sees the outcome before it is visible in the store.
-func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Call, wants func(*queue.Action) bool, a *queue.Action, onOutcome func(string)) {
+func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Call, wants func(*queue.Action) bool, a *queue.Action, onOutcome func(string)) {
 	ctx, cancel := detached(storeTimeout)
 	defer cancel()
 	// Checked as late as possible: a shutdown that began while this
@@ -47,7 +47,7 @@ func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Cal
 	if worker.Err() != nil {
 		return
 	}
-	got, err := svc.ClaimApproved(ctx, a, c.Channel(), c.Target(a))
+	got, err := svc.Claim(ctx, a, c.Channel(), c.Target(a))
 	switch {
 	case errors.Is(err, queue.ErrStateMismatch):
 		return // another process claimed it, or its approval expired
@@ -63,7 +63,7 @@ func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Cal
 	}
 	started := c.Target(a)
 	started["attempt"], started["idempotency_key"] = a.Attempt, a.IntentKey
-	if err := svc.RecordExecutionStart(ctx, a, c.Channel(), started); err != nil {
+	if err := svc.RecordStart(ctx, a, c.Channel(), started); err != nil {
 		// Nothing was sent, and nothing will be: the claim stays and
 		// becomes a ticket, whose timeline shows no call started.
 		log.Error("executor: could not record the start; not calling", "action", a.ID, "err", err)
@@ -81,13 +81,13 @@ func execute(worker context.Context, svc *queue.Service, log *slog.Logger, c Cal
 
 // record stores the outcome. It retries briefly, because an outcome that
 // is not recorded becomes an operator's question.
-func record(svc *queue.Service, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
+func record(svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
 	for try := range 3 {
 		if try > 0 {
 			time.Sleep(time.Duration(try) * time.Second)
 		}
 		ctx, cancel := detached(storeTimeout)
-		err := svc.RecordExecution(ctx, a, channel, out)
+		err := svc.Record(ctx, a, channel, out)
 		cancel()
 		if err == nil {
 			return

@@ -15,7 +15,7 @@ import (
 // Every server process runs one loop per executor; the claim is one
 // conditional update, so each action is performed by exactly one of them.
 type loop struct {
-	svc   *queue.Service
+	svc   *queue.Dispatch
 	log   *slog.Logger
 	call  Call
 	wants func(*queue.Action) bool
@@ -36,7 +36,7 @@ type loop struct {
 	offered map[string]bool
 }
 
-func newLoop(svc *queue.Service, log *slog.Logger, c Call, wants func(*queue.Action) bool, recheck time.Duration, concurrency int, onOutcome func(string)) *loop {
+func newLoop(svc *queue.Dispatch, log *slog.Logger, c Call, wants func(*queue.Action) bool, recheck time.Duration, concurrency int, onOutcome func(string)) *loop {
 	return &loop{svc: svc, log: log, call: c, wants: wants, recheck: recheck, onOutcome: onOutcome,
 		slots: make(chan struct{}, concurrency), offered: map[string]bool{}}
 }
@@ -50,8 +50,9 @@ func (d *loop) run(ctx context.Context) {
 	defer d.wg.Wait()
 	// Subscribe before the first scan, so an approval between the two is
 	// not missed.
-	changes, cancel := d.svc.Subscribe()
-	defer cancel()
+	sub := d.svc.Subscribe()
+	defer sub.Cancel()
+	changes := sub.Changes
 	d.scan(ctx, nil)
 	t := time.NewTicker(d.recheck)
 	defer t.Stop()
@@ -87,7 +88,7 @@ func (d *loop) scan(ctx context.Context, started *sync.WaitGroup) {
 	const page = 200
 	var after *queue.Cursor
 	for ctx.Err() == nil {
-		list, err := d.svc.ApprovedExecutorActions(ctx, after, page)
+		list, err := d.svc.Approved(ctx, after, page)
 		if err != nil {
 			if ctx.Err() == nil {
 				d.log.Warn("dispatcher: list approved actions", "err", err)
@@ -113,7 +114,7 @@ func (d *loop) scan(ctx context.Context, started *sync.WaitGroup) {
 // consider performs one action that was just approved, if it is this
 // executor's.
 func (d *loop) consider(ctx context.Context, id string) {
-	a, err := d.svc.Get(ctx, id)
+	a, err := d.svc.Action(ctx, id)
 	if err != nil {
 		if ctx.Err() == nil {
 			d.log.Warn("dispatcher: read approved action", "action", id, "err", err)

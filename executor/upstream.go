@@ -2,73 +2,26 @@ package executor
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
 
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/upstream"
 )
 
-// Upstreams calls one tool of one upstream MCP server once:
-// (*upstream.Manager).Call.
-type Upstreams interface {
-	Call(ctx context.Context, upstream, tool string, args json.RawMessage) upstream.Outcome
-}
-
-// UpstreamCall performs an action through its upstream MCP tool. It is the
-// Call of the Upstream executor and the queue.UpstreamCaller with which
-// the Service runs at-least-once and exactly-once calls within their
-// submission.
-type UpstreamCall struct{ Upstreams Upstreams }
+// upstreamCall performs an action through its upstream MCP tool with the
+// domain's port (queue.UpstreamCaller, which upstream.Manager implements):
+// the Call of the Upstream executor.
+type upstreamCall struct{ caller queue.UpstreamCaller }
 
 // Channel names the upstream executor in events.
-func (UpstreamCall) Channel() string { return queue.UpstreamChannel }
+func (upstreamCall) Channel() string { return queue.UpstreamChannel }
 
 // Target names the upstream and its tool (never the upstream's URL, which
 // may carry a credential).
-func (UpstreamCall) Target(a *queue.Action) map[string]any {
-	return map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
-}
+func (upstreamCall) Target(a *queue.Action) map[string]any { return queue.UpstreamTarget(a) }
 
-// CallUpstream is Do, for queue.UpstreamCaller.
-func (c UpstreamCall) CallUpstream(a *queue.Action) queue.Execution { return c.Do(a) }
-
-// Do calls the upstream tool once with the action's arguments: the
-// approved payload once a person approved it, else the payload. It is
-// bounded by the upstream's timeout, not by any caller's context, so a
-// call under way finishes during shutdown.
-func (c UpstreamCall) Do(a *queue.Action) queue.Execution {
-	args := a.ApprovedPayload
-	if args == nil {
-		args = a.Payload
-	}
-	out := c.Upstreams.Call(context.Background(), a.Spec.Upstream, a.Spec.UpstreamTool, args)
-	info := c.Target(a)
-	if out.Error != "" {
-		info["error"] = out.Error
-	}
-	var result json.RawMessage
-	if len(out.Result) > 0 {
-		// Storable as the stores require (no NUL, valid UTF-8, at most
-		// MaxResultBody), like a webhook's answer.
-		result = responseResult(out.Result)
-	}
-	switch out.Kind {
-	case upstream.Done:
-		return queue.Execution{Outcome: queue.ExecutionDone, Result: result, Details: info}
-	case upstream.Failed:
-		if result != nil {
-			info["result"] = result
-		}
-		return queue.Execution{Outcome: queue.ExecutionFailed, Result: result, Error: out.Error, Details: info}
-	case upstream.NotSent:
-		info["note"] = "nothing was sent to the upstream"
-		return queue.Execution{Outcome: queue.ExecutionFailed, Error: "not sent: " + out.Error, Details: info}
-	}
-	// Unknown: a timeout, a lost connection, a crashed process.
-	return queue.Execution{Outcome: queue.ExecutionUnknown, Error: out.Error, Details: info}
-}
+// Do calls the upstream tool once (queue.UpstreamCaller.CallUpstream).
+func (c upstreamCall) Do(a *queue.Action) queue.Execution { return c.caller.CallUpstream(a) }
 
 // Upstream performs approved at-most-once actions of upstream tools: every
 // server process runs one, beside the webhook dispatcher, with the same
@@ -88,8 +41,9 @@ type UpstreamConfig struct {
 	Concurrency int
 }
 
-// NewUpstream returns the executor of approved upstream actions over svc.
-func NewUpstream(svc *queue.Service, ups Upstreams, cfg UpstreamConfig) *Upstream {
+// NewUpstream returns the executor of approved upstream actions of svc,
+// which calls them through caller.
+func NewUpstream(svc *queue.Dispatch, caller queue.UpstreamCaller, cfg UpstreamConfig) *Upstream {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -99,7 +53,7 @@ func NewUpstream(svc *queue.Service, ups Upstreams, cfg UpstreamConfig) *Upstrea
 	if cfg.Concurrency <= 0 {
 		cfg.Concurrency = 32
 	}
-	l := newLoop(svc, cfg.Logger, UpstreamCall{Upstreams: ups},
+	l := newLoop(svc, cfg.Logger, upstreamCall{caller: caller},
 		func(a *queue.Action) bool { return a.Spec.Upstream != "" }, cfg.Recheck, cfg.Concurrency, cfg.OnOutcome)
 	// An action whose upstream is down, or no longer lists its tool, stays
 	// approved: claiming it would only make a call that cannot be sent.

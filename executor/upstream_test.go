@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -17,10 +16,8 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
-	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -119,10 +116,9 @@ type gatewayEnv struct {
 	file    *classify.Registry
 }
 
-func startGateway(t *testing.T, st queue.Store) *gatewayEnv {
+func startGateway(t *testing.T, sqlite bool) *gatewayEnv {
 	t.Helper()
 	e := &gatewayEnv{up: newCountingUpstream(t)}
-	e.t, e.clock = t, testclock.Running()
 	file, err := classify.Parse([]byte(gatewayTools(e.up.srv.URL)), classify.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -130,33 +126,21 @@ func startGateway(t *testing.T, st queue.Store) *gatewayEnv {
 	e.file = file
 	e.manager = upstream.Start(context.Background(), file.Upstreams(), upstream.Options{ConnectTimeout: 10 * time.Second})
 	t.Cleanup(func() { _ = e.manager.Close() })
-	e.reg, err = file.Import(e.manager.Listings())
+	reg, err := file.Import(e.manager.Listings())
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second,
-		Upstream: executor.UpstreamCall{Upstreams: e.manager}})
-	t.Cleanup(e.svc.Stop)
+	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, Service: queue.Options{WaitRecheck: time.Second,
+		Upstream: e.manager}})
 	return e
 }
 
 func (e *gatewayEnv) submitRaw(tool, payload string) (queue.SubmitResult, error) {
-	return e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: json.RawMessage(payload), Agent: "bot"})
+	return e.Service.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: json.RawMessage(payload), Agent: "bot"})
 }
 
-func gatewayStores(t *testing.T) map[string]func(t *testing.T) queue.Store {
-	return map[string]func(t *testing.T) queue.Store{
-		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
-		"sqlite": func(t *testing.T) queue.Store {
-			st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = st.Close() })
-			return st
-		},
-	}
-}
+// gatewayStores names the stores the gateway tests run on.
+var gatewayStores = map[string]bool{"postgres": false, "sqlite": true}
 
 // content is the text content of a stored CallToolResult.
 func content(t *testing.T, raw json.RawMessage) string {
@@ -176,10 +160,10 @@ func content(t *testing.T, raw json.RawMessage) string {
 
 func TestUpstreamExecutionByClass(t *testing.T) {
 	t.Parallel()
-	for name, open := range gatewayStores(t) {
+	for name, sqlite := range gatewayStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startGateway(t, open(t))
+			e := startGateway(t, sqlite)
 			ctx := context.Background()
 
 			// Exactly-once: 20 agents at once, one upstream call.
@@ -226,7 +210,7 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 			// the upstream's result; nothing is held, not even by the same
 			// key (the exactly-once call's, here).
 			for i := range 2 {
-				res, err := e.svc.Submit(ctx, queue.SubmitRequest{Tool: "up_sync", Payload: json.RawMessage(`{"order":"o-1"}`),
+				res, err := e.Service.Submit(ctx, queue.SubmitRequest{Tool: "up_sync", Payload: json.RawMessage(`{"order":"o-1"}`),
 					IntentKey: "pay:o-1", Agent: "bot"})
 				if err != nil || !res.Created || res.Action.State != queue.StateDone || content(t, res.Action.Result) != "synced" ||
 					res.Action.Error != nil {
@@ -244,7 +228,7 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 			// CallToolResult kept as result; calling again calls again.
 			for i := range 2 {
 				res, err := e.submitRaw("up_find", `{"order":"o-1"}`)
-				if err != nil || !res.Created || res.Action.State != queue.StateFailed || deref(res.Action.Error) != "no such order" ||
+				if err != nil || !res.Created || res.Action.State != queue.StateFailed || apptest.Deref(res.Action.Error) != "no such order" ||
 					content(t, res.Action.Result) != "no such order" {
 					t.Fatalf("at-least-once isError call %d: %v %+v", i, err, res.Action)
 				}
@@ -255,7 +239,7 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 
 			// isError: failed with its text; the intent is free again.
 			res, err := e.submitRaw("up_refuse", `{"order":"o-1"}`)
-			if err != nil || res.Action.State != queue.StateFailed || deref(res.Action.Error) != "card declined" {
+			if err != nil || res.Action.State != queue.StateFailed || apptest.Deref(res.Action.Error) != "card declined" {
 				t.Fatalf("isError: %v %+v", err, res.Action)
 			}
 
@@ -266,14 +250,14 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 				t.Fatalf("hang: %v %+v", err, res.Action)
 			}
 			hung := res.Action
-			if n := e.eventCount(hung.ID, queue.EventDeliveryResult); n != 1 {
+			if n := e.EventCount(hung.ID, queue.EventDeliveryResult); n != 1 {
 				t.Errorf("hang: %d delivery_unknown events, want 1", n)
 			}
 			if _, err := e.submitRaw("up_hang", `{"order":"o-1"}`); queue.ErrorCode(err) != queue.CodeInProgress {
 				t.Errorf("repeat of the unknown call: %v, want in_progress", err)
 			}
-			e.clock.Advance(classify.DefaultClaimTimeout + time.Minute)
-			sw, err := e.svc.Sweep(ctx)
+			e.Clock.Advance(classify.DefaultClaimTimeout + time.Minute)
+			sw, err := e.Sweeper().Sweep(ctx)
 			if err != nil || len(sw.Tickets) != 1 || sw.Tickets[0].ActionID != hung.ID {
 				t.Fatalf("sweep: %v %+v", err, sw.Tickets)
 			}
@@ -287,14 +271,14 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 			if err != nil || res.Action.State != queue.StatePending || e.up.count("send") != 0 {
 				t.Fatalf("at-most-once: %v %+v, %d calls", err, res.Action, e.up.count("send"))
 			}
-			if _, err := e.svc.Execute(ctx, res.Action.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
+			if _, err := e.Service.Execute(ctx, res.Action.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Errorf("agent execute of an upstream action: %v, want invalid_transition", err)
 			}
-			if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: res.Action.ID, By: "user:ann@example.com",
+			if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: res.Action.ID, By: "user:ann@example.com",
 				Payload: json.RawMessage(`{"to":"ann","note":"edited"}`)}); err != nil {
 				t.Fatal(err)
 			}
-			ex := executor.NewUpstream(e.svc, e.manager, executor.UpstreamConfig{})
+			ex := executor.NewUpstream(queue.NewDispatch(e.Service), e.manager, executor.UpstreamConfig{})
 			ex.Scan(ctx)
 			ex.Scan(ctx)
 			sent := e.waitState(res.Action.ID, queue.StateDone)
@@ -314,12 +298,12 @@ func TestUpstreamExecutionByClass(t *testing.T) {
 // rejected, and approving one is refused with a clear error.
 func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
 	t.Parallel()
-	for name, open := range gatewayStores(t) {
+	for name, sqlite := range gatewayStores {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startGateway(t, open(t))
+			e := startGateway(t, sqlite)
 			ctx := context.Background()
-			a, b := e.submit("up_send", map[string]any{"to": "a"}), e.submit("up_send", map[string]any{"to": "b"})
+			a, b := e.Submit("up_send", map[string]any{"to": "a"}), e.Submit("up_send", map[string]any{"to": "b"})
 			listing := e.manager.Listings()["up"]
 			var kept []classify.UpstreamTool
 			for _, ut := range listing.Tools {
@@ -331,13 +315,13 @@ func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.svc.SetRegistry(reg)
-			_, err = e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+			e.Service.SetRegistry(reg)
+			_, err = e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 			var qe *queue.Error
 			if !errors.As(err, &qe) || qe.Code != queue.CodeUpstreamUnavailable || !strings.Contains(qe.Detail, "does not list tool send") {
 				t.Fatalf("approve: %v", err)
 			}
-			if _, err := e.svc.Reject(ctx, queue.DecideRequest{ID: b.ID, By: "user:ann@example.com", Note: "tool is gone"}); err != nil {
+			if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: b.ID, By: "user:ann@example.com", Note: "tool is gone"}); err != nil {
 				t.Fatalf("reject: %v", err)
 			}
 			if _, err := e.submitRaw("up_send", `{"to":"c"}`); queue.ErrorCode(err) != queue.CodeUpstreamUnavailable {

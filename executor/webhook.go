@@ -3,16 +3,13 @@ package executor
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
@@ -63,18 +60,15 @@ const (
 	DeliveryUnknown = queue.ExecutionUnknown
 )
 
-// MaxResultBody caps the stored response of a delivery.
-const MaxResultBody = 64 << 10
-
 // refusedStatuses are the answers that say the receiver did not act on the
 // request; any other non-2xx answer leaves the outcome unknown.
 var refusedStatuses = map[int]bool{400: true, 401: true, 403: true, 404: true, 405: true,
 	410: true, 413: true, 415: true, 422: true}
 
-// NewWebhook returns a webhook dispatcher over svc. A secret that is not
+// NewWebhook returns a webhook dispatcher of svc. A secret that is not
 // usable (a "whsec_" secret whose rest is not base64) is an error, so a
 // typo stops the server at start instead of leaving deliveries unsigned.
-func NewWebhook(svc *queue.Service, cfg WebhookConfig) (*Webhook, error) {
+func NewWebhook(svc *queue.Dispatch, cfg WebhookConfig) (*Webhook, error) {
 	var signer *webhooksign.Signer
 	if cfg.Secret != "" {
 		s, err := webhooksign.New(cfg.Secret)
@@ -151,15 +145,15 @@ func (d *Webhook) Do(a *queue.Action) queue.Execution {
 	switch {
 	case status >= 200 && status < 300:
 		// The receiver said it acted; a body cut short changes nothing.
-		return queue.Execution{Outcome: queue.ExecutionDone, Result: responseResult(body), Details: info}
+		return queue.Execution{Outcome: queue.ExecutionDone, Result: queue.ResultOf(body), Details: info}
 	case refusedStatuses[status]:
-		info["body"] = excerpt(body, 1024)
+		info["body"] = queue.Excerpt(body, 1024)
 		return queue.Execution{Outcome: queue.ExecutionFailed, Details: info,
 			Error: fmt.Sprintf("the receiver refused it with status %d", status)}
 	}
 	// Other statuses, redirects, timeouts, connection errors.
 	if status != 0 {
-		info["body"] = excerpt(body, 1024)
+		info["body"] = queue.Excerpt(body, 1024)
 		if status >= 300 && status < 400 {
 			info["note"] = "redirects are not followed"
 		}
@@ -168,7 +162,7 @@ func (d *Webhook) Do(a *queue.Action) queue.Execution {
 }
 
 // post sends one delivery. status is 0 when no response arrived; body is
-// at most MaxResultBody+1 bytes of the response; err says why no usable
+// at most queue.MaxResultBody+1 bytes of the response; err says why no usable
 // response arrived.
 func (d *Webhook) post(a *queue.Action) (status int, body []byte, err error) {
 	hook := a.Spec.Executor
@@ -198,63 +192,8 @@ func (d *Webhook) post(a *queue.Action) (status int, body []byte, err error) {
 		return 0, nil, err
 	}
 	defer res.Body.Close()
-	body, err = io.ReadAll(io.LimitReader(res.Body, MaxResultBody+1))
+	body, err = io.ReadAll(io.LimitReader(res.Body, queue.MaxResultBody+1))
 	return res.StatusCode, body, err
-}
-
-// responseResult is what a 2xx response stores as the action's result: a
-// JSON body as it is, anything else (or a body over MaxResultBody, or JSON
-// that PostgreSQL's jsonb cannot hold) as {"body": "<text>"}, cut at
-// MaxResultBody.
-func responseResult(body []byte) json.RawMessage {
-	if len(body) <= MaxResultBody && json.Valid(body) {
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.UseNumber()
-		var v any
-		if dec.Decode(&v) == nil && !hasNUL(v) {
-			// Re-encoding replaces invalid UTF-8 and lone surrogates, which
-			// jsonb refuses.
-			if b, err := json.Marshal(v); err == nil {
-				return b
-			}
-		}
-	}
-	b, _ := json.Marshal(map[string]string{"body": excerpt(body, MaxResultBody)})
-	return b
-}
-
-// excerpt returns at most n bytes of b as valid UTF-8 text without NUL
-// characters, which jsonb cannot hold.
-func excerpt(b []byte, n int) string {
-	s := strings.ReplaceAll(strings.ToValidUTF8(string(b), "\uFFFD"), "\x00", "\uFFFD")
-	if len(s) > n {
-		cut := n
-		for cut > 0 && !utf8.RuneStart(s[cut]) {
-			cut--
-		}
-		s = s[:cut]
-	}
-	return s
-}
-
-func hasNUL(v any) bool {
-	switch x := v.(type) {
-	case string:
-		return strings.IndexByte(x, 0) >= 0
-	case map[string]any:
-		for k, w := range x {
-			if strings.IndexByte(k, 0) >= 0 || hasNUL(w) {
-				return true
-			}
-		}
-	case []any:
-		for _, w := range x {
-			if hasNUL(w) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // describeDeliveryError says in words why no response arrived.

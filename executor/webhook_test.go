@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,11 +19,9 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
-	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 )
 
 const testSecret = "s3cret-for-tests"
@@ -145,18 +142,15 @@ func (p *provider) check(t testing.TB) {
 	}
 }
 
-// execEnv is one database with a fake provider, as several server processes
-// would share them.
+// execEnv is the domain harness (one database, as several server
+// processes would share it) with a fake provider.
 type execEnv struct {
-	t     *testing.T
-	url   string
-	store *postgres.Store
-	svc   *queue.Service
-	reg   *classify.Registry
-	clock *testclock.Clock
-	prov  *provider
+	*apptest.Env
+	prov *provider
 }
 
+// execTools are four webhook tools (three calling hook, one unreachable)
+// and the domain tests' two (apptest.DomainTools).
 func execTools(hook, unreachable string) string {
 	return fmt.Sprintf(`
 tools:
@@ -182,27 +176,17 @@ tools:
     intent: "unreachable:{topic}"
     claim_timeout: 2m
     executor: { webhook: %q, timeout: 30s }
-  send_customer_email:
-    class: at-most-once
-    intent: "email:{customer_id}:{topic}"
-    claim_timeout: 10m
-    expires_after: 1h
-  issue_refund:
-    class: exactly-once
-    intent: "refund:{order_id}:{line_id}"
-    claim_timeout: 2m
-`, hook, hook, hook, unreachable)
+`, hook, hook, hook, unreachable) + strings.TrimPrefix(apptest.DomainTools, "\ntools:\n")
 }
 
-// startExec starts one database with a fake provider and a service over
-// it; its clock follows real time until advanced.
-func startExec(t *testing.T) *execEnv {
+// startExec starts one database (SQLite with sqlite set, else PostgreSQL)
+// with a fake provider and a service over it; its clock follows real time
+// until advanced.
+func startExec(t *testing.T, sqlite bool) *execEnv {
 	t.Helper()
-	e := &execEnv{t: t, url: pgtest.URL(t), clock: testclock.Running(), prov: newProvider(t)}
-	e.reg = execRegistry(t, e.prov)
-	e.store = pgtest.OpenURL(t, e.url)
-	e.svc = queue.NewService(e.store, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
-	t.Cleanup(e.svc.Stop)
+	e := &execEnv{prov: newProvider(t)}
+	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: execRegistry(t, e.prov),
+		Service: queue.Options{WaitRecheck: time.Second}})
 	t.Cleanup(func() { e.prov.check(t) })
 	return e
 }
@@ -224,14 +208,6 @@ func execRegistry(t *testing.T, prov *provider) *classify.Registry {
 	return reg
 }
 
-// addService opens another store (its own pool and LISTEN connection) on
-// the same database: another server process.
-func (e *execEnv) addService() *queue.Service {
-	svc := queue.NewService(pgtest.OpenURL(e.t, e.url), e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
-	e.t.Cleanup(svc.Stop)
-	return svc
-}
-
 // runDispatcher starts a dispatcher over svc; stop ends it and waits for
 // the deliveries under way, as a server shutting down does.
 func (e *execEnv) runDispatcher(svc *queue.Service, outcomes func(string)) (d *executor.Webhook, stop func()) {
@@ -247,9 +223,9 @@ func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg executor.WebhookCo
 	if cfg.Recheck == 0 {
 		cfg.Recheck = time.Second
 	}
-	d, err := executor.NewWebhook(svc, cfg)
+	d, err := executor.NewWebhook(queue.NewDispatch(svc), cfg)
 	if err != nil {
-		e.t.Fatal(err)
+		e.T.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -264,56 +240,37 @@ func (e *execEnv) runDispatcherConfig(svc *queue.Service, cfg executor.WebhookCo
 			<-done
 		})
 	}
-	e.t.Cleanup(stop)
+	e.T.Cleanup(stop)
 	return d, stop
-}
-
-func (e *execEnv) submit(tool string, payload map[string]any) *queue.Action {
-	e.t.Helper()
-	raw, _ := json.Marshal(payload)
-	res, err := e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: tool, Payload: raw, Agent: "bot"})
-	if err != nil || !res.Created {
-		e.t.Fatalf("submit %s %s: %v %+v", tool, raw, err, res)
-	}
-	return res.Action
-}
-
-func (e *execEnv) approve(svc *queue.Service, id string) *queue.Action {
-	e.t.Helper()
-	res, err := svc.Approve(context.Background(), queue.DecideRequest{ID: id, By: "user:ann@example.com"})
-	if err != nil {
-		e.t.Fatalf("approve %s: %v", id, err)
-	}
-	return res.Action
 }
 
 // waitState waits (on notifications, not sleeps) until the action is in
 // state want.
 func (e *execEnv) waitState(id string, want queue.State) *queue.Action {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		a, err := e.svc.Wait(context.Background(), id, "", time.Until(deadline))
+		a, err := e.Service.Wait(context.Background(), id, "", time.Until(deadline))
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		if a.State == want {
 			return a
 		}
 		if a.State.Final() || time.Now().After(deadline) {
-			e.t.Fatalf("action %s is %s (error %v), want %s", id, a.State, deref(a.Error), want)
+			e.T.Fatalf("action %s is %s (error %v), want %s", id, a.State, apptest.Deref(a.Error), want)
 		}
 	}
 }
 
 // waitEvent polls the timeline for an event that changes no state.
 func (e *execEnv) waitEvent(id, kind string) queue.Event {
-	e.t.Helper()
+	e.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		evs, err := e.svc.Events(context.Background(), id)
+		evs, err := queue.Timeline(context.Background(), e.Store, id)
 		if err != nil {
-			e.t.Fatal(err)
+			e.T.Fatal(err)
 		}
 		for _, ev := range evs {
 			if ev.Kind == kind {
@@ -321,32 +278,10 @@ func (e *execEnv) waitEvent(id, kind string) queue.Event {
 			}
 		}
 		if time.Now().After(deadline) {
-			e.t.Fatalf("no %s event for %s: %+v", kind, id, evs)
+			e.T.Fatalf("no %s event for %s: %+v", kind, id, evs)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-}
-
-func (e *execEnv) eventCount(id, kind string) int {
-	e.t.Helper()
-	evs, err := e.svc.Events(context.Background(), id)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	n := 0
-	for _, ev := range evs {
-		if ev.Kind == kind {
-			n++
-		}
-	}
-	return n
-}
-
-func deref[T any](p *T) any {
-	if p == nil {
-		return nil
-	}
-	return *p
 }
 
 func partner(topic, respond string) map[string]any {
@@ -355,10 +290,10 @@ func partner(topic, respond string) map[string]any {
 
 func TestWebhookDeliveryOutcomes(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
+	e := startExec(t, false)
 	var mu sync.Mutex
 	outcomes := map[string]int{}
-	e.runDispatcher(e.svc, func(o string) { mu.Lock(); outcomes[o]++; mu.Unlock() })
+	e.runDispatcher(e.Service, func(o string) { mu.Lock(); outcomes[o]++; mu.Unlock() })
 	// OnOutcome runs before the outcome is stored, so every subtest's
 	// delivery is counted once the subtests have ended.
 	t.Cleanup(func() {
@@ -416,26 +351,26 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 			if tc.respond == "hang" {
 				tool = "notify_slow"
 			}
-			a := e.submit(tool, partner(tc.respond, tc.respond))
-			e.approve(e.svc, a.ID)
+			a := e.Submit(tool, partner(tc.respond, tc.respond))
+			apptest.Approve(t, e.Service, a.ID)
 			var got *queue.Action
 			if tc.state == queue.StateInProgress {
 				ev := e.waitEvent(a.ID, queue.EventDeliveryResult)
 				if ev.Actor != queue.DispatcherActor {
 					t.Errorf("delivery_unknown by %s", ev.Actor)
 				}
-				got, _ = e.svc.Get(context.Background(), a.ID)
+				got, _ = e.Store.ActionGetByID(context.Background(), a.ID)
 			} else {
 				got = e.waitState(a.ID, tc.state)
 			}
-			if got.State != tc.state || deref(got.ClaimedBy) != queue.DispatcherActor || got.ClaimedAt == nil {
-				t.Fatalf("state %s claimed by %v at %v, want %s by the dispatcher", got.State, deref(got.ClaimedBy), got.ClaimedAt, tc.state)
+			if got.State != tc.state || apptest.Deref(got.ClaimedBy) != queue.DispatcherActor || got.ClaimedAt == nil {
+				t.Fatalf("state %s claimed by %v at %v, want %s by the dispatcher", got.State, apptest.Deref(got.ClaimedBy), got.ClaimedAt, tc.state)
 			}
 			if want := strings.ReplaceAll(tc.result, "ID", a.ID); want != "" && !queue.JSONEqual(got.Result, []byte(want)) {
 				t.Errorf("result %.200s, want %.200s", got.Result, want)
 			}
-			if tc.err != "" && deref(got.Error) != tc.err {
-				t.Errorf("error %v, want %q", deref(got.Error), tc.err)
+			if tc.err != "" && apptest.Deref(got.Error) != tc.err {
+				t.Errorf("error %v, want %q", apptest.Deref(got.Error), tc.err)
 			}
 			if n := e.prov.deliveries(a.ID); n != 1 {
 				t.Errorf("%d deliveries, want 1", n)
@@ -447,7 +382,7 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 				t.Errorf("Idempotency-Key %q, want the intent key %q", key, a.IntentKey)
 			}
 			// Write-ahead: claimed, then delivery_started, then the outcome.
-			evs, _ := e.svc.Events(context.Background(), a.ID)
+			evs, _ := queue.Timeline(context.Background(), e.Store, a.ID)
 			var kinds []string
 			for _, ev := range evs {
 				kinds = append(kinds, ev.Kind)
@@ -461,25 +396,25 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 	}
 	t.Run("unreachable", func(t *testing.T) {
 		t.Parallel()
-		a := e.submit("notify_unreachable", map[string]any{"topic": "x"})
-		e.approve(e.svc, a.ID)
+		a := e.Submit("notify_unreachable", map[string]any{"topic": "x"})
+		apptest.Approve(t, e.Service, a.ID)
 		ev := e.waitEvent(a.ID, queue.EventDeliveryResult)
-		if got, _ := e.svc.Get(context.Background(), a.ID); got.State != queue.StateInProgress || !strings.Contains(string(ev.Data), "error") {
+		if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateInProgress || !strings.Contains(string(ev.Data), "error") {
 			t.Fatalf("connection refused: %s, event %s", got.State, ev.Data)
 		}
 	})
 	t.Run("agent-executed tools are left to the agent", func(t *testing.T) {
 		t.Parallel()
-		mail := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "left"})
-		e.approve(e.svc, mail.ID)
-		hook := e.submit("notify_partner", partner("after-mail", "json"))
-		e.approve(e.svc, hook.ID)
+		mail := e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "left"})
+		apptest.Approve(t, e.Service, mail.ID)
+		hook := e.Submit("notify_partner", partner("after-mail", "json"))
+		apptest.Approve(t, e.Service, hook.ID)
 		e.waitState(hook.ID, queue.StateDone)
-		if got, _ := e.svc.Get(context.Background(), mail.ID); got.State != queue.StateApproved || e.prov.deliveries(mail.ID) != 0 {
+		if got, _ := e.Store.ActionGetByID(context.Background(), mail.ID); got.State != queue.StateApproved || e.prov.deliveries(mail.ID) != 0 {
 			t.Fatalf("an agent-executed action was taken by the dispatcher: %s", got.State)
 		}
 		// And the agent may not finish a webhook action itself.
-		if _, err := e.svc.Complete(context.Background(), hook.ID, "bot", json.RawMessage(`{}`), "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
+		if _, err := e.Service.Complete(context.Background(), hook.ID, "bot", json.RawMessage(`{}`), "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 			t.Fatalf("agent complete of a webhook action: %v", err)
 		}
 	})
@@ -491,18 +426,18 @@ func TestWebhookDeliveryOutcomes(t *testing.T) {
 // operator's finding settles it.
 func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
-	_, stop := e.runDispatcher(e.svc, nil)
-	others := []*queue.Service{e.addService(), e.addService()}
+	e := startExec(t, false)
+	_, stop := e.runDispatcher(e.Service, nil)
+	others := []*apptest.Env{e.AddProcess(), e.AddProcess()}
 	var live []*executor.Webhook // the dispatchers of the processes still running
 	for _, o := range others {
-		d, _ := e.runDispatcher(o, nil)
+		d, _ := e.runDispatcher(o.Service, nil)
 		live = append(live, d)
 	}
-	a500 := e.submit("notify_partner", partner("five-hundred", "status:500"))
-	hang := e.submit("notify_slow", partner("hang", "hang")) // its 1 s timeout is what leaves it unknown
+	a500 := e.Submit("notify_partner", partner("five-hundred", "status:500"))
+	hang := e.Submit("notify_slow", partner("hang", "hang")) // its 1 s timeout is what leaves it unknown
 	for _, a := range []*queue.Action{a500, hang} {
-		e.approve(e.svc, a.ID)
+		apptest.Approve(t, e.Service, a.ID)
 	}
 	for _, a := range []*queue.Action{a500, hang} {
 		e.waitEvent(a.ID, queue.EventDeliveryResult)
@@ -510,17 +445,20 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 	// A restart: a fresh dispatcher scans at start; nothing in_progress is
 	// taken again.
 	stop()
-	restarted := e.addService()
-	d, _ := e.runDispatcher(restarted, nil)
+	restarted := e.AddProcess()
+	d, _ := e.runDispatcher(restarted.Service, nil)
 	live = append(live, d)
 
 	// Before claim_timeout: no ticket.
-	e.clock.Advance(time.Minute)
-	if res, err := e.svc.Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
+	e.Clock.Advance(time.Minute)
+	if res, err := e.Sweeper().Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
 		t.Fatalf("sweep before claim_timeout: %v %d tickets", err, len(res.Tickets))
 	}
-	e.clock.Advance(61 * time.Second)
-	sweepers := append([]*queue.Service{e.svc, restarted}, others...)
+	e.Clock.Advance(61 * time.Second)
+	sweepers := []*maintenance.Sweeper{e.Sweeper(), restarted.Sweeper()}
+	for _, o := range others {
+		sweepers = append(sweepers, o.Sweeper())
+	}
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	opened := make([]int, len(sweepers)*3)
@@ -548,19 +486,19 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 		outcome queue.State
 		result  string
 	}{{a500, queue.StateDone, `{"found": "in the partner's log"}`}, {hang, queue.StateFailed, ""}} {
-		open, err := e.store.TicketList(context.Background(), queue.TicketListParams{ActionID: tc.a.ID, State: queue.TicketOpen})
+		open, err := e.Store.TicketList(context.Background(), queue.TicketListParams{ActionID: tc.a.ID, State: queue.TicketOpen})
 		if err != nil || len(open) != 1 || open[0].Kind != queue.TicketStale {
 			t.Fatalf("open tickets of %s: %v %+v", tc.a.ID, err, open)
 		}
-		a, tk, err := restarted.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+		a, tk, err := restarted.Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
 			By: "user:ops@example.com", Outcome: tc.outcome, Result: json.RawMessage(tc.result), Note: "checked the partner's log"})
-		if err != nil || a.State != tc.outcome || tk.State != queue.TicketResolved || deref(tk.ResolvedBy) != "user:ops@example.com" {
+		if err != nil || a.State != tc.outcome || tk.State != queue.TicketResolved || apptest.Deref(tk.ResolvedBy) != "user:ops@example.com" {
 			t.Fatalf("resolve: %v %+v %+v", err, a, tk)
 		}
 		if tc.result != "" && !queue.JSONEqual(a.Result, []byte(tc.result)) {
 			t.Fatalf("result %s, want %s", a.Result, tc.result)
 		}
-		if _, _, err := e.svc.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+		if _, _, err := e.Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
 			By: "user:other@example.com", Outcome: queue.StateDone, Note: "me too"}); queue.ErrorCode(err) != queue.CodeTicketResolved {
 			t.Fatalf("resolving twice: %v", err)
 		}
@@ -574,11 +512,11 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 		if n := e.prov.deliveries(a.ID); n != 1 {
 			t.Fatalf("action %s delivered %d times, want 1", a.ID, n)
 		}
-		if n := e.eventCount(a.ID, queue.EventClaimed); n != 1 {
+		if n := e.EventCount(a.ID, queue.EventClaimed); n != 1 {
 			t.Fatalf("action %s claimed %d times", a.ID, n)
 		}
 	}
-	if res, err := e.svc.Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
+	if res, err := e.Sweeper().Sweep(context.Background()); err != nil || len(res.Tickets) != 0 {
 		t.Fatalf("sweep after resolution: %v %d tickets", err, len(res.Tickets))
 	}
 }
@@ -588,14 +526,14 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 // while they run, through all three processes.
 func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
-	svcs := []*queue.Service{e.svc, e.addService(), e.addService()}
+	e := startExec(t, false)
+	svcs := []*queue.Service{e.Service, e.AddProcess().Service, e.AddProcess().Service}
 	var ids []string
 	for i := range 50 {
-		ids = append(ids, e.submit("notify_partner", partner(fmt.Sprintf("bulk-%02d", i), "json")).ID)
+		ids = append(ids, e.Submit("notify_partner", partner(fmt.Sprintf("bulk-%02d", i), "json")).ID)
 	}
 	for i, id := range ids[:25] {
-		e.approve(svcs[i%3], id)
+		apptest.Approve(t, svcs[i%3], id)
 	}
 	began := time.Now()
 	var ds []*executor.Webhook
@@ -605,7 +543,7 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	for i, id := range ids[25:] {
-		wg.Go(func() { e.approve(svcs[i%3], id) })
+		wg.Go(func() { apptest.Approve(t, svcs[i%3], id) })
 	}
 	wg.Wait()
 	for _, id := range ids {
@@ -634,20 +572,18 @@ func TestThreeDispatchersDeliverEachActionOnce(t *testing.T) {
 // nothing, even once the slot frees.
 func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
+	e := startExec(t, false)
 	// The dispatcher's process reads through a store that reports each
 	// action it reads, so the test knows when the second approval has
 	// reached the dispatcher.
 	reads := make(chan string, 100)
-	spy := &readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}
-	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
-	t.Cleanup(svc.Stop)
+	svc := e.AddWrappedProcess(func(st queue.Store) queue.Store { return &readSpy{Store: st, reads: reads} }).Service
 	// A recheck longer than the test: only the approval's notification
 	// offers the second action to the dispatcher.
 	_, stop := e.runDispatcherConfig(svc, executor.WebhookConfig{Concurrency: 1, Recheck: time.Hour})
 
-	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
-	e.approve(e.svc, held.ID)
+	held := e.Submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
+	apptest.Approve(t, e.Service, held.ID)
 	select {
 	case id := <-e.prov.arrived:
 		if id != held.ID {
@@ -656,8 +592,8 @@ func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the held delivery did not arrive")
 	}
-	late := e.submit("notify_partner", partner("late", "json"))
-	e.approve(e.svc, late.ID)
+	late := e.Submit("notify_partner", partner("late", "json"))
+	apptest.Approve(t, e.Service, late.ID)
 	// The dispatcher read the approved action: it is waiting for the slot.
 	for id := ""; id != late.ID; {
 		select {
@@ -683,14 +619,14 @@ func TestDispatcherShutdownFinishesDeliveryUnderWay(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the dispatcher did not stop once the delivery under way ended")
 	}
-	got, _ := e.svc.Get(context.Background(), held.ID)
+	got, _ := e.Store.ActionGetByID(context.Background(), held.ID)
 	if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"held": true}`)) {
 		t.Fatalf("held delivery: %s %s", got.State, got.Result)
 	}
-	if got, _ := e.svc.Get(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
+	if got, _ := e.Store.ActionGetByID(context.Background(), late.ID); got.State != queue.StateApproved || e.prov.deliveries(late.ID) != 0 {
 		t.Fatalf("a stopped dispatcher claimed %s: %s, %d deliveries", late.ID, got.State, e.prov.deliveries(late.ID))
 	}
-	if n := e.eventCount(late.ID, queue.EventClaimed); n != 0 {
+	if n := e.EventCount(late.ID, queue.EventClaimed); n != 0 {
 		t.Fatalf("%d claimed events for %s", n, late.ID)
 	}
 }
@@ -727,10 +663,10 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
-			e := startExec(t)
-			e.runDispatcher(e.svc, nil)
-			a := e.submit("notify_held", map[string]any{"topic": tc.name, "respond": "hold"})
-			e.approve(e.svc, a.ID)
+			e := startExec(t, false)
+			e.runDispatcher(e.Service, nil)
+			a := e.Submit("notify_held", map[string]any{"topic": tc.name, "respond": "hold"})
+			apptest.Approve(t, e.Service, a.ID)
 			select {
 			case id := <-e.prov.arrived:
 				if id != a.ID {
@@ -739,12 +675,12 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			case <-time.After(20 * time.Second):
 				t.Fatal("the delivery did not arrive")
 			}
-			e.clock.Advance(2 * time.Minute)
-			res, err := e.svc.Sweep(ctx)
+			e.Clock.Advance(2 * time.Minute)
+			res, err := e.Sweeper().Sweep(ctx)
 			if err != nil || len(res.Tickets) != 1 {
 				t.Fatalf("sweep: %v %+v", err, res.Tickets)
 			}
-			settled, _, err := e.svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
+			settled, _, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
 				Outcome: queue.StateDone, Result: json.RawMessage(tc.result), Note: "found it in the partner's inbox"})
 			if err != nil || settled.State != queue.StateDone {
 				t.Fatalf("resolve: %v %+v", err, settled)
@@ -759,11 +695,11 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			if ev.Actor != queue.DispatcherActor || !strings.Contains(string(ev.Data), `"held":true`) {
 				t.Fatalf("%s event %+v", kind, ev)
 			}
-			got, _ := e.svc.Get(ctx, a.ID)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
 			if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(tc.result)) {
 				t.Fatalf("the operator's outcome changed: %s %s", got.State, got.Result)
 			}
-			open, err := e.store.TicketList(ctx, queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+			open, err := e.Store.TicketList(ctx, queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -777,11 +713,11 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			// is the operator's finding, not the late delivery's.
 			for k, want := range map[string]int{queue.EventDeliveryResult: btoi(!tc.conflict), queue.EventOutcomeConflict: btoi(tc.conflict),
 				queue.EventCompleted: 1} {
-				if n := e.eventCount(a.ID, k); n != want {
+				if n := e.EventCount(a.ID, k); n != want {
 					t.Errorf("%d %s events, want %d", n, k, want)
 				}
 			}
-			events, err := e.svc.Events(ctx, a.ID)
+			events, err := queue.Timeline(ctx, e.Store, a.ID)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -807,10 +743,10 @@ func btoi(b bool) int {
 // Without a secret nothing is claimed: deliveries are never unsigned.
 func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
-	a := e.submit("notify_partner", partner("unsigned", "json"))
-	e.approve(e.svc, a.ID)
-	d, err := executor.NewWebhook(e.svc, executor.WebhookConfig{})
+	e := startExec(t, false)
+	a := e.Submit("notify_partner", partner("unsigned", "json"))
+	apptest.Approve(t, e.Service, a.ID)
+	d, err := executor.NewWebhook(queue.NewDispatch(e.Service), executor.WebhookConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -824,7 +760,7 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a dispatcher without a secret kept running")
 	}
-	if got, _ := e.svc.Get(context.Background(), a.ID); got.State != queue.StateApproved {
+	if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateApproved {
 		t.Fatalf("state %s, want approved", got.State)
 	}
 }
@@ -833,29 +769,20 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 // approval, outcomes recorded, an unknown one becoming one ticket.
 func TestWebhookDeliveryOnSQLite(t *testing.T) {
 	t.Parallel()
-	st, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "approvals.db"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = st.Close() })
-	e := &execEnv{t: t, clock: testclock.Running(), prov: newProvider(t)}
-	e.reg = execRegistry(t, e.prov)
-	e.svc = queue.NewService(st, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
-	t.Cleanup(e.svc.Stop)
-	t.Cleanup(func() { e.prov.check(t) })
-	e.runDispatcher(e.svc, nil)
+	e := startExec(t, true)
+	e.runDispatcher(e.Service, nil)
 
-	done := e.submit("notify_partner", partner("sqlite-done", "json"))
-	refused := e.submit("notify_partner", partner("sqlite-refused", "status:422"))
-	unknown := e.submit("notify_partner", partner("sqlite-unknown", "status:502"))
+	done := e.Submit("notify_partner", partner("sqlite-done", "json"))
+	refused := e.Submit("notify_partner", partner("sqlite-refused", "status:422"))
+	unknown := e.Submit("notify_partner", partner("sqlite-unknown", "status:502"))
 	for _, a := range []*queue.Action{done, refused, unknown} {
-		e.approve(e.svc, a.ID)
+		apptest.Approve(t, e.Service, a.ID)
 	}
 	e.waitState(done.ID, queue.StateDone)
 	e.waitState(refused.ID, queue.StateFailed)
 	e.waitEvent(unknown.ID, queue.EventDeliveryResult)
-	e.clock.Advance(2 * time.Minute)
-	res, err := e.svc.Sweep(context.Background())
+	e.Clock.Advance(2 * time.Minute)
+	res, err := e.Sweeper().Sweep(context.Background())
 	if err != nil || len(res.Tickets) != 1 || res.Tickets[0].ActionID != unknown.ID {
 		t.Fatalf("sweep: %v %+v", err, res.Tickets)
 	}
@@ -880,7 +807,7 @@ func TestWebhookRefusesInvalidSecret(t *testing.T) {
 		{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", true},
 		{"whsec_not base64!", false},
 	} {
-		_, err := executor.NewWebhook(svc, executor.WebhookConfig{Secret: tc.secret})
+		_, err := executor.NewWebhook(queue.NewDispatch(svc), executor.WebhookConfig{Secret: tc.secret})
 		if (err == nil) != tc.ok {
 			t.Errorf("secret %q: err %v, want ok=%v", tc.secret, err, tc.ok)
 		}
@@ -896,16 +823,18 @@ func TestWebhookRefusesInvalidSecret(t *testing.T) {
 // approval behind it (seen as a CI flake of the shutdown test above).
 func TestDispatcherSkipsDuplicateOffers(t *testing.T) {
 	t.Parallel()
-	e := startExec(t)
+	e := startExec(t, false)
 	reads := make(chan string, 100)
-	spy := &dupSpy{readSpy: readSpy{Store: pgtest.OpenURL(t, e.url), reads: reads}, inject: make(chan queue.Change, 1)}
-	svc := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now, WaitRecheck: time.Second})
-	t.Cleanup(svc.Stop)
+	var spy *dupSpy
+	svc := e.AddWrappedProcess(func(st queue.Store) queue.Store {
+		spy = &dupSpy{readSpy: readSpy{Store: st, reads: reads}, inject: make(chan queue.Change, 1)}
+		return spy
+	}).Service
 	_, stop := e.runDispatcherConfig(svc, executor.WebhookConfig{Concurrency: 1, Recheck: time.Hour})
 	t.Cleanup(stop)
 
-	held := e.submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
-	e.approve(e.svc, held.ID)
+	held := e.Submit("notify_held", map[string]any{"topic": "held", "respond": "hold"})
+	apptest.Approve(t, e.Service, held.ID)
 	select {
 	case <-e.prov.arrived:
 	case <-time.After(20 * time.Second):
@@ -926,8 +855,8 @@ func TestDispatcherSkipsDuplicateOffers(t *testing.T) {
 		}
 	}
 	waitRead(held.ID)
-	late := e.submit("notify_partner", partner("dup", "json"))
-	e.approve(e.svc, late.ID)
+	late := e.Submit("notify_partner", partner("dup", "json"))
+	apptest.Approve(t, e.Service, late.ID)
 	waitRead(late.ID) // not stalled behind the duplicate
 	e.prov.releaseAll()
 	if n := e.prov.deliveries(held.ID); n != 1 {
@@ -953,8 +882,9 @@ func (s *dupSpy) ActionGetByID(ctx context.Context, id string) (*queue.Action, e
 	return a, err
 }
 
-func (s *dupSpy) Subscribe() (<-chan queue.Change, func()) {
-	real, cancel := s.readSpy.Subscribe()
+func (s *dupSpy) Subscribe() queue.Subscription {
+	sub := s.readSpy.Subscribe()
+	real, cancel := sub.Changes, sub.Cancel
 	out := make(chan queue.Change, 16)
 	done := make(chan struct{})
 	go func() {
@@ -974,5 +904,5 @@ func (s *dupSpy) Subscribe() (<-chan queue.Change, func()) {
 		}
 	}()
 	var once sync.Once
-	return out, func() { once.Do(func() { close(done); cancel() }) }
+	return queue.Subscription{Changes: out, Cancel: func() { once.Do(func() { close(done); cancel() }) }}
 }

@@ -26,7 +26,7 @@ func (d *Dashboard) ApproveAction(c echo.Context) error {
 		}
 		edited = json.RawMessage(form.Payload)
 	}
-	res, err := d.Service.Approve(c.Request().Context(), queue.DecideRequest{ID: id, By: actor(currentUser(c)),
+	res, err := d.Service.Decide(c.Request().Context(), queue.DecideRequest{ID: id, To: queue.StateApproved, By: actor(currentUser(c)),
 		Note: form.Note, Payload: edited})
 	if err != nil {
 		return d.decisionFailed(c, id, err, form, "approve")

@@ -7,6 +7,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
@@ -33,7 +34,7 @@ func (d *Dashboard) BulkDecide(c echo.Context) error {
 	for _, res := range results {
 		row := templates.BulkRow{BulkResult: res}
 		if res.Action != nil {
-			row.Title = res.Action.Headline()
+			row.Title = preview.Headline(res.Action)
 		}
 		v.Rows = append(v.Rows, row)
 	}

@@ -11,7 +11,7 @@ import (
 func (d *Dashboard) RejectAction(c echo.Context) error {
 	id := c.Param("id")
 	form := templates.DecisionForm{RejectNote: c.FormValue("note")}
-	res, err := d.Service.Reject(c.Request().Context(), queue.DecideRequest{ID: id, By: actor(currentUser(c)), Note: form.RejectNote})
+	res, err := d.Service.Decide(c.Request().Context(), queue.DecideRequest{ID: id, To: queue.StateRejected, By: actor(currentUser(c)), Note: form.RejectNote})
 	if err != nil {
 		return d.decisionFailed(c, id, err, form, "reject")
 	}

@@ -14,7 +14,7 @@ import (
 func (d *Dashboard) RequestChangesAction(c echo.Context) error {
 	id := c.Param("id")
 	form := templates.DecisionForm{ChangesNote: c.FormValue("note")}
-	res, err := d.Service.RequestChanges(c.Request().Context(), queue.DecideRequest{ID: id, By: actor(currentUser(c)), Note: form.ChangesNote})
+	res, err := d.Service.Decide(c.Request().Context(), queue.DecideRequest{ID: id, To: queue.StateChangesRequested, By: actor(currentUser(c)), Note: form.ChangesNote})
 	if err != nil {
 		return d.decisionFailed(c, id, err, form, "request_changes")
 	}

@@ -38,7 +38,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	ctx := c.Request().Context()
 	v := templates.ActionView{Now: d.Service.Now(), Action: a, Payload: templates.PrettyJSON(a.Payload),
 		Result: templates.PrettyJSON(a.Result)}
-	v.PreviewTitle, v.Preview = preview(a)
+	v.PreviewTitle, v.Preview = previewFields(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
 		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
 		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")
@@ -50,7 +50,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	if s := session(c); s != nil {
 		v.CSRF = stringValue(s, csrfValue)
 	}
-	events, err := d.Service.Events(ctx, a.ID)
+	events, err := queue.Timeline(ctx, d.Store, a.ID)
 	if err != nil {
 		return v, err
 	}
@@ -59,7 +59,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	}
 	// At-least-once keys are informational: they tie no attempts together.
 	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
-		attempts, err := d.Service.Attempts(ctx, a.IntentKey)
+		attempts, err := d.Store.ActionList(ctx, queue.ActionListParams{IntentKey: a.IntentKey, Limit: 200})
 		if err != nil {
 			return v, err
 		}
@@ -70,7 +70,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 		}
 	}
 	v.Quorum = quorumView(a)
-	if v.Notifications, err = d.Service.Notifications(ctx, a.ID); err != nil {
+	if v.Notifications, err = d.Store.NotificationList(ctx, a.ID); err != nil {
 		return v, err
 	}
 	v.Revision = revisionView(a, v.Attempts)
@@ -168,7 +168,7 @@ func (d *Dashboard) actionPage(c echo.Context, v templates.ActionView) (templ.Co
 
 // getAction reads an action, naming it when it does not exist.
 func (d *Dashboard) getAction(ctx context.Context, id string) (*queue.Action, error) {
-	a, err := d.Service.Get(ctx, id)
+	a, err := d.Store.ActionGetByID(ctx, id)
 	if errors.Is(err, queue.ErrNotFound) {
 		return nil, notFound("action", id)
 	}

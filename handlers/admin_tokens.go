@@ -52,7 +52,7 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 		return d.renderTokens(c, 0, v, err)
 	}
 	token, hash := accounts.NewToken()
-	_, err := d.Accounts.TokenCreate(c.Request().Context(), name, hash, d.Service.Now())
+	_, err := d.Accounts.TokenCreate(c.Request().Context(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: d.Service.Now()})
 	if errors.Is(err, accounts.ErrExists) {
 		err := queue.Errorf(queue.CodeInvalidRequest, "an active token named %s exists; revoke it first or choose another name", name)
 		v.Error = err.Detail
@@ -68,7 +68,7 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 // RevokeToken handles POST /admin/tokens/revoke (name).
 func (d *Dashboard) RevokeToken(c echo.Context) error {
 	name := c.FormValue("name")
-	err := d.Accounts.TokenRevoke(c.Request().Context(), name, d.Service.Now())
+	err := d.Accounts.TokenRevoke(c.Request().Context(), accounts.TokenRevokeParams{Name: name, Now: d.Service.Now()})
 	if errors.Is(err, accounts.ErrNotFound) {
 		return queue.Errorf(queue.CodeNotFound, "no active token is named %q", name)
 	}

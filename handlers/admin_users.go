@@ -150,7 +150,7 @@ func (d *Dashboard) ChangeUserRole(c echo.Context) error {
 	if err != nil {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
 	}
-	if err := d.Accounts.UserSetRole(c.Request().Context(), u.ID, role); err != nil {
+	if err := d.Accounts.UserSetRole(c.Request().Context(), accounts.UserSetRoleParams{ID: u.ID, Role: role}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=role")
@@ -184,7 +184,7 @@ func (d *Dashboard) SetUserPassword(c echo.Context) error {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
 	}
 	now := d.Service.Now()
-	if err := d.Accounts.UserSetPassword(c.Request().Context(), u.ID, hash, now); err != nil {
+	if err := d.Accounts.UserSetPassword(c.Request().Context(), accounts.UserSetPasswordParams{ID: u.ID, PasswordHash: hash, Now: now}); err != nil {
 		return err
 	}
 	if u.ID == currentUser(c).ID {
@@ -205,7 +205,7 @@ func (d *Dashboard) SetUserSlackID(c echo.Context) error {
 	if err := accounts.ValidateSlackID(id); err != nil {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
 	}
-	err = d.Accounts.UserSetSlackID(c.Request().Context(), u.ID, id)
+	err = d.Accounts.UserSetSlackID(c.Request().Context(), accounts.UserSetSlackIDParams{ID: u.ID, SlackID: id})
 	switch {
 	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "Slack id %s belongs to another user already", id), templates.UserForm{}, u.ID)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,12 +13,15 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 )
 
 // API serves the agent REST API under /api/v1: submit, read (with the
 // long-poll) and drive actions, authenticated by agent bearer tokens.
 type API struct {
-	Service  *queue.Service
+	Service *queue.Service
+	// Store is what the API reads directly (queue.Reader).
+	Store    queue.Reader
 	Accounts accounts.Store
 	// MaxBody caps request bodies (APPROVALS_MAX_BODY).
 	MaxBody int64
@@ -33,7 +35,7 @@ const agentKey = "approvals.agent"
 // session cookie opens nothing here.
 func (h *API) AgentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		name, err := AuthenticateAgent(c.Request(), h.Accounts)
+		name, err := accounts.AuthenticateAgent(c.Request(), h.Accounts)
 		if err != nil {
 			return err
 		}
@@ -42,61 +44,28 @@ func (h *API) AgentAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// AuthenticateAgent returns the token name behind the request's bearer
-// token, or an unauthorized error. The MCP endpoint uses it too.
-func AuthenticateAgent(r *http.Request, store accounts.Store) (string, error) {
-	hash, err := bearerHash(r)
-	if err != nil {
-		return "", err
-	}
-	return lookupAgent(r.Context(), store, hash)
-}
-
-func bearerHash(r *http.Request) (string, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
-	}
-	return accounts.HashToken(strings.TrimSpace(token)), nil
-}
-
-func lookupAgent(ctx context.Context, store accounts.Store, hash string) (string, error) {
-	t, err := store.TokenGetByHash(ctx, hash)
-	if errors.Is(err, accounts.ErrNotFound) {
-		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
-	}
-	if err != nil {
-		return "", err
-	}
-	return t.Name, nil
-}
-
 const tokenGuardKey = "approvals.token_guard"
 
 // HotAuth authenticates the hot path: submissions and the agent's drive
-// calls (execute, complete, fail, cancel). Where the store can check the
-// token in the statement that claims the intent or moves the action
-// (queue.GuardedSubmitter), a token seen valid before is not looked up
-// again: its agent name comes from memory and the statement refuses it if
-// it has been revoked since, which saves a query on every such request
-// (about a fifth of the submissions' throughput and an eighth of the
-// claim+complete cycles', docs/performance.md). Every other refusal
-// re-checks the token first, so a revoked token still gets 401 before any
-// 400, 403, 404, 409, 413 or 422, and "the next request with a revoked token
-// is refused" holds.
+// calls (execute, complete, fail, cancel). Where the store checks the token
+// in the statement that claims or moves the action
+// (queue.Store.SupportsTokenGuard), a token seen valid before is taken from
+// memory, which saves a query per request (docs/performance.md, "The token
+// is checked inside the claim"). Every other refusal re-checks the token
+// first, so a revoked token still gets 401 before any other refusal.
 func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		if !h.Service.GuardsTokens() {
+		if !h.Store.SupportsTokenGuard() {
 			return h.AgentAuth(next)(c)
 		}
 		r := c.Request()
-		hash, err := bearerHash(r)
+		hash, err := accounts.BearerHash(r)
 		if err != nil {
 			return err
 		}
 		name, ok := h.tokens.get(hash)
 		if !ok {
-			if name, err = lookupAgent(r.Context(), h.Accounts, hash); err != nil {
+			if name, err = accounts.AgentByHash(r.Context(), h.Accounts, hash); err != nil {
 				return err
 			}
 			h.tokens.put(hash, name)
@@ -111,7 +80,7 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		}
 		if queue.ErrorCode(err) != queue.CodeUnauthorized {
 			// Refused before, or apart from, the statement's own check.
-			_, err2 := lookupAgent(r.Context(), h.Accounts, hash)
+			_, err2 := accounts.AgentByHash(r.Context(), h.Accounts, hash)
 			if err2 == nil {
 				return err
 			}
@@ -193,11 +162,11 @@ func (h *API) Submit(c echo.Context) error {
 
 // GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.
 func (h *API) GetAction(c echo.Context) error {
-	wait, err := queue.ParseWait(c.QueryParam("wait"))
+	wait, err := agentapi.ParseWait(c.QueryParam("wait"))
 	if err != nil {
 		return err
 	}
-	until, err := queue.ParseState(c.QueryParam("state"))
+	until, err := agentapi.ParseState(c.QueryParam("state"))
 	if err != nil {
 		return err
 	}
@@ -217,7 +186,7 @@ func (h *API) GetAction(c echo.Context) error {
 
 // ListActions handles GET /api/v1/actions.
 func (h *API) ListActions(c echo.Context) error {
-	r, err := queue.ParseListRequest(c.QueryParams().Get)
+	r, err := agentapi.ParseListRequest(c.QueryParams().Get)
 	if err != nil {
 		return err
 	}
@@ -225,13 +194,13 @@ func (h *API) ListActions(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return writeJSON(c, http.StatusOK, queue.NewActionList(list, next))
+	return writeJSON(c, http.StatusOK, agentapi.NewActionList(list, next))
 }
 
 // Tools handles GET /api/v1/tools.
 func (h *API) Tools(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, map[string]any{
-		"tools":    queue.ToolViews(h.Service.Registry()),
+		"tools":    agentapi.ToolViews(h.Service.Registry()),
 		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K). " + classify.ChangesRequestedAdvice,
 	})
 }
@@ -318,7 +287,7 @@ func writeJSON(c echo.Context, status int, v any) error {
 	if a, ok := v.(*queue.Action); ok && a != nil {
 		bp := actionBuffers.Get().(*[]byte)
 		defer actionBuffers.Put(bp)
-		if b, ok := a.AppendJSON((*bp)[:0]); ok {
+		if b, ok := appendActionJSON((*bp)[:0], a); ok {
 			*bp = append(b, '\n') // as json.Encoder ends a value
 			c.Response().WriteHeader(status)
 			_, err := c.Response().Write(*bp)

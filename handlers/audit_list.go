@@ -30,7 +30,7 @@ func (d *Dashboard) AuditList(c echo.Context) error {
 		}
 		before = n
 	}
-	events, err := d.Service.EventList(c.Request().Context(), queue.EventListParams{Kind: v.Kind, Actor: v.Actor,
+	events, err := d.Store.EventList(c.Request().Context(), queue.EventListParams{Kind: v.Kind, Actor: v.Actor,
 		BeforeID: before, Limit: auditPageSize + 1})
 	if err != nil {
 		return err

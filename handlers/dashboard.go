@@ -25,7 +25,9 @@ import (
 // tickets, audit and administration. Roles are
 // enforced here, on the server, by the Allow middleware of each route.
 type Dashboard struct {
-	Service  *queue.Service
+	Service *queue.Service
+	// Store is what the pages read directly (queue.Reader).
+	Store    queue.Reader
 	Accounts accounts.Store
 	Sessions *accounts.SessionStore
 	Assets   templates.Assets
@@ -43,6 +45,8 @@ type Dashboard struct {
 	// sign-in waiting at most 2s for one.
 	Gate     *accounts.PasswordGate
 	gateOnce sync.Once
+	// overview is the overview page's cache.
+	overview OverviewCache
 }
 
 // LoginLimits say how many failed logins answer 429 for a while.
@@ -306,7 +310,7 @@ func (d *Dashboard) page(c echo.Context, title, nav string) (templates.Page, err
 	p := templates.Page{Title: title, Nav: nav, CSRF: csrf, Assets: d.Assets}
 	if u := currentUser(c); u != nil {
 		p.Viewer = viewer(u)
-		n, err := d.Service.TicketCountOpen(c.Request().Context())
+		n, err := d.Store.TicketCountOpen(c.Request().Context())
 		if err != nil {
 			return p, err
 		}

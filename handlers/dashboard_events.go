@@ -22,8 +22,8 @@ func (d *Dashboard) Events(c echo.Context) error {
 		return err
 	}
 	defer release()
-	changes, cancel := d.Service.SubscribePending()
-	defer cancel()
+	sub := d.Store.SubscribePending()
+	defer sub.Cancel()
 	w := c.Response()
 	h := w.Header()
 	h.Set(echo.HeaderContentType, "text/event-stream")
@@ -39,7 +39,7 @@ func (d *Dashboard) Events(c echo.Context) error {
 	ctx := c.Request().Context()
 	for {
 		select {
-		case ch, ok := <-changes:
+		case ch, ok := <-sub.Changes:
 			if !ok {
 				return nil
 			}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
@@ -23,7 +24,7 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		return err
 	}
 	if isHX(c) {
-		if v.OpenTickets, err = d.Service.TicketCountOpen(ctx); err != nil {
+		if v.OpenTickets, err = d.Store.TicketCountOpen(ctx); err != nil {
 			return err
 		}
 		return render(c, http.StatusOK, templates.QueueFragment(v, true))
@@ -56,7 +57,7 @@ func (d *Dashboard) queueView(c echo.Context, tool, cursor string, limit int, mi
 	}
 	v.Next = next
 	for _, a := range list {
-		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: a.Headline()})
+		v.Rows = append(v.Rows, templates.QueueRow{Action: a, Title: preview.Headline(a)})
 	}
 	return v, nil
 }
@@ -81,10 +82,10 @@ func toolNames(s *queue.Service) []string {
 	return out
 }
 
-// preview is the action's rendered preview (queue.Action.Preview, which
-// the notification channels share) as the templates' fields.
-func preview(a *queue.Action) (string, []templates.Field) {
-	p := a.Preview()
+// previewFields is the action's rendered preview (preview.Of, which the
+// notification channels share) as the templates' fields.
+func previewFields(a *queue.Action) (string, []templates.Field) {
+	p := preview.Of(a)
 	fields := make([]templates.Field, len(p.Fields))
 	for i, f := range p.Fields {
 		fields[i] = templates.Field{Name: f.Name, Value: f.Value}

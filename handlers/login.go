@@ -63,12 +63,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 	// A right password takes its attempt back.
 	now = now.UTC().Truncate(time.Microsecond)
 	for _, s := range subjects {
-		if err := d.Accounts.LoginFailureAdd(ctx, s, now); err != nil {
+		if err := d.Accounts.LoginFailureAdd(ctx, accounts.LoginFailureParams{Subject: s, At: now}); err != nil {
 			return err
 		}
 	}
 	for i, limit := range []int{limits.PerAccount, limits.PerAddress} {
-		n, err := d.Accounts.LoginFailureCount(ctx, subjects[i], now.Add(-limits.Window))
+		n, err := d.Accounts.LoginFailureCount(ctx, accounts.LoginFailureCountParams{Subject: subjects[i], Since: now.Add(-limits.Window)})
 		if err != nil {
 			return err
 		}
@@ -121,7 +121,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	if err := d.Accounts.LoginFailureClear(ctx, subjects[0]); err != nil {
 		return err
 	}
-	if err := d.Accounts.LoginFailureRemove(ctx, subjects[1], now); err != nil {
+	if err := d.Accounts.LoginFailureRemove(ctx, accounts.LoginFailureParams{Subject: subjects[1], At: now}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u); err != nil {
@@ -164,7 +164,7 @@ func (d *Dashboard) passwordGate() *accounts.PasswordGate {
 // forgetAttempt takes back the attempt recorded at now for each subject.
 func (d *Dashboard) forgetAttempt(ctx context.Context, subjects []string, now time.Time) error {
 	for _, s := range subjects {
-		if err := d.Accounts.LoginFailureRemove(ctx, s, now); err != nil {
+		if err := d.Accounts.LoginFailureRemove(ctx, accounts.LoginFailureParams{Subject: s, At: now}); err != nil {
 			return err
 		}
 	}

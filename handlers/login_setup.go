@@ -25,7 +25,7 @@ func SetupToken(ctx context.Context, store accounts.Store) (string, error) {
 	if has, err := adminExists(ctx, store); err != nil || has {
 		return "", err
 	}
-	return store.SettingInit(ctx, SetupTokenSetting, accounts.RandomString(32))
+	return store.SettingInit(ctx, accounts.SettingParams{Key: SetupTokenSetting, Value: accounts.RandomString(32)})
 }
 
 // adminExists reports whether any staff user is an admin. Staff are few,
@@ -107,7 +107,7 @@ func (d *Dashboard) Setup(c echo.Context) error {
 		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
 	}
 	// Of two people using the link at once, exactly one takes it.
-	took, err := d.Accounts.SettingTake(ctx, SetupTokenSetting, token)
+	took, err := d.Accounts.SettingTake(ctx, accounts.SettingParams{Key: SetupTokenSetting, Value: token})
 	if err != nil {
 		return err
 	}

@@ -9,9 +9,9 @@ import (
 )
 
 // ShowOverview handles GET /overview: the health of the queue for every
-// member of staff, computed at most every queue.OverviewMaxAge per process.
+// member of staff, computed at most every OverviewMaxAge per process.
 func (d *Dashboard) ShowOverview(c echo.Context) error {
-	o, err := d.Service.CachedOverview(c.Request().Context())
+	o, err := d.overview.Get(c.Request().Context(), d.Store, d.Service.Now())
 	if err != nil {
 		return err
 	}

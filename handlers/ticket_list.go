@@ -46,7 +46,7 @@ func (d *Dashboard) ticketsBase(c echo.Context, state string) templates.TicketsV
 func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.TicketsView, error) {
 	ctx := c.Request().Context()
 	v := d.ticketsBase(c, state)
-	tickets, err := d.Service.TicketList(ctx, queue.TicketListParams{State: queue.TicketState(state), Limit: 200})
+	tickets, err := d.Store.TicketList(ctx, queue.TicketListParams{State: queue.TicketState(state), Limit: 200})
 	if err != nil {
 		return v, err
 	}
@@ -54,7 +54,7 @@ func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.Tickets
 	for _, t := range tickets {
 		ids = append(ids, t.ActionID)
 	}
-	actions, err := d.Service.ActionsByID(ctx, ids) // one query for the page
+	actions, err := queue.ActionsByID(ctx, d.Store, ids) // one query for the page
 	if err != nil {
 		return v, err
 	}
@@ -67,7 +67,7 @@ func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.Tickets
 // ticketRow joins a ticket with its action. Tickets are few (each is an
 // operator's to-do), so one read per ticket is cheap enough.
 func (d *Dashboard) ticketRow(ctx context.Context, t *queue.Ticket) (templates.TicketRow, error) {
-	a, err := d.Service.Get(ctx, t.ActionID)
+	a, err := d.Store.ActionGetByID(ctx, t.ActionID)
 	if err != nil && !errors.Is(err, queue.ErrNotFound) {
 		return templates.TicketRow{}, err
 	}

@@ -51,7 +51,7 @@ func (d *Dashboard) resolveFailed(c echo.Context, id string, err error, form tem
 		return err
 	}
 	ctx := c.Request().Context()
-	t, gerr := d.Service.TicketGetByID(ctx, id)
+	t, gerr := d.Store.TicketGetByID(ctx, id)
 	if errors.Is(gerr, queue.ErrNotFound) {
 		return notFound("ticket", id)
 	}

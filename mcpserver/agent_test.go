@@ -19,6 +19,7 @@ import (
 
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 )
 
 // paymentProvider is a fake external system that counts real effects.
@@ -203,7 +204,7 @@ func (a *scriptedAgent) refundGuided(ctx context.Context, args map[string]any) e
 		if err != nil {
 			return err
 		}
-		var list queue.ActionList
+		var list agentapi.ActionList
 		if err := decodeResult(found, &list); err != nil {
 			return err
 		}
@@ -311,7 +312,7 @@ func TestGuidedAgentAfterTimeoutCausesOneEffect(t *testing.T) {
 	if a.State != queue.StateDone || a.RequestedBy != "agent:refunder" || !strings.Contains(string(a.Result), "re_o-1_l-1_1") {
 		t.Fatalf("action %+v", a)
 	}
-	evs, err := e.svc.Events(ctx, a.ID)
+	evs, err := queue.Timeline(ctx, e.store, a.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +357,7 @@ func TestNaiveRetryCausesNoSecondEffect(t *testing.T) {
 	if n := provider.effects("o-7", "l-2"); n != 0 {
 		t.Fatalf("real effects = %d, want 0: a retry must not perform", n)
 	}
-	evs, err := e.svc.Events(ctx, r.Action.ID)
+	evs, err := queue.Timeline(ctx, e.store, r.Action.ID)
 	if err != nil {
 		t.Fatal(err)
 	}

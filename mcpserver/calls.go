@@ -12,6 +12,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 )
 
 // call is the shape of every tool's work: the calling agent and the raw
@@ -89,7 +90,7 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	if err != nil {
 		return nil, err
 	}
-	wait, err := queue.ParseWait(w)
+	wait, err := agentapi.ParseWait(w)
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +98,7 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 	if err != nil {
 		return nil, err
 	}
-	until, err := queue.ParseState(st)
+	until, err := agentapi.ParseState(st)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +140,7 @@ func (s *server) findActions(ctx context.Context, agent string, args arguments) 
 		}
 		filters["limit"] = strconv.Itoa(n)
 	}
-	lr, err := queue.ParseListRequest(func(name string) string { return filters[name] })
+	lr, err := agentapi.ParseListRequest(func(name string) string { return filters[name] })
 	if err != nil {
 		return nil, err
 	}
@@ -147,12 +148,12 @@ func (s *server) findActions(ctx context.Context, agent string, args arguments) 
 	if err != nil {
 		return nil, err
 	}
-	out := queue.NewActionList(list, next)
+	out := agentapi.NewActionList(list, next)
 	return answer(out, found(key, out, agent))
 }
 
 // found says what find_actions found.
-func found(key string, l queue.ActionList, agent string) string {
+func found(key string, l agentapi.ActionList, agent string) string {
 	if len(l.Actions) == 0 {
 		return fmt.Sprintf("No action matches intent key %q: approvals has recorded nothing for it, so an earlier call that timed out "+
 			"never reached it. If the effect is still wanted, call the tool now.", key)
@@ -170,7 +171,7 @@ func (s *server) listTools(ctx context.Context, agent string, args arguments) (*
 	if err := args.only(); err != nil {
 		return nil, err
 	}
-	views := queue.ToolViews(s.svc.Registry())
+	views := agentapi.ToolViews(s.svc.Registry())
 	return answer(map[string]any{"tools": views, "guidance": listGuidance}, fmt.Sprintf(
 		"%d guarded tools. Each call of one submits an action; follow the guidance of its class. %s", len(views), listGuidance))
 }

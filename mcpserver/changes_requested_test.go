@@ -38,7 +38,7 @@ func TestChangesRequestedThroughMCP(t *testing.T) {
 		}
 		waited <- res
 	}()
-	if _, err := e.svc.RequestChanges(context.Background(), queue.DecideRequest{ID: a.ID, By: "user:ops@example.com", Note: "Refund 12 EUR, not 10"}); err != nil {
+	if _, err := e.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ops@example.com", Note: "Refund 12 EUR, not 10"}); err != nil {
 		t.Fatal(err)
 	}
 	var res *mcp.CallToolResult

@@ -18,7 +18,7 @@ func TestEditedFieldsThroughMCP(t *testing.T) {
 		"subject": "Your order", "body": "It ships today."}
 	a := wantAction(t, call(t, cs, "send_customer_email", args), queue.StatePending)
 	edit := `{"customer_id":43,"topic":"late-delivery","to":"c43@example.com","subject":"Your order 43","body":"It ships today."}`
-	if _, err := e.svc.Approve(context.Background(), queue.DecideRequest{ID: a.ID, By: "user:ops@example.com",
+	if _, err := e.svc.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ops@example.com",
 		Payload: json.RawMessage(edit)}); err != nil {
 		t.Fatal(err)
 	}

@@ -13,12 +13,14 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/handlers"
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/web/agentapi"
+	"github.com/approvals/approvals/web/problem"
 )
 
 const toolsYAML = `
@@ -62,7 +64,7 @@ tools:
 type env struct {
 	app   *apptest.App
 	svc   *queue.Service
-	store app.Store
+	store storage.Store
 	url   string // the /mcp endpoint
 }
 
@@ -271,8 +273,8 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 
 	lt := call(t, cs, "list_tools", nil)
 	type toolList struct {
-		Tools    []queue.ToolView `json:"tools"`
-		Guidance string           `json:"guidance"`
+		Tools    []agentapi.ToolView `json:"tools"`
+		Guidance string              `json:"guidance"`
 	}
 	listed := decode[toolList](t, lt)
 	if lt.IsError || len(listed.Tools) != 4 || listed.Guidance == "" {
@@ -330,7 +332,7 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 	// Approve once the call holds its long-poll; the fallback re-read (a
 	// minute) outlasts the wait, so the approval's notification ends it.
 	e.app.AwaitWaiters(t, 1)
-	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
+	if _, err := e.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ops@example.com", Note: "fine"}); err != nil {
 		t.Fatalf("approve: %v", err)
 	}
 	var got *mcp.CallToolResult
@@ -368,7 +370,7 @@ func TestAtMostOnceThroughMCP(t *testing.T) {
 		t.Errorf("a repeated complete is a replay: %q", text(replay))
 	}
 
-	evs, err := e.svc.Events(ctx, a.ID)
+	evs, err := queue.Timeline(ctx, e.store, a.ID)
 	if err != nil {
 		t.Fatalf("events: %v", err)
 	}
@@ -454,7 +456,7 @@ func TestPayloadStoredAsSubmitted(t *testing.T) {
 		if err := decodeResult(res, &id); err != nil {
 			t.Fatal(err)
 		}
-		a, err := e.svc.Get(ctx, id.ID)
+		a, err := e.store.ActionGetByID(ctx, id.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -504,7 +506,7 @@ func TestAuthentication(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		var p handlers.Problem
+		var p problem.Details
 		_ = json.Unmarshal(b, &p)
 		if resp.StatusCode != http.StatusUnauthorized || p.Code != queue.CodeUnauthorized ||
 			resp.Header.Get("Content-Type") != "application/problem+json" || resp.Header.Get("WWW-Authenticate") == "" {
@@ -524,7 +526,7 @@ func TestAuthentication(t *testing.T) {
 	if _, err := cs.ListTools(ctx, nil); err != nil {
 		t.Fatalf("list tools before revoking: %v", err)
 	}
-	if err := e.store.TokenRevoke(ctx, "revokee", time.Now()); err != nil {
+	if err := e.store.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "revokee", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cs.ListTools(ctx, nil); err == nil {
@@ -730,7 +732,7 @@ func TestRefusalsOfEveryAgentCode(t *testing.T) {
 
 	held := wantAction(t, call(t, cs, "issue_refund", map[string]any{"order_id": "o-7", "line_id": "l-1", "amount": 3}), queue.StateInProgress)
 	mail := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c7", "topic": "t", "to": "a@example.com", "subject": "s", "body": "b"}), queue.StatePending)
-	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: mail.ID, By: "user:ops@example.com"}); err != nil {
+	if _, err := e.svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: mail.ID, By: "user:ops@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	wantRefusal(t, call(t, other, "execute_action", map[string]any{"id": mail.ID}), queue.CodeForbidden)

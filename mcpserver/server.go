@@ -1,23 +1,11 @@
-// Package mcpserver serves the Model Context Protocol endpoint /mcp for
-// agents: a second face of the agent REST API, over Streamable HTTP with
-// the official Go SDK. Every guarded tool of the registry becomes an MCP tool
-// of the same name whose call submits an action through queue.Service, and
-// the read and drive tools (get_action, find_actions, list_tools,
-// execute_action, complete_action, fail_action, cancel_action) call the same
-// service methods as the REST handlers. No rule lives here: this package only
-// decodes arguments, names the calling agent, and words the answers for a
-// model.
 package mcpserver
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"log/slog"
 	"math"
 	"net/http"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -27,6 +15,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // Channel is recorded on every event an MCP call causes, so staff can see
@@ -69,23 +58,8 @@ type server struct {
 // New returns the handler for /mcp. maxBody is APPROVALS_MAX_BODY: a call's
 // arguments may be as large as a REST request body (<= 0 means 256 KiB). The
 // tools follow the service's registry, which changes only when upstream
-// tools are re-imported.
-//
-// Every request must carry an agent bearer token (Authorization: Bearer
-// TOKEN); without a valid, unrevoked one it is answered 401 before any MCP
-// processing. The token is checked on every request, so a revoked token
-// stops working at once, mid-session too, and the token's agent is the actor
-// of the call it carries.
-//
-// The endpoint is stateless: no MCP session is kept in memory, so several
-// server processes behind one address behave as one service, as the REST API
-// does. Nothing here needs server-to-client messages, so no request to /mcp
-// holds its connection open except a get_action wait, which takes a waiter
-// slot (queue.Service.AcquireWaiter) like a REST ?wait: a GET, which opens
-// the standalone SSE stream of a stateful server, is 405, and a
-// subscriptions/listen (its successor) ends at once, because the tools
-// capability offers no listChanged to listen for. Whoever changes either
-// must count the stream as a waiter (TestNoStreamWaitsUncounted).
+// tools are re-imported. How requests are authenticated, and why the
+// endpoint is stateless, is in doc.go.
 func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody int64) http.Handler {
 	if logger == nil {
 		logger = slog.Default()
@@ -171,30 +145,13 @@ type agentKey struct{}
 // name on in the request context.
 func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := bearerAgent(r, accts)
+		name, err := accounts.AuthenticateAgent(r, accts)
 		if err != nil {
-			writeProblem(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
+			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
 	})
-}
-
-// bearerAgent returns the name of the agent whose token the request
-// carries as Authorization: Bearer TOKEN.
-func bearerAgent(r *http.Request, accts accounts.Store) (string, error) {
-	scheme, token, ok := strings.Cut(r.Header.Get("Authorization"), " ")
-	if !ok || !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
-		return "", queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN")
-	}
-	t, err := accts.TokenGetByHash(r.Context(), accounts.HashToken(strings.TrimSpace(token)))
-	if errors.Is(err, accounts.ErrNotFound) {
-		return "", queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
-	}
-	if err != nil {
-		return "", err
-	}
-	return t.Name, nil
 }
 
 // verifyAgent hands the agent named by authenticate to the SDK.
@@ -212,26 +169,4 @@ func agentOf(req *mcp.CallToolRequest) (string, bool) {
 		return "", false
 	}
 	return req.Extra.TokenInfo.UserID, true
-}
-
-// problem is the RFC 9457 body of a refused HTTP request, as the REST API
-// writes it.
-type problem struct {
-	Type   string     `json:"type"`
-	Title  string     `json:"title"`
-	Status int        `json:"status"`
-	Detail string     `json:"detail"`
-	Code   queue.Code `json:"code"`
-}
-
-// writeProblem answers a refused HTTP request the way the REST API does.
-func writeProblem(w http.ResponseWriter, e *queue.Error) {
-	status := e.Code.HTTPStatus()
-	if e.Code == queue.CodeUnauthorized {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
-	}
-	p := problem{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code}
-	w.Header().Set("Content-Type", "application/problem+json")
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(p)
 }

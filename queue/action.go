@@ -1,7 +1,8 @@
 // Package queue is the domain of approvals: actions keyed by intent, their
-// state machine, tickets, events, and the Service that drives them. It knows
-// nothing of HTTP or of any particular database; adapters in queue/postgres
-// and queue/sqlite implement Store.
+// state machine, tickets, events, the rules of submitting, deciding and
+// driving them (the Service), and the store interface. It knows nothing of
+// HTTP or of any particular database: the adapters postgres and sqlite
+// implement Store, and the background work runs beside it (maintenance).
 package queue
 
 import (
@@ -116,7 +117,6 @@ func (a *Action) Agent() string {
 	return a.RequestedBy
 }
 
-// HasWebhook reports whether the dispatcher, not the agent, executes it.
 // ClaimDeadline is when a claim (ClaimedAt) outlives its tool's
 // claim_timeout and the sweep opens a stale ticket; nil when unclaimed.
 func (a *Action) ClaimDeadline() *time.Time {
@@ -127,6 +127,8 @@ func (a *Action) ClaimDeadline() *time.Time {
 	return &d
 }
 
+// HasWebhook reports whether the webhook dispatcher, not the agent,
+// executes it.
 func (a *Action) HasWebhook() bool { return a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" }
 
 // ServerExecuted reports whether one of the server's executors (the webhook

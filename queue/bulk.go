@@ -51,7 +51,7 @@ type BulkResult struct {
 // ErrBulkNoteRequired refuses a bulk rejection without a reason.
 var ErrBulkNoteRequired = Errorf(CodeInvalidRequest, "note: a note is required to reject; say why, and it is kept with each action")
 
-// Bulk decides each selected action through Approve or Reject, the same
+// Bulk decides each selected action through Decide, the same
 // exactly-once path as a single decision (one conditional statement each),
 // and reports every action's outcome: a selection is never partly decided
 // in silence. Duplicate ids count once. It stops at a storage error, which
@@ -82,7 +82,7 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 	case r.Decision == "reject" && strings.TrimSpace(r.Note) == "":
 		return nil, ErrBulkNoteRequired
 	}
-	known, err := s.ActionsByID(ctx, ids)
+	known, err := ActionsByID(ctx, s.store, ids)
 	if err != nil {
 		return nil, err
 	}
@@ -106,13 +106,14 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 }
 
 func (s *Service) bulkDecideOne(ctx context.Context, r BulkRequest, res *BulkResult) error {
-	d := DecideRequest{ID: res.ID, By: r.By, Note: strings.TrimSpace(r.Note)}
+	d := DecideRequest{ID: res.ID, To: StateApproved, By: r.By, Note: strings.TrimSpace(r.Note)}
 	var got DriveResult
 	var err error
 	if r.Decision == "approve" {
 		got, err = s.approve(ctx, res.Action, d)
 	} else {
-		got, err = s.Reject(ctx, d)
+		d.To = StateRejected
+		got, err = s.Decide(ctx, d)
 	}
 	var qe *Error
 	switch {

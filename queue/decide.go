@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -12,7 +13,10 @@ import (
 
 // DecideRequest is a staff decision.
 type DecideRequest struct {
-	ID      string
+	ID string
+	// To is the decision: StateApproved, StateRejected or
+	// StateChangesRequested.
+	To      State
 	By      string          // user:EMAIL
 	Note    string          // required to reject and to request changes
 	Payload json.RawMessage // approve only: an edited payload, or nil
@@ -28,16 +32,30 @@ func (r DecideRequest) channel() string {
 	return r.Channel
 }
 
-// Approve approves a pending action, exactly once.
-func (s *Service) Approve(ctx context.Context, r DecideRequest) (DriveResult, error) {
-	a, err := s.store.ActionGetByID(ctx, r.ID)
-	if err != nil {
-		return DriveResult{}, err
+// Decide records a person's decision on a pending action, exactly once:
+// approve it (with an edited Payload, if any), reject it for good (a reason
+// is required), or request changes, which sends it back to its agent: the
+// state changes_requested is final for this attempt and releases the
+// intent, so the agent revises the payload as the note asks and submits
+// again with the same key (the note is required; the roles and rules are
+// reject's).
+func (s *Service) Decide(ctx context.Context, r DecideRequest) (DriveResult, error) {
+	switch r.To {
+	case StateApproved:
+		a, err := s.store.ActionGetByID(ctx, r.ID)
+		if err != nil {
+			return DriveResult{}, err
+		}
+		return s.approve(ctx, a, r)
+	case StateRejected:
+		return s.decideWithNote(ctx, r, EventRejected, "a reason is required to reject")
+	case StateChangesRequested:
+		return s.decideWithNote(ctx, r, EventChangesRequested, "say what should change")
 	}
-	return s.approve(ctx, a, r)
+	return DriveResult{}, Errorf(CodeInvalidRequest, "a decision is approved, rejected or changes_requested, not %q", r.To)
 }
 
-// approve is Approve of an action its caller has read (Bulk reads its
+// approve is the approval of an action its caller has read (Bulk reads its
 // selection in one query). Of that copy it uses only what is fixed at
 // submission (payload, intent key, the tool's snapshot) and, to skip the
 // upstream check, a state that is no longer pending; whether the action may
@@ -88,20 +106,8 @@ func (s *Service) approve(ctx context.Context, a *Action, r DecideRequest) (Driv
 	})
 }
 
-// Reject rejects a pending action for good; the reason is required.
-func (s *Service) Reject(ctx context.Context, r DecideRequest) (DriveResult, error) {
-	return s.decideWithNote(ctx, r, StateRejected, EventRejected, "a reason is required to reject")
-}
-
-// RequestChanges sends a pending action back to its agent: the state
-// changes_requested is final for this attempt and releases the intent, so
-// the agent revises the payload as the note asks and submits again with
-// the same key. The note is required; the roles and rules are reject's.
-func (s *Service) RequestChanges(ctx context.Context, r DecideRequest) (DriveResult, error) {
-	return s.decideWithNote(ctx, r, StateChangesRequested, EventChangesRequested, "say what should change")
-}
-
-func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, to State, kind, missing string) (DriveResult, error) {
+func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, missing string) (DriveResult, error) {
+	to := r.To
 	note := strings.TrimSpace(r.Note)
 	if note == "" {
 		return DriveResult{}, Errorf(CodeInvalidRequest, "note: %s", missing)
@@ -119,9 +125,10 @@ func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, to State,
 // refusal into the contract's answer: a replay for the same user's same
 // decision, else already_decided naming who decided and when.
 func (s *Service) decide(ctx context.Context, p ActionDecideParams) (DriveResult, error) {
-	got, outcome, err := s.store.ActionDecide(ctx, p)
+	res, err := s.store.ActionDecide(ctx, p)
+	got := res.Action
 	if err == nil {
-		return DriveResult{Action: got, Replayed: outcome == DecideReplayed}, nil
+		return DriveResult{Action: got, Replayed: res.Outcome == DecideReplayed}, nil
 	}
 	if !errors.Is(err, ErrStateMismatch) {
 		return DriveResult{Action: got}, err
@@ -160,4 +167,126 @@ func fmtTime(t *time.Time) string {
 		return "an unknown time"
 	}
 	return t.UTC().Format(time.RFC3339)
+}
+
+// Approval is one approval given to an action. Under a quorum an action
+// collects several before it becomes approved; the approvals table keeps
+// one per (action, user), which is what makes "the same user again" a
+// replay rather than a second vote.
+type Approval struct {
+	By      string    `json:"by"` // user:EMAIL
+	At      time.Time `json:"at"`
+	Note    string    `json:"note"`
+	Channel string    `json:"-"` // dashboard, slack, …
+}
+
+// ActionDecideParams is one staff decision on a pending action: approve
+// (To approved), reject or request changes.
+type ActionDecideParams struct {
+	ID      string
+	To      State  // StateApproved, StateRejected or StateChangesRequested
+	By      string // user:EMAIL
+	Note    string
+	Channel string
+	Now     time.Time
+	// ApprovedPayload and ExpiresAt are set on the action when the
+	// approval completes the quorum.
+	ApprovedPayload json.RawMessage
+	ExpiresAt       time.Time
+	// Event is recorded with the transition (kind approved, rejected or
+	// changes_requested); an approval that does not complete the quorum
+	// records an approval_counted event instead.
+	Event Event
+}
+
+// DecideOutcome says what a decision did.
+type DecideOutcome int
+
+const (
+	// DecideTransitioned: the action left pending.
+	DecideTransitioned DecideOutcome = iota + 1
+	// DecideCounted: an approval was counted; the quorum is not complete.
+	DecideCounted
+	// DecideReplayed: the user had approved already; nothing changed.
+	DecideReplayed
+)
+
+// DecisionPlan is what a store writes for a decision once it holds the
+// action's lock.
+type DecisionPlan struct {
+	Outcome DecideOutcome
+	// Approvals is the action's approvals after the decision, as stored in
+	// its approvals column.
+	Approvals []Approval
+	// Event is the event to append (zero for a replay).
+	Event Event
+}
+
+// MayDecide reports whether the staff member by (user:EMAIL) may decide
+// the action under its tool's approval rule; roles are checked before.
+func (a *Action) MayDecide(by string) bool {
+	return a.Spec.Approval.MayDecide(strings.TrimPrefix(by, "user:"), a.EscalatedAt != nil)
+}
+
+// Approved reports whether by has given one of the action's approvals.
+func (a *Action) Approved(by string) bool {
+	return slices.ContainsFunc(a.Approvals, func(ap Approval) bool { return ap.By == by })
+}
+
+// PlanDecision is the one rule of deciding, applied by every store inside
+// the transaction that has locked the action (so nothing it reads can
+// change before the store writes the plan): the action must be pending and
+// not past expires_at (else ErrStateMismatch), the decider must be eligible
+// (else CodeForbidden, nothing changes), a repeated approval is a replay,
+// and the approval that reaches the quorum moves the action to approved.
+func PlanDecision(a *Action, p ActionDecideParams) (DecisionPlan, error) {
+	if a.State != StatePending || a.ExpiresAt != nil && !a.ExpiresAt.After(p.Now) {
+		return DecisionPlan{}, fmt.Errorf("decide %s: %w", a.ID, ErrStateMismatch)
+	}
+	if !a.MayDecide(p.By) {
+		return DecisionPlan{}, &Error{Code: CodeForbidden, Action: a,
+			Detail: fmt.Sprintf("%s is not among the approvers of tool %s for action %s", strings.TrimPrefix(p.By, "user:"), a.Tool, a.ID)}
+	}
+	if p.To != StateApproved {
+		return DecisionPlan{Outcome: DecideTransitioned, Approvals: a.Approvals, Event: p.Event}, nil
+	}
+	if a.Approved(p.By) {
+		return DecisionPlan{Outcome: DecideReplayed, Approvals: a.Approvals}, nil
+	}
+	ap := Approval{By: p.By, At: p.Now, Note: p.Note, Channel: p.Channel}
+	all := append(slices.Clone(a.Approvals), ap)
+	required := a.Spec.Approval.RequiredApprovals()
+	if len(all) >= required {
+		return DecisionPlan{Outcome: DecideTransitioned, Approvals: all, Event: p.Event}, nil
+	}
+	data, _ := json.Marshal(map[string]any{"note": p.Note, "count": len(all), "required": required})
+	return DecisionPlan{Outcome: DecideCounted, Approvals: all, Event: Event{
+		ActionID: a.ID, Kind: EventApprovalCounted, Actor: p.By, Channel: p.Channel, At: p.Now, Data: data,
+	}}, nil
+}
+
+// ApprovalsJSON encodes approvals as the stores keep them in the action's
+// approvals column.
+func ApprovalsJSON(approvals []Approval) string {
+	if len(approvals) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(approvals)
+	return string(b)
+}
+
+// DecodeApprovals reads an approvals column; a nil or empty column is no
+// approvals.
+func DecodeApprovals(b []byte) ([]Approval, error) {
+	if len(b) == 0 || string(b) == "[]" {
+		return []Approval{}, nil
+	}
+	var out []Approval
+	if err := json.Unmarshal(b, &out); err != nil {
+		return nil, err
+	}
+	for i := range out {
+		out[i].At = out[i].At.UTC()
+	}
+	return out, nil
 }

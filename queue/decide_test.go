@@ -3,14 +3,13 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 )
 
 const routingTools = `
@@ -30,30 +29,11 @@ tools:
 
 // onBothStores runs fn against a Service over SQLite and one over
 // PostgreSQL, with the routing tools and a fixed clock.
-func onBothStores(t *testing.T, fn func(t *testing.T, svc *queue.Service)) {
+func onBothStores(t *testing.T, fn func(t *testing.T, svc *queue.Service, st queue.Store)) {
 	t.Helper()
-	reg, err := classify.Parse([]byte(routingTools), classify.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := func() time.Time { return time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC) }
-	stores := map[string]func(t *testing.T) queue.Store{
-		"sqlite": func(t *testing.T) queue.Store {
-			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { s.Close() })
-			return s
-		},
-		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
-	}
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			fn(t, queue.NewService(open(t), reg, queue.Options{Now: now}))
-		})
-	}
+	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, routingTools, classify.Options{}),
+		Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))}
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) { fn(t, e.Service, e.Store) })
 }
 
 func submitPending(t *testing.T, svc *queue.Service, tool, topic string) *queue.Action {
@@ -68,41 +48,41 @@ func submitPending(t *testing.T, svc *queue.Service, tool, topic string) *queue.
 
 func TestQuorumThroughTheService(t *testing.T) {
 	t.Parallel()
-	onBothStores(t, func(t *testing.T, svc *queue.Service) {
+	onBothStores(t, func(t *testing.T, svc *queue.Service, st queue.Store) {
 		ctx := t.Context()
 		a := submitPending(t, svc, "send_customer_email", "quorum")
 		if a.ApprovalsRequired != 2 || a.Approvals == nil || len(a.Approvals) != 0 {
 			t.Fatalf("new action: approvals_required %d, approvals %v", a.ApprovalsRequired, a.Approvals)
 		}
 		// Outside the group: forbidden, nothing changes.
-		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:mallory@example.com"}); queue.ErrorCode(err) != queue.CodeForbidden {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:mallory@example.com"}); queue.ErrorCode(err) != queue.CodeForbidden {
 			t.Fatalf("approval by an outsider: %v, want forbidden", err)
 		}
 		// Under a quorum the content N people approve must be the same.
 		edited := json.RawMessage(`{"customer_id":"c-1","topic":"quorum","extra":1}`)
-		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Payload: edited}); queue.ErrorCode(err) != queue.CodeInvalidPayload {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Payload: edited}); queue.ErrorCode(err) != queue.CodeInvalidPayload {
 			t.Fatalf("edited approval under a quorum: %v, want invalid_payload", err)
 		}
-		res, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "fine"})
+		res, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com", Note: "fine"})
 		if err != nil || res.Replayed || res.Action.State != queue.StatePending || len(res.Action.Approvals) != 1 {
 			t.Fatalf("first approval: %v %+v", err, res)
 		}
-		res, err = svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+		res, err = svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 		if err != nil || !res.Replayed || len(res.Action.Approvals) != 1 {
 			t.Fatalf("same user again: %v replayed=%v, want a replay that counts once", err, res.Replayed)
 		}
-		res, err = svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:bob@example.com", Channel: "slack"})
+		res, err = svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:bob@example.com", Channel: "slack"})
 		if err != nil || res.Action.State != queue.StateApproved || *res.Action.DecidedBy != "user:bob@example.com" {
 			t.Fatalf("second approval: %v %+v", err, res.Action)
 		}
 		// After the quorum, ann's approval is still a replay; cara's is late.
-		if res, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); err != nil || !res.Replayed {
+		if res, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil || !res.Replayed {
 			t.Fatalf("ann after the quorum: %v, want a replay", err)
 		}
-		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:cara@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:cara@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
 			t.Fatalf("cara after the quorum: %v, want already_decided", err)
 		}
-		evs, err := svc.Events(ctx, a.ID)
+		evs, err := queue.Timeline(ctx, st, a.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -120,21 +100,21 @@ func TestQuorumThroughTheService(t *testing.T) {
 
 func TestRequestChanges(t *testing.T) {
 	t.Parallel()
-	onBothStores(t, func(t *testing.T, svc *queue.Service) {
+	onBothStores(t, func(t *testing.T, svc *queue.Service, st queue.Store) {
 		ctx := t.Context()
 		a := submitPending(t, svc, "post_update", "changes")
-		if _, err := svc.RequestChanges(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "  "}); queue.ErrorCode(err) != queue.CodeInvalidRequest {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "  "}); queue.ErrorCode(err) != queue.CodeInvalidRequest {
 			t.Fatalf("request changes without a note: %v, want invalid_request", err)
 		}
-		res, err := svc.RequestChanges(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "use the formal greeting"})
+		res, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "use the formal greeting"})
 		if err != nil || res.Action.State != queue.StateChangesRequested || *res.Action.DecisionNote != "use the formal greeting" || !res.Action.State.Final() {
 			t.Fatalf("request changes: %v %+v", err, res.Action)
 		}
-		if res, err := svc.RequestChanges(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com", Note: "again"}); err != nil || !res.Replayed {
+		if res, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateChangesRequested, ID: a.ID, By: "user:ann@example.com", Note: "again"}); err != nil || !res.Replayed {
 			t.Fatalf("same user again: %v, want a replay", err)
 		}
-		for _, decide := range []func(context.Context, queue.DecideRequest) (queue.DriveResult, error){svc.Approve, svc.Reject, svc.RequestChanges} {
-			if _, err := decide(ctx, queue.DecideRequest{ID: a.ID, By: "user:bob@example.com", Note: "x"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
+		for _, to := range []queue.State{queue.StateApproved, queue.StateRejected, queue.StateChangesRequested} {
+			if _, err := svc.Decide(ctx, queue.DecideRequest{ID: a.ID, To: to, By: "user:bob@example.com", Note: "x"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
 				t.Fatalf("another decision after changes were requested: %v, want already_decided", err)
 			}
 		}

@@ -132,7 +132,8 @@ func PointerValue(doc []byte, pointer string) (json.RawMessage, bool) {
 
 // MarshalJSON writes the stored fields and the derived edited_fields, so
 // every face that encodes an action with encoding/json (MCP's
-// structuredContent, listings) shows it; AppendJSON writes the same bytes.
+// structuredContent, listings) shows it; the REST API's own encoder writes
+// the same bytes.
 func (a Action) MarshalJSON() ([]byte, error) {
 	type plain Action // drops this method, so the struct is encoded field by field
 	return json.Marshal(struct {

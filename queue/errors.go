@@ -8,8 +8,8 @@ import (
 )
 
 // Code is a machine-readable error code. Every face reports it as it is
-// (the REST problem's code, the MCP refusal's code); HTTPStatus maps it to
-// an HTTP status in one place.
+// (the REST problem's code, the MCP refusal's code); the web face maps it
+// to an HTTP status in one place (web/problem).
 type Code string
 
 const (
@@ -37,35 +37,6 @@ const (
 	// CodeMethodNotAllowed is an HTTP method a route does not serve.
 	CodeMethodNotAllowed Code = "method_not_allowed"
 )
-
-// HTTPStatus is the status a code answers over HTTP: the one place where
-// this mapping lives (numbers, so the domain imports no net/http).
-func (c Code) HTTPStatus() int {
-	switch c {
-	case CodeInvalidRequest, CodeIntentKeyRequired:
-		return 400
-	case CodeUnauthorized:
-		return 401
-	case CodeForbidden:
-		return 403
-	case CodeNotFound:
-		return 404
-	case CodeMethodNotAllowed:
-		return 405
-	case CodeInProgress, CodeInvalidTransition, CodeOutcomeConflict, CodeAlreadyDecided, CodeTicketResolved,
-		CodeUpstreamUnavailable: // a refusal, not a failure of approvals: never a 5xx
-		return 409
-	case CodePayloadTooLarge:
-		return 413
-	case CodeInvalidPayload, CodeIntentKeyMismatch, CodeIntentKeyReused:
-		return 422
-	case CodeTooManyWaiters:
-		return 429
-	case CodeUnavailable:
-		return 503
-	}
-	return 500
-}
 
 // Error is the one error type the domain speaks. Detail is safe to show to
 // the caller; Action, when set, is the existing action that explains it.

@@ -8,8 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // An undecided approval expires after expires_after; the sweep does it and
@@ -17,47 +18,47 @@ import (
 func TestPendingExpiresBySweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startEnvFrozen(t)
-	other := e.addService() // the sweep runs in another process
-	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
+	e := apptest.DomainEnv(t, testclock.Frozen())
+	other := e.AddProcess() // the sweep runs in another process
+	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
 	if a.ExpiresAt == nil || !a.ExpiresAt.Equal(a.CreatedAt.Add(time.Hour)) {
 		t.Fatalf("expires_at %v, want created_at + 1h", a.ExpiresAt)
 	}
 
 	waited := make(chan *queue.Action, 1)
 	go func() {
-		got, err := e.svc.Wait(ctx, a.ID, queue.StatePending, 30*time.Second)
+		got, err := e.Service.Wait(ctx, a.ID, queue.StatePending, 30*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		waited <- got
 	}()
-	awaitWaiters(t, e.svc, 1)
+	apptest.AwaitWaiters(t, e.Service, 1)
 
-	e.clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
-	if res, err := other.Sweep(ctx); err != nil || len(res.Expired) != 0 {
+	e.Clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
+	if res, err := other.Sweeper().Sweep(ctx); err != nil || len(res.Expired) != 0 {
 		t.Fatalf("sweep a microsecond before expiry: %v %d expired", err, len(res.Expired))
 	}
-	e.clock.Advance(time.Microsecond)
-	if !other.Now().Equal(*a.ExpiresAt) {
-		t.Fatalf("now %v, want exactly expires_at %v", other.Now(), *a.ExpiresAt)
+	e.Clock.Advance(time.Microsecond)
+	if !other.Service.Now().Equal(*a.ExpiresAt) {
+		t.Fatalf("now %v, want exactly expires_at %v", other.Service.Now(), *a.ExpiresAt)
 	}
-	res, err := other.Sweep(ctx)
+	res, err := other.Sweeper().Sweep(ctx)
 	if err != nil || len(res.Expired) != 1 || res.Expired[0].ID != a.ID {
 		t.Fatalf("sweep at expiry: %v %+v", err, res.Expired)
 	}
 	select {
 	case got := <-waited:
-		if got.State != queue.StateExpired || deref(got.DecidedBy) != "system" || got.FinishedAt == nil {
-			t.Fatalf("long-poll saw %s decided by %v", got.State, deref(got.DecidedBy))
+		if got.State != queue.StateExpired || apptest.Deref(got.DecidedBy) != "system" || got.FinishedAt == nil {
+			t.Fatalf("long-poll saw %s decided by %v", got.State, apptest.Deref(got.DecidedBy))
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the long-poll did not see the expiry")
 	}
-	if _, err := e.svc.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
+	if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); queue.ErrorCode(err) != queue.CodeAlreadyDecided {
 		t.Fatalf("approve after expiry: %v", err)
 	}
-	again := e.submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
+	again := e.Submit("send_customer_email", map[string]any{"customer_id": "c-1", "topic": "expiry"})
 	if again.Attempt != 2 || again.State != queue.StatePending {
 		t.Fatalf("resubmission: attempt %d %s, want 2 pending", again.Attempt, again.State)
 	}
@@ -71,27 +72,27 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 	for _, verb := range []string{"approve", "reject"} {
 		t.Run(verb, func(t *testing.T) {
 			t.Parallel()
-			e := startEnvFrozen(t)
-			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb})
-			b := e.submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb + " in time"})
+			e := apptest.DomainEnv(t, testclock.Frozen())
+			a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb})
+			b := e.Submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": verb + " in time"})
 			if !b.ExpiresAt.Equal(*a.ExpiresAt) {
 				t.Fatalf("expires_at %v and %v, want the same (frozen clock)", b.ExpiresAt, a.ExpiresAt)
 			}
 			decide := func(id, note string) (queue.DriveResult, error) {
-				r := queue.DecideRequest{ID: id, By: "user:ann@example.com", Note: note}
+				r := queue.DecideRequest{ID: id, To: queue.StateRejected, By: "user:ann@example.com", Note: note}
 				if verb == "approve" {
-					return e.svc.Approve(ctx, r)
+					r.To = queue.StateApproved
 				}
-				return e.svc.Reject(ctx, r)
+				return e.Service.Decide(ctx, r)
 			}
-			e.clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
+			e.Clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 			inTime := map[string]queue.State{"approve": queue.StateApproved, "reject": queue.StateRejected}[verb]
 			if res, err := decide(b.ID, "just in time"); err != nil || res.Action.State != inTime {
 				t.Fatalf("%s a microsecond before expires_at: %v %+v", verb, err, res.Action)
 			}
-			e.clock.Advance(time.Microsecond)
-			if !e.svc.Now().Equal(*a.ExpiresAt) {
-				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *a.ExpiresAt)
+			e.Clock.Advance(time.Microsecond)
+			if !e.Service.Now().Equal(*a.ExpiresAt) {
+				t.Fatalf("now %v, want exactly expires_at %v", e.Service.Now(), *a.ExpiresAt)
 			}
 			// expires_at itself: no longer before it.
 			_, err := decide(a.ID, "too late")
@@ -99,9 +100,9 @@ func TestDecisionAfterExpiryRefusedBeforeSweep(t *testing.T) {
 			if queue.ErrorCode(err) != queue.CodeAlreadyDecided || !errors.As(err, &qe) || qe.Action == nil || qe.Action.State != queue.StateExpired {
 				t.Fatalf("%s after expires_at: %v", verb, err)
 			}
-			got, _ := e.svc.Get(ctx, a.ID)
-			if got.State != queue.StateExpired || deref(got.DecidedBy) != "system" || got.ApprovedPayload != nil {
-				t.Fatalf("stored: %s by %v approved %s", got.State, deref(got.DecidedBy), got.ApprovedPayload)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
+			if got.State != queue.StateExpired || apptest.Deref(got.DecidedBy) != "system" || got.ApprovedPayload != nil {
+				t.Fatalf("stored: %s by %v approved %s", got.State, apptest.Deref(got.DecidedBy), got.ApprovedPayload)
 			}
 		})
 	}
@@ -120,40 +121,40 @@ func TestApprovedNotExecutedExpires(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startEnvFrozen(t)
-			a := e.submit("send_customer_email", map[string]any{"customer_id": "c-3", "topic": name})
-			e.clock.Advance(50 * time.Minute)
-			approved := e.approve(e.svc, a.ID)
+			e := apptest.DomainEnv(t, testclock.Frozen())
+			a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-3", "topic": name})
+			e.Clock.Advance(50 * time.Minute)
+			approved := apptest.Approve(e.T, e.Service, a.ID)
 			if !approved.ExpiresAt.Equal(approved.DecidedAt.Add(time.Hour)) {
 				t.Fatalf("expires_at %v, want the approval time %v + 1h", approved.ExpiresAt, approved.DecidedAt)
 			}
 			// Past the submission's first expiry, within the approval's.
-			e.clock.Advance(30 * time.Minute)
-			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
+			e.Clock.Advance(30 * time.Minute)
+			if res, err := e.Sweeper().Sweep(ctx); err != nil || len(res.Expired) != 0 {
 				t.Fatalf("sweep within the approval's expiry: %v %d", err, len(res.Expired))
 			}
-			e.clock.Advance(30*time.Minute - time.Microsecond) // the clock's resolution
-			if res, err := e.svc.Sweep(ctx); err != nil || len(res.Expired) != 0 {
+			e.Clock.Advance(30*time.Minute - time.Microsecond) // the clock's resolution
+			if res, err := e.Sweeper().Sweep(ctx); err != nil || len(res.Expired) != 0 {
 				t.Fatalf("sweep a microsecond before the approval's expiry: %v %d", err, len(res.Expired))
 			}
-			e.clock.Advance(time.Microsecond)
-			if !e.svc.Now().Equal(*approved.ExpiresAt) {
-				t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *approved.ExpiresAt)
+			e.Clock.Advance(time.Microsecond)
+			if !e.Service.Now().Equal(*approved.ExpiresAt) {
+				t.Fatalf("now %v, want exactly expires_at %v", e.Service.Now(), *approved.ExpiresAt)
 			}
 			if swept {
-				res, err := e.svc.Sweep(ctx)
+				res, err := e.Sweeper().Sweep(ctx)
 				if err != nil || len(res.Expired) != 1 {
 					t.Fatalf("sweep: %v %d expired", err, len(res.Expired))
 				}
 			}
-			if _, err := e.svc.Execute(ctx, a.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
+			if _, err := e.Service.Execute(ctx, a.ID, "bot", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Fatalf("execute after expiry: %v", err)
 			}
-			got, _ := e.svc.Get(ctx, a.ID)
-			if got.State != queue.StateExpired || deref(got.DecidedBy) != "user:ann@example.com" || got.ClaimedAt != nil {
-				t.Fatalf("stored: %s decided by %v claimed %v; want expired, still decided by the approver", got.State, deref(got.DecidedBy), got.ClaimedAt)
+			got, _ := e.Store.ActionGetByID(ctx, a.ID)
+			if got.State != queue.StateExpired || apptest.Deref(got.DecidedBy) != "user:ann@example.com" || got.ClaimedAt != nil {
+				t.Fatalf("stored: %s decided by %v claimed %v; want expired, still decided by the approver", got.State, apptest.Deref(got.DecidedBy), got.ClaimedAt)
 			}
-			if n := e.eventCount(a.ID, queue.EventExpired); n != 1 {
+			if n := e.EventCount(a.ID, queue.EventExpired); n != 1 {
 				t.Fatalf("%d expired events", n)
 			}
 		})
@@ -169,12 +170,12 @@ type sweepAfterRefusal struct {
 	sweep func()
 }
 
-func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (*queue.Action, queue.DecideOutcome, error) {
-	a, outcome, err := s.Store.ActionDecide(ctx, p)
+func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (queue.ActionDecideResult, error) {
+	res, err := s.Store.ActionDecide(ctx, p)
 	if p.To == queue.StateApproved && errors.Is(err, queue.ErrStateMismatch) {
 		s.once.Do(s.sweep)
 	}
-	return a, outcome, err
+	return res, err
 }
 
 // Approve at exactly expires_at, on a row the sweep of another process
@@ -184,23 +185,24 @@ func (s *sweepAfterRefusal) ActionDecide(ctx context.Context, p queue.ActionDeci
 func TestApproveAtExpiresAtLosesToSweep(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startEnvFrozen(t)
-	sweeper := e.addService()
-	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-4", "topic": "lost twice"})
-	e.clock.Advance(time.Hour)
+	e := apptest.DomainEnv(t, testclock.Frozen())
+	sweeper := e.AddProcess().Sweeper()
+	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-4", "topic": "lost twice"})
+	e.Clock.Advance(time.Hour)
 	swept := 0
-	spy := &sweepAfterRefusal{Store: pgtest.OpenURL(t, e.url), sweep: func() {
-		res, err := sweeper.Sweep(ctx)
-		if err != nil {
-			t.Errorf("sweep: %v", err)
-		}
-		swept = len(res.Expired)
-	}}
-	approver := queue.NewService(spy, e.reg, queue.Options{Now: e.clock.Now})
+	approver := e.AddWrappedProcess(func(st queue.Store) queue.Store {
+		return &sweepAfterRefusal{Store: st, sweep: func() {
+			res, err := sweeper.Sweep(ctx)
+			if err != nil {
+				t.Errorf("sweep: %v", err)
+			}
+			swept = len(res.Expired)
+		}}
+	}).Service
 	if !approver.Now().Equal(*a.ExpiresAt) {
 		t.Fatalf("now %v, want exactly expires_at %v", approver.Now(), *a.ExpiresAt)
 	}
-	_, err := approver.Approve(ctx, queue.DecideRequest{ID: a.ID, By: "user:ann@example.com"})
+	_, err := approver.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 	if swept != 1 {
 		t.Fatalf("the sweep between refusal and expiry expired %d actions, want 1", swept)
 	}
@@ -208,10 +210,10 @@ func TestApproveAtExpiresAtLosesToSweep(t *testing.T) {
 	if !errors.As(err, &qe) || qe.Code != queue.CodeAlreadyDecided || qe.Action == nil {
 		t.Fatalf("approve: %v, want already_decided with the action", err)
 	}
-	if qe.Action.State != queue.StateExpired || deref(qe.Action.DecidedBy) != "system" {
-		t.Fatalf("the 409 carries %s decided by %v, want the current row: expired by system", qe.Action.State, deref(qe.Action.DecidedBy))
+	if qe.Action.State != queue.StateExpired || apptest.Deref(qe.Action.DecidedBy) != "system" {
+		t.Fatalf("the 409 carries %s decided by %v, want the current row: expired by system", qe.Action.State, apptest.Deref(qe.Action.DecidedBy))
 	}
-	if n := e.eventCount(a.ID, queue.EventExpired); n != 1 {
+	if n := e.EventCount(a.ID, queue.EventExpired); n != 1 {
 		t.Fatalf("%d expired events, want 1", n)
 	}
 }
@@ -222,16 +224,16 @@ func TestApproveAtExpiresAtLosesToSweep(t *testing.T) {
 func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startEnvFrozen(t)
-	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-5", "topic": "race"})
+	e := apptest.DomainEnv(t, testclock.Frozen())
+	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-5", "topic": "race"})
 	const approvers = 8
-	svcs := make([]*queue.Service, approvers+1)
+	svcs := make([]*apptest.Env, approvers+1)
 	for i := range svcs {
-		svcs[i] = e.addService()
+		svcs[i] = e.AddProcess()
 	}
-	e.clock.Advance(time.Hour)
-	if !e.svc.Now().Equal(*a.ExpiresAt) {
-		t.Fatalf("now %v, want exactly expires_at %v", e.svc.Now(), *a.ExpiresAt)
+	e.Clock.Advance(time.Hour)
+	if !e.Service.Now().Equal(*a.ExpiresAt) {
+		t.Fatalf("now %v, want exactly expires_at %v", e.Service.Now(), *a.ExpiresAt)
 	}
 	start := make(chan struct{})
 	errs := make([]error, approvers)
@@ -241,12 +243,12 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	for i := range approvers {
 		wg.Go(func() {
 			<-start
-			_, errs[i] = svcs[i].Approve(ctx, queue.DecideRequest{ID: a.ID, By: fmt.Sprintf("user:a%d@example.com", i)})
+			_, errs[i] = svcs[i].Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: fmt.Sprintf("user:a%d@example.com", i)})
 		})
 	}
 	wg.Go(func() {
 		<-start
-		res, err := svcs[approvers].Sweep(ctx)
+		res, err := svcs[approvers].Sweeper().Sweep(ctx)
 		expired, sweepErr = len(res.Expired), err
 	})
 	close(start)
@@ -257,31 +259,32 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	for i, err := range errs {
 		var qe *queue.Error
 		if !errors.As(err, &qe) || qe.Code != queue.CodeAlreadyDecided || qe.Action == nil ||
-			qe.Action.State != queue.StateExpired || deref(qe.Action.DecidedBy) != "system" {
+			qe.Action.State != queue.StateExpired || apptest.Deref(qe.Action.DecidedBy) != "system" {
 			t.Errorf("approver %d: %v (action %+v), want already_decided carrying the expired row", i, err, qe)
 		}
 	}
-	got, err := e.svc.Get(ctx, a.ID)
+	got, err := e.Store.ActionGetByID(ctx, a.ID)
 	if err != nil || got.State != queue.StateExpired || got.ApprovedPayload != nil {
 		t.Fatalf("stored: %v %+v", err, got)
 	}
-	if n := e.eventCount(a.ID, queue.EventExpired); n != 1 {
+	if n := e.EventCount(a.ID, queue.EventExpired); n != 1 {
 		t.Fatalf("%d expired events, want 1", n)
 	}
-	if n := e.eventCount(a.ID, queue.EventApproved); n != 0 {
+	if n := e.EventCount(a.ID, queue.EventApproved); n != 0 {
 		t.Fatalf("%d approved events, want 0", n)
 	}
 }
 
-// In-process shutdown (Service.Stop) releases a waiting long-poll at once
+// In-process shutdown (queue.Options.Done) releases a waiting long-poll at once
 // with the action as it is stored, not an error and not at its deadline.
 func TestStopReleasesWaitWithCurrentState(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	e := startEnvFrozen(t)
-	a := e.submit("send_customer_email", map[string]any{"customer_id": "c-6", "topic": "shutdown"})
-	e.approve(e.svc, a.ID)
-	svc := e.addService()
+	e := apptest.DomainEnv(t, testclock.Frozen())
+	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-6", "topic": "shutdown"})
+	apptest.Approve(e.T, e.Service, a.ID)
+	other := e.AddProcess()
+	svc := other.Service
 	type answer struct {
 		a   *queue.Action
 		err error
@@ -291,11 +294,11 @@ func TestStopReleasesWaitWithCurrentState(t *testing.T) {
 		w, err := svc.Wait(ctx, a.ID, queue.StateApproved, 50*time.Second)
 		got <- answer{w, err}
 	}()
-	awaitWaiters(t, svc, 1)
-	svc.Stop()
+	apptest.AwaitWaiters(t, svc, 1)
+	other.ReleaseWaits()
 	select {
 	case r := <-got:
-		if r.err != nil || r.a == nil || r.a.State != queue.StateApproved || deref(r.a.DecidedBy) != "user:ann@example.com" {
+		if r.err != nil || r.a == nil || r.a.State != queue.StateApproved || apptest.Deref(r.a.DecidedBy) != "user:ann@example.com" {
 			t.Fatalf("released wait: %v %+v, want the approved action", r.err, r.a)
 		}
 	case <-time.After(20 * time.Second):

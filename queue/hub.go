@@ -27,18 +27,18 @@ func (h *Hub) Publish(c Change) {
 	}
 }
 
-// Subscribe registers a subscriber until cancel is called or the hub closes.
-func (h *Hub) Subscribe() (<-chan Change, func()) {
+// Subscribe registers a subscriber until its Cancel is called or the hub closes.
+func (h *Hub) Subscribe() Subscription {
 	ch := make(chan Change, 64)
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
 		close(ch)
-		return ch, func() {}
+		return Subscription{Changes: ch, Cancel: func() {}}
 	}
 	h.subs[ch] = struct{}{}
 	var once sync.Once
-	return ch, func() {
+	return Subscription{Changes: ch, Cancel: func() {
 		once.Do(func() {
 			h.mu.Lock()
 			defer h.mu.Unlock()
@@ -47,7 +47,7 @@ func (h *Hub) Subscribe() (<-chan Change, func()) {
 				close(ch)
 			}
 		})
-	}
+	}}
 }
 
 // Close closes every subscriber's channel, releasing waiters on shutdown.

@@ -6,17 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
 )
 
 // The checks every face (REST, dashboard, MCP) applies to its input once it
-// has decoded it its own way: what JSON storage can hold, and the wait,
-// state and listing parameters of reads.
+// has decoded it its own way: what JSON storage can hold, and the intent
+// key.
 
 // StorableJSON is the one check of JSON that will be stored: a payload, a
 // result, an edited payload, a tool call's arguments. raw must be valid
@@ -152,109 +150,4 @@ func findNUL(v any, path string) (string, bool) {
 		}
 	}
 	return "", false
-}
-
-// ParseWait reads the wait of a long-poll: a Go duration from 0 to
-// MaxWait; "" is no wait.
-func ParseWait(s string) (time.Duration, error) {
-	if s == "" {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, Errorf(CodeInvalidRequest, "wait must be a Go duration such as 30s")
-	}
-	if d > MaxWait {
-		return 0, Errorf(CodeInvalidRequest, "wait may be at most %s", MaxWait)
-	}
-	return d, nil
-}
-
-// ParseState reads a state filter; "" is none.
-func ParseState(s string) (State, error) {
-	st := State(s)
-	if s != "" && !st.Valid() {
-		return "", Errorf(CodeInvalidRequest, "state %q is not a state", s)
-	}
-	return st, nil
-}
-
-// Listing limits: the default page and the most a caller may ask for.
-const (
-	DefaultListLimit = 50
-	MaxListLimit     = 200
-)
-
-// ParseListRequest reads the listing filters every face shares (intent_key,
-// state, tool, limit, cursor), each as text; get returns "" for an absent
-// one.
-func ParseListRequest(get func(string) string) (ListRequest, error) {
-	r := ListRequest{IntentKey: get("intent_key"), Tool: get("tool"), Cursor: get("cursor"), Limit: DefaultListLimit}
-	var err error
-	if r.State, err = ParseState(get("state")); err != nil {
-		return r, err
-	}
-	if l := get("limit"); l != "" {
-		n, err := strconv.Atoi(l)
-		if err != nil || n < 1 || n > MaxListLimit {
-			return r, Errorf(CodeInvalidRequest, "limit must be a whole number from 1 to %d", MaxListLimit)
-		}
-		r.Limit = n
-	}
-	return r, nil
-}
-
-// ToolView is how agents see one tool (GET /api/v1/tools, list_tools).
-type ToolView struct {
-	Name        string         `json:"name"`
-	Class       classify.Class `json:"class"`
-	Reason      string         `json:"reason"`
-	Description string         `json:"description"`
-	Intent      string         `json:"intent"`
-	Check       string         `json:"check"`
-	Guidance    string         `json:"guidance"`
-	Webhook     bool           `json:"webhook"`
-	// Upstream and UpstreamTool name the MCP server and tool that approvals
-	// calls; Unavailable says why it cannot be called now.
-	Upstream     string               `json:"upstream,omitempty"`
-	UpstreamTool string               `json:"upstream_tool,omitempty"`
-	Unavailable  string               `json:"unavailable,omitempty"`
-	Annotations  classify.Annotations `json:"annotations"`
-	Schema       json.RawMessage      `json:"schema"`
-}
-
-// ToolViews describes the registry for agents.
-func ToolViews(reg *classify.Registry) []ToolView {
-	tools := reg.Tools()
-	out := make([]ToolView, 0, len(tools))
-	for _, t := range tools {
-		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
-			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
-			Annotations: t.Annotations, Schema: t.Schema,
-			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable}
-		if v.Schema == nil {
-			v.Schema = json.RawMessage("null")
-		}
-		out = append(out, v)
-	}
-	return out
-}
-
-// ActionList is a page of actions (GET /api/v1/actions, find_actions).
-type ActionList struct {
-	Actions    []*Action `json:"actions"`
-	NextCursor *string   `json:"next_cursor"`
-}
-
-// NewActionList is the page of list with the cursor of the next one ("" at
-// the end); an empty page lists [] rather than null.
-func NewActionList(list []*Action, next string) ActionList {
-	out := ActionList{Actions: list}
-	if out.Actions == nil {
-		out.Actions = []*Action{}
-	}
-	if next != "" {
-		out.NextCursor = &next
-	}
-	return out
 }

@@ -2,8 +2,6 @@ package queue
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"time"
 )
 
@@ -18,25 +16,31 @@ const (
 	OverviewHours = 24
 )
 
-// OverviewStore is implemented by stores that can summarise the queue for
+// OverviewStore is the part of Store that summarises the queue for
 // GET /overview. Every count is a decision by a person (decided_by
 // "user:…"): an expiry or an agent's cancel is not one.
 type OverviewStore interface {
 	// ActionPendingByTool counts pending actions per tool, with the oldest
 	// one's created_at, in tool order.
 	ActionPendingByTool(ctx context.Context) ([]ToolPending, error)
-	// ActionDecisionCount counts decisions with since < decided_at <= until.
-	ActionDecisionCount(ctx context.Context, since, until time.Time) (int64, error)
+	// ActionDecisionCount counts decisions with Since < decided_at <= Until.
+	ActionDecisionCount(ctx context.Context, p PeriodParams) (int64, error)
 	// ActionDecisionTimes gives per tool, in tool order, the number of
-	// decisions with since < decided_at <= until and the nearest-rank 50th
+	// decisions with Since < decided_at <= Until and the nearest-rank 50th
 	// and 90th percentiles of decided_at - created_at: the value at rank
 	// ceil(n/2) and ceil(9n/10) of the sorted durations. SQLite measures
 	// to the millisecond.
-	ActionDecisionTimes(ctx context.Context, since, until time.Time) ([]ToolDecisionTimes, error)
+	ActionDecisionTimes(ctx context.Context, p PeriodParams) ([]ToolDecisionTimes, error)
 	// ActionHourly counts submissions (created_at) and decisions
-	// (decided_at) with from <= t <= until per UTC hour, in hour order,
+	// (decided_at) with Since <= t <= Until per UTC hour, in hour order,
 	// leaving out hours with neither.
-	ActionHourly(ctx context.Context, from, until time.Time) ([]HourCount, error)
+	ActionHourly(ctx context.Context, p PeriodParams) ([]HourCount, error)
+}
+
+// PeriodParams are the bounds of an overview statement; each method says
+// which bound it includes.
+type PeriodParams struct {
+	Since, Until time.Time
 }
 
 // ToolPending is one tool's share of the queue.
@@ -76,46 +80,8 @@ type Overview struct {
 	Hours []HourCount
 }
 
-// ErrNoOverview is returned by a store that cannot summarise the queue.
-var ErrNoOverview = errors.New("the store does not implement OverviewStore")
-
-// OverviewMaxAge is how long CachedOverview keeps an overview: its
-// statements read a day's submissions and a week's decisions, so however
-// many people keep the page open, each process computes it at most once per
-// this period.
-const OverviewMaxAge = 15 * time.Second
-
-// overviewCache is the last overview of this process.
-type overviewCache struct {
-	mu sync.Mutex // held while computing: concurrent views wait for one computation
-	o  *Overview
-}
-
-// CachedOverview is Overview computed at most once per OverviewMaxAge (by
-// the service clock); Overview.Now says when it was computed.
-func (s *Service) CachedOverview(ctx context.Context) (*Overview, error) {
-	c := &s.overview
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := s.Now()
-	if c.o != nil && !now.Before(c.o.Now) && now.Sub(c.o.Now) < OverviewMaxAge {
-		return c.o, nil
-	}
-	o, err := s.Overview(ctx)
-	if err != nil {
-		return nil, err
-	}
-	c.o = o
-	return o, nil
-}
-
-// Overview summarises the queue at the service clock's now.
-func (s *Service) Overview(ctx context.Context) (*Overview, error) {
-	st, ok := s.store.(OverviewStore)
-	if !ok {
-		return nil, ErrNoOverview
-	}
-	now := s.Now()
+// ReadOverview summarises the queue at now.
+func ReadOverview(ctx context.Context, st Reader, now time.Time) (*Overview, error) {
 	o := &Overview{Now: now}
 	var err error
 	if o.Pending, err = st.ActionPendingByTool(ctx); err != nil {
@@ -128,17 +94,17 @@ func (s *Service) Overview(ctx context.Context) (*Overview, error) {
 			o.OldestPending = &oldest
 		}
 	}
-	if o.Decisions24h, err = st.ActionDecisionCount(ctx, now.Add(-OverviewDecisionWindow), now); err != nil {
+	if o.Decisions24h, err = st.ActionDecisionCount(ctx, PeriodParams{Since: now.Add(-OverviewDecisionWindow), Until: now}); err != nil {
 		return nil, err
 	}
-	if o.DecisionTimes, err = st.ActionDecisionTimes(ctx, now.Add(-OverviewTimingWindow), now); err != nil {
+	if o.DecisionTimes, err = st.ActionDecisionTimes(ctx, PeriodParams{Since: now.Add(-OverviewTimingWindow), Until: now}); err != nil {
 		return nil, err
 	}
-	if o.OpenTickets, err = s.store.TicketCountOpen(ctx); err != nil {
+	if o.OpenTickets, err = st.TicketCountOpen(ctx); err != nil {
 		return nil, err
 	}
 	first := now.Truncate(time.Hour).Add(-(OverviewHours - 1) * time.Hour)
-	counted, err := st.ActionHourly(ctx, first, now)
+	counted, err := st.ActionHourly(ctx, PeriodParams{Since: first, Until: now})
 	if err != nil {
 		return nil, err
 	}

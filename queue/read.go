@@ -8,11 +8,6 @@ import (
 	"time"
 )
 
-// Get returns one action.
-func (s *Service) Get(ctx context.Context, id string) (*Action, error) {
-	return s.store.ActionGetByID(ctx, id)
-}
-
 // MaxWait caps a long-poll.
 const MaxWait = 60 * time.Second
 
@@ -20,8 +15,8 @@ const MaxWait = 60 * time.Second
 // state now), at once for a final state, or at the deadline. It subscribes
 // before reading, so a change between the two is not lost.
 func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
-	changes, cancel := s.store.Subscribe()
-	defer cancel()
+	sub := s.store.Subscribe()
+	defer sub.Cancel()
 	a, err := s.store.ActionGetByID(ctx, id)
 	if err != nil || d <= 0 || a.State.Final() {
 		return a, err
@@ -40,7 +35,7 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 	defer recheck.Stop()
 	for {
 		select {
-		case c, ok := <-changes:
+		case c, ok := <-sub.Changes:
 			if !ok { // shutting down: answer with what is stored
 				return s.store.ActionGetByID(ctx, id)
 			}
@@ -48,7 +43,7 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 				continue
 			}
 		case <-recheck.C:
-		case <-s.stopping:
+		case <-s.opts.Done:
 			return s.store.ActionGetByID(ctx, id)
 		case <-deadline.C:
 			return s.store.ActionGetByID(ctx, id)
@@ -167,12 +162,12 @@ func DecodeCursor(s string) (Cursor, error) {
 
 // ActionsByID reads the actions with these ids in one query, keyed by id;
 // unknown ids are absent.
-func (s *Service) ActionsByID(ctx context.Context, ids []string) (map[string]*Action, error) {
+func ActionsByID(ctx context.Context, r Reader, ids []string) (map[string]*Action, error) {
 	out := make(map[string]*Action, len(ids))
 	if len(ids) == 0 {
 		return out, nil
 	}
-	list, err := s.store.ActionList(ctx, ActionListParams{IDs: ids, Limit: len(ids)})
+	list, err := r.ActionList(ctx, ActionListParams{IDs: ids, Limit: len(ids)})
 	if err != nil {
 		return nil, err
 	}
@@ -182,58 +177,12 @@ func (s *Service) ActionsByID(ctx context.Context, ids []string) (map[string]*Ac
 	return out, nil
 }
 
-// Attempts lists every attempt of an intent, newest first.
-func (s *Service) Attempts(ctx context.Context, key string) ([]*Action, error) {
-	return s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 200})
-}
-
-// Events returns an action's timeline, oldest first.
-func (s *Service) Events(ctx context.Context, actionID string) ([]Event, error) {
-	evs, err := s.store.EventList(ctx, EventListParams{ActionID: actionID, Limit: 1000})
+// Timeline returns an action's events, oldest first (at most 1000).
+func Timeline(ctx context.Context, r Reader, actionID string) ([]Event, error) {
+	evs, err := r.EventList(ctx, EventListParams{ActionID: actionID, Limit: 1000})
 	if err != nil {
 		return nil, err
 	}
 	sort.Slice(evs, func(i, j int) bool { return evs[i].ID < evs[j].ID })
 	return evs, nil
 }
-
-// refusal says why a drive call by agent may not touch a: it is another
-// agent's action, or (when agentExecuted) a webhook tool's. nil when only
-// a's state is at issue. The transitions themselves carry the same
-// conditions, so a drive call costs one statement; this only explains a
-// mismatch.
-
-// EventList returns events matching p, newest first (the audit log).
-func (s *Service) EventList(ctx context.Context, p EventListParams) ([]Event, error) {
-	return s.store.EventList(ctx, p)
-}
-
-// TicketList returns tickets matching p, oldest first.
-func (s *Service) TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error) {
-	return s.store.TicketList(ctx, p)
-}
-
-// TicketGetByID returns one ticket, or ErrNotFound.
-func (s *Service) TicketGetByID(ctx context.Context, id string) (*Ticket, error) {
-	return s.store.TicketGetByID(ctx, id)
-}
-
-// TicketCountOpen counts open tickets.
-func (s *Service) TicketCountOpen(ctx context.Context) (int64, error) {
-	return s.store.TicketCountOpen(ctx)
-}
-
-// ActionCountByState counts actions per state, for metrics.
-func (s *Service) ActionCountByState(ctx context.Context) (map[State]int64, error) {
-	return s.store.ActionCountByState(ctx)
-}
-
-// SubscribePending is Subscribe that also announces, within a second, new
-// pending actions (possibly without their id): what the live queue needs.
-func (s *Service) SubscribePending() (changes <-chan Change, cancel func()) {
-	return s.store.SubscribePending()
-}
-
-// Ping checks that storage is reachable: an error that is not a domain
-// error is then the storage being down, not a bug.
-func (s *Service) Ping(ctx context.Context) error { return s.store.Ping(ctx) }

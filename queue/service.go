@@ -17,23 +17,12 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	opts  Options
-	// stopping closes on shutdown and releases long-polls.
-	stopping  chan struct{}
-	closeOnce sync.Once
-	// failing marks the notification channels whose last attempt failed,
-	// so the log speaks once per failure streak (outbox.go).
-	failing struct {
-		sync.Mutex
-		m map[string]bool
-	}
 	// waiters counts long-polls that have subscribed, read the action and
 	// now wait for a change (the approvals_waiters gauge).
 	waiters atomic.Int64
 	// upstreamCalls are the upstream calls submissions are making
 	// (WaitUpstreamCalls).
 	upstreamCalls sync.WaitGroup
-	// overview is the overview page's cache (CachedOverview).
-	overview overviewCache
 	// waiterPool caps concurrent long-polls and event streams
 	// (APPROVALS_MAX_WAITERS).
 	waiterPool *waiterPool
@@ -48,9 +37,6 @@ type Options struct {
 	// OnSubmit observes every submission's class and outcome (created,
 	// replayed, intent_key_reused, in_progress, refused), for metrics.
 	OnSubmit func(class classify.Class, outcome string)
-	// OnNotification observes every notification attempt's channel kind
-	// and outcome (delivered, retry, failed), for metrics.
-	OnNotification func(channelKind, outcome string)
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration
@@ -59,6 +45,9 @@ type Options struct {
 	// Upstream calls the upstream MCP tool of an action (the gateway);
 	// without it, tools executed upstream are refused as unavailable.
 	Upstream UpstreamCaller
+	// Done is closed when the process begins to shut down: every
+	// long-poll then answers at once with the current state of its action.
+	Done <-chan struct{}
 }
 
 // NewService returns a Service over store with the tools of reg.
@@ -75,18 +64,11 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 	if reg == nil {
 		reg = classify.Empty()
 	}
-	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, stopping: make(chan struct{}),
+	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts,
 		waiterPool: newWaiterPool(opts.Waiters)}
 	s.reg.Store(reg)
 	return s
 }
-
-// Stop releases every long-poll with the current state of its action; call
-// it when the server begins to shut down.
-func (s *Service) Stop() { s.closeOnce.Do(func() { close(s.stopping) }) }
-
-// Stopping is closed once Stop is called.
-func (s *Service) Stopping() <-chan struct{} { return s.stopping }
 
 // Registry returns the current tools.
 func (s *Service) Registry() *classify.Registry { return s.reg.Load() }

@@ -6,29 +6,77 @@ import (
 	"time"
 )
 
-// Store is the storage seam. Every state change is one conditional statement
-// checked by its row count, and intent uniqueness is a database constraint;
-// implementations must never check-then-write in Go. The conformance suite in
-// queue/storetest runs against every implementation.
-type Store interface {
-	// ActionSubmit inserts a as the holder of its intent key (claim-first) and
-	// records ev (kind submitted) for it in the same transaction; the store
-	// assigns a.Attempt (1 + the highest earlier attempt of the key). When the
-	// key is already held, nothing is inserted and the holder is returned with
-	// created=false. At-least-once actions (state recorded) are always
-	// inserted as attempt 1 and hold nothing.
-	//
-	// A store may also record the replay in the same statement when the
-	// holder has a's tool and a payload of exactly the same text (an event
-	// of kind replayed, or in_progress_refused for an exactly-once action
-	// in progress, by ev's actor and channel at a.CreatedAt), and then
-	// reports replayRecorded; otherwise the Service compares the payloads
-	// as JSON values and records the event itself.
-	ActionSubmit(ctx context.Context, a *Action, ev Event) (holder *Action, created, replayRecorded bool, err error)
+// Reader is the read side of Store, which the faces (REST, MCP, dashboard,
+// Slack) and the executors read directly, as WTF Dial's handlers call its
+// storage: a read carries no rule, so the Service does not wrap it. Every
+// Store is a Reader.
+type Reader interface {
 	// ActionGetByID returns the action with its Ticket, or ErrNotFound.
 	ActionGetByID(ctx context.Context, id string) (*Action, error)
 	// ActionList returns actions matching p, in p's order, at most p.Limit.
 	ActionList(ctx context.Context, p ActionListParams) ([]*Action, error)
+	// ActionCountByState counts actions per state, for metrics.
+	ActionCountByState(ctx context.Context) (map[State]int64, error)
+	// EventList returns events matching p, newest first.
+	EventList(ctx context.Context, p EventListParams) ([]Event, error)
+	// TicketGetByID returns the ticket or ErrNotFound.
+	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
+	// TicketList returns tickets matching p, oldest first.
+	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
+	// TicketCountOpen counts open tickets.
+	TicketCountOpen(ctx context.Context) (int64, error)
+	// NotificationList returns an action's notifications, oldest first.
+	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
+	// OverviewStore summarises the queue for GET /overview (overview.go).
+	OverviewStore
+
+	// Subscribe delivers a Change for every state change made through any
+	// process sharing the database, until the subscription is cancelled.
+	Subscribe() Subscription
+	// SubscribePending is Subscribe that also announces, within a second,
+	// new pending actions (possibly without their id): what the live queue
+	// needs. Finding them may cost the store a periodic query, made only
+	// while such a subscriber exists.
+	SubscribePending() Subscription
+	// SupportsTokenGuard reports whether the store honours TokenHash in
+	// ActionSubmitParams and ActionTransitionParams (PostgreSQL): a caller
+	// that remembers which tokens it has seen valid need not look the token
+	// up first, because the statement itself refuses a token revoked
+	// since. A store that does not refuses a TokenHash.
+	SupportsTokenGuard() bool
+	// Ping checks that storage is reachable.
+	Ping(ctx context.Context) error
+}
+
+// Store is the storage seam, shaped like River's driver: every method takes
+// the context and at most one params struct, and returns one result beside
+// the error. Every state change is one conditional statement checked by its
+// row count, and intent uniqueness is a database constraint;
+// implementations must never check-then-write in Go. The conformance suite
+// in storetest runs against every implementation (storage.Store adds the
+// accounts half).
+type Store interface {
+	Reader
+
+	// ActionSubmit inserts p.Action as the holder of its intent key
+	// (claim-first) and records p.Event (kind submitted) for it in the same
+	// transaction; the store assigns Action.Attempt (1 + the highest
+	// earlier attempt of the key). When the key is already held, nothing is
+	// inserted and the holder is returned with Created false. At-least-once
+	// actions (state recorded) are always inserted as attempt 1 and hold
+	// nothing.
+	//
+	// A store may also record the replay in the same statement when the
+	// holder has the action's tool and a payload of exactly the same text
+	// (an event of kind replayed, or in_progress_refused for an
+	// exactly-once action in progress, by the event's actor and channel at
+	// CreatedAt), and then reports ReplayRecorded; otherwise the Service
+	// compares the payloads as JSON values and records the event itself.
+	//
+	// With p.TokenHash set (only for a store whose SupportsTokenGuard is
+	// true) nothing is written and the error has CodeUnauthorized unless an
+	// active agent token has that hash when the statement runs.
+	ActionSubmit(ctx context.Context, p ActionSubmitParams) (ActionSubmitResult, error)
 	// ActionTransition moves one action from one of p.From to p.To in one
 	// conditional update and appends p.Event in the same transaction. When
 	// the action is not in p.From (or p.Unexpired fails), it returns the
@@ -43,11 +91,11 @@ type Store interface {
 	// the plan's event. It returns the action as it then is. A refusal by
 	// PlanDecision is returned with the current action (ErrStateMismatch
 	// or CodeForbidden) and nothing written; ErrNotFound for an unknown id.
-	ActionDecide(ctx context.Context, p ActionDecideParams) (*Action, DecideOutcome, error)
+	ActionDecide(ctx context.Context, p ActionDecideParams) (ActionDecideResult, error)
 	// ActionExpireDue moves pending and approved actions whose expires_at is
-	// at or before now to expired (decided_by stays as it was for approved
+	// at or before p.Now to expired (decided_by stays as it was for approved
 	// ones, system for pending ones), with an event each.
-	ActionExpireDue(ctx context.Context, now time.Time, limit int) ([]*Action, error)
+	ActionExpireDue(ctx context.Context, p DueParams) ([]*Action, error)
 	// ActionRemindDue writes a reminder event for every pending action
 	// whose rule's remind_after has passed since its last reminder (or its
 	// submission), and ActionEscalateDue an escalated event, once, for
@@ -55,65 +103,85 @@ type Store interface {
 	// submission (EscalatedAt is then set, which widens who may decide).
 	// Each is a conditional update: concurrent sweeps send one each per
 	// interval. They return how many actions they changed.
-	ActionRemindDue(ctx context.Context, now time.Time, limit int) (int, error)
-	ActionEscalateDue(ctx context.Context, now time.Time, limit int) (int, error)
-	// ActionCountByState counts actions per state, for metrics.
-	ActionCountByState(ctx context.Context) (map[State]int64, error)
+	ActionRemindDue(ctx context.Context, p DueParams) (int, error)
+	ActionEscalateDue(ctx context.Context, p DueParams) (int, error)
 
 	// EventInsert appends an event that changes no state (a replay, a refusal).
 	EventInsert(ctx context.Context, ev Event) error
-	// EventList returns events matching p, newest first.
-	EventList(ctx context.Context, p EventListParams) ([]Event, error)
 
 	// TicketOpenStale opens one stale ticket for every in_progress action
-	// whose claim deadline is at or before now and that has no open ticket of
-	// that kind, with a ticket_opened event each. Safe to run concurrently.
-	TicketOpenStale(ctx context.Context, now time.Time, limit int) ([]*Ticket, error)
-	// TicketOpenConflict records ev (an outcome_conflict report) and opens a
-	// conflict ticket for the action unless one is open already.
-	TicketOpenConflict(ctx context.Context, actionID string, now time.Time, ev Event) (*Ticket, error)
-	// TicketGetByID returns the ticket or ErrNotFound.
-	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
-	// TicketList returns tickets matching p, oldest first.
-	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
-	// TicketCountOpen counts open tickets.
-	TicketCountOpen(ctx context.Context) (int64, error)
+	// whose claim deadline is at or before p.Now and that has no open
+	// ticket of that kind, with a ticket_opened event each. Safe to run
+	// concurrently.
+	TicketOpenStale(ctx context.Context, p DueParams) ([]*Ticket, error)
+	// TicketOpenConflict records p.Event (an outcome_conflict report) and
+	// opens a conflict ticket for the action unless one is open already.
+	TicketOpenConflict(ctx context.Context, p TicketOpenConflictParams) (*Ticket, error)
 	// TicketResolve resolves an open ticket. For a stale ticket the action
 	// moves from in_progress to p.Outcome (p.Result, or OperatorError(note));
 	// for a conflict ticket, or a stale one whose action finished meanwhile,
 	// no state changes. Either way a ticket_resolved event records the
 	// finding. It locks the action, then the ticket.
 	// A ticket that is not open: ErrTicketNotOpen with the current ticket.
-	TicketResolve(ctx context.Context, p TicketResolveParams) (*Action, *Ticket, error)
+	TicketResolve(ctx context.Context, p TicketResolveParams) (TicketResolveResult, error)
 
-	// Subscribe delivers a Change for every state change made through any
-	// process sharing the database, until cancel is called.
-	Subscribe() (changes <-chan Change, cancel func())
-	// SubscribePending is Subscribe that also announces, within a second,
-	// new pending actions (possibly without their id): what the live queue
-	// needs. Finding them may cost the store a periodic query, made only
-	// while such a subscriber exists.
-	SubscribePending() (changes <-chan Change, cancel func())
-	// Outbox stores notifications (outbox.go).
+	// Outbox stores notifications (notification.go).
 	Outbox
-
-	// Ping checks that storage is reachable.
-	Ping(ctx context.Context) error
 	// Close releases the store; waiters see their channels closed.
 	Close() error
 }
 
-// GuardedSubmitter is implemented by stores that can check an agent token in
-// the statement that claims the intent, so a handler that remembers which
-// tokens it has seen valid need not look the token up first: the claim
-// itself refuses a token revoked since. Such a store also honours
-// ActionTransitionParams.TokenHash, so the agent's drive calls (execute,
-// complete, fail, cancel) are guarded the same way.
-type GuardedSubmitter interface {
-	// ActionSubmitGuarded is ActionSubmit that writes nothing and answers an
-	// error with CodeUnauthorized unless an active agent token has tokenHash
-	// when its statement runs.
-	ActionSubmitGuarded(ctx context.Context, a *Action, ev Event, tokenHash string) (holder *Action, created, replayRecorded bool, err error)
+// ActionSubmitParams is one submission: the new action and its submitted
+// event.
+type ActionSubmitParams struct {
+	Action *Action
+	Event  Event
+	// TokenHash, when set, makes the claim conditional on an active agent
+	// token with this hash (Store.SupportsTokenGuard).
+	TokenHash string
+}
+
+// ActionSubmitResult is what a submission found or made.
+type ActionSubmitResult struct {
+	// Holder is the new action (Created) or the one that holds the key.
+	Holder *Action
+	// Created: the action was inserted and now holds its key.
+	Created bool
+	// ReplayRecorded: the store recorded the replay event itself.
+	ReplayRecorded bool
+}
+
+// ActionDecideResult is the action after a decision and what the decision did.
+type ActionDecideResult struct {
+	Action  *Action
+	Outcome DecideOutcome
+}
+
+// DueParams select what has come due: at or before Now, at most Limit per
+// statement (the sweep's expiries, stale tickets, reminders, escalations).
+type DueParams struct {
+	Now   time.Time
+	Limit int
+}
+
+// TicketOpenConflictParams report an outcome that contradicts the stored one.
+type TicketOpenConflictParams struct {
+	ActionID string
+	Now      time.Time
+	Event    Event // the outcome_conflict event to record
+}
+
+// TicketResolveResult is the action and the ticket after a resolution (or,
+// with ErrTicketNotOpen, as they are).
+type TicketResolveResult struct {
+	Action *Action
+	Ticket *Ticket
+}
+
+// Subscription is a stream of changes; Cancel ends it and closes Changes.
+type Subscription struct {
+	Changes <-chan Change
+	Cancel  func()
 }
 
 // BatchStats counts what a store that batches its hot statements did since
@@ -154,9 +222,9 @@ type ActionListParams struct {
 	IntentKeyPrefix string
 	State           State
 	Tool            string
-	// Webhook restricts the list to actions a server executor performs
-	// (Action.ServerExecuted: a webhook or an MCP upstream).
-	Webhook bool
+	// ServerExecuted restricts the list to actions a server executor
+	// performs (Action.ServerExecuted: a webhook or an MCP upstream).
+	ServerExecuted bool
 	// Held restricts the list to actions that hold their intent key
 	// (Action.HoldsIntent): with IntentKey, the key's holder if any.
 	Held bool
@@ -211,7 +279,8 @@ type ActionTransitionParams struct {
 	// TokenHash, when set, makes the transition conditional on an active
 	// agent token with this hash when its statement runs: otherwise nothing
 	// moves and the store answers an error with CodeUnauthorized, not the
-	// action. Only a GuardedSubmitter honours it; other stores refuse it.
+	// action. Only a store whose SupportsTokenGuard is true honours it;
+	// other stores refuse it.
 	TokenHash string
 }
 

@@ -17,18 +17,10 @@ type SubmitRequest struct {
 	Agent     string          // token name
 	Channel   string          // "api" or "mcp"
 	// TokenHash, when set, asks the store to check in the claiming
-	// statement that an active agent token has this hash (see
-	// GuardedSubmitter): the caller took Agent from a cache, not from the
-	// database. Only for a Service whose GuardsTokens is true.
+	// statement that an active agent token has this hash
+	// (Store.SupportsTokenGuard): the caller took Agent from a cache, not
+	// from the database. Only for a store whose SupportsTokenGuard is true.
 	TokenHash string
-}
-
-// GuardsTokens reports whether the store can check agent tokens in the
-// statement of a submission (SubmitRequest.TokenHash) and of an agent's
-// drive call (WithTokenGuard).
-func (s *Service) GuardsTokens() bool {
-	_, ok := s.store.(GuardedSubmitter)
-	return ok
 }
 
 type tokenGuardKey struct{}
@@ -40,7 +32,7 @@ type tokenGuardKey struct{}
 // answer CodeUnauthorized whatever the action's state (a replay too). Only
 // those four read it, so a transition made for the caller (an upstream
 // call's outcome, say) is never refused for a token revoked meanwhile.
-// Only for a Service whose GuardsTokens is true.
+// Only for a store whose SupportsTokenGuard is true.
 func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
 	return context.WithValue(ctx, tokenGuardKey{}, tokenHash)
 }
@@ -48,7 +40,7 @@ func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
 // driveGuard is the token hash WithTokenGuard put in ctx, if any.
 func (s *Service) driveGuard(ctx context.Context) (string, error) {
 	hash, _ := ctx.Value(tokenGuardKey{}).(string)
-	if hash != "" && !s.GuardsTokens() {
+	if hash != "" && !s.store.SupportsTokenGuard() {
 		return "", errors.New("this store cannot check agent tokens in its statements; look the token up instead")
 	}
 	return hash, nil
@@ -172,24 +164,15 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
 	ev.Unrouted = s.unrouted(ev, a)
-	var (
-		holder                  *Action
-		created, replayRecorded bool
-		err                     error
-	)
-	if req.TokenHash != "" {
-		gs, ok := s.store.(GuardedSubmitter)
-		if !ok {
-			return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
-		}
-		holder, created, replayRecorded, err = gs.ActionSubmitGuarded(ctx, a, ev, req.TokenHash)
-	} else {
-		holder, created, replayRecorded, err = s.store.ActionSubmit(ctx, a, ev)
+	if req.TokenHash != "" && !s.store.SupportsTokenGuard() {
+		return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
 	}
+	sub, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, TokenHash: req.TokenHash})
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	if created {
+	holder, replayRecorded := sub.Holder, sub.ReplayRecorded
+	if sub.Created {
 		if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
 			holder = s.callUpstreamNow(ctx, holder)
 		}

@@ -3,16 +3,16 @@ package queue_test
 import (
 	"context"
 	"encoding/json"
-	"path/filepath"
 	"sort"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
 )
 
 // scriptedUpstream answers each call with the next of its outcomes.
@@ -65,22 +65,11 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stores := map[string]func(t *testing.T) queue.Store{
-		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
-		"sqlite": func(t *testing.T) queue.Store {
-			s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "approvals.db"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = s.Close() })
-			return s
-		},
-	}
 	found := json.RawMessage(`{"content":[{"type":"text","text":"Ann, ann@example.com"}],"isError":false}`)
 	missing := json.RawMessage(`{"content":[{"type":"text","text":"no such contact"}],"isError":true}`)
 	paid := json.RawMessage(`{"content":[{"type":"text","text":"paid"}],"isError":false}`)
-	for name, open := range stores {
-		t.Run(name, func(t *testing.T) {
+	for _, sqlite := range []bool{false, true} {
+		t.Run(map[bool]string{false: "postgres", true: "sqlite"}[sqlite], func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			up := &scriptedUpstream{outcomes: []queue.Execution{
@@ -89,9 +78,9 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 				{Outcome: queue.ExecutionUnknown, Error: "no answer within 30s"},
 				{Outcome: queue.ExecutionDone, Result: paid},
 			}}
-			now := time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC)
-			svc := queue.NewService(open(t), reg, queue.Options{Upstream: up, Now: func() time.Time { return now }})
-			t.Cleanup(svc.Stop)
+			e := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, Service: queue.Options{Upstream: up},
+				Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))})
+			svc := e.Service
 			lookup := func() *queue.Action {
 				t.Helper()
 				res, err := svc.Submit(ctx, queue.SubmitRequest{Tool: "crm_lookup", Payload: json.RawMessage(`{"contact":"c-1"}`),
@@ -117,7 +106,7 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 				t.Fatalf("no answer: %s, error %v; want failed, outcome unknown", unknown.State, unknown.Error)
 			}
 			for _, a := range []*queue.Action{done, failed, unknown} {
-				evs, err := svc.Events(ctx, a.ID)
+				evs, err := queue.Timeline(ctx, e.Store, a.ID)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,7 +128,7 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 			if _, err := svc.Fail(ctx, done.ID, "bot", "no", "api"); queue.ErrorCode(err) != queue.CodeInvalidTransition {
 				t.Errorf("agent fail of the done call: %v, want invalid_transition", err)
 			}
-			if a, err := svc.Get(ctx, done.ID); err != nil || a.State != queue.StateDone || a.Ticket != nil {
+			if a, err := e.Store.ActionGetByID(ctx, done.ID); err != nil || a.State != queue.StateDone || a.Ticket != nil {
 				t.Errorf("done call after the agent's reports: %+v, %v", a, err)
 			}
 
@@ -155,12 +144,12 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 			}
 
 			// The outcomes reach the channel that listens for them.
-			if _, err := svc.FanOut(ctx, 100); err != nil {
+			if _, err := e.Outbox(maintenance.OutboxConfig{}).FanOut(ctx, 100); err != nil {
 				t.Fatal(err)
 			}
 			for id, want := range map[string]string{done.ID: "action.done→ops", failed.ID: "action.failed→ops",
 				unknown.ID: "action.failed→ops"} {
-				list, err := svc.Notifications(ctx, id)
+				list, err := e.Store.NotificationList(ctx, id)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // unknownOutcome is an upstream whose every call ends with no answer (a
@@ -53,8 +53,7 @@ tools:
 		t.Fatal(err)
 	}
 	caller := &unknownOutcome{}
-	svc := queue.NewService(pgtest.Open(t), up, queue.Options{Upstream: caller})
-	t.Cleanup(svc.Stop)
+	svc := apptest.NewEnv(t, apptest.EnvOptions{Tools: up, Service: queue.Options{Upstream: caller}}).Service
 	submit := func(order string) (queue.SubmitResult, error) {
 		return svc.Submit(ctx, queue.SubmitRequest{Tool: "pay_refund", Payload: []byte(`{"order":"` + order + `"}`), Agent: "bot"})
 	}

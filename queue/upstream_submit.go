@@ -77,6 +77,12 @@ func (s *Service) approvableUpstream(a *Action) error {
 	return nil
 }
 
+// UpstreamTarget names the action's upstream and its tool in events (never
+// the upstream's URL, which may carry a credential).
+func UpstreamTarget(a *Action) map[string]any {
+	return map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
+}
+
 // storeTimeout bounds the store writes around an upstream call, which must
 // happen once the claim is committed even if the agent has gone away.
 const storeTimeout = 10 * time.Second
@@ -94,10 +100,11 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	defer s.upstreamCalls.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
 	defer cancel()
-	target := map[string]any{"upstream": a.Spec.Upstream, "upstream_tool": a.Spec.UpstreamTool}
+	target := UpstreamTarget(a)
 	started := maps.Clone(target)
 	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
-	if err := s.RecordExecutionStart(ctx, a, UpstreamChannel, started); err != nil {
+	d := NewDispatch(s)
+	if err := d.RecordStart(ctx, a, UpstreamChannel, started); err != nil {
 		s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
 		return a
 	}
@@ -120,7 +127,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 			if try > 0 {
 				time.Sleep(time.Duration(try) * time.Second)
 			}
-			if err = s.RecordExecution(rctx, a, UpstreamChannel, out); err == nil {
+			if err = d.Record(rctx, a, UpstreamChannel, out); err == nil {
 				break
 			}
 		}
@@ -142,8 +149,8 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 // recorded rather than left to become a ticket.
 func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 
-// recordAtLeastOnce moves a recorded action to the upstream call's outcome,
-// as CONTRACT section 11 wants it: done with the CallToolResult as result,
+// recordAtLeastOnce moves a recorded action to the upstream call's outcome
+// (docs/tools-file.md, "Classification"): done with the CallToolResult as result,
 // or failed with error set when the tool did not do it (an isError answer
 // keeps its CallToolResult as result too). Neither holds the intent, as
 // recorded did not: the stores leave at-least-once actions out of

@@ -13,7 +13,7 @@ import (
 // one, however many actions for others lie between them.
 func TestListWaitingFor(t *testing.T) {
 	t.Parallel()
-	onBothStores(t, func(t *testing.T, svc *queue.Service) {
+	onBothStores(t, func(t *testing.T, svc *queue.Service, _ queue.Store) {
 		ctx := context.Background()
 		var forLeads []*queue.Action
 		for i := range 5 {
@@ -21,7 +21,7 @@ func TestListWaitingFor(t *testing.T) {
 			submitPending(t, svc, "post_update", fmt.Sprintf("anyone-%d", i)) // no approvers: anyone may decide
 		}
 		// ann approved the first (one of two needed): it no longer waits for her.
-		if _, err := svc.Approve(ctx, queue.DecideRequest{ID: forLeads[0].ID, By: "user:ann@example.com"}); err != nil {
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: forLeads[0].ID, By: "user:ann@example.com"}); err != nil {
 			t.Fatal(err)
 		}
 		for _, tc := range []struct {

@@ -21,10 +21,10 @@ func TestBodyReadTimeout(t *testing.T) {
 	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := startAPIWith(t, apptest.Options{SQLite: onSQLite, BodyReadTimeout: 200 * time.Millisecond})
-			token := e.token
+			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, BodyReadTimeout: 200 * time.Millisecond})
+			token := e.AgentToken
 
-			conn, err := net.Dial("tcp", strings.TrimPrefix(e.base, "http://"))
+			conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -43,14 +43,14 @@ func TestBodyReadTimeout(t *testing.T) {
 				t.Fatalf("stalled body: %d, want a 4xx", res.StatusCode)
 			}
 
-			a := e.do(e.base, token, "POST", "/api/v1/actions", email("c-slow", "t")).action(t)
+			a := e.Do(e.URL, token, "POST", "/api/v1/actions", apptest.EmailBody("c-slow", "t")).Action(t)
 			start := time.Now()
-			r := e.do(e.base, token, "GET", "/api/v1/actions/"+a.ID+"?wait=1s", nil)
-			if r.status != http.StatusOK || r.action(t).State != queue.StatePending || time.Since(start) < time.Second {
-				t.Fatalf("long-poll past the body timeout: %d %s after %s", r.status, r.body, time.Since(start))
+			r := e.Do(e.URL, token, "GET", "/api/v1/actions/"+a.ID+"?wait=1s", nil)
+			if r.Status != http.StatusOK || r.Action(t).State != queue.StatePending || time.Since(start) < time.Second {
+				t.Fatalf("long-poll past the body timeout: %d %s after %s", r.Status, r.Body, time.Since(start))
 			}
-			if !strings.Contains(string(r.body), a.ID) {
-				t.Fatalf("long-poll answered %s", r.body)
+			if !strings.Contains(string(r.Body), a.ID) {
+				t.Fatalf("long-poll answered %s", r.Body)
 			}
 		})
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -19,19 +20,19 @@ func TestBulkApproveInBrowser(t *testing.T) {
 	t.Parallel()
 	b := startBrowser(t)
 
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleApprover)
 	var list []*queue.Action
 	for i, subject := range []string{"Your order has shipped", "Your refund is on its way", "We moved your delivery", "Your invoice"} {
-		list = append(list, d.submitEmail("bulk-browser-"+string(rune('a'+i)), subject, "Hi,\nsee above."))
+		list = append(list, d.SubmitEmail("bulk-browser-"+string(rune('a'+i)), subject, "Hi,\nsee above."))
 	}
 	// Something decided earlier, so the overview's numbers are not all zero.
-	if _, err := d.svc.Reject(t.Context(), queue.DecideRequest{ID: d.submitEmail("bulk-browser-z", "Old", "B").ID,
+	if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateRejected, ID: d.SubmitEmail("bulk-browser-z", "Old", "B").ID,
 		By: "user:bob@example.com", Note: "duplicate"}); err != nil {
 		t.Fatal(err)
 	}
 
-	b.Step("sign in", 30*time.Second, signIn(d.url, "ann@example.com", chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)), liveConnected)...)
+	b.Step("sign in", 30*time.Second, signIn(d.URL, "ann@example.com", chromedp.WaitVisible(chromedp.CSS(`#queue [data-select-row]`)), liveConnected)...)
 	// j moves to the next row, x ticks it: rows 1, 2 and 4 (oldest first).
 	b.Step("select three with the keyboard", 15*time.Second,
 		b.Key("j"), b.Key("x"), b.Key("j"), b.Key("x"), b.Key("j"), b.Key("j"), b.Key("x"),
@@ -41,7 +42,7 @@ func TestBulkApproveInBrowser(t *testing.T) {
 		}),
 	)
 	// A new submission reloads the rows live; the ticks survive the swap.
-	late := d.submitEmail("bulk-browser-late", "Arrived while selecting", "B")
+	late := d.SubmitEmail("bulk-browser-late", "Arrived while selecting", "B")
 	b.Step("the live reload keeps the selection", 10*time.Second,
 		chromedp.WaitVisible(chromedp.CSS(`[data-row-link="`+late.ID+`"]`)),
 	)
@@ -65,7 +66,7 @@ func TestBulkApproveInBrowser(t *testing.T) {
 	}
 	b.Screenshot("bulk-result.png")
 	for i, a := range list {
-		got := d.action(a.ID)
+		got := d.Action(a.ID)
 		want := queue.StateApproved
 		if i == 2 {
 			want = queue.StatePending

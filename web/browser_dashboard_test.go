@@ -11,6 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -22,24 +23,24 @@ func TestDashboardInBrowser(t *testing.T) {
 	t.Parallel()
 	b := startBrowser(t)
 
-	d := startDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("ann@example.com", accounts.RoleApprover)
 	token, hash := accounts.NewToken()
-	if _, err := d.store.TokenCreate(context.Background(), "mailer", hash, time.Now()); err != nil {
+	if _, err := d.Store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: "mailer", Hash: hash, Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 	// Something already waiting, so the screenshot shows a real queue.
-	d.submitEmail("c-100", "Your order has shipped", "Hi Sam,\nyour order 100 is on its way.")
-	d.submit("post_public_update", `{"channel":"status","slug":"maintenance","text":"Maintenance tonight 22:00 UTC"}`, "")
+	d.SubmitEmail("c-100", "Your order has shipped", "Hi Sam,\nyour order 100 is on its way.")
+	d.Submit("post_public_update", `{"channel":"status","slug":"maintenance","text":"Maintenance tonight 22:00 UTC"}`, "")
 
-	b.Step("sign in", 30*time.Second, signIn(d.url, "ann@example.com", chromedp.WaitVisible(chromedp.CSS("#queue")))...)
+	b.Step("sign in", 30*time.Second, signIn(d.URL, "ann@example.com", chromedp.WaitVisible(chromedp.CSS("#queue")))...)
 	// The live stream is open before the submission.
 	b.Step("live updates connect", 10*time.Second, liveConnected)
 	b.Eval(`window.__sameDocument = "yes"; "ok"`)
 
 	body := `{"tool":"send_customer_email","payload":{"customer_id":"c-7","topic":"refund","to":"dana@example.com",` +
 		`"subject":"Your refund is on its way","body":"Hi Dana,\nwe refunded order 7. It reaches your card in 3 days."}}`
-	req, _ := http.NewRequest(http.MethodPost, d.url+"/api/v1/actions", strings.NewReader(body))
+	req, _ := http.NewRequest(http.MethodPost, d.URL+"/api/v1/actions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")
 	res, err := http.DefaultClient.Do(req)
@@ -92,7 +93,7 @@ func TestDashboardInBrowser(t *testing.T) {
 	}
 	b.Screenshot("action.png")
 
-	a := d.action(created.ID)
+	a := d.Action(created.ID)
 	if a.State != queue.StateApproved || *a.DecidedBy != "user:ann@example.com" || *a.DecisionNote != "Checked the amount" {
 		t.Fatalf("stored action %s by %v note %v", a.State, *a.DecidedBy, *a.DecisionNote)
 	}

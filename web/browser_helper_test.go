@@ -10,6 +10,8 @@ import (
 
 	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/chromedp"
+
+	"github.com/approvals/approvals/internal/apptest"
 )
 
 // findChromium finds the browser as scripts/test does: chromium or
@@ -129,14 +131,14 @@ func (b *chrome) Key(k string) chromedp.Action[chromedp.Void] {
 	})
 }
 
-// signIn is the actions that sign email in with dashPassword on the
+// signIn is the actions that sign email in with apptest.Password on the
 // dashboard at baseURL; the caller adds what the signed-in page must show.
 func signIn(baseURL, email string, then ...chromedp.Action[chromedp.Void]) []chromedp.Action[chromedp.Void] {
 	return append([]chromedp.Action[chromedp.Void]{
 		chromedp.Navigate(baseURL + "/login"),
 		chromedp.WaitVisible(chromedp.CSS("#email")),
 		chromedp.SendKeys(chromedp.CSS("#email"), email),
-		chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
+		chromedp.SendKeys(chromedp.CSS("#password"), apptest.Password),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)),
 	}, then...)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -146,7 +147,7 @@ type narrowPage struct {
 func TestNarrowScreensInBrowser(t *testing.T) {
 	t.Parallel()
 	b := startBrowser(t)
-	d := startDashboard(t)
+	d := apptest.StartDashboard(t, apptest.Options{})
 	ctx := context.Background()
 
 	phone := chromedp.EmulateViewport(390, 844, chromedp.EmulatePortrait, chromedp.EmulateMobile, chromedp.EmulateTouch)
@@ -192,27 +193,27 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	b.Step("a phone", 5*time.Second, phone)
 
 	// The setup page exists only while there is no staff user.
-	setup, err := d.srv.SetupURL(ctx, d.url)
+	setup, err := d.Server.SetupURL(ctx, d.URL)
 	if err != nil || setup == "" {
 		t.Fatalf("setup link %q, %v", setup, err)
 	}
 	visit(narrowPage{name: "setup", open: nav(setup), ready: `form[action="/setup"]`})
 
 	admin := "ada.lovelace-countess-of-lovelace@analytical-engine-society.example.com"
-	d.addUser(admin, accounts.RoleAdmin)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	ops := d.addUser("oscar.the-operator-on-call@example.com", accounts.RoleOps)
-	if err := d.store.UserSetSlackID(ctx, ops.ID, "U0123ABCDEFGHIJ"); err != nil {
+	d.AddUser(admin, accounts.RoleAdmin)
+	d.AddUser("ann@example.com", accounts.RoleApprover)
+	ops := d.AddUser("oscar.the-operator-on-call@example.com", accounts.RoleOps)
+	if err := d.Store.UserSetSlackID(ctx, accounts.UserSetSlackIDParams{ID: ops.ID, SlackID: "U0123ABCDEFGHIJ"}); err != nil {
 		t.Fatal(err)
 	}
-	d.addUser("vic@example.com", accounts.RoleViewer)
+	d.AddUser("vic@example.com", accounts.RoleViewer)
 	for _, name := range []string{"billing-agent-with-a-very-long-name-for-the-nightly-batch-run.v2", "support-bot"} {
 		_, hash := accounts.NewToken()
-		if _, err := d.store.TokenCreate(ctx, name, hash, time.Now()); err != nil {
+		if _, err := d.Store.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: time.Now()}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := d.store.TokenRevoke(ctx, "support-bot", time.Now()); err != nil {
+	if err := d.Store.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "support-bot", Now: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -220,34 +221,34 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	// URL in the subject, JSON in the body, a slug of one word.
 	longID := "cus_" + strings.Repeat("7f3a9c", 16)
 	url := "https://tracking.example.com/parcels/" + strings.Repeat("ZX9QK2", 14) + "?utm_source=approvals"
-	pending := d.submitEmail(longID, "Your parcel is on its way: "+url,
+	pending := d.SubmitEmail(longID, "Your parcel is on its way: "+url,
 		"Hi,\ntrack it at "+url+"\n"+`{"parcel":{"id":"`+strings.Repeat("p", 90)+`","legs":[1,2,3]}}`)
-	d.submit("post_public_update", `{"channel":"status-page-and-the-public-announcements-channel","slug":"`+
+	d.Submit("post_public_update", `{"channel":"status-page-and-the-public-announcements-channel","slug":"`+
 		strings.Repeat("maintenance-", 12)+`tonight","text":"Maintenance tonight 22:00 UTC, see `+url+`"}`, "")
 	for i := range 3 {
-		d.submitEmail("c-"+string(rune('a'+i)), "Your order has shipped", "Hi,\nyour order is on its way.")
+		d.SubmitEmail("c-"+string(rune('a'+i)), "Your order has shipped", "Hi,\nyour order is on its way.")
 	}
 	// An approval with an edited payload: the action page shows a diff.
-	edited := d.submitEmail("edit-"+longID, "Your refund is on its way", "Hi Dana,\nwe refunded order 7.")
-	if _, err := d.svc.Approve(ctx, queue.DecideRequest{ID: edited.ID, By: "user:ann@example.com", Note: "Said when",
+	edited := d.SubmitEmail("edit-"+longID, "Your refund is on its way", "Hi Dana,\nwe refunded order 7.")
+	if _, err := d.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: edited.ID, By: "user:ann@example.com", Note: "Said when",
 		Payload: []byte(`{"customer_id":"edit-` + longID + `","topic":"t","to":"c@example.com","subject":"Your refund of ` +
 			strings.Repeat("EUR", 30) + ` is on its way","body":"Hi Dana,\nwe refunded order 7 at ` + url + `. It reaches your card in 3 days."}`)}); err != nil {
 		t.Fatal(err)
 	}
 	// A change request and the agent's revision: a diff against the
 	// earlier attempt.
-	asked := d.submitEmail("rev-"+longID, "Your invoice", "See the attachment.")
-	if _, err := d.svc.RequestChanges(ctx, queue.DecideRequest{ID: asked.ID, By: "user:ann@example.com", Note: "Attach it: " + url}); err != nil {
+	asked := d.SubmitEmail("rev-"+longID, "Your invoice", "See the attachment.")
+	if _, err := d.Service.Decide(ctx, queue.DecideRequest{To: queue.StateChangesRequested, ID: asked.ID, By: "user:ann@example.com", Note: "Attach it: " + url}); err != nil {
 		t.Fatal(err)
 	}
-	revision := d.submitEmail("rev-"+longID, "Your invoice", "See the attachment at "+url)
-	if _, err := d.svc.Reject(ctx, queue.DecideRequest{ID: d.submitEmail("old", "Old", "B").ID, By: "user:ann@example.com", Note: "duplicate"}); err != nil {
+	revision := d.SubmitEmail("rev-"+longID, "Your invoice", "See the attachment at "+url)
+	if _, err := d.Service.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: d.SubmitEmail("old", "Old", "B").ID, By: "user:ann@example.com", Note: "duplicate"}); err != nil {
 		t.Fatal(err)
 	}
-	d.staleTicket("order-" + strings.Repeat("4711", 20))
+	d.StaleTicket("order-" + strings.Repeat("4711", 20))
 
-	visit(narrowPage{name: "login", open: nav(d.url + "/login"), ready: "#email"})
-	b.Step("sign in", 30*time.Second, chromedp.SendKeys(chromedp.CSS("#email"), admin), chromedp.SendKeys(chromedp.CSS("#password"), dashPassword),
+	visit(narrowPage{name: "login", open: nav(d.URL + "/login"), ready: "#email"})
+	b.Step("sign in", 30*time.Second, chromedp.SendKeys(chromedp.CSS("#email"), admin), chromedp.SendKeys(chromedp.CSS("#password"), apptest.Password),
 		chromedp.Click(chromedp.CSS(`form[action="/login"] button[type=submit]`)), chromedp.WaitVisible(chromedp.CSS("#queue")), liveConnected)
 
 	measure("queue")
@@ -258,7 +259,7 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	}
 	t.Logf("queue at 390 px: %d cards, the tallest %.0f px", cards.Rows, cards.CardHeight)
 	// Live updates reach the cards; j and x still walk and tick them.
-	late := d.submitEmail("late", "Arrived on the phone", "B")
+	late := d.SubmitEmail("late", "Arrived on the phone", "B")
 	b.Step("a new action appears live", 10*time.Second, chromedp.WaitVisible(chromedp.CSS(`[data-row-link="`+late.ID+`"]`)))
 	b.Step("j and x tick the first card", 10*time.Second, b.Key("j"), b.Key("x"),
 		chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
@@ -271,23 +272,23 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	}
 	b.Step("phone", 10*time.Second, phone)
 
-	visit(narrowPage{name: "action-pending", open: nav(d.url + "/actions/" + pending.ID), ready: "#approve-payload"})
-	visit(narrowPage{name: "action-edited", open: nav(d.url + "/actions/" + edited.ID), ready: `[data-testid="payload-diff"]`})
-	visit(narrowPage{name: "action-revision", open: nav(d.url + "/actions/" + revision.ID), ready: `[data-testid="revision"]`})
-	visit(narrowPage{name: "search", open: nav(d.url + "/actions?intent_key=email:"), ready: "#state"})
-	visit(narrowPage{name: "tickets", open: nav(d.url + "/tickets"), ready: "form.resolve"})
-	visit(narrowPage{name: "audit", open: nav(d.url + "/audit"), ready: "#kind"})
-	visit(narrowPage{name: "tools", open: nav(d.url + "/tools"), ready: "#tool-send_customer_email"})
-	visit(narrowPage{name: "overview", open: nav(d.url + "/overview"), ready: `[data-testid="hourly-chart"]`})
-	visit(narrowPage{name: "users", open: nav(d.url + "/admin/users"), ready: "#new-email"})
-	b.Step("tokens", 20*time.Second, append(nav(d.url+"/admin/tokens"), chromedp.WaitVisible(chromedp.CSS("#token-name")))...)
+	visit(narrowPage{name: "action-pending", open: nav(d.URL + "/actions/" + pending.ID), ready: "#approve-payload"})
+	visit(narrowPage{name: "action-edited", open: nav(d.URL + "/actions/" + edited.ID), ready: `[data-testid="payload-diff"]`})
+	visit(narrowPage{name: "action-revision", open: nav(d.URL + "/actions/" + revision.ID), ready: `[data-testid="revision"]`})
+	visit(narrowPage{name: "search", open: nav(d.URL + "/actions?intent_key=email:"), ready: "#state"})
+	visit(narrowPage{name: "tickets", open: nav(d.URL + "/tickets"), ready: "form.resolve"})
+	visit(narrowPage{name: "audit", open: nav(d.URL + "/audit"), ready: "#kind"})
+	visit(narrowPage{name: "tools", open: nav(d.URL + "/tools"), ready: "#tool-send_customer_email"})
+	visit(narrowPage{name: "overview", open: nav(d.URL + "/overview"), ready: `[data-testid="hourly-chart"]`})
+	visit(narrowPage{name: "users", open: nav(d.URL + "/admin/users"), ready: "#new-email"})
+	b.Step("tokens", 20*time.Second, append(nav(d.URL+"/admin/tokens"), chromedp.WaitVisible(chromedp.CSS("#token-name")))...)
 	visit(narrowPage{name: "tokens", open: []chromedp.Action[chromedp.Void]{
 		chromedp.SendKeys(chromedp.CSS("#token-name"), "deploy-agent-for-the-eu-west-production-cluster-and-staging.v3"),
 		chromedp.Click(chromedp.CSS(`form[action="/admin/tokens"] button[type=submit]`)),
 	}, ready: `[data-testid="new-token"]`})
 	// Back in the queue, a tap on the checkbox's hit area beside the box
 	// ticks a card; the bulk decision answers with the result page.
-	b.Step("tap beside a checkbox", 20*time.Second, chromedp.Navigate(d.url+"/"), chromedp.WaitVisible(chromedp.CSS("#queue [data-select-row]")),
+	b.Step("tap beside a checkbox", 20*time.Second, chromedp.Navigate(d.URL+"/"), chromedp.WaitVisible(chromedp.CSS("#queue [data-select-row]")),
 		chromedp.Evaluate[chromedp.Void](`(() => { const box = document.querySelectorAll("#queue [data-select-row]")[1];
 			box.scrollIntoView({block: "center"});
 			const r = box.getBoundingClientRect(), area = (box.labels[0] || box).getBoundingClientRect();
@@ -304,7 +305,7 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	visit(narrowPage{name: "bulk-result", open: []chromedp.Action[chromedp.Void]{chromedp.Click(chromedp.CSS(`[data-testid="bulk-approve"]`))},
 		ready: `[data-testid="bulk-result"]`})
 
-	visit(narrowPage{name: "not-found", open: nav(d.url + "/nowhere"), ready: "main .card h1"})
+	visit(narrowPage{name: "not-found", open: nav(d.URL + "/nowhere"), ready: "main .card h1"})
 }
 
 // nav is the actions that open url.

@@ -19,12 +19,12 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 	t.Parallel()
 	b := startBrowser(t)
 	d, _ := startRoutingDashboard(t)
-	d.addUser("dan@example.com", accounts.RoleApprover) // not a lead
-	lead := d.submitTool("send_update", "lead", "For the leads")
-	open := d.submitTool("note", "open", "For anyone")
-	d.submitTool("note", "dan", "Also for anyone")
-	approved := d.submitTool("note", "approved", "Dan sends this one back")
-	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: lead.ID, By: "user:ann@example.com"}); err != nil {
+	d.AddUser("dan@example.com", accounts.RoleApprover) // not a lead
+	lead := submitTool(d, "send_update", "lead", "For the leads")
+	open := submitTool(d, "note", "open", "For anyone")
+	submitTool(d, "note", "dan", "Also for anyone")
+	approved := submitTool(d, "note", "approved", "Dan sends this one back")
+	if _, err := d.Service.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: lead.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	// A quorum of two: the lead action stays pending after ann's approval,
@@ -36,7 +36,7 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 	}
 	row := func(a *queue.Action) chromedp.CSS { return chromedp.CSS(`[data-row-link="` + a.ID + `"]`) }
 
-	b.Step("sign in as dan", 20*time.Second, signIn(d.url, "dan@example.com", chromedp.WaitVisible(row(lead)))...)
+	b.Step("sign in as dan", 20*time.Second, signIn(d.URL, "dan@example.com", chromedp.WaitVisible(row(lead)))...)
 	if n := rows(); n != 4 {
 		t.Fatalf("the whole queue shows %d rows, want 4", n)
 	}
@@ -61,11 +61,11 @@ func TestWaitingForMeInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`#changes-form button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`#action[data-state="changes_requested"]`)),
 	)
-	if got := d.action(approved.ID); got.State != queue.StateChangesRequested || *got.DecisionNote != "Say which one" {
+	if got := d.Action(approved.ID); got.State != queue.StateChangesRequested || *got.DecisionNote != "Say which one" {
 		t.Fatalf("stored: %s %v", got.State, got.DecisionNote)
 	}
 	b.Step("back to waiting for me", 20*time.Second,
-		chromedp.Navigate(d.url+"/?mine=1"),
+		chromedp.Navigate(d.URL+"/?mine=1"),
 		chromedp.WaitVisible(row(open)),
 	)
 	if n := rows(); n != 2 {

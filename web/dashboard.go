@@ -41,6 +41,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	}
 	d := &handlers.Dashboard{
 		Service:  s.cfg.Service,
+		Store:    s.cfg.Store,
 		Accounts: s.cfg.Accounts,
 		Sessions: store,
 		Assets:   templates.Assets{CSS: static.URL("app.css"), HTMX: static.URL("htmx.min.js"), App: static.URL("app.js")},
@@ -122,7 +123,7 @@ func (s *Server) sessionSecret() ([]byte, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	secret, err := s.cfg.Accounts.SettingInit(ctx, sessionSecretSetting, accounts.RandomString(48))
+	secret, err := s.cfg.Accounts.SettingInit(ctx, accounts.SettingParams{Key: sessionSecretSetting, Value: accounts.RandomString(48)})
 	if err != nil {
 		return nil, fmt.Errorf("web: session secret: %w", err)
 	}

@@ -5,11 +5,12 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // errorHandler turns every error into a response. Domain errors keep their
@@ -32,21 +33,26 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	status := qe.Code.HTTPStatus()
 	if qe.Code == queue.CodeTooManyWaiters {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
 	}
-	if handlers.IsDashboard(c) {
-		s.dashboardError(c, status, qe)
+	if isDashboard(c) {
+		s.dashboardError(c, problem.Status(qe.Code), qe)
 		return
 	}
-	if qe.Code == queue.CodeUnauthorized {
-		c.Response().Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
+	_ = problem.Write(c.Response(), qe)
+}
+
+// isDashboard reports whether the request is for the HTML dashboard rather
+// than an API or probe endpoint.
+func isDashboard(c echo.Context) bool {
+	p := c.Request().URL.Path
+	for _, prefix := range []string{"/api/", "/mcp", "/healthz", "/readyz", "/metrics", "/static/"} {
+		if strings.HasPrefix(p, prefix) {
+			return false
+		}
 	}
-	if qe.Code == queue.CodeInProgress {
-		c.Response().Header().Set("Retry-After", strconv.Itoa(5))
-	}
-	_ = handlers.WriteProblem(c, status, qe)
+	return true
 }
 
 func fromHTTPError(he *echo.HTTPError) *queue.Error {

@@ -74,7 +74,7 @@ func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
 }
 
 // OnNotification counts one notification attempt; pass it as
-// queue.Options.OnNotification.
+// maintenance.OutboxConfig.OnNotification.
 func (m *Metrics) OnNotification(channelKind, outcome string) {
 	m.notifications.WithLabelValues(channelKind, outcome).Inc()
 }

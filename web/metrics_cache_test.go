@@ -9,17 +9,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/storetest"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/web"
 )
 
 // countingStore counts the per-state count queries /metrics runs.
 type countingStore struct {
-	storetest.Store
+	storage.Store
 	counts atomic.Int64
 }
 
@@ -39,7 +38,7 @@ func TestMetricsCountsCached(t *testing.T) {
 			cs := &countingStore{}
 			clock := testclock.Frozen()
 			a := apptest.Start(t, apptest.Options{SQLite: onSQLite, Clock: clock,
-				WrapAll: func(s app.Store) app.Store { cs.Store = s; return cs }})
+				WrapAll: func(s storage.Store) storage.Store { cs.Store = s; return cs }})
 			// Its own connections, closed before the process shuts down: a
 			// connection dialled for a concurrent scrape but never used
 			// would hold Shutdown for 5 seconds (http.Server counts a new
@@ -63,7 +62,7 @@ func TestMetricsCountsCached(t *testing.T) {
 				Payload: []byte(`{"customer_id":"c1","topic":"t","to":"c@example.com","subject":"s","body":"b"}`)}); err != nil {
 				t.Fatal(err)
 			}
-			runConcurrently(20, func(int) string { return scrape() })
+			apptest.RunConcurrently(20, func(int) string { return scrape() })
 			clock.Advance(countsMaxAgeMinusOne)
 			if body := scrape(); !strings.Contains(body, `approvals_actions{state="pending"} 0`) {
 				t.Fatal("a count younger than 15s was read again")

@@ -66,7 +66,7 @@ func (c rawClient) send(method, path string, form url.Values, cookies []*http.Co
 func (c rawClient) loginForm(hdr ...string) (*http.Cookie, string) {
 	c.t.Helper()
 	res := c.send("GET", "/login", nil, nil, hdr...)
-	m := csrfMeta.FindStringSubmatch(res.body)
+	m := apptest.CSRFMeta.FindStringSubmatch(res.body)
 	if m == nil || len(res.Cookies()) != 1 {
 		c.t.Fatalf("login page: %d, cookies %v", res.StatusCode, res.Cookies())
 	}
@@ -78,7 +78,7 @@ func startWith(t *testing.T, opts apptest.Options) rawClient {
 	t.Helper()
 	a := apptest.Start(t, opts)
 	now := time.Now().UTC().Truncate(time.Microsecond)
-	if _, err := a.Store.UserCreate(context.Background(), &accounts.User{Email: "ann@example.com", PasswordHash: dashPasswordHash(),
+	if _, err := a.Store.UserCreate(context.Background(), &accounts.User{Email: "ann@example.com", PasswordHash: apptest.PasswordHash(),
 		Role: accounts.RoleAdmin, CreatedAt: now, PasswordChangedAt: now}); err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestPublicURLCookies(t *testing.T) {
 			t.Parallel()
 			c := startWith(t, apptest.Options{PublicURL: tc.publicURL})
 			csrf, token := c.loginForm()
-			res := c.send("POST", "/login", url.Values{"_csrf": {token}, "email": {"ann@example.com"}, "password": {dashPassword}},
+			res := c.send("POST", "/login", url.Values{"_csrf": {token}, "email": {"ann@example.com"}, "password": {apptest.Password}},
 				[]*http.Cookie{csrf})
 			if res.StatusCode != http.StatusSeeOther || len(res.Cookies()) != 1 {
 				t.Fatalf("login: %d, cookies %v", res.StatusCode, res.Cookies())
@@ -178,7 +178,7 @@ func TestLoginPasswordGate(t *testing.T) {
 		t.Fatal("no slot")
 	}
 	csrf, token := c.loginForm()
-	form := url.Values{"_csrf": {token}, "email": {"ann@example.com"}, "password": {dashPassword}}
+	form := url.Values{"_csrf": {token}, "email": {"ann@example.com"}, "password": {apptest.Password}}
 	res := c.send("POST", "/login", form, []*http.Cookie{csrf})
 	if res.StatusCode != http.StatusTooManyRequests || res.Header.Get("Retry-After") == "" {
 		t.Fatalf("sign-in with every slot busy: %d Retry-After %q, want 429 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/maintenance"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
@@ -39,7 +40,7 @@ tools:
 
 // startRoutingDashboard is the dashboard over a registry with groups and a
 // webhook channel whose receiver answers 500.
-func startRoutingDashboard(t *testing.T) (*dashEnv, map[string]queue.Notifier) {
+func startRoutingDashboard(t *testing.T) (*apptest.Dashboard, map[string]queue.Notifier) {
 	t.Helper()
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "receiver down", http.StatusInternalServerError)
@@ -49,7 +50,7 @@ func startRoutingDashboard(t *testing.T) (*dashEnv, map[string]queue.Notifier) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d := startDashboardWith(t, apptest.Options{Tools: reg})
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg})
 	signer, err := webhooksign.New("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
 	if err != nil {
 		t.Fatal(err)
@@ -61,9 +62,10 @@ func startRoutingDashboard(t *testing.T) (*dashEnv, map[string]queue.Notifier) {
 	return d, map[string]queue.Notifier{"webhook": wh}
 }
 
-func (d *dashEnv) submitTool(tool, slug, text string) *queue.Action {
-	d.t.Helper()
-	return d.submit(tool, `{"slug":"`+slug+`","text":`+jsonString(text)+`}`, "")
+// submitTool submits a tool of routingDashTools with its slug and text.
+func submitTool(d *apptest.Dashboard, tool, slug, text string) *queue.Action {
+	d.T.Helper()
+	return d.Submit(tool, `{"slug":"`+slug+`","text":`+apptest.JSONString(text)+`}`, "")
 }
 
 // Request changes is a third decision on the action page: note required
@@ -72,35 +74,35 @@ func (d *dashEnv) submitTool(tool, slug, text string) *queue.Action {
 func TestDashboardRequestChanges(t *testing.T) {
 	t.Parallel()
 	d, _ := startRoutingDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	d.addUser("viewer@example.com", accounts.RoleViewer)
-	ann, viewer := d.login("ann@example.com"), d.login("viewer@example.com")
-	a := d.submitTool("note", "launch", "We launch on Friday")
+	d.AddUser("ann@example.com", accounts.RoleApprover)
+	d.AddUser("viewer@example.com", accounts.RoleViewer)
+	ann, viewer := d.Login("ann@example.com"), d.Login("viewer@example.com")
+	a := submitTool(d, "note", "launch", "We launch on Friday")
 
-	ann.get("/actions/"+a.ID).wantContains(t, `id="changes-form"`, `/actions/`+a.ID+`/request-changes`, "<kbd>c</kbd>")
-	res := ann.post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"  "}})
-	res.wantStatus(t, http.StatusBadRequest)
-	res.wantContains(t, `id="changes-error"`, "say what should change")
-	viewer.post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"x"}}).wantStatus(t, http.StatusForbidden)
-	if got := d.action(a.ID); got.State != queue.StatePending {
+	ann.Get("/actions/"+a.ID).WantContains(t, `id="changes-form"`, `/actions/`+a.ID+`/request-changes`, "<kbd>c</kbd>")
+	res := ann.Post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"  "}})
+	res.WantStatus(t, http.StatusBadRequest)
+	res.WantContains(t, `id="changes-error"`, "say what should change")
+	viewer.Post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"x"}}).WantStatus(t, http.StatusForbidden)
+	if got := d.Action(a.ID); got.State != queue.StatePending {
 		t.Fatalf("refused requests changed the state to %s", got.State)
 	}
-	ann.post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"Say Monday, not Friday"}}).wantRedirect(t, "/actions/"+a.ID)
-	got := d.action(a.ID)
+	ann.Post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"Say Monday, not Friday"}}).WantRedirect(t, "/actions/"+a.ID)
+	got := d.Action(a.ID)
 	if got.State != queue.StateChangesRequested || got.DecisionNote == nil || *got.DecisionNote != "Say Monday, not Friday" {
 		t.Fatalf("after request changes: %s, note %v", got.State, got.DecisionNote)
 	}
 	// The same user repeating it is a replay; a reject now is 409 naming who decided.
-	ann.post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"Say Monday, not Friday"}}).wantRedirect(t, "/actions/"+a.ID)
-	ann.post("/actions/"+a.ID+"/reject", url.Values{"note": {"no"}}).wantStatus(t, http.StatusConflict)
+	ann.Post("/actions/"+a.ID+"/request-changes", url.Values{"note": {"Say Monday, not Friday"}}).WantRedirect(t, "/actions/"+a.ID)
+	ann.Post("/actions/"+a.ID+"/reject", url.Values{"note": {"no"}}).WantStatus(t, http.StatusConflict)
 
-	next := d.submitTool("note", "launch", "We launch on Monday")
+	next := submitTool(d, "note", "launch", "We launch on Monday")
 	if next.Attempt != 2 {
 		t.Fatalf("revision is attempt %d, want 2", next.Attempt)
 	}
-	page := ann.get("/actions/" + next.ID)
-	page.wantContains(t, `data-testid="revision"`, "Say Monday, not Friday", "removed: </span>Friday</del>", "added: </span>Monday</ins>")
-	if strings.Contains(ann.get("/actions/"+a.ID).body, `data-testid="revision"`) {
+	page := ann.Get("/actions/" + next.ID)
+	page.WantContains(t, `data-testid="revision"`, "Say Monday, not Friday", "removed: </span>Friday</del>", "added: </span>Monday</ins>")
+	if strings.Contains(ann.Get("/actions/"+a.ID).Body, `data-testid="revision"`) {
 		t.Fatal("the first attempt shows a revision")
 	}
 }
@@ -111,24 +113,24 @@ func TestDashboardRequestChanges(t *testing.T) {
 func TestDashboardShowsQuorumAndNotifications(t *testing.T) {
 	t.Parallel()
 	d, notifiers := startRoutingDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	ann := d.login("ann@example.com")
-	a := d.submitTool("send_update", "q", "Quarterly update")
-	ann.post("/actions/"+a.ID+"/approve", url.Values{"note": {"looks right"}}).wantRedirect(t, "/actions/"+a.ID)
+	ann := d.SignIn("ann@example.com", accounts.RoleApprover)
+	a := submitTool(d, "send_update", "q", "Quarterly update")
+	ann.Post("/actions/"+a.ID+"/approve", url.Values{"note": {"looks right"}}).WantRedirect(t, "/actions/"+a.ID)
 
 	ctx := context.Background()
-	if _, err := d.svc.FanOut(ctx, 100); err != nil {
+	outbox := maintenance.NewOutbox(d.Service, d.Store, maintenance.OutboxConfig{Notifiers: notifiers})
+	if _, err := outbox.FanOut(ctx, 100); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := d.svc.SendDue(ctx, queue.OutboxConfig{Notifiers: notifiers}); err != nil {
+	if _, err := outbox.SendDue(ctx); err != nil {
 		t.Fatal(err)
 	}
-	page := ann.get("/actions/" + a.ID)
-	page.wantStatus(t, http.StatusOK)
-	page.wantContains(t, "1 of 2 approvals", "1 still needed", "user:ann@example.com", "looks right",
+	page := ann.Get("/actions/" + a.ID)
+	page.WantStatus(t, http.StatusOK)
+	page.WantContains(t, "1 of 2 approvals", "1 still needed", "user:ann@example.com", "looks right",
 		"May still decide: bob@example.com, cara@example.com",
 		`data-testid="notifications"`, "ops-hook", "action.pending", "500")
-	if strings.Contains(page.body, "May still decide: ann@") {
+	if strings.Contains(page.Body, "May still decide: ann@") {
 		t.Fatal("ann approved and is still listed as able to decide")
 	}
 }
@@ -138,13 +140,13 @@ func TestDashboardShowsQuorumAndNotifications(t *testing.T) {
 func TestDashboardWaitingForMe(t *testing.T) {
 	t.Parallel()
 	d, _ := startRoutingDashboard(t)
-	d.addUser("ann@example.com", accounts.RoleApprover)
-	d.addUser("dan@example.com", accounts.RoleApprover) // not a lead
-	d.addUser("viewer@example.com", accounts.RoleViewer)
-	lead := d.submitTool("send_update", "lead", "For the leads")
-	open := d.submitTool("note", "open", "For anyone")
-	approved := d.submitTool("send_update", "approved", "Ann approved this")
-	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: approved.ID, By: "user:ann@example.com"}); err != nil {
+	d.AddUser("ann@example.com", accounts.RoleApprover)
+	d.AddUser("dan@example.com", accounts.RoleApprover) // not a lead
+	d.AddUser("viewer@example.com", accounts.RoleViewer)
+	lead := submitTool(d, "send_update", "lead", "For the leads")
+	open := submitTool(d, "note", "open", "For anyone")
+	approved := submitTool(d, "send_update", "approved", "Ann approved this")
+	if _, err := d.Service.Decide(context.Background(), queue.DecideRequest{To: queue.StateApproved, ID: approved.ID, By: "user:ann@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
@@ -155,21 +157,21 @@ func TestDashboardWaitingForMe(t *testing.T) {
 		{"dan@example.com", []*queue.Action{open}, []*queue.Action{lead, approved}},
 		{"viewer@example.com", nil, []*queue.Action{lead, open, approved}},
 	} {
-		b := d.login(tc.who)
-		page := b.get("/?mine=1")
-		page.wantStatus(t, http.StatusOK)
+		b := d.Login(tc.who)
+		page := b.Get("/?mine=1")
+		page.WantStatus(t, http.StatusOK)
 		for _, a := range tc.want {
-			if !strings.Contains(page.body, `data-row-link="`+a.ID+`"`) {
+			if !strings.Contains(page.Body, `data-row-link="`+a.ID+`"`) {
 				t.Errorf("%s: %s is not listed as waiting", tc.who, a.Payload)
 			}
 		}
 		for _, a := range tc.not {
-			if strings.Contains(page.body, `data-row-link="`+a.ID+`"`) {
+			if strings.Contains(page.Body, `data-row-link="`+a.ID+`"`) {
 				t.Errorf("%s: %s is listed as waiting", tc.who, a.Payload)
 			}
 		}
 		// Without the filter everyone sees every pending action.
-		if all := b.get("/"); !strings.Contains(all.body, `data-row-link="`+approved.ID+`"`) {
+		if all := b.Get("/"); !strings.Contains(all.Body, `data-row-link="`+approved.ID+`"`) {
 			t.Errorf("%s: the unfiltered queue lacks a pending action", tc.who)
 		}
 	}
@@ -180,27 +182,27 @@ func TestDashboardWaitingForMe(t *testing.T) {
 func TestDashboardUserSlackID(t *testing.T) {
 	t.Parallel()
 	d, _ := startRoutingDashboard(t)
-	d.addUser("admin@example.com", accounts.RoleAdmin)
-	ann := d.addUser("ann@example.com", accounts.RoleApprover)
-	bob := d.addUser("bob@example.com", accounts.RoleApprover)
-	admin := d.login("admin@example.com")
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
+	ann := d.AddUser("ann@example.com", accounts.RoleApprover)
+	bob := d.AddUser("bob@example.com", accounts.RoleApprover)
+	admin := d.Login("admin@example.com")
 	path := func(u *accounts.User) string { return "/admin/users/" + strconv.FormatInt(u.ID, 10) + "/slack" }
-	admin.post(path(ann), url.Values{"slack_id": {"U0ANN"}}).wantRedirect(t, "/admin/users?done=slack")
-	admin.get("/admin/users").wantContains(t, `value="U0ANN"`)
+	admin.Post(path(ann), url.Values{"slack_id": {"U0ANN"}}).WantRedirect(t, "/admin/users?done=slack")
+	admin.Get("/admin/users").WantContains(t, `value="U0ANN"`)
 	for _, tc := range []struct{ id, want string }{
 		{"not-an-id", "not a Slack member id"},
 		{"U0ANN", "belongs to another user"},
 	} {
-		res := admin.post(path(bob), url.Values{"slack_id": {tc.id}})
-		res.wantStatus(t, http.StatusBadRequest)
-		res.wantContains(t, tc.want)
+		res := admin.Post(path(bob), url.Values{"slack_id": {tc.id}})
+		res.WantStatus(t, http.StatusBadRequest)
+		res.WantContains(t, tc.want)
 	}
-	if u, err := d.store.UserGetBySlackID(context.Background(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
+	if u, err := d.Store.UserGetBySlackID(context.Background(), "U0ANN"); err != nil || u.Email != "ann@example.com" {
 		t.Fatalf("U0ANN is %v (%v), want ann", u, err)
 	}
-	admin.post(path(ann), url.Values{"slack_id": {""}}).wantRedirect(t, "/admin/users?done=slack")
-	if _, err := d.store.UserGetBySlackID(context.Background(), "U0ANN"); err == nil {
+	admin.Post(path(ann), url.Values{"slack_id": {""}}).WantRedirect(t, "/admin/users?done=slack")
+	if _, err := d.Store.UserGetBySlackID(context.Background(), "U0ANN"); err == nil {
 		t.Fatal("the cleared Slack id still finds ann")
 	}
-	d.login("ann@example.com").post(path(bob), url.Values{"slack_id": {"U0BOB"}}).wantStatus(t, http.StatusForbidden)
+	d.Login("ann@example.com").Post(path(bob), url.Values{"slack_id": {"U0BOB"}}).WantStatus(t, http.StatusForbidden)
 }

@@ -23,7 +23,9 @@ import (
 
 // Config is what a server needs.
 type Config struct {
-	Service  *queue.Service
+	Service *queue.Service
+	// Store is what the faces read directly: the service's own storage.
+	Store    queue.Reader
 	Accounts accounts.Store
 	Metrics  *Metrics
 	Logger   *slog.Logger
@@ -35,7 +37,7 @@ type Config struct {
 	// MCP serves /mcp when set.
 	MCP http.Handler
 	// SlackInteractions serves POST /integrations/slack/interactions
-	// (notifier/slack.Interactions); nil: Slack is not configured and the
+	// (slack.Interactions); nil: Slack is not configured and the
 	// route answers 404 saying so.
 	SlackInteractions http.Handler
 	// SessionMaxAge is how long a dashboard sign-in lasts; default 12h.
@@ -88,7 +90,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.MaxBody = 256 << 10
 	}
 	if cfg.Metrics == nil {
-		cfg.Metrics = NewMetrics(cfg.Service)
+		cfg.Metrics = NewMetrics(cfg.Store)
 	}
 	svc := cfg.Service
 	cfg.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -102,7 +104,7 @@ func New(cfg Config) (*Server, error) {
 	// the peer is a proxy the operator named.
 	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, echo: e, log: cfg.Logger,
-		api: &handlers.API{Service: cfg.Service, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
+		api: &handlers.API{Service: cfg.Service, Store: cfg.Store, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
 	if cfg.BodyReadTimeout <= 0 {
@@ -160,7 +162,7 @@ func (s *Server) routes(e *echo.Echo) error {
 }
 
 func (s *Server) ready(c echo.Context) error {
-	if err := s.cfg.Service.Ping(c.Request().Context()); err != nil {
+	if err := s.cfg.Store.Ping(c.Request().Context()); err != nil {
 		return c.String(http.StatusServiceUnavailable, "storage unreachable\n")
 	}
 	return c.String(http.StatusOK, "ready\n")

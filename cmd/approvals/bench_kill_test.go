@@ -9,8 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,8 +18,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // ackLog is what the load generator was told: for every action, the last
@@ -87,8 +86,8 @@ func TestKillDuringLoadLosesNoAcknowledgedWrite(t *testing.T) {
 	t.Parallel()
 	pgtest.BaseURL(t)
 	dbURL := pgtest.URL(t)
-	runKillDuringLoad(t, dbURL, func(first *server) {
-		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	runKillDuringLoad(t, dbURL, func(first *apptest.Process) {
+		if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
 	}, nil, false)
@@ -104,12 +103,12 @@ func TestKillDuringLoadLosesNoAcknowledgedWrite(t *testing.T) {
 func TestDatabaseCrashLosesOnlyReplayRecords(t *testing.T) {
 	t.Parallel()
 	cluster := pgtest.NewCluster(t)
-	crash := func(s *server) {
+	crash := func(s *apptest.Process) {
 		cluster.Crash(t)
 		// The server process lost its database; the next one starts on
 		// the recovered cluster.
-		_ = s.cmd.Process.Signal(syscall.SIGKILL)
-		<-s.exited
+		_ = s.Cmd.Process.Signal(syscall.SIGKILL)
+		<-s.Exited
 	}
 	d, second := runKillDuringLoad(t, cluster.URL, crash, func() { cluster.Start(t) }, true)
 
@@ -122,23 +121,23 @@ func TestDatabaseCrashLosesOnlyReplayRecords(t *testing.T) {
 	// mistake is lost, and this fails.
 	api := &http.Client{Timeout: 10 * time.Second}
 	body := `{"tool":"kill_exactly_once","intent_key":"tail","payload":{"n":1}}`
-	c, err := apiCall(api, second.base, d.token, "/api/v1/actions", body, http.StatusCreated)
+	c, err := apiCall(api, second.URL, d.Token, "/api/v1/actions", body, http.StatusCreated)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := apiCall(api, second.base, d.token, "/api/v1/actions", body, http.StatusConflict); err != nil && !strings.Contains(err.Error(), "answered 409") {
+	if _, err := apiCall(api, second.URL, d.Token, "/api/v1/actions", body, http.StatusConflict); err != nil && !strings.Contains(err.Error(), "answered 409") {
 		t.Fatal(err)
 	}
-	if _, err := apiCall(api, second.base, d.token, "/api/v1/actions/"+c.ID+"/complete", `{"result":{"ok":true}}`, http.StatusOK); err != nil {
+	if _, err := apiCall(api, second.URL, d.Token, "/api/v1/actions/"+c.ID+"/complete", `{"result":{"ok":true}}`, http.StatusOK); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := apiCall(api, second.base, d.token, "/api/v1/actions", body, http.StatusOK); err != nil {
+	if _, err := apiCall(api, second.URL, d.Token, "/api/v1/actions", body, http.StatusOK); err != nil {
 		t.Fatal(err)
 	}
 	crash(second)
 	cluster.Start(t)
-	third := d.start()
-	if got := readAction(t, third.base, d.token, c.ID); got != queue.StateDone {
+	third := d.Start()
+	if got := readAction(t, third.URL, d.Token, c.ID); got != queue.StateDone {
 		t.Errorf("the completion acknowledged just before the crash: stored %s, want done", got)
 	}
 	conn, err := pgx.Connect(t.Context(), cluster.URL)
@@ -157,30 +156,18 @@ func TestDatabaseCrashLosesOnlyReplayRecords(t *testing.T) {
 // once enough writes were acknowledged (it must end first's life), then
 // restart (when set) before it starts a new server process and checks
 // every acknowledgement against what is stored.
-func runKillDuringLoad(t *testing.T, dbURL string, kill func(first *server), restart func(), replaysMayBeLost bool) (*deployment, *server) {
-	bin := buildBinary(t)
-	dir := t.TempDir()
-	tools := filepath.Join(dir, "tools.yaml")
-	if err := os.WriteFile(tools, []byte(`
+func runKillDuringLoad(t *testing.T, dbURL string, kill func(first *apptest.Process), restart func(), replaysMayBeLost bool) (*apptest.Deployment, *apptest.Process) {
+	d := apptest.NewDeployment(t, apptest.BuildBinary(t), apptest.DeploymentOptions{DatabaseURL: dbURL,
+		Env: []string{"APPROVALS_SWEEP_INTERVAL=1h"}, Tools: `
 tools:
   kill_exactly_once:
     class: exactly-once
     description: The caller supplies the intent key.
-`), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := &deployment{t: t, bin: bin, dbURL: dbURL}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
-			d.env = append(d.env, kv)
-		}
-	}
-	d.env = append(d.env, "DATABASE_URL="+d.dbURL, "APPROVALS_TOOLS="+tools, "APPROVALS_SWEEP_INTERVAL=1h")
-	d.token = strings.TrimSpace(d.command("", "token", "create", "--name", "bot"))
-	d.command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver")
+`})
+	d.Command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver")
 
-	first := d.start()
-	ann := loginDashboard(t, first.base, "ann@example.com", "correct horse battery staple")
+	first := d.Start()
+	ann := loginDashboard(t, first.URL, "ann@example.com", "correct horse battery staple")
 	csrf := ann.csrf("/")
 
 	const clients = 8
@@ -194,7 +181,7 @@ tools:
 		wg.Go(func() {
 			api := &http.Client{Timeout: 10 * time.Second}
 			for n := 0; ; n++ {
-				if err := loadRound(api, ann.client, first.base, d.token, csrf, acks, i, n); err != nil {
+				if err := loadRound(api, ann.client, first.URL, d.Token, csrf, acks, i, n); err != nil {
 					// A dead server gives no answer; a server whose database
 					// died answers 5xx. Either only after the kill, and
 					// nothing else ever (a 4xx, or a 2xx with the wrong
@@ -215,7 +202,7 @@ tools:
 	}
 	killed.Store(true)
 	kill(first)
-	<-first.exited // kill may have waited already; a closed channel answers again
+	<-first.Exited // kill may have waited already; a closed channel answers again
 	wg.Wait()
 	if cut.Load() != clients {
 		t.Fatalf("%d of %d clients were cut by the kill: it did not land under load", cut.Load(), clients)
@@ -224,13 +211,13 @@ tools:
 		restart()
 	}
 
-	second := d.start()
+	second := d.Start()
 	acks.mu.Lock()
 	defer acks.mu.Unlock()
 	counts := map[queue.State]int{}
 	for id, want := range acks.acked {
 		counts[want]++
-		got := readAction(t, second.base, d.token, id)
+		got := readAction(t, second.URL, d.Token, id)
 		if got != want && got != acks.inflight[id] {
 			t.Errorf("action %s: acknowledged %s, stored %s after the restart (in flight: %q)", id, want, got, acks.inflight[id])
 		}
@@ -436,4 +423,13 @@ func readAction(t *testing.T, base, token, id string) queue.State {
 		t.Fatalf("GET action %s after the restart: %d %s", id, res.StatusCode, bytes.TrimSpace(b))
 	}
 	return a.State
+}
+
+// snippet is the start of an answer, for a failure message.
+func snippet(b []byte) string {
+	s := strings.TrimSpace(string(b))
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	return s
 }

@@ -4,30 +4,25 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/upstream"
 )
 
-func newFlags(name string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	return fs
-}
-
 func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	var c config
-	fs := newFlags("migrate")
+	fs := cli.NewFlags("migrate")
 	dbFlags(fs, &c)
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return err
 	}
-	st, where, err := openStore(ctx, c.DatabaseURL)
+	st, where, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -46,13 +41,13 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		slackID     string
 		update      bool
 	)
-	fs := newFlags("user add")
+	fs := cli.NewFlags("user add")
 	dbFlags(fs, &c)
 	fs.StringVar(&email, "email", "", "email address")
 	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
 	fs.StringVar(&slackID, "slack-id", "", "the user's Slack member id (U0123ABCD), to decide in Slack")
 	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	email, err := accounts.NormalizeEmail(email)
@@ -78,7 +73,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return fmt.Errorf("password: %w", err)
 	}
-	st, _, err := openStore(ctx, c.DatabaseURL)
+	st, _, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
@@ -104,7 +99,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	// One transaction: a taken Slack id (the one change another user can
 	// refuse) changes nothing.
-	err = st.UserUpdate(ctx, u.ID, hash, r, slackID, now)
+	err = st.UserUpdate(ctx, accounts.UserUpdateParams{ID: u.ID, PasswordHash: hash, Role: r, SlackID: slackID, Now: now})
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
 	}
@@ -123,23 +118,23 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		c    config
 		name string
 	)
-	fs := newFlags("token " + args[0])
+	fs := cli.NewFlags("token " + args[0])
 	dbFlags(fs, &c)
 	fs.StringVar(&name, "name", "", "the agent's name")
-	if err := parseFlags(fs, args[1:]); err != nil {
+	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return err
 	}
 	if err := accounts.ValidateTokenName(name); err != nil {
 		return fmt.Errorf("--name: %w", err)
 	}
-	st, _, err := openStore(ctx, c.DatabaseURL)
+	st, _, err := app.OpenStore(ctx, c.DatabaseURL)
 	if err != nil {
 		return err
 	}
 	defer st.Close()
 	now := time.Now().UTC()
 	if args[0] == "revoke" {
-		if err := st.TokenRevoke(ctx, name, now); err != nil {
+		if err := st.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: name, Now: now}); err != nil {
 			if errors.Is(err, accounts.ErrNotFound) {
 				return fmt.Errorf("no active token is named %q", name)
 			}
@@ -148,7 +143,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return nil
 	}
 	token, hash := accounts.NewToken()
-	if _, err := st.TokenCreate(ctx, name, hash, now); err != nil {
+	if _, err := st.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: now}); err != nil {
 		if errors.Is(err, accounts.ErrExists) {
 			return fmt.Errorf("an active token is already named %q; revoke it first or choose another name", name)
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -14,10 +13,8 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres"
-	"github.com/approvals/approvals/queue/sqlite"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
 )
@@ -109,17 +106,6 @@ func secretEnv(name string) (string, error) {
 	return strings.TrimSpace(string(b)), nil
 }
 
-// parseFlags parses args and refuses arguments no flag took.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected argument %q", fs.Arg(0))
-	}
-	return nil
-}
-
 // dbFlags registers the storage flag shared by every command.
 func dbFlags(fs *flag.FlagSet, c *config) {
 	fs.StringVar(&c.DatabaseURL, "database-url", env("DATABASE_URL"), "postgres://… or sqlite:PATH (default sqlite:approvals.db)")
@@ -136,7 +122,7 @@ func parseServeConfig(args []string) (config, error) {
 	fs.StringVar(&c.Addr, "addr", addr, "listen address")
 	dbFlags(fs, &c)
 	fs.StringVar(&c.Tools, "tools", env("APPROVALS_TOOLS"), "tools file (YAML)")
-	if err := parseFlags(fs, args); err != nil {
+	if err := cli.ParseFlags(fs, args); err != nil {
 		return c, err
 	}
 	if c.PprofAddr = env("APPROVALS_PPROF_ADDR"); c.PprofAddr != "" && !loopback(c.PprofAddr) {
@@ -225,46 +211,6 @@ func parseMaxWaiters(v string) (queue.WaiterLimits, error) {
 		}
 	}
 	return l.WithDefaults(), nil
-}
-
-// store is both halves of storage.
-type store = app.Store
-
-// openStore picks the store from the URL and says which it is and where.
-func openStore(ctx context.Context, url string) (store, string, error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		s, err := postgres.Open(ctx, url, postgres.Options{})
-		if err != nil {
-			return nil, "", err
-		}
-		return s, "PostgreSQL " + redact(url), nil
-	case url == "", strings.HasPrefix(url, "sqlite:"):
-		path := strings.TrimPrefix(url, "sqlite:")
-		if path == "" {
-			path = "approvals.db"
-		}
-		s, err := sqlite.Open(ctx, path)
-		if err != nil {
-			return nil, "", fmt.Errorf("open SQLite database %s: %w", path, err)
-		}
-		return s, "SQLite " + path, nil
-	}
-	return nil, "", fmt.Errorf("DATABASE_URL %q: use postgres://…, postgresql://… or sqlite:PATH", redact(url))
-}
-
-// redact hides a password in a URL for logs and errors.
-func redact(url string) string {
-	at := strings.LastIndexByte(url, '@')
-	scheme := strings.Index(url, "://")
-	if at < 0 || scheme < 0 {
-		return url
-	}
-	userinfo := url[scheme+3 : at]
-	if user, _, ok := strings.Cut(userinfo, ":"); ok {
-		return url[:scheme+3] + user + ":xxxxx" + url[at:]
-	}
-	return url
 }
 
 // loadTools reads the tools file, judging its channels against the

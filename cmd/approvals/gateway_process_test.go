@@ -14,8 +14,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // gatewayUpstream is a Go SDK MCP server that counts calls: "pay"
@@ -82,9 +83,9 @@ func (u *gatewayUpstream) callCount(tool string) int {
 func TestServerProcessUpstreamGateway(t *testing.T) {
 	t.Parallel()
 	pgtest.BaseURL(t)
-	bin := buildBinary(t)
+	bin := apptest.BuildBinary(t)
 	up := newGatewayUpstream(t)
-	d := newDeploymentTools(t, bin, fmt.Sprintf(`
+	d := deploy(t, bin, fmt.Sprintf(`
 upstreams:
   crm:
     url: %s/mcp
@@ -97,12 +98,12 @@ tools:
     intent: "send:{to}"
     claim_timeout: 3s
 `, up.srv.URL))
-	first := d.start()
+	first := d.Start()
 
 	// Through /mcp, an exactly-once call runs upstream within the call,
 	// and the tool's own content comes first.
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(context.Background(),
-		&mcp.StreamableClientTransport{Endpoint: first.base + "/mcp", HTTPClient: &http.Client{Transport: bearer{d.token}}}, nil)
+		&mcp.StreamableClientTransport{Endpoint: first.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{d.Token}}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,28 +144,28 @@ tools:
 	if n := up.callCount("lookup"); n != 2 {
 		t.Errorf("lookup called %d times, want 2", n)
 	}
-	if missing := d.submitTool(first, "crm_find", map[string]any{"order": "o-7"}); missing.State != queue.StateFailed ||
+	if missing := d.Submit(first, "crm_find", map[string]any{"order": "o-7"}); missing.State != queue.StateFailed ||
 		missing.Error == nil || *missing.Error != "no such order" || !strings.Contains(string(missing.Result), "no such order") {
 		t.Fatalf("crm_find through REST: %s, error %v, result %s; want 201 failed with the tool's text", missing.State, missing.Error, missing.Result)
 	}
 
 	// An approved at-most-once call whose server is killed mid-call: no
 	// second upstream call after restart, one stale ticket.
-	a := d.submitTool(first, "crm_send", map[string]any{"to": "ann"})
-	d.approve(a.ID)
+	a := d.Submit(first, "crm_send", map[string]any{"to": "ann"})
+	d.Approve(a.ID)
 	select {
 	case <-up.arrived:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the approved call never reached the upstream")
 	}
-	if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-first.exited
-	second := d.start()
+	<-first.Exited
+	second := d.Start()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		open, err := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+		open, err := d.Domain().Store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -172,27 +173,27 @@ tools:
 			break
 		}
 		if len(open) > 1 || time.Now().After(deadline) {
-			t.Fatalf("%d open tickets; state %s", len(open), d.action(a.ID).State)
+			t.Fatalf("%d open tickets; state %s", len(open), d.Action(a.ID).State)
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	// The restarted server's executor has scanned (a later approval is
 	// called), and the killed call was not repeated.
-	b2 := d.submitTool(second, "crm_send", map[string]any{"to": "bob"})
-	d.approve(b2.ID)
+	b2 := d.Submit(second, "crm_send", map[string]any{"to": "bob"})
+	d.Approve(b2.ID)
 	select {
 	case <-up.arrived:
 	case <-time.After(20 * time.Second):
 		t.Fatal("the restarted server's executor called nothing")
 	}
-	got := d.action(a.ID)
+	got := d.Action(a.ID)
 	if n := up.callCount("send"); n != 2 || got.State != queue.StateInProgress {
 		t.Fatalf("send called %d times (want 2: the killed call and the later one); killed action %s", n, got.State)
 	}
-	if all, _ := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
+	if all, _ := d.Domain().Store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
 		t.Fatalf("%d tickets, want 1", len(all))
 	}
-	if kinds := strings.Join(d.events(a.ID), " "); !strings.HasPrefix(kinds, "submitted approved claimed delivery_started") {
+	if kinds := strings.Join(d.Events(a.ID), " "); !strings.HasPrefix(kinds, "submitted approved claimed delivery_started") {
 		t.Errorf("timeline: %s", kinds)
 	}
 }

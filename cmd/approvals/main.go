@@ -3,11 +3,11 @@ package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/approvals/approvals/internal/cli"
 )
 
 func main() {
@@ -24,7 +24,6 @@ commands:
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
-  bench --token T [flags]     load-test a server on a loopback address (bench -h)
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
@@ -55,8 +54,6 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(ctx, args, stdout)
-	case "bench":
-		err = benchCmd(ctx, args, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
@@ -64,17 +61,5 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		fmt.Fprintf(stderr, "approvals: unknown command %q\n\n%s", cmd, usage)
 		return 2
 	}
-	if errors.Is(err, flag.ErrHelp) {
-		if cmd == "bench" {
-			fmt.Fprint(stdout, benchUsage)
-		} else {
-			fmt.Fprint(stdout, usage)
-		}
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "approvals %s: %v\n", cmd, err)
-		return 1
-	}
-	return 0
+	return cli.Exit("approvals "+cmd, err, usage, stdout, stderr)
 }

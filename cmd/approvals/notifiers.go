@@ -6,16 +6,17 @@ import (
 
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/notifier/email"
-	"github.com/approvals/approvals/notifier/slack"
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/webhooksign"
 )
 
 // newNotifiers builds a notifier for every channel kind whose settings are
 // present. The tools file was already judged against the same settings
 // (loadTools), so a channel in use never lacks its notifier.
-func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (app.Notifiers, error) {
+func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Logger) (app.Notifiers, error) {
 	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
 	if cfg.WebhookSecret != "" {
 		signer, err := webhooksign.New(cfg.WebhookSecret)
@@ -41,13 +42,13 @@ func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (a
 		n.ByKind["email"] = e
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: svc})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: st})
 		if err != nil {
 			return n, err
 		}
 		n.ByKind["slack"] = c
 		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
-			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Staff: st, Logger: log,
+			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Actions: st, Staff: st, Logger: log,
 		}); err != nil {
 			return n, err
 		}

@@ -9,8 +9,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,9 +19,10 @@ import (
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/notifier/slack/slacktest"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
+	"github.com/approvals/approvals/slack/slacktest"
 )
 
 // These tests run the real binary as separate processes on one PostgreSQL
@@ -120,32 +119,14 @@ func (r *eventReceiver) next(t *testing.T) string {
 }
 
 // notifyDeployment is a deployment whose tools file is tools (with the
-// test's channels) and whose environment adds env.
-func notifyDeployment(t *testing.T, bin, tools string, env ...string) *deployment {
+// test's channels), whose environment adds env, and whose Domain (a
+// process with no sender) submits and reads with the same tools.
+func notifyDeployment(t *testing.T, bin, tools string, env ...string) *apptest.Deployment {
 	t.Helper()
-	file := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := os.WriteFile(file, []byte(tools), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
-			d.env = append(d.env, kv)
-		}
-	}
-	d.env = append(d.env, "DATABASE_URL="+d.dbURL, "APPROVALS_TOOLS="+file, "APPROVALS_SWEEP_INTERVAL=200ms",
-		"APPROVALS_WEBHOOK_SECRET="+processSecret, "APPROVALS_PUBLIC_URL=https://approvals.example.com")
-	d.env = append(d.env, env...)
-	d.token = strings.TrimSpace(d.command("", "token", "create", "--name", "bot"))
-	// The test's own service (a process with no sender) submits and reads
-	// with the same tools.
-	reg, err := classify.Parse([]byte(tools), classify.Options{WebhookSecretSet: true, SlackConfigured: true, SMTPConfigured: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.svc = queue.NewService(pgtest.OpenURL(t, d.dbURL), reg, queue.Options{})
-	t.Cleanup(d.svc.Stop)
-	return d
+	reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true, SlackConfigured: true, SMTPConfigured: true})
+	return apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools, DomainTools: reg,
+		Env: append([]string{"APPROVALS_SWEEP_INTERVAL=200ms", "APPROVALS_WEBHOOK_SECRET=" + processSecret,
+			"APPROVALS_PUBLIC_URL=https://approvals.example.com"}, env...)})
 }
 
 func webhookTools(hook string) string {
@@ -161,11 +142,11 @@ tools:
 }
 
 // notifications reads an action's notifications as stored.
-func (d *deployment) notifications(id string) []queue.NotificationRecord {
-	d.t.Helper()
-	list, err := d.svc.Notifications(context.Background(), id)
+func notifications(d *apptest.Deployment, id string) []queue.NotificationRecord {
+	d.T.Helper()
+	list, err := d.Domain().Store.NotificationList(context.Background(), id)
 	if err != nil {
-		d.t.Fatal(err)
+		d.T.Fatal(err)
 	}
 	return list
 }
@@ -173,7 +154,7 @@ func (d *deployment) notifications(id string) []queue.NotificationRecord {
 func TestServerProcessNotifications(t *testing.T) {
 	t.Parallel()
 	pgtest.BaseURL(t)
-	bin := buildBinary(t)
+	bin := apptest.BuildBinary(t)
 
 	// Two processes share the outbox: every notification arrives, none is
 	// lost, and healthy processes send none twice.
@@ -181,10 +162,10 @@ func TestServerProcessNotifications(t *testing.T) {
 		t.Parallel()
 		rcv := newEventReceiver(t)
 		d := notifyDeployment(t, bin, webhookTools(rcv.srv.URL))
-		servers := []*server{d.start(), d.start()}
+		servers := []*apptest.Process{d.Start(), d.Start()}
 		const n = 30
 		for i := range n {
-			d.submitTool(servers[i%2], "post_update", map[string]any{"slug": fmt.Sprintf("s-%d", i)})
+			d.Submit(servers[i%2], "post_update", map[string]any{"slug": fmt.Sprintf("s-%d", i)})
 		}
 		seen := map[string]bool{}
 		for len(seen) < n {
@@ -210,23 +191,23 @@ func TestServerProcessNotifications(t *testing.T) {
 		rcv := newEventReceiver(t)
 		rcv.set(func(r *eventReceiver) { r.hold = true })
 		d := notifyDeployment(t, bin, webhookTools(rcv.srv.URL), "APPROVALS_OUTBOX_LEASE=4s")
-		first := d.start()
-		a := d.submitTool(first, "post_update", map[string]any{"slug": "crash"})
+		first := d.Start()
+		a := d.Submit(first, "post_update", map[string]any{"slug": "crash"})
 		held := rcv.next(t) // the sender is inside its request
-		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-first.exited
-		if ns := d.notifications(a.ID); len(ns) != 1 || ns[0].State != queue.NotificationPending || ns[0].ID != held {
+		<-first.Exited
+		if ns := notifications(d, a.ID); len(ns) != 1 || ns[0].State != queue.NotificationPending || ns[0].ID != held {
 			t.Fatalf("after the kill: %+v", ns)
 		}
 		// Committed with no server running: only the outbox row knows.
-		offline, err := d.svc.Submit(context.Background(), queue.SubmitRequest{Tool: "post_update", Payload: []byte(`{"slug":"offline"}`), Agent: "bot"})
+		offline, err := d.Domain().Service.Submit(context.Background(), queue.SubmitRequest{Tool: "post_update", Payload: []byte(`{"slug":"offline"}`), Agent: "bot"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		rcv.set(func(r *eventReceiver) { r.hold = false })
-		d.start()
+		d.Start()
 		got := map[string]bool{}
 		for !got[held] || len(got) < 2 {
 			got[rcv.next(t)] = true
@@ -248,16 +229,16 @@ func TestServerProcessNotifications(t *testing.T) {
 		rcv := newEventReceiver(t)
 		rcv.set(func(r *eventReceiver) { r.fail = 1 })
 		d := notifyDeployment(t, bin, webhookTools(rcv.srv.URL))
-		s := d.start()
-		a := d.submitTool(s, "post_update", map[string]any{"slug": "flaky"})
+		s := d.Start()
+		a := d.Submit(s, "post_update", map[string]any{"slug": "flaky"})
 		first := rcv.next(t)
 		n := waitNotification(t, d, a.ID, func(r queue.NotificationRecord) bool { return r.Attempts == 1 && r.LastError != "" })
 		if n.ID != first || n.State != queue.NotificationPending || !n.DueAt.After(n.CreatedAt) {
 			t.Fatalf("after a 500: %+v", n)
 		}
-		d.command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver")
-		ann := loginDashboard(t, s.base, "ann@example.com", "correct horse battery staple")
-		res, err := ann.client.Get(s.base + "/actions/" + a.ID)
+		d.Command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver")
+		ann := loginDashboard(t, s.URL, "ann@example.com", "correct horse battery staple")
+		res, err := ann.client.Get(s.URL + "/actions/" + a.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,14 +248,14 @@ func TestServerProcessNotifications(t *testing.T) {
 				t.Fatalf("action page lacks %q:\n%s", want, grep(page, "notification"))
 			}
 		}
-		waitMetrics(t, s.base, "after the failure",
+		waitMetrics(t, s.URL, "after the failure",
 			`approvals_notifications_total{channel="webhook",outcome="retry"} 1`,
 			"approvals_notifications_queued 1")
 		if again := rcv.next(t); again != first {
 			t.Fatalf("retry delivered %s, want %s", again, first)
 		}
 		waitNotificationState(t, d, a.ID, queue.NotificationDelivered)
-		waitMetrics(t, s.base, "after the recovery",
+		waitMetrics(t, s.URL, "after the recovery",
 			`approvals_notifications_total{channel="webhook",outcome="delivered"} 1`,
 			"approvals_notifications_queued 0")
 	})
@@ -294,8 +275,8 @@ tools:
     preview: { title: "Update {slug}" }
     approval: { notify: [leads-mail] }
 `, "APPROVALS_SMTP_URL=smtp://"+mail.addr, "APPROVALS_SMTP_FROM=approvals@example.com")
-		s := d.start()
-		a := d.submitTool(s, "post_update", map[string]any{"slug": "mailed"})
+		s := d.Start()
+		a := d.Submit(s, "post_update", map[string]any{"slug": "mailed"})
 		m := mail.next(t)
 		if m.from != "approvals@example.com" || len(m.to) != 1 || m.to[0] != "leads@example.com" {
 			t.Fatalf("envelope from %q to %v", m.from, m.to)
@@ -329,21 +310,21 @@ tools:
     intent: "post:{slug}"
     approval: { approvers: [leads], notify: [team-slack] }
 `, "APPROVALS_SLACK_BOT_TOKEN="+token, "APPROVALS_SLACK_SIGNING_SECRET="+secret, "APPROVALS_SLACK_API_URL="+sl.APIURL())
-		d.command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver", "--slack-id", "U0ANN")
-		s := d.start()
-		a := d.submitTool(s, "post_update", map[string]any{"slug": "slacked"})
+		d.Command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver", "--slack-id", "U0ANN")
+		s := d.Start()
+		a := d.Submit(s, "post_update", map[string]any{"slug": "slacked"})
 		posts := sl.WaitFor(t, "chat.postMessage", 3, 30*time.Second)
 		if posts[2].Auth != "Bearer "+token || posts[2].Form.Get("channel") != "C0TEAM" {
 			t.Fatalf("post: %+v", posts[2])
 		}
-		metrics := get(t, s.base+"/metrics")
+		metrics := get(t, s.URL+"/metrics")
 		if !strings.Contains(metrics, `approvals_notifications_total{channel="slack",outcome="retry"} 2`) {
 			t.Fatalf("metrics:\n%s", grep(metrics, "approvals_notifications"))
 		}
 		waitNotificationState(t, d, a.ID, queue.NotificationDelivered)
 
 		body := slacktest.ButtonPress("U0ANN", "approve", a.ID, sl.ResponseURL())
-		req, _ := http.NewRequest(http.MethodPost, s.base+"/integrations/slack/interactions", bytes.NewReader(body))
+		req, _ := http.NewRequest(http.MethodPost, s.URL+"/integrations/slack/interactions", bytes.NewReader(body))
 		req.Header = slacktest.Sign(secret, time.Now(), body)
 		res, err := http.DefaultClient.Do(req)
 		if err != nil {
@@ -353,7 +334,7 @@ tools:
 			t.Fatalf("interaction: %d %s", res.StatusCode, readBody(res))
 		}
 		res.Body.Close()
-		if got := d.action(a.ID); got.State != queue.StateApproved || *got.DecidedBy != "user:ann@example.com" {
+		if got := d.Action(a.ID); got.State != queue.StateApproved || *got.DecidedBy != "user:ann@example.com" {
 			t.Fatalf("after approve in Slack: %s by %v", got.State, got.DecidedBy)
 		}
 		up := sl.WaitFor(t, "chat.update", 1, 30*time.Second)[0]
@@ -366,17 +347,17 @@ tools:
 	})
 }
 
-func waitNotification(t *testing.T, d *deployment, actionID string, ok func(queue.NotificationRecord) bool) queue.NotificationRecord {
+func waitNotification(t *testing.T, d *apptest.Deployment, actionID string, ok func(queue.NotificationRecord) bool) queue.NotificationRecord {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		for _, n := range d.notifications(actionID) {
+		for _, n := range notifications(d, actionID) {
 			if ok(n) {
 				return n
 			}
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("notifications of %s: %+v", actionID, d.notifications(actionID))
+			t.Fatalf("notifications of %s: %+v", actionID, notifications(d, actionID))
 		}
 		// The state is in the database, written by another process: read
 		// it again shortly.
@@ -410,7 +391,7 @@ func waitMetrics(t *testing.T, base, when string, want ...string) {
 	}
 }
 
-func waitNotificationState(t *testing.T, d *deployment, actionID string, state queue.NotificationState) {
+func waitNotificationState(t *testing.T, d *apptest.Deployment, actionID string, state queue.NotificationState) {
 	t.Helper()
 	waitNotification(t, d, actionID, func(n queue.NotificationRecord) bool { return n.State == state })
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -76,7 +77,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		ln.Close()
 		return err
 	}
-	gw, reg, err := startGateway(ctx, reg, log)
+	gw, reg, err := app.StartGateway(ctx, reg, log)
 	if err != nil {
 		ln.Close()
 		return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
@@ -87,7 +88,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	} else {
 		log.Info("tools loaded", "file", cfg.Tools, "sha256", reg.Hash, "tools", len(reg.Tools()))
 	}
-	st, where, err := openStore(ctx, cfg.DatabaseURL)
+	st, where, err := app.OpenStore(ctx, cfg.DatabaseURL)
 	if err != nil {
 		ln.Close()
 		return err
@@ -97,17 +98,17 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 
 	var upstreams *upstream.Manager
 	if gw != nil {
-		upstreams = gw.manager
+		upstreams = gw.Manager
 	}
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
 		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
-		Notifiers: func(svc *queue.Service, st app.Store) (app.Notifiers, error) {
+		Notifiers: func(svc *queue.Service, st storage.Store) (app.Notifiers, error) {
 			return newNotifiers(cfg, svc, st, log)
 		}})
 	if err == nil && gw != nil {
-		gw.serve(a.Service)
+		gw.Serve(a.Service)
 	}
 	if err != nil {
 		ln.Close()

@@ -6,14 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -24,8 +20,9 @@ import (
 
 	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
 
 // These tests run the real binary as separate processes on one database,
@@ -105,27 +102,12 @@ func (r *receiver) count(id string) (one, all int) {
 
 // deployment is one database, tools file and environment shared by the
 // server processes of a test.
-type deployment struct {
-	t     *testing.T
-	bin   string
-	dbURL string
-	env   []string
-	token string
-	svc   *queue.Service // approvals by "staff", and reading what is stored
-}
-
-// newDeployment deploys notify_partner with a 3 s claim timeout (a
-// killed delivery's ticket opens soon) and a 2 s delivery timeout.
-func newDeployment(t *testing.T, bin, hook string) *deployment {
-	return newDeploymentTimeouts(t, bin, hook, "3s", "2s")
-}
-
-// newDeploymentTimeouts deploys notify_partner with the claim and delivery
-// timeouts given: generous ones where a delivery must outlast something
-// else (a shutdown sequence on a loaded machine), short ones only where a
-// timeout is the behaviour under test.
-func newDeploymentTimeouts(t *testing.T, bin, hook, claimTimeout, deliveryTimeout string) *deployment {
-	return newDeploymentTools(t, bin, fmt.Sprintf(`
+// partnerTools deploys notify_partner with the claim and delivery timeouts
+// given: generous ones where a delivery must outlast something else (a
+// shutdown sequence on a loaded machine), short ones only where a timeout
+// is the behaviour under test; and remind, which expires at once.
+func partnerTools(hook, claimTimeout, deliveryTimeout string) string {
+	return fmt.Sprintf(`
 tools:
   notify_partner:
     class: at-most-once
@@ -137,169 +119,21 @@ tools:
     class: at-most-once
     intent: "remind:{topic}"
     expires_after: 300ms
-`, claimTimeout, hook, deliveryTimeout))
+`, claimTimeout, hook, deliveryTimeout)
 }
 
-// newDeploymentTools is a deployment with the given tools file.
-func newDeploymentTools(t *testing.T, bin, toolsFile string) *deployment {
-	tools := filepath.Join(t.TempDir(), "tools.yaml")
-	if err := os.WriteFile(tools, []byte(toolsFile), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	d := &deployment{t: t, bin: bin, dbURL: pgtest.URL(t)}
-	for _, kv := range os.Environ() {
-		if !strings.HasPrefix(kv, "APPROVALS_") && !strings.HasPrefix(kv, "DATABASE_URL=") {
-			d.env = append(d.env, kv)
-		}
-	}
-	d.env = append(d.env, "DATABASE_URL="+d.dbURL, "APPROVALS_TOOLS="+tools, "APPROVALS_SWEEP_INTERVAL=200ms",
-		"APPROVALS_WEBHOOK_SECRET="+processSecret)
-	d.token = strings.TrimSpace(d.command("", "token", "create", "--name", "bot"))
-	d.svc = queue.NewService(pgtest.OpenURL(t, d.dbURL), nil, queue.Options{})
-	t.Cleanup(d.svc.Stop)
-	return d
+// deploy is a deployment of tools whose processes sweep every 200ms and
+// sign with processSecret, with env added.
+func deploy(t *testing.T, bin, tools string, env ...string) *apptest.Deployment {
+	t.Helper()
+	return apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools,
+		Env: append([]string{"APPROVALS_SWEEP_INTERVAL=200ms", "APPROVALS_WEBHOOK_SECRET=" + processSecret}, env...)})
 }
 
-// command runs one CLI command of the binary and returns its stdout.
-func (d *deployment) command(stdin string, args ...string) string {
-	d.t.Helper()
-	cmd := exec.Command(d.bin, args...)
-	cmd.Env = d.env
-	cmd.Stdin = strings.NewReader(stdin)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		d.t.Fatalf("approvals %s: %v\n%s", strings.Join(args, " "), err, stderr.String())
-	}
-	return stdout.String()
-}
-
-// server is one running `approvals serve` process.
-type server struct {
-	t      *testing.T
-	cmd    *exec.Cmd
-	base   string
-	stderr *lockedBuffer
-	exited chan struct{}
-	err    error // the exit, once exited is closed
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-// start runs a server on a free port and waits until it is ready.
-func (d *deployment) start() *server {
-	d.t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	ln.Close()
-	s := &server{t: d.t, base: "http://" + addr, stderr: &lockedBuffer{}, exited: make(chan struct{})}
-	s.cmd = exec.Command(d.bin, "serve")
-	s.cmd.Env = append(append([]string{}, d.env...), "APPROVALS_ADDR="+addr)
-	s.cmd.Stderr = s.stderr
-	if err := s.cmd.Start(); err != nil {
-		d.t.Fatal(err)
-	}
-	go func() {
-		s.err = s.cmd.Wait()
-		close(s.exited)
-	}()
-	d.t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		if d.t.Failed() {
-			d.t.Logf("server %s log:\n%s", s.base, s.stderr.String())
-		}
-	})
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := http.Get(s.base + "/readyz")
-		if err == nil {
-			res.Body.Close()
-			if res.StatusCode == http.StatusOK {
-				return s
-			}
-		}
-		select {
-		case <-s.exited:
-			d.t.Fatalf("server exited at start: %v\n%s", s.err, s.stderr.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			d.t.Fatalf("server not ready: %v\n%s", err, s.stderr.String())
-		}
-	}
-}
-
-// submit sends one action through the REST API as agent "bot".
-func (d *deployment) submit(s *server, topic, respond string) queue.Action {
-	d.t.Helper()
-	return d.submitTool(s, "notify_partner", map[string]any{"partner": "acme", "topic": topic, "respond": respond})
-}
-
-func (d *deployment) submitTool(s *server, tool string, payload map[string]any) queue.Action {
-	d.t.Helper()
-	body, _ := json.Marshal(map[string]any{"tool": tool, "payload": payload})
-	req, _ := http.NewRequest("POST", s.base+"/api/v1/actions", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+d.token)
-	req.Header.Set("Content-Type", "application/json")
-	res, err := http.DefaultClient.Do(req)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	var a queue.Action
-	b, _ := io.ReadAll(res.Body)
-	if err := json.Unmarshal(b, &a); err != nil || res.StatusCode != http.StatusCreated {
-		d.t.Fatalf("submit: %d %s", res.StatusCode, b)
-	}
-	return a
-}
-
-func (d *deployment) approve(id string) {
-	d.t.Helper()
-	if _, err := d.svc.Approve(context.Background(), queue.DecideRequest{ID: id, By: "user:ann@example.com"}); err != nil {
-		d.t.Fatal(err)
-	}
-}
-
-func (d *deployment) action(id string) *queue.Action {
-	d.t.Helper()
-	a, err := d.svc.Get(context.Background(), id)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	return a
-}
-
-func (d *deployment) events(id string) []string {
-	d.t.Helper()
-	evs, err := d.svc.Events(context.Background(), id)
-	if err != nil {
-		d.t.Fatal(err)
-	}
-	var kinds []string
-	for _, ev := range evs {
-		kinds = append(kinds, ev.Kind)
-	}
-	return kinds
+// submitPartner sends one notify_partner action through p's REST API.
+func submitPartner(d *apptest.Deployment, p *apptest.Process, topic, respond string) queue.Action {
+	d.T.Helper()
+	return d.Submit(p, "notify_partner", map[string]any{"partner": "acme", "topic": topic, "respond": respond})
 }
 
 func awaitDelivery(t *testing.T, r *receiver, id string) {
@@ -314,22 +148,10 @@ func awaitDelivery(t *testing.T, r *receiver, id string) {
 	}
 }
 
-// buildBinary builds the approvals command once for a test and its
-// subtests.
-func buildBinary(t *testing.T) string {
-	t.Helper()
-	bin := filepath.Join(t.TempDir(), "approvals")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	return bin
-}
-
 func TestServerProcessWebhookDelivery(t *testing.T) {
 	t.Parallel()
 	pgtest.BaseURL(t)
-	bin := buildBinary(t)
+	bin := apptest.BuildBinary(t)
 
 	// A server killed mid-delivery never re-sends it: not on restart, not
 	// ever. After claim_timeout the action has exactly one open ticket,
@@ -337,32 +159,32 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 	t.Run("SIGKILL mid-delivery, restart", func(t *testing.T) {
 		t.Parallel()
 		rcv := newReceiver(t)
-		d := newDeployment(t, bin, rcv.srv.URL+"/hook")
-		first := d.start()
-		a := d.submit(first, "crash", "hold")
-		d.approve(a.ID)
+		d := deploy(t, bin, partnerTools(rcv.srv.URL+"/hook", "3s", "2s"))
+		first := d.Start()
+		a := submitPartner(d, first, "crash", "hold")
+		d.Approve(a.ID)
 		awaitDelivery(t, rcv, a.ID) // the receiver holds it open
 
-		if err := first.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		if err := first.Cmd.Process.Signal(syscall.SIGKILL); err != nil {
 			t.Fatal(err)
 		}
-		<-first.exited
+		<-first.Exited
 		killedAt := time.Now()
-		got := d.action(a.ID)
+		got := d.Action(a.ID)
 		if got.State != queue.StateInProgress || got.ClaimedBy == nil || *got.ClaimedBy != queue.DispatcherActor {
 			t.Fatalf("after the kill: %s claimed by %v", got.State, got.ClaimedBy)
 		}
-		if kinds := strings.Join(d.events(a.ID), " "); kinds != "submitted approved claimed delivery_started" {
+		if kinds := strings.Join(d.Events(a.ID), " "); kinds != "submitted approved claimed delivery_started" {
 			t.Fatalf("timeline after the kill: %s", kinds)
 		}
 
-		second := d.start()
+		second := d.Start()
 		// The restarted server scans for approved actions at start and
 		// sweeps every 200ms; the claim deadline is 3s after the claim.
 		var ticket *queue.Ticket
 		deadline := time.Now().Add(20 * time.Second)
 		for ticket == nil {
-			open, err := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
+			open, err := d.Domain().Store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID, State: queue.TicketOpen})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -373,7 +195,7 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 				ticket = open[0]
 			}
 			if time.Now().After(deadline) {
-				t.Fatalf("no ticket %s after the kill; state %s", time.Since(killedAt), d.action(a.ID).State)
+				t.Fatalf("no ticket %s after the kill; state %s", time.Since(killedAt), d.Action(a.ID).State)
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
@@ -382,12 +204,12 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		// server's dispatcher delivers a later approval (so its start scan
 		// is over), and its sweeper expires a later submission (so a whole
 		// sweep ran after the ticket was opened).
-		marker := d.submit(second, "marker", "now")
-		d.approve(marker.ID)
+		marker := submitPartner(d, second, "marker", "now")
+		d.Approve(marker.ID)
 		awaitDelivery(t, rcv, marker.ID)
 		waitDone(t, d, marker.ID)
-		reminder := d.submitTool(second, "remind", map[string]any{"topic": "after the ticket"})
-		if x, err := d.svc.Wait(context.Background(), reminder.ID, queue.StatePending, 20*time.Second); err != nil || x.State != queue.StateExpired {
+		reminder := d.Submit(second, "remind", map[string]any{"topic": "after the ticket"})
+		if x, err := d.Domain().Service.Wait(context.Background(), reminder.ID, queue.StatePending, 20*time.Second); err != nil || x.State != queue.StateExpired {
 			t.Fatalf("no sweep expired the later submission: %v %+v", err, x)
 		}
 		if one, all := rcv.count(a.ID); one != 1 || all != 2 {
@@ -396,17 +218,17 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		if one, _ := rcv.count(marker.ID); one != 1 {
 			t.Fatalf("the marker was delivered %d times", one)
 		}
-		if all, _ := d.svc.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
+		if all, _ := d.Domain().Store.TicketList(context.Background(), queue.TicketListParams{ActionID: a.ID}); len(all) != 1 {
 			t.Fatalf("%d tickets for the action, want 1", len(all))
 		}
-		if got := d.action(a.ID); got.State != queue.StateInProgress {
+		if got := d.Action(a.ID); got.State != queue.StateInProgress {
 			t.Fatalf("a ticket released the claim: %s", got.State)
 		}
 
 		// An operator checks the partner's inbox and resolves it in the
 		// dashboard.
-		d.command("correct horse battery staple\n", "user", "add", "--email", "ops@example.com", "--role", "ops")
-		ops := loginDashboard(t, second.base, "ops@example.com", "correct horse battery staple")
+		d.Command("correct horse battery staple\n", "user", "add", "--email", "ops@example.com", "--role", "ops")
+		ops := loginDashboard(t, second.URL, "ops@example.com", "correct horse battery staple")
 		csrf := ops.csrf("/tickets")
 		res := ops.post("/tickets/"+ticket.ID+"/resolve", url.Values{"outcome": {"done"},
 			"note": {"found it in the partner's inbox"}, "result": {`{"found": "partner inbox"}`}, "_csrf": {csrf}})
@@ -414,7 +236,7 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 			t.Fatalf("resolve: %d %s", res.StatusCode, readBody(res))
 		}
 		res.Body.Close()
-		got = d.action(a.ID)
+		got = d.Action(a.ID)
 		if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"found": "partner inbox"}`)) ||
 			got.Ticket == nil || got.Ticket.State != queue.TicketResolved || got.Ticket.ResolvedBy == nil || *got.Ticket.ResolvedBy != "user:ops@example.com" {
 			t.Fatalf("after resolving: %s %s ticket %+v", got.State, got.Result, got.Ticket)
@@ -429,28 +251,28 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		t.Parallel()
 		rcv := newReceiver(t)
 		// The held delivery must outlast the whole shutdown sequence.
-		d := newDeploymentTimeouts(t, bin, rcv.srv.URL+"/hook", "5m", "2m")
-		s := d.start()
+		d := deploy(t, bin, partnerTools(rcv.srv.URL+"/hook", "5m", "2m"))
+		s := d.Start()
 
-		quick := d.submit(s, "quick", "now")
-		d.approve(quick.ID)
+		quick := submitPartner(d, s, "quick", "now")
+		d.Approve(quick.ID)
 		awaitDelivery(t, rcv, quick.ID)
 		waitDone(t, d, quick.ID)
-		if m := get(t, s.base+"/metrics"); !strings.Contains(m, `approvals_webhook_deliveries_total{outcome="done"} 1`) {
+		if m := get(t, s.URL+"/metrics"); !strings.Contains(m, `approvals_webhook_deliveries_total{outcome="done"} 1`) {
 			t.Errorf("metrics lack the delivery:\n%s", grep(m, "approvals_"))
 		}
 
-		held := d.submit(s, "held", "hold")
-		late := d.submit(s, "late", "now")
-		d.approve(held.ID)
+		held := submitPartner(d, s, "held", "hold")
+		late := submitPartner(d, s, "late", "now")
+		d.Approve(held.ID)
 		awaitDelivery(t, rcv, held.ID)
 		// A long-poll on the still pending late action: the server answers
 		// it early only once shutdown has stopped the service, which it does
 		// after stopping the dispatcher's claims.
 		polled := make(chan error, 1)
 		go func() {
-			req, _ := http.NewRequest("GET", s.base+"/api/v1/actions/"+late.ID+"?wait=60s", nil)
-			req.Header.Set("Authorization", "Bearer "+d.token)
+			req, _ := http.NewRequest("GET", s.URL+"/api/v1/actions/"+late.ID+"?wait=60s", nil)
+			req.Header.Set("Authorization", "Bearer "+d.Token)
 			res, err := http.DefaultClient.Do(req)
 			if err != nil { // the server held the poll: it must answer it
 				polled <- fmt.Errorf("long-poll: %w", err)
@@ -466,8 +288,8 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		}()
 		// SIGTERM only once the server holds the poll (the approvals_waiters
 		// gauge), so the answer below is shutdown's and nothing else's.
-		awaitGauge(t, s.base, "approvals_waiters", 1)
-		if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		awaitGauge(t, s.URL, "approvals_waiters", 1)
+		if err := s.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			t.Fatal(err)
 		}
 		select {
@@ -479,48 +301,48 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 			t.Fatal("the long-poll was not answered at shutdown")
 		}
 		// The dispatcher no longer claims: an approval now stays undelivered.
-		d.approve(late.ID)
+		d.Approve(late.ID)
 		select {
-		case <-s.exited:
-			t.Fatalf("exited with a delivery in flight: %v", s.err)
+		case <-s.Exited:
+			t.Fatalf("exited with a delivery in flight: %v", s.Err())
 		case <-time.After(500 * time.Millisecond):
 		}
 		rcv.releaseAll()
 		select {
-		case <-s.exited:
+		case <-s.Exited:
 		case <-time.After(20 * time.Second):
 			t.Fatal("no exit after SIGTERM")
 		}
-		if s.err != nil { // an *exec.ExitError for any status but 0
-			t.Fatalf("exit: %v, want status 0", s.err)
+		if s.Err() != nil { // an *exec.ExitError for any status but 0
+			t.Fatalf("exit: %v, want status 0", s.Err())
 		}
-		got := d.action(held.ID)
+		got := d.Action(held.ID)
 		if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(fmt.Sprintf(`{"received": %q}`, held.ID))) {
 			t.Fatalf("the delivery in flight: %s %s", got.State, got.Result)
 		}
 		if one, all := rcv.count(held.ID); one != 1 || all != 2 {
 			t.Fatalf("deliveries: %d of the held action, %d in all", one, all)
 		}
-		if got := d.action(late.ID); got.State != queue.StateApproved {
+		if got := d.Action(late.ID); got.State != queue.StateApproved {
 			t.Fatalf("the action approved during shutdown: %s, want approved", got.State)
 		}
-		if kinds := strings.Join(d.events(late.ID), " "); kinds != "submitted approved" {
+		if kinds := strings.Join(d.Events(late.ID), " "); kinds != "submitted approved" {
 			t.Fatalf("timeline of the action approved during shutdown: %s", kinds)
 		}
 		if one, _ := rcv.count(late.ID); one != 0 {
 			t.Fatalf("the action approved during shutdown was delivered %d times", one)
 		}
-		if log := s.stderr.String(); !strings.Contains(log, "stopped") {
+		if log := s.Log(); !strings.Contains(log, "stopped") {
 			t.Errorf("no orderly stop in the log:\n%s", log)
 		}
 	})
 }
 
-func waitDone(t *testing.T, d *deployment, id string) {
+func waitDone(t *testing.T, d *apptest.Deployment, id string) {
 	t.Helper()
-	a, err := d.svc.Wait(context.Background(), id, queue.StateInProgress, 20*time.Second)
+	a, err := d.Domain().Service.Wait(context.Background(), id, queue.StateInProgress, 20*time.Second)
 	for err == nil && !a.State.Final() {
-		a, err = d.svc.Wait(context.Background(), id, a.State, 20*time.Second)
+		a, err = d.Domain().Service.Wait(context.Background(), id, a.State, 20*time.Second)
 	}
 	if err != nil || a.State != queue.StateDone {
 		t.Fatalf("action %s: %v %v", id, err, a)
@@ -575,7 +397,7 @@ func grep(s, substr string) string {
 // staff is a signed-in dashboard browser.
 type staff struct {
 	t      *testing.T
-	base   string
+	URL    string
 	client *http.Client
 }
 
@@ -583,7 +405,7 @@ var csrfMeta = regexp.MustCompile(`<meta name="csrf-token" content="([^"]+)"`)
 
 func (s *staff) csrf(path string) string {
 	s.t.Helper()
-	res, err := s.client.Get(s.base + path)
+	res, err := s.client.Get(s.URL + path)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -597,7 +419,7 @@ func (s *staff) csrf(path string) string {
 
 func (s *staff) post(path string, form url.Values) *http.Response {
 	s.t.Helper()
-	res, err := s.client.PostForm(s.base+path, form)
+	res, err := s.client.PostForm(s.URL+path, form)
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -607,7 +429,7 @@ func (s *staff) post(path string, form url.Values) *http.Response {
 func loginDashboard(t *testing.T, base, email, password string) *staff {
 	t.Helper()
 	jar, _ := cookiejar.New(nil)
-	s := &staff{t: t, base: base, client: &http.Client{Jar: jar,
+	s := &staff{t: t, URL: base, client: &http.Client{Jar: jar,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}}
 	csrf := s.csrf("/login")
 	res := s.post("/login", url.Values{"email": {email}, "password": {password}, "_csrf": {csrf}})

@@ -19,19 +19,15 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/executor"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/mcpserver"
-	"github.com/approvals/approvals/notifier/slack"
+	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/storage"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
 	"github.com/approvals/approvals/web"
 )
-
-// Store is both halves of storage.
-type Store interface {
-	queue.Store
-	accounts.Store
-}
 
 // Options are the settings of one process.
 type Options struct {
@@ -65,9 +61,9 @@ type Options struct {
 	// Notifiers builds the notification channels over the assembled
 	// service (the Slack client records its messages in st and decides
 	// through svc); nil: no channel can be told anything.
-	Notifiers func(svc *queue.Service, st Store) (Notifiers, error)
+	Notifiers func(svc *queue.Service, st storage.Store) (Notifiers, error)
 	// OutboxLease is how long a notification being sent stays with its
-	// sender (queue.OutboxConfig.Lease); zero: the default.
+	// sender (maintenance.OutboxConfig.Lease); zero: the default.
 	OutboxLease time.Duration
 	// BodyReadTimeout and PasswordGate are the web.Config settings of the
 	// same names; zero: their defaults.
@@ -88,6 +84,11 @@ type App struct {
 	Server  *web.Server
 	Service *queue.Service
 	Metrics *web.Metrics
+	// Sweeper and Outbox are the background work beside the service
+	// (expiry, tickets, reminders; notifications); tests drive them by
+	// hand at a moment of their choosing.
+	Sweeper *maintenance.Sweeper
+	Outbox  *maintenance.Outbox
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
@@ -103,14 +104,22 @@ type App struct {
 	accounts  accounts.Store
 	log       *slog.Logger
 	opts      Options
+	// stopping closes when shutdown begins (ReleaseWaits).
+	stopping chan struct{}
+	stopOnce sync.Once
 }
+
+// ReleaseWaits begins the shutdown of the requests that wait: every
+// long-poll answers now with the current state of its action, and the
+// dashboard's live streams end. Serve calls it once its context ends.
+func (a *App) ReleaseWaits() { a.stopOnce.Do(func() { close(a.stopping) }) }
 
 // New assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
 // to inject a fault or spy on it); accounts and metrics still use st. With
 // MetricsAddr set, New listens there already (Serve serves it), so a taken
 // address fails start-up.
-func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
+func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -125,10 +134,11 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		mopts = append(mopts, web.MetricsClock(opts.Now))
 	}
 	metrics := web.NewMetrics(st, mopts...)
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnNotification: metrics.OnNotification,
+	stopping := make(chan struct{})
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
 	if opts.Upstreams != nil {
-		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
+		svcOpts.Upstream = opts.Upstreams
 	}
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
@@ -146,7 +156,7 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	if notify.Interactions != nil {
 		interactions = notify.Interactions
 	}
-	srv, err := web.New(web.Config{Service: svc, Accounts: st, Metrics: metrics, Logger: log,
+	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions,
 		MaxBody:           opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
@@ -154,7 +164,7 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.
-		Done: svc.Stopping()})
+		Done: stopping})
 	if err != nil {
 		return nil, err
 	}
@@ -166,14 +176,18 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 		Logger:    log,
 		OnOutcome: func(outcome string) { metrics.Deliveries.WithLabelValues(outcome).Inc() },
 	}
-	d, err := executor.NewWebhook(svc, dc)
+	d, err := executor.NewWebhook(queue.NewDispatch(svc), dc)
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts}
+	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts,
+		stopping: stopping,
+		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
+		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
+			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification})}
 	if opts.Upstreams != nil {
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
-		a.upstreamExec = executor.NewUpstream(svc, opts.Upstreams, executor.UpstreamConfig{Logger: log})
+		a.upstreamExec = executor.NewUpstream(queue.NewDispatch(svc), opts.Upstreams, executor.UpstreamConfig{Logger: log})
 	}
 	if addr := opts.MetricsAddr; addr != "" {
 		if a.metricsLn, err = net.Listen("tcp", addr); err != nil {
@@ -205,7 +219,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		if interval == 0 {
 			interval = 30 * time.Second
 		}
-		wg.Go(func() { a.Service.RunSweeper(workers, interval) })
+		wg.Go(func() { a.Sweeper.Run(workers, interval) })
 	}
 	a.startWorkers(workers, &wg)
 
@@ -231,7 +245,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	log.Info("shutting down: finishing in-flight requests and deliveries")
 	stopWorkers()    // no new claims; a delivery under way runs to its end
-	a.Service.Stop() // long-polls answer now with the current state
+	a.ReleaseWaits() // long-polls answer now with the current state
 	sctx, cancel := context.WithTimeout(context.Background(), web.ShutdownTimeout)
 	defer cancel()
 	if err := hs.Shutdown(sctx); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -253,9 +267,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // finished.
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
-	wg.Go(func() {
-		a.Service.RunOutbox(ctx, queue.OutboxConfig{Notifiers: a.notify.ByKind, Lease: a.opts.OutboxLease})
-	})
+	wg.Go(func() { a.Outbox.Run(ctx) })
 	if a.upstreamExec != nil {
 		wg.Go(func() { a.upstreamExec.Run(ctx) })
 	}
@@ -270,7 +282,7 @@ func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
 	defer t.Stop()
 	for {
 		now := time.Now().UTC()
-		if err := a.accounts.AccountsPrune(ctx, now, now.Add(-24*time.Hour)); err != nil && ctx.Err() == nil {
+		if err := a.accounts.AccountsPrune(ctx, accounts.AccountsPruneParams{Now: now, FailuresBefore: now.Add(-24 * time.Hour)}); err != nil && ctx.Err() == nil {
 			a.log.Warn("prune sessions and login failures", "err", err)
 		}
 		select {

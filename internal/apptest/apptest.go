@@ -25,9 +25,10 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/queue/postgres/pgtest"
-	"github.com/approvals/approvals/queue/sqlite"
+	"github.com/approvals/approvals/sqlite"
+	"github.com/approvals/approvals/storage"
 )
 
 // Options change what Start assembles; the zero value is a PostgreSQL
@@ -44,7 +45,7 @@ type Options struct {
 	// WrapAll wraps the storage of the whole process, accounts and
 	// metrics too (a spy on account writes or count queries); WrapStore,
 	// when set, wraps the result for the service.
-	WrapAll func(app.Store) app.Store
+	WrapAll func(storage.Store) storage.Store
 	// WrapMCP wraps the MCP endpoint.
 	WrapMCP func(http.Handler) http.Handler
 	// WaitRecheck is the long-poll's fallback re-read; default one
@@ -52,7 +53,7 @@ type Options struct {
 	// only when the change notification itself wakes the poll.
 	WaitRecheck time.Duration
 	// Sweep runs the background sweeper every Sweep; 0: none, a test
-	// sweeps by hand (Service.Sweep) when it has moved the clock.
+	// sweeps by hand (App.Sweeper) when it has moved the clock.
 	Sweep time.Duration
 	// MaxBody, WebhookSecret, SessionSecret and LoginLimits are the
 	// process settings of the same names.
@@ -77,7 +78,7 @@ type Options struct {
 type App struct {
 	*app.App
 	// Store is the process's storage (both halves), unwrapped.
-	Store app.Store
+	Store storage.Store
 	// URL is the base URL, such as http://127.0.0.1:41234.
 	URL string
 	// DatabaseURL is the PostgreSQL database ("" on SQLite); AddServer
@@ -111,12 +112,7 @@ func ExampleTools(t testing.TB) *classify.Registry {
 // SIGTERM would and waits for it.
 func Start(t testing.TB, opts Options) *App {
 	t.Helper()
-	if opts.Tools == nil {
-		opts.Tools = ExampleTools(t)
-	}
-	if opts.Clock == nil {
-		opts.Clock = testclock.Running()
-	}
+	opts.Tools, opts.Clock = toolsAndClock(t, opts.Tools, opts.Clock)
 	if opts.WaitRecheck == 0 {
 		opts.WaitRecheck = time.Minute
 	}
@@ -154,7 +150,7 @@ func (a *App) AddServer(t testing.TB, wrap func(queue.Store) queue.Store) *App {
 	return start(t, pgtest.OpenURL(t, a.DatabaseURL), a.DatabaseURL, opts)
 }
 
-func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
+func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	t.Helper()
 	unwrapped := st
 	if opts.WrapAll != nil {
@@ -207,7 +203,7 @@ func start(t testing.TB, st app.Store, dbURL string, opts Options) *App {
 func (a *App) Token(t testing.TB, name string) string {
 	t.Helper()
 	tok, hash := accounts.NewToken()
-	if _, err := a.Store.TokenCreate(context.Background(), name, hash, time.Now()); err != nil {
+	if _, err := a.Store.TokenCreate(context.Background(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: time.Now()}); err != nil {
 		t.Fatalf("create token %s: %v", name, err)
 	}
 	return tok
@@ -218,13 +214,7 @@ func (a *App) Token(t testing.TB, name string) string {
 // approvals_waiters gauge); it fails the test after 30 s.
 func (a *App) AwaitWaiters(t testing.TB, n int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for a.Service.Waiters() < n {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d long-polls waiting after 30s, want %d", a.Service.Waiters(), n)
-		}
-		time.Sleep(time.Millisecond)
-	}
+	AwaitWaiters(t, a.Service, n)
 }
 
 // Metric scrapes /metrics and returns the value of the sample named series

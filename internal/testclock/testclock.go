@@ -26,6 +26,18 @@ func Frozen() *Clock {
 	return &Clock{base: time.Now().UTC().Truncate(time.Microsecond)}
 }
 
+// At returns a clock standing still at t, which only Advance moves: for a
+// test whose figures depend on the date (a due time, an hour of a chart).
+func At(t time.Time) *Clock { return &Clock{base: t} }
+
+// Clone returns a clock of its own that starts where c is now, running or
+// frozen as c is, for subtests that each move their clock.
+func (c *Clock) Clone() *Clock {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return &Clock{base: c.base, offset: c.offset}
+}
+
 // Now is the clock's time; pass it as queue.Options.Now.
 func (c *Clock) Now() time.Time {
 	c.mu.Lock()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -24,7 +25,7 @@ type view struct {
 	Event     string // "Approval needed", "Approved by ann@example.com", …
 	Tool      string
 	Headline  string
-	Fields    []queue.PreviewField
+	Fields    []preview.Field
 	IntentKey string
 	Attempt   int
 	AskedBy   string
@@ -37,11 +38,11 @@ type view struct {
 
 func (e *Notifier) content(n queue.Notification) content {
 	a := n.Action
-	p := a.Preview()
+	p := preview.Of(a)
 	v := view{
 		Event:     eventLine(n),
 		Tool:      a.Tool,
-		Headline:  a.Headline(),
+		Headline:  preview.Headline(a),
 		Fields:    p.Fields,
 		IntentKey: a.IntentKey,
 		Attempt:   a.Attempt,

@@ -1,0 +1,74 @@
+package handlers_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"golang.org/x/net/html"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/queue"
+)
+
+// TestDashboardOverview: every member of staff sees the numbers and an
+// inline SVG chart with a title, reachable from the navigation, with no
+// script; anonymous visitors are sent to log in.
+func TestDashboardOverview(t *testing.T) {
+	t.Parallel()
+	d := apptest.StartDashboard(t, apptest.Options{})
+	vic := d.SignIn("vic@example.com", accounts.RoleViewer)
+	a := d.SubmitEmail("ov1", "Hello", "Body")
+	d.SubmitEmail("ov2", "Hello", "Body")
+	if _, err := d.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
+		t.Fatal(err)
+	}
+	d.StaleTicket("ov-order")
+
+	res := vic.Get("/overview")
+	res.WantStatus(t, http.StatusOK)
+	res.WantContains(t, `<a href="/overview" aria-current="page">Overview</a>`)
+	doc, err := html.Parse(strings.NewReader(res.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	byID := map[string]*html.Node{}
+	rects, titles, hourRows := 0, 0, 0
+	for n := range doc.Descendants() {
+		if id := attr(n, "data-testid"); id != "" {
+			byID[id] = n
+		}
+		if n.Type == html.ElementNode && n.Data == "script" && n.FirstChild != nil {
+			t.Fatalf("inline script: %s", textOf(n))
+		}
+	}
+	for _, id := range []string{"pending-total", "decisions-24h", "open-tickets"} {
+		if n := byID[id]; n == nil || textOf(n) != "1" {
+			t.Errorf("%s = %v, want 1", id, n)
+		}
+	}
+	chart := byID["hourly-chart"]
+	if chart == nil || attr(chart, "role") != "img" {
+		t.Fatalf("no accessible chart:\n%s", apptest.TruncateBody(res.Body))
+	}
+	for n := range chart.Descendants() {
+		switch {
+		case n.Type == html.ElementNode && n.Data == "rect":
+			rects++
+		case n.Type == html.ElementNode && n.Data == "title" && n.Parent == chart:
+			titles++
+		}
+	}
+	for n := range byID["hourly-table"].Descendants() {
+		if n.Type == html.ElementNode && n.Data == "tr" && n.Parent.Data == "tbody" {
+			hourRows++
+		}
+	}
+	if rects != 2*queue.OverviewHours || titles != 1 || hourRows != queue.OverviewHours {
+		t.Errorf("chart: %d bars, %d titles, %d table rows; want %d, 1, %d", rects, titles, hourRows, 2*queue.OverviewHours, queue.OverviewHours)
+	}
+	if got := d.Anonymous().Get("/overview"); got.Status != http.StatusSeeOther || !strings.HasPrefix(got.Header.Get("Location"), "/login") {
+		t.Errorf("anonymous: %d %s", got.Status, got.Header.Get("Location"))
+	}
+}

@@ -1,0 +1,81 @@
+package app
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/upstream"
+)
+
+// Gateway holds a server process's connections to the upstream MCP servers
+// of the tools file and keeps the service's registry in step with what
+// they list: at start, and again whenever an upstream reconnects, goes
+// down or changes its tool list.
+type Gateway struct {
+	file    *classify.Registry // the tools file as parsed, before any import
+	Manager *upstream.Manager
+	svc     atomic.Pointer[queue.Service]
+	log     *slog.Logger
+	mu      sync.Mutex // one import at a time, so an older listing never wins
+}
+
+// StartGateway connects to the file's upstreams (at most about the connect
+// timeout; one that is down is listed as unavailable and retried in the
+// background) and returns the registry with their tools imported. Tools of
+// one name from two places are a startup error naming both. Without
+// upstreams it returns file as it is and a nil gateway.
+func StartGateway(ctx context.Context, file *classify.Registry, log *slog.Logger) (*Gateway, *classify.Registry, error) {
+	if len(file.Upstreams()) == 0 {
+		return nil, file, nil
+	}
+	g := &Gateway{file: file, log: log}
+	g.Manager = upstream.Start(ctx, file.Upstreams(), upstream.Options{Logger: log, OnChange: g.reimport})
+	reg, err := file.Import(g.Manager.Listings())
+	if err != nil {
+		_ = g.Manager.Close()
+		return nil, nil, err
+	}
+	for _, t := range reg.Tools() {
+		if t.Unavailable != "" {
+			log.Warn("upstream tool unavailable; calls are refused until it is listed", "tool", t.Name, "reason", t.Unavailable)
+		}
+	}
+	return g, reg, nil
+}
+
+// Serve starts re-importing into svc; a change between StartGateway and
+// now is picked up by the import this makes at once.
+func (g *Gateway) Serve(svc *queue.Service) {
+	g.svc.Store(svc)
+	g.reimport()
+}
+
+// reimport imports the upstreams' current listings into the service. A
+// listing that cannot be imported (a new tool whose name collides with
+// another) keeps the previous tools, and says why.
+func (g *Gateway) reimport() {
+	svc := g.svc.Load()
+	if svc == nil {
+		return
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	reg, err := g.file.Import(g.Manager.Listings())
+	if err != nil {
+		g.log.Error("upstream tools changed but cannot be imported; keeping the previous tools", "err", err)
+		return
+	}
+	svc.SetRegistry(reg)
+}
+
+// Close ends the upstream connections and stops stdio upstreams.
+func (g *Gateway) Close() error {
+	if g == nil {
+		return nil
+	}
+	return g.Manager.Close()
+}

@@ -1,0 +1,108 @@
+package maintenance
+
+import (
+	"context"
+	"log/slog"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// Sweeper expires what is due, opens stale-claim tickets, and sends the
+// reminders and escalations of the approval rules.
+type Sweeper struct {
+	svc   Service
+	store queue.Store
+	log   *slog.Logger
+}
+
+// NewSweeper returns the sweeper over store, on svc's clock; a nil log is
+// slog.Default().
+func NewSweeper(svc Service, store queue.Store, log *slog.Logger) *Sweeper {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Sweeper{svc: svc, store: store, log: log}
+}
+
+// Run sweeps every interval until ctx ends. Several processes may
+// sweep one database: expiry skips rows another sweeper holds, and the
+// unique open-ticket index keeps stale tickets to one per action.
+func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		res, err := s.Sweep(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			s.log.Warn("sweep failed", "err", err)
+		case len(res.Expired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0:
+			s.log.Info("sweep", "expired", len(res.Expired), "tickets_opened", len(res.Tickets),
+				"reminded", res.Reminded, "escalated", res.Escalated)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// SweepResult counts what one sweep did.
+type SweepResult struct {
+	Expired   []*queue.Action
+	Tickets   []*queue.Ticket
+	Reminded  int // pending actions reminded of (approval.remind_after)
+	Escalated int // pending actions escalated (approval.escalate_after)
+}
+
+// Sweep expires what is due and opens a stale ticket for every claim held
+// longer than its tool's claim_timeout. It never releases a claim.
+func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
+	var res SweepResult
+	now := s.svc.Now()
+	const batch = 500
+	for {
+		exp, err := s.store.ActionExpireDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		if err != nil {
+			return res, err
+		}
+		res.Expired = append(res.Expired, exp...)
+		if len(exp) < batch {
+			break
+		}
+	}
+	for {
+		tk, err := s.store.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: batch})
+		if err != nil {
+			return res, err
+		}
+		res.Tickets = append(res.Tickets, tk...)
+		if len(tk) < batch {
+			break
+		}
+	}
+	// Escalate before reminding: an action due for both is told of its
+	// escalation, and its reminder clock still runs.
+	for {
+		n, err := s.store.ActionEscalateDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		if err != nil {
+			return res, err
+		}
+		res.Escalated += n
+		if n < batch {
+			break
+		}
+	}
+	for {
+		n, err := s.store.ActionRemindDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		if err != nil {
+			return res, err
+		}
+		res.Reminded += n
+		if n < batch {
+			break
+		}
+	}
+	return res, nil
+}

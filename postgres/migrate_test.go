@@ -1,0 +1,276 @@
+package postgres_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io/fs"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/migrations"
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/queue"
+)
+
+// Three server processes started at once on a fresh schema: one applies
+// the migrations under the advisory lock while the others wait, then all
+// start, and the schema is exactly what one process alone builds. Opening
+// takes about as long as migrating, so racing Open itself leaves the
+// migrations overlapping only now and then: the three race the migration
+// step of Open on pools that are already connected, then open.
+func TestMigrationsFromThreeProcessesAtOnce(t *testing.T) {
+	t.Parallel()
+	ref := describeSchema(t, pgtest.Open(t).Pool())
+	if !strings.Contains(ref, "CREATE UNIQUE INDEX actions_held_intent ON actions") {
+		t.Fatalf("the description of a migrated schema misses the held-intent index:\n%s", ref)
+	}
+	for round := range 4 {
+		t.Run(fmt.Sprint(round), func(t *testing.T) {
+			t.Parallel()
+			migrateThreeAtOnce(t, ref)
+		})
+	}
+}
+
+func migrateThreeAtOnce(t *testing.T, wantSchema string) {
+	u := pgtest.URL(t)
+	const n = 3
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	pools := make([]*pgxpool.Pool, n)
+	for i := range pools {
+		p, err := pgxpool.New(ctx, u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(p.Close)
+		if err := p.Ping(ctx); err != nil {
+			t.Fatal(err)
+		}
+		pools[i] = p
+	}
+	errs := make([]error, n)
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			errs[i] = postgres.MigrateSchema(ctx, pools[i])
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: migrate: %v", i, err)
+		}
+	}
+
+	// Each migration applied once: goose records every application.
+	want, err := fs.Glob(migrations.Postgres(), "*.sql")
+	if err != nil || len(want) == 0 {
+		t.Fatalf("embedded migrations: %v %v", want, err)
+	}
+	rows, err := pools[0].Query(ctx,
+		`SELECT version_id, count(*) FROM goose_db_version WHERE version_id > 0 GROUP BY version_id ORDER BY version_id`)
+	if err != nil {
+		t.Fatalf("read goose_db_version: %v", err)
+	}
+	var applied []string
+	for rows.Next() {
+		var v, count int64
+		if err := rows.Scan(&v, &count); err != nil {
+			t.Fatal(err)
+		}
+		if count != 1 {
+			t.Errorf("migration %d recorded %d times", v, count)
+		}
+		applied = append(applied, fmt.Sprint(v))
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(applied) != len(want) {
+		t.Fatalf("applied migrations %v, want one per file of %v", applied, want)
+	}
+	// The schema is the one a lone process builds.
+	if got := describeSchema(t, pools[0]); got != wantSchema {
+		t.Fatalf("schema built by three processes differs from one built alone:\n%s\nwant:\n%s", got, wantSchema)
+	}
+
+	// All three start on it, at once, and work: a claim made through one
+	// is held for the others.
+	stores := make([]*postgres.Store, n)
+	start = make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			stores[i], errs[i] = postgres.Open(ctx, u, postgres.Options{MaxConns: 4})
+		})
+	}
+	close(start)
+	wg.Wait()
+	for i := range n {
+		if stores[i] != nil {
+			t.Cleanup(func() { _ = stores[i].Close() })
+		}
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("process %d: open: %v", i, err)
+		}
+	}
+	now := time.Date(2031, time.March, 14, 9, 0, 0, 0, time.UTC)
+	for i, s := range stores {
+		a := &queue.Action{ID: queue.NewID(now), Tool: "issue_refund", Class: classify.ExactlyOnce, IntentKey: "migrated",
+			State: queue.StateInProgress, Payload: json.RawMessage(`{"n":1}`), RequestedBy: "agent:test", CreatedAt: now,
+			ClaimedAt: &now, Spec: classify.Tool{Name: "issue_refund", Class: classify.ExactlyOnce, ClaimTimeout: time.Minute}}
+		res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: queue.Event{Kind: queue.EventSubmitted, Actor: a.RequestedBy, At: now}})
+		created := res.Created
+		if err != nil {
+			t.Fatalf("process %d: submit: %v", i, err)
+		}
+		if created != (i == 0) {
+			t.Fatalf("process %d: created %v, want %v", i, created, i == 0)
+		}
+	}
+}
+
+// describeSchema lists the current schema's columns, constraints and
+// indexes, with the schema's name left out so two schemas compare.
+func describeSchema(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	rows, err := pool.Query(t.Context(), `
+SELECT 'column ' || table_name || '.' || column_name || ' ' || data_type || ' ' || is_nullable || ' ' || coalesce(column_default, '')
+FROM information_schema.columns WHERE table_schema = current_schema()
+UNION ALL
+SELECT 'constraint ' || conrelid::regclass::text || ' ' || conname || ' ' || pg_get_constraintdef(oid)
+FROM pg_constraint WHERE connamespace = current_schema()::regnamespace
+UNION ALL
+SELECT 'index ' || replace(indexdef, current_schema() || '.', '')
+FROM pg_indexes WHERE schemaname = current_schema()
+ORDER BY 1`)
+	if err != nil {
+		t.Fatalf("describe schema: %v", err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(line + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// Migration 00012 lets an at-least-once action end done or failed and
+// takes that class out of actions_held_intent. On a schema at 00011
+// holding an at-least-once action recorded by an upstream call (with its
+// result and error), Up keeps the rows as they were and changes only the
+// CHECK and the index's predicate; Down turns an at-least-once done back
+// into recorded and leaves the schema exactly as it was at 00011.
+func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	const recorded, done = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002"
+	_, err = pool.Exec(ctx, `
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
+    created_at, finished_at, claimed_at, claim_deadline, spec)
+VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}',
+        '{"content":[{"type":"text","text":"not found"}],"isError":true}', 'not found', 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-14T09:00:01Z', NULL, NULL, '{"name":"crm_lookup"}'),
+       ($2, 'issue_refund', 'exactly-once', 'lookup:c-1', 1, 'done', '{"a":1}', '{"ok":true}', NULL, 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-14T09:00:01Z', '2031-03-14T09:00:00Z', '2031-03-14T09:05:00Z', '{"name":"issue_refund"}')`,
+		recorded, done)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at) VALUES ($1, 'failed', 'dispatcher', '2031-03-14T09:00:01Z')`, recorded); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() string {
+		var rows string
+		if err := pool.QueryRow(ctx, `SELECT json_agg(a ORDER BY id)::text FROM actions a`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	before, rowsBefore := describeSchema(t, pool), dump()
+
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	want := strings.NewReplacer(
+		"constraint actions actions_recorded_iff_at_least_once CHECK (((class = 'at-least-once'::text) = (state = 'recorded'::text)))\n",
+		"constraint actions actions_at_least_once_states CHECK (((class <> 'at-least-once'::text) OR (state = ANY (ARRAY['recorded'::text, 'done'::text, 'failed'::text]))))\n"+
+			"constraint actions actions_recorded_only_at_least_once CHECK (((state <> 'recorded'::text) OR (class = 'at-least-once'::text)))\n",
+		"WHERE (state = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'in_progress'::text, 'done'::text]))\n",
+		"WHERE ((state = ANY (ARRAY['pending'::text, 'approved'::text, 'rejected'::text, 'in_progress'::text, 'done'::text])) AND (class <> 'at-least-once'::text))\n",
+	).Replace(before)
+	if want == before {
+		t.Fatalf("the expected changes do not apply to the schema at 00011:\n%s", before)
+	}
+	// describeSchema sorts its lines; so must the expectation.
+	lines := strings.SplitAfter(want, "\n")
+	slices.Sort(lines)
+	want = strings.Join(lines, "")
+	if got := describeSchema(t, pool); got != want {
+		t.Errorf("schema after Up:\n%s\nwant:\n%s", got, want)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Up changed the rows:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+
+	// The new CHECKs: at-least-once may end done or failed, never anything
+	// else; recorded stays that class's alone.
+	if _, err := pool.Exec(ctx, `UPDATE actions SET state = 'done' WHERE id = $1`, recorded); err != nil {
+		t.Errorf("at-least-once done refused: %v", err)
+	}
+	for _, c := range []struct{ id, set, check string }{
+		{recorded, "state = 'in_progress', claimed_at = now(), claim_deadline = now()", "actions_at_least_once_states"},
+		{done, "state = 'recorded'", "actions_recorded_only_at_least_once"},
+	} {
+		if _, err := pool.Exec(ctx, `UPDATE actions SET `+c.set+` WHERE id = $1`, c.id); err == nil || !strings.Contains(err.Error(), c.check) {
+			t.Errorf("%s of %s: %v, want refused by %s", c.set, c.id, err, c.check)
+		}
+	}
+
+	if _, err := p.DownTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+}

@@ -1,0 +1,55 @@
+package postgres_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/postgres"
+	"github.com/approvals/approvals/postgres/pgtest"
+)
+
+// TestRoutingDueUsesRuleIndexes runs EXPLAIN on the sweep's reminder and
+// escalation scans with sequential scans priced out and checks that they
+// read the partial index of pending actions that have such a rule: every
+// sweep runs them, and without it each read every pending action and
+// parsed its tool snapshot.
+func TestRoutingDueUsesRuleIndexes(t *testing.T) {
+	t.Parallel()
+	want := map[string]string{"remind": "actions_remind_rule", "escalate": "actions_escalate_rule"}
+	pool := pgtest.Open(t).Pool()
+	for name, stmt := range postgres.RoutingDueStatements {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			tx, err := pool.Begin(t.Context())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = tx.Rollback(t.Context()) }()
+			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off"); err != nil {
+				t.Fatal(err)
+			}
+			plan := explain(t, tx, "EXPLAIN "+stmt, time.Date(2031, 3, 22, 9, 0, 0, 0, time.UTC), 500)
+			text := strings.Join(plan, "\n")
+			if strings.Contains(text, "Seq Scan on actions") || !strings.Contains(text, want[name]) {
+				t.Fatalf("%s does not read %s:\n%s", name, want[name], text)
+			}
+		})
+	}
+}
+
+// explain runs an EXPLAIN statement in tx and returns its plan's lines.
+func explain(t *testing.T, tx pgx.Tx, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := tx.Query(t.Context(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}

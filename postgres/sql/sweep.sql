@@ -1,0 +1,87 @@
+-- The sweep's statements (maintenance.Sweeper): each takes what is due at
+-- $1, at most $2, with FOR UPDATE SKIP LOCKED, so several sweepers share
+-- the work instead of queueing behind each other, and re-checks the state
+-- of the rows it locked.
+
+-- name: actionExpireDueSQL
+-- actionExpireDueSQL expires up to $2 pending and approved actions whose
+-- expires_at is at or before $1.
+WITH due AS (
+    SELECT id FROM actions
+    WHERE state IN ('pending', 'approved') AND expires_at <= $1
+    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET state = 'expired', finished_at = $1,
+        decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
+        decided_at = CASE WHEN a.state = 'pending' THEN $1 ELSE a.decided_at END
+    FROM due WHERE a.id = due.id AND a.state IN ('pending', 'approved')
+    RETURNING a.*
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, 'expired', 'system', '', $1, NULL FROM upd
+)
+SELECT {{actionColumns upd}},
+    {{noTicket}}
+FROM upd;
+
+-- name: ticketOpenStaleSQL
+-- ticketOpenStaleSQL opens a stale ticket for up to $2 in_progress actions
+-- whose claim deadline is at or before $1 and that have no open one. The
+-- partial unique index tickets_one_open makes concurrent sweeps open one
+-- ticket, not several.
+WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
+      AND NOT EXISTS (SELECT 1 FROM tickets t WHERE t.action_id = a.id AND t.kind = 'stale' AND t.state = 'open')
+    ORDER BY a.claim_deadline LIMIT $2
+    -- Lock the claims: a late report finishing one meanwhile waits, and a
+    -- claim finished before the lock is re-checked and skipped.
+    FOR UPDATE OF a SKIP LOCKED
+), ins AS (
+    INSERT INTO tickets (id, action_id, kind, state, opened_at)
+    SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
+    ON CONFLICT DO NOTHING
+    RETURNING *
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
+)
+SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins;
+
+-- fragment: approvalAfter
+-- approvalAfter is the duration {{.}} of the action's approval rule
+-- (nanoseconds in the tool snapshot) as an interval.
+((a.spec->'approval'->>'{{.}}')::bigint / 1000) * interval '1 microsecond'
+
+-- name: remindDueSQL
+-- remindDueSQL reminds every pending action whose remind_after has passed
+-- since its last reminder (or its submission). FOR UPDATE re-checks the
+-- condition on the row a concurrent sweep just updated, and SKIP LOCKED
+-- passes over the rows it holds, so each interval sends one reminder.
+WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'pending' AND a.spec->'approval'->>'remind_after' IS NOT NULL
+      AND coalesce(a.reminded_at, a.created_at) + {{approvalAfter remind_after}} <= $1
+    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'reminder', 'system', '', $1 FROM upd
+)
+SELECT count(*) FROM upd;
+
+-- name: escalateDueSQL
+-- escalateDueSQL escalates, once, every pending action whose
+-- escalate_after has passed since its submission.
+WITH due AS (
+    SELECT a.id FROM actions a
+    WHERE a.state = 'pending' AND a.escalated_at IS NULL AND a.spec->'approval'->>'escalate_after' IS NOT NULL
+      AND a.created_at + {{approvalAfter escalate_after}} <= $1
+    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+), upd AS (
+    UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
+    RETURNING a.id
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'escalated', 'system', '', $1 FROM upd
+)
+SELECT count(*) FROM upd;

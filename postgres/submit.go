@@ -1,0 +1,199 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// The submission path: the claim-first statements (sql/submit.sql) and
+// their batching.
+
+// ActionSubmit implements queue.Store, with the token guard.
+func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (queue.ActionSubmitResult, error) {
+	a, ev, tokenHash := p.Action, p.Event, p.TokenHash
+	var guard *string
+	if tokenHash != "" {
+		guard = &tokenHash
+	}
+	if a.Class != classify.AtLeastOnce && s.hint.has(a.IntentKey) {
+		got, err := s.lookupReplay(ctx, a, ev, guard)
+		if err == nil {
+			s.found.Add(1)
+			return queue.ActionSubmitResult{Holder: got.action, ReplayRecorded: got.replayWritten}, nil
+		}
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+		}
+		// Released since, or the token guard refused: claim as always.
+		s.missed.Add(1)
+		s.hint.forget(a.IntentKey)
+	}
+	spec, err := json.Marshal(a.Spec)
+	if err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("encode tool snapshot: %w", err)
+	}
+	warnings := a.Warnings
+	if warnings == nil {
+		warnings = []string{}
+	}
+	warn, _ := json.Marshal(warnings)
+	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
+		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
+		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), string(spec), string(warn),
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted}
+	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
+	// The first try goes through the batcher, sorted by intent key (the lock
+	// a submission takes); retries after a lost race run on their own.
+	for try := range 10 {
+		var (
+			v   any
+			err error
+		)
+		if try == 0 {
+			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
+				sql: submitSQL, args: args, scan: scanSubmitted})
+		} else {
+			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args...))
+		}
+		if errors.Is(err, pgx.ErrNoRows) {
+			// The token guard refused, or this lost a race with a holder its
+			// snapshot cannot see, or with one released a moment ago.
+			if guard != nil {
+				if _, terr := s.TokenGetByHash(ctx, tokenHash); errors.Is(terr, accounts.ErrNotFound) {
+					return queue.ActionSubmitResult{}, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
+				} else if terr != nil {
+					return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: check token: %w", a.IntentKey, terr)
+				}
+			}
+			continue
+		}
+		if err != nil {
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: %w", a.IntentKey, err)
+		}
+		got := v.(submitted)
+		if got.created {
+			a.Attempt = got.action.Attempt
+		}
+		if got.action.HoldsIntent() {
+			s.hint.add(a.IntentKey)
+		}
+		return queue.ActionSubmitResult{Holder: got.action, Created: got.created, ReplayRecorded: got.replayWritten}, nil
+	}
+	return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: intent changed hands too often; try again", a.IntentKey)
+}
+
+// lookupInput is one submission's part of replayLookupSQL.
+type lookupInput struct {
+	key, tool, payload, actor, channel string
+	at                                 time.Time
+	tokenHash                          *string
+}
+
+func (in lookupInput) args() []any {
+	return []any{[]string{in.key}, []string{in.tool}, []string{in.payload}, []string{in.actor},
+		[]string{in.channel}, []time.Time{in.at}, []*string{in.tokenHash}}
+}
+
+// replayLookups merges the replay lookups of a batch.
+type replayLookups struct{}
+
+func (replayLookups) merge(calls []*batchCall) (string, []any) {
+	n := len(calls)
+	keys, tools, payloads, actors, channels := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+	ats, tokens := make([]time.Time, n), make([]*string, n)
+	for i, c := range calls {
+		in := c.arg.(lookupInput)
+		keys[i], tools[i], payloads[i], actors[i], channels[i], ats[i], tokens[i] = in.key, in.tool, in.payload, in.actor, in.channel, in.at, in.tokenHash
+	}
+	return replayLookupManySQL, []any{keys, tools, payloads, actors, channels, ats, tokens}
+}
+
+// lookupReplay runs replayLookupSQL for one submission; pgx.ErrNoRows
+// means it found no holder it may show.
+func (s *Store) lookupReplay(ctx context.Context, a *queue.Action, ev queue.Event, guard *string) (submitted, error) {
+	in := lookupInput{key: a.IntentKey, tool: a.Tool, payload: string(a.Payload), actor: ev.Actor,
+		channel: a.Channel, at: a.CreatedAt, tokenHash: guard}
+	// It writes nothing but the replay's record, so it commits lazily.
+	v, err := s.batch.call(ctx, &batchCall{kind: replayLookups{}, arg: in, order: "submit:" + a.IntentKey, lazy: true,
+		sql: replayLookupOneSQL, args: in.args(), scan: scanSubmitted})
+	if err != nil {
+		return submitted{}, err
+	}
+	return v.(submitted), nil
+}
+
+// submitInput is one submission's part of submitManySQL.
+type submitInput struct {
+	a              *queue.Action
+	spec, warnings string
+	ev             queue.Event
+	tokenHash      *string // nil: no token check
+}
+
+// submissions merges the submissions of a batch.
+type submissions struct{}
+
+func (submissions) merge(calls []*batchCall) (string, []any) {
+	n := len(calls)
+	var (
+		ids, tools, classes, keys, states, payloads               = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		requestedBy, channels, specs, warnings, evKinds, evActors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		claimedBy, evData, tokens                                 = make([]*string, n), make([]*string, n), make([]*string, n)
+		createdAt                                                 = make([]time.Time, n)
+		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
+		webhooks, unrouted                                        = make([]bool, n), make([]bool, n)
+	)
+	for i, c := range calls {
+		in := c.arg.(submitInput)
+		a := in.a
+		ids[i], tools[i], classes[i], keys[i], states[i], payloads[i] = a.ID, a.Tool, string(a.Class), a.IntentKey, string(a.State), string(a.Payload)
+		requestedBy[i], channels[i], specs[i], warnings[i], evKinds[i], evActors[i] = a.RequestedBy, a.Channel, in.spec, in.warnings, in.ev.Kind, in.ev.Actor
+		claimedBy[i], createdAt[i], claimedAt[i], deadlines[i], expiresAt[i], finishedAt[i] = a.ClaimedBy, a.CreatedAt, a.ClaimedAt, a.ClaimDeadline(), a.ExpiresAt, a.FinishedAt
+		webhooks[i], unrouted[i] = a.ServerExecuted(), in.ev.Unrouted
+		tokens[i] = in.tokenHash
+		if in.ev.Data != nil {
+			d := string(in.ev.Data)
+			evData[i] = &d
+		}
+	}
+	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
+		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
+		evActors, evData, finishedAt, tokens, unrouted}
+}
+
+// submitted is what submitSQL returns: the holder of the intent and whether
+// this submission created it.
+type submitted struct {
+	action                 *queue.Action
+	created, replayWritten bool
+}
+
+func scanSubmitted(row pgx.Row) (any, error) {
+	var created, replayWritten bool
+	a, err := scanActionWith(row, &created, &replayWritten)
+	if err != nil {
+		return nil, err
+	}
+	return submitted{a, created, replayWritten}, nil
+}
+
+// scanActionWith scans an action row followed by extra columns.
+func scanActionWith(row pgx.Row, extra ...any) (*queue.Action, error) {
+	return scanAction(extraScanner{row, extra})
+}
+
+type extraScanner struct {
+	row   pgx.Row
+	extra []any
+}
+
+func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }

@@ -1,0 +1,214 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/queue"
+)
+
+func scanTicket(row rowScanner) (*queue.Ticket, error) {
+	var (
+		t           queue.Ticket
+		kind, state string
+		outcome     *string
+	)
+	if err := row.Scan(&t.ID, &t.ActionID, &kind, &state, &t.OpenedAt, &t.ResolvedAt, &t.ResolvedBy, &outcome, &t.Note); err != nil {
+		return nil, err
+	}
+	t.Kind, t.State = queue.TicketKind(kind), queue.TicketState(state)
+	t.OpenedAt = t.OpenedAt.UTC()
+	utcp(t.ResolvedAt)
+	if outcome != nil {
+		o := queue.State(*outcome)
+		t.Outcome = &o
+	}
+	return &t, nil
+}
+
+func collectTickets(rows pgx.Rows) ([]*queue.Ticket, error) {
+	defer rows.Close()
+	var out []*queue.Ticket
+	for rows.Next() {
+		t, err := scanTicket(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// TicketOpenConflict implements queue.Store.
+func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
+	actionID, now, ev := p.ActionID, p.Now, p.Event
+	if !queue.ValidID(actionID) {
+		return nil, queue.ActionNotFound(actionID)
+	}
+	var t *queue.Ticket
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		// Lock order: the action, then its tickets.
+		tag, err := tx.Exec(ctx, ticketLockActionSQL, actionID)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return queue.ActionNotFound(actionID)
+		}
+		if _, err := tx.Exec(ctx, eventInsertSQL, actionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+			return err
+		}
+		t, err = scanTicket(tx.QueryRow(ctx, ticketOpenConflictSQL, actionID, now))
+		if errors.Is(err, pgx.ErrNoRows) {
+			t, err = scanTicket(tx.QueryRow(ctx, ticketOpenConflictGetSQL, actionID))
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, ticketOpenedEventSQL, actionID, now, string(queue.TicketEventData(t.ID, queue.TicketConflict, "", "", nil)))
+		return err
+	})
+	if errors.Is(err, queue.ErrNotFound) {
+		return nil, err
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open conflict ticket for %s: %w", actionID, err)
+	}
+	return t, nil
+}
+
+// TicketGetByID implements queue.Store.
+func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, error) {
+	if !queue.ValidID(id) {
+		return nil, queue.TicketNotFound(id)
+	}
+	t, err := scanTicket(s.pool.QueryRow(ctx, ticketGetByIDSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, queue.TicketNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get ticket %s: %w", id, err)
+	}
+	return t, nil
+}
+
+// TicketList implements queue.Store.
+func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*queue.Ticket, error) {
+	if p.ActionID != "" && !queue.ValidID(p.ActionID) {
+		return nil, nil
+	}
+	q, args := ticketListSQL(p)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	out, err := collectTickets(rows)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	return out, nil
+}
+
+// ticketListSQL builds TicketList's statement from the filters p sets
+// (testdata/ticket_list.golden).
+func ticketListSQL(p queue.TicketListParams) (string, []any) {
+	var (
+		where []string
+		args  sqlArgs
+	)
+	arg := args.add
+	if p.State != "" {
+		where = append(where, "t.state = "+arg(string(p.State)))
+	}
+	if p.ActionID != "" {
+		where = append(where, "t.action_id = "+arg(p.ActionID))
+	}
+	q := ticketListSelect
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	q += "\nORDER BY t.opened_at, t.id LIMIT " + arg(limit)
+	return q, args
+}
+
+// TicketCountOpen implements queue.Store.
+func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
+	var n int64
+	err := s.pool.QueryRow(ctx, ticketCountOpenSQL).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("count open tickets: %w", err)
+	}
+	return n, nil
+}
+
+// TicketResolve implements queue.Store.
+func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
+	t, err := s.TicketGetByID(ctx, p.TicketID)
+	if err != nil {
+		return queue.TicketResolveResult{}, err
+	}
+	var notOpen bool
+	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		// Lock order: the action first, then the ticket, as every other path.
+		if _, err := tx.Exec(ctx, ticketLockActionSQL, t.ActionID); err != nil {
+			return err
+		}
+		cur, err := scanTicket(tx.QueryRow(ctx, ticketLockSQL, p.TicketID))
+		if err != nil {
+			return err
+		}
+		if cur.State != queue.TicketOpen {
+			notOpen, t = true, cur
+			return nil
+		}
+		if cur.Kind == queue.TicketStale {
+			var result, errText any
+			if p.Outcome == queue.StateDone {
+				result = jsonArg(p.Result)
+			} else {
+				errText = queue.OperatorError(p.Note)
+			}
+			// No row updated: the action finished meanwhile (a late report
+			// that raced the sweep). The operator's finding is recorded
+			// below and no state changes.
+			tag, err := tx.Exec(ctx, ticketResolveActionSQL, t.ActionID, string(p.Outcome), result, errText, p.Now)
+			if err != nil {
+				return err
+			}
+			if tag.RowsAffected() == 1 {
+				// The operator's finding moved the action: the same outcome
+				// event as an agent's report (it notifies action.done/failed).
+				if _, err := tx.Exec(ctx, ticketOutcomeEventSQL, t.ActionID, queue.OutcomeEventKind(p.Outcome), p.By, p.Now, string(queue.TicketEventData(p.TicketID, cur.Kind, "", "", nil))); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := tx.Exec(ctx, ticketResolveSQL, p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
+			return err
+		}
+		data := queue.TicketEventData(p.TicketID, cur.Kind, p.Outcome, p.Note, p.Result)
+		_, err = tx.Exec(ctx, ticketResolvedEventSQL, t.ActionID, p.By, p.Now, string(data))
+		return err
+	})
+	if err != nil {
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
+	}
+	a, aerr := s.ActionGetByID(ctx, t.ActionID)
+	if aerr != nil {
+		return queue.TicketResolveResult{}, aerr
+	}
+	if notOpen {
+		return queue.TicketResolveResult{Action: a, Ticket: t}, queue.ErrTicketNotOpen
+	}
+	t, err = s.TicketGetByID(ctx, p.TicketID)
+	return queue.TicketResolveResult{Action: a, Ticket: t}, err
+}

@@ -1,0 +1,66 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// ResolveRequest is an operator's finding on a ticket.
+type ResolveRequest struct {
+	TicketID string
+	By       string // user:EMAIL
+	Outcome  State  // done or failed
+	Result   json.RawMessage
+	Note     string
+}
+
+// ResolveTicket records an operator's finding. For a stale ticket the
+// action moves to the outcome; a conflict ticket changes no state.
+func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
+	if strings.TrimSpace(string(r.Result)) == "" {
+		r.Result = nil // no result given: not an empty, invalid JSON document
+	}
+	note := strings.TrimSpace(r.Note)
+	if err := checkResolution(r.Outcome, note, r.Result); err != nil {
+		// A ticket that is no longer open answers 409 whatever the form
+		// said: the operator needs to know someone else resolved it.
+		if t, terr := s.store.TicketGetByID(ctx, r.TicketID); terr == nil && t.State != TicketOpen {
+			a, _ := s.store.ActionGetByID(ctx, t.ActionID)
+			return a, t, ticketResolved(a, t)
+		}
+		return nil, nil, err
+	}
+	res, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: r.TicketID, Now: s.Now(), By: r.By,
+		Outcome: r.Outcome, Result: r.Result, Note: note})
+	a, t := res.Action, res.Ticket
+	if errors.Is(err, ErrTicketNotOpen) {
+		return a, t, ticketResolved(a, t)
+	}
+	return a, t, err
+}
+
+func checkResolution(outcome State, note string, result json.RawMessage) error {
+	if outcome != StateDone && outcome != StateFailed {
+		return Errorf(CodeInvalidRequest, "outcome must be done or failed")
+	}
+	if note == "" {
+		return Errorf(CodeInvalidRequest, "note: say what you checked in the external system")
+	}
+	if len(result) > 0 {
+		if _, ok := decodeValue(result); !ok {
+			return Errorf(CodeInvalidRequest, "result must be JSON")
+		}
+	}
+	return nil
+}
+
+func ticketResolved(a *Action, t *Ticket) error {
+	by := "someone"
+	if t.ResolvedBy != nil {
+		by = *t.ResolvedBy
+	}
+	return &Error{Code: CodeTicketResolved, Action: a, Detail: fmt.Sprintf("ticket %s was already resolved by %s at %s", t.ID, by, fmtTime(t.ResolvedAt))}
+}

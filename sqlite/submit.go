@@ -1,0 +1,136 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// ActionSubmit inserts a as the holder of its intent (claim-first). The
+// insert itself computes the attempt and is refused by the partial unique
+// index actions_held_intent when the key is held; only then is the holder
+// read. The insert returns the stored row (RETURNING), so a new action is
+// not read again; the row is decoded after the commit, outside the
+// writer, which serialises every write of the store.
+func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (queue.ActionSubmitResult, error) {
+	a, ev := p.Action, p.Event
+	if p.TokenHash != "" {
+		// SupportsTokenGuard is false: the caller must look the token up.
+		return queue.ActionSubmitResult{}, errors.New("submit action: this store cannot check agent tokens in its statements")
+	}
+	if a == nil {
+		return queue.ActionSubmitResult{}, errors.New("submit action: nil action")
+	}
+	spec, err := json.Marshal(a.Spec)
+	if err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
+	}
+	warnings := []byte("[]")
+	if len(a.Warnings) > 0 {
+		if warnings, err = json.Marshal(a.Warnings); err != nil {
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
+		}
+	}
+	if err := storableTimes(&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt); err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+	}
+	// An exactly-once action is claimed by its submission; the deadline
+	// follows from the snapshot's claim_timeout.
+	var claimedAt, claimDeadline any
+	if a.ClaimedAt != nil {
+		claimedAt = fmtTime(*a.ClaimedAt)
+		claimDeadline = fmtTime(*a.ClaimDeadline())
+	}
+	// Recorded (at-least-once) actions hold nothing: attempt 1, always.
+	attemptExpr := `1`
+	if a.Class != classify.AtLeastOnce {
+		attemptExpr = `(SELECT COALESCE(MAX(attempt), 0) + 1 FROM actions WHERE intent_key = ?3 AND class <> 'at-least-once')`
+	}
+	insert := `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, approved_payload, result,
+		error, requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
+		claim_deadline, finished_at, expires_at, has_webhook, spec, warnings)
+	VALUES (?1, ?2, ?4, ?3, ` + attemptExpr + `, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+		?18, ?19, ?20, ?21, ?22, ?23)
+	ON CONFLICT DO NOTHING
+	RETURNING ` + actionColumns
+	args := []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
+		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
+		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
+		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
+		boolInt(a.ServerExecuted()), string(spec), string(warnings)}
+
+	var (
+		row     actionRow
+		ticket  *queue.Ticket
+		created bool
+	)
+	err = s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		ticket, created = nil, false
+		err := row.scan(tx.QueryRowContext(ctx, insert, args...))
+		if err == nil {
+			ev.ActionID = a.ID
+			if ev.At.IsZero() {
+				ev.At = a.CreatedAt
+			}
+			if _, err := insertEvent(ctx, tx, ev); err != nil {
+				return err
+			}
+			// A new action has no ticket.
+			created = true
+			return nil
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return err
+		}
+		if a.Class != classify.AtLeastOnce {
+			err := row.scan(tx.QueryRowContext(ctx, heldActionQuery, a.IntentKey))
+			if err == nil {
+				ticket, err = actionTicket(ctx, tx, row.id)
+				return err
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		// No holder inside this immediate transaction: the conflict was on
+		// the action id itself.
+		if existing, err := getAction(ctx, tx, a.ID); err == nil {
+			return fmt.Errorf("action id %s is already taken by intent %q", a.ID, existing.IntentKey)
+		}
+		return fmt.Errorf("intent %q: insert refused and no holder found", a.IntentKey)
+	})
+	if err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+	}
+	// A new row decodes (storableTimes checked its times; spec and
+	// warnings are json.Marshal's output): an error here is a holder's.
+	holder, err := row.action()
+	if err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+	}
+	holder.Ticket = ticket
+	if created {
+		a.Attempt = holder.Attempt
+		if holder.State == queue.StatePending {
+			// Only new approvals are announced; nobody waits for a new claim
+			// or a recording (the PostgreSQL store notifies the same).
+			s.hub.Publish(queue.Change{ActionID: holder.ID, State: holder.State})
+		}
+	}
+	// The Service records replays: the statement above reads, it does not
+	// write them.
+	return queue.ActionSubmitResult{Holder: holder, Created: created}, nil
+}
+
+// heldActionQuery reads the action holding the intent key ?. Its condition
+// spells out the predicate of actions_held_intent term for term (an
+// at-least-once action holds nothing, whatever its state): SQLite uses a
+// partial index only when each term of the index's WHERE appears in the
+// query's (TestHeldActionQueryUsesHeldIntentIndex).
+var heldActionQuery = `SELECT ` + actionColumns + ` FROM actions
+	WHERE intent_key = ? AND state IN (` + heldStates + `) AND class <> 'at-least-once'`

@@ -1,0 +1,307 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/approvals/approvals/queue"
+)
+
+const ticketColumns = `id, action_id, kind, state, opened_at, resolved_at, resolved_by, outcome, note`
+
+func scanTicket(sc scanner) (*queue.Ticket, error) {
+	var (
+		t                                   queue.Ticket
+		kind, state, openedAt               string
+		resolvedAt, resolvedBy, outcome, nt sql.NullString
+	)
+	if err := sc.Scan(&t.ID, &t.ActionID, &kind, &state, &openedAt, &resolvedAt, &resolvedBy, &outcome, &nt); err != nil {
+		return nil, err
+	}
+	t.Kind = queue.TicketKind(kind)
+	t.State = queue.TicketState(state)
+	var err error
+	if t.OpenedAt, err = parseTime(openedAt); err != nil {
+		return nil, err
+	}
+	if t.ResolvedAt, err = parseNullTime(resolvedAt); err != nil {
+		return nil, err
+	}
+	t.ResolvedBy = ptrString(resolvedBy)
+	if outcome.Valid {
+		o := queue.State(outcome.String)
+		t.Outcome = &o
+	}
+	t.Note = ptrString(nt)
+	return &t, nil
+}
+
+func getTicket(ctx context.Context, q querier, id string) (*queue.Ticket, error) {
+	t, err := scanTicket(q.QueryRowContext(ctx, `SELECT `+ticketColumns+` FROM tickets WHERE id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, queue.TicketNotFound(id)
+	}
+	return t, err
+}
+
+// attachTickets sets each action's Ticket: its open ticket if any, else its
+// most recent one.
+func attachTickets(ctx context.Context, q querier, list []*queue.Action) error {
+	const chunk = 500 // well below SQLite's limit on bound parameters
+	for start := 0; start < len(list); start += chunk {
+		part := list[start:min(start+chunk, len(list))]
+		byID := make(map[string]*queue.Action, len(part))
+		args := make([]any, 0, len(part))
+		for _, a := range part {
+			a.Ticket = nil
+			if _, dup := byID[a.ID]; !dup {
+				byID[a.ID] = a
+				args = append(args, a.ID)
+			}
+		}
+		// The best ticket of each action comes first; later ones are skipped.
+		rows, err := q.QueryContext(ctx, `SELECT `+ticketColumns+` FROM tickets
+			WHERE action_id IN (`+placeholders(len(args))+`)
+			ORDER BY action_id, state = 'open' DESC, opened_at DESC, id DESC`, args...)
+		if err != nil {
+			return err
+		}
+		for rows.Next() {
+			t, err := scanTicket(rows)
+			if err != nil {
+				rows.Close()
+				return err
+			}
+			if a := byID[t.ActionID]; a != nil && a.Ticket == nil {
+				a.Ticket = t
+			}
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		// Duplicates in list share the ticket of their first occurrence.
+		for _, a := range part {
+			if a.Ticket == nil {
+				if first := byID[a.ID]; first != a {
+					a.Ticket = first.Ticket
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// openTicket inserts an open ticket unless the action has one of that kind
+// open already (the partial unique index tickets_one_open refuses it), and
+// records a ticket_opened event for a new one. It returns nil for none.
+func openTicket(ctx context.Context, tx querier, actionID string, kind queue.TicketKind, now time.Time) (*queue.Ticket, error) {
+	id := queue.NewID(now)
+	n, err := rowsAffected(tx.ExecContext(ctx, `INSERT INTO tickets (id, action_id, kind, state, opened_at)
+	VALUES (?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING`, id, actionID, string(kind), fmtTime(now)))
+	if err != nil {
+		if isForeignKeyViolation(err) {
+			return nil, queue.ActionNotFound(actionID)
+		}
+		return nil, err
+	}
+	if n == 0 {
+		return nil, nil
+	}
+	if _, err := insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketOpened, Actor: "system",
+		At: now, Data: queue.TicketEventData(id, kind, "", "", nil)}); err != nil {
+		return nil, err
+	}
+	return getTicket(ctx, tx, id)
+}
+
+// TicketOpenConflict records ev and opens a conflict ticket unless one is
+// open; it returns the open conflict ticket either way.
+func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConflictParams) (*queue.Ticket, error) {
+	actionID, now, ev := p.ActionID, p.Now, p.Event
+	var t *queue.Ticket
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		ev.ActionID = actionID
+		if ev.At.IsZero() {
+			ev.At = now
+		}
+		if _, err := insertEvent(ctx, tx, ev); err != nil {
+			return err
+		}
+		var err error
+		if t, err = openTicket(ctx, tx, actionID, queue.TicketConflict, now); err != nil || t != nil {
+			return err
+		}
+		t, err = scanTicket(tx.QueryRowContext(ctx, `SELECT `+ticketColumns+` FROM tickets
+			WHERE action_id = ? AND kind = 'conflict' AND state = 'open'`, actionID))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("open conflict ticket for action %s: %w", actionID, err)
+	}
+	return t, nil
+}
+
+// TicketGetByID returns one ticket.
+func (s *Store) TicketGetByID(ctx context.Context, id string) (*queue.Ticket, error) {
+	t, err := getTicket(ctx, s.read, id)
+	if err != nil {
+		return nil, fmt.Errorf("get ticket: %w", err)
+	}
+	return t, nil
+}
+
+// TicketList returns tickets matching p, oldest first.
+func (s *Store) TicketList(ctx context.Context, p queue.TicketListParams) ([]*queue.Ticket, error) {
+	var (
+		where []string
+		args  []any
+	)
+	if p.State != "" {
+		where = append(where, `state = ?`)
+		args = append(args, string(p.State))
+	}
+	if p.ActionID != "" {
+		where = append(where, `action_id = ?`)
+		args = append(args, p.ActionID)
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	query := `SELECT ` + ticketColumns + ` FROM tickets`
+	if len(where) > 0 {
+		query += ` WHERE ` + strings.Join(where, ` AND `)
+	}
+	query += ` ORDER BY opened_at, id LIMIT ?`
+	args = append(args, limit)
+	rows, err := s.read.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	defer rows.Close()
+	var list []*queue.Ticket
+	for rows.Next() {
+		t, err := scanTicket(rows)
+		if err != nil {
+			return nil, fmt.Errorf("list tickets: %w", err)
+		}
+		list = append(list, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list tickets: %w", err)
+	}
+	return list, nil
+}
+
+// TicketCountOpen counts open tickets.
+func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.read.QueryRowContext(ctx, `SELECT count(*) FROM tickets WHERE state = 'open'`).Scan(&n); err != nil {
+		return 0, fmt.Errorf("count open tickets: %w", err)
+	}
+	return n, nil
+}
+
+// TicketResolve resolves an open ticket; a stale one also moves its action
+// out of in_progress: to done with p.Result, or to failed with p.Note as its
+// error. The action is read (on PostgreSQL: locked) before the
+// ticket is touched, the one lock order every path follows; here the
+// immediate transaction already holds SQLite's write lock.
+func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
+	if p.Outcome != queue.StateDone && p.Outcome != queue.StateFailed {
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: outcome %q is neither done nor failed", p.TicketID, p.Outcome)
+	}
+	var (
+		a       *queue.Action
+		t       *queue.Ticket
+		notOpen bool
+		moved   bool
+	)
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		a, notOpen, moved = nil, false, false
+		var err error
+		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
+			return err
+		}
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?,
+			resolved_by = ?, outcome = ?, note = ?
+		WHERE id = ? AND state = 'open'`, fmtTime(p.Now), p.By, string(p.Outcome), p.Note, p.TicketID))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			notOpen = true
+			a, err = getActionWithTicket(ctx, tx, t.ActionID)
+			return err
+		}
+		if t.Kind == queue.TicketStale {
+			var result, errText any
+			if p.Outcome == queue.StateDone {
+				result = nullJSON(p.Result)
+			} else {
+				errText = queue.OperatorError(p.Note)
+			}
+			n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE actions SET state = ?, result = COALESCE(?, result),
+				error = COALESCE(?, error), finished_at = ?
+			WHERE id = ? AND state = 'in_progress'`, string(p.Outcome), result, errText, fmtTime(p.Now), t.ActionID))
+			if err != nil {
+				return err
+			}
+			// n == 0: the action finished meanwhile (a late report that
+			// raced the sweep); the operator's finding is recorded and no
+			// state changes.
+			moved = n == 1
+			if moved {
+				// The operator's finding moved the action: the same outcome
+				// event as an agent's report (it notifies action.done/failed).
+				if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.OutcomeEventKind(p.Outcome), Actor: p.By,
+					Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, "", "", nil)}); err != nil {
+					return err
+				}
+			}
+		}
+		if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.EventTicketResolved, Actor: p.By,
+			Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)}); err != nil {
+			return err
+		}
+		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
+			return err
+		}
+		a, err = getActionWithTicket(ctx, tx, t.ActionID)
+		return err
+	})
+	if err != nil {
+		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
+	}
+	if notOpen {
+		return queue.TicketResolveResult{Action: a, Ticket: t}, fmt.Errorf("resolve ticket %s: it is %s: %w", t.ID, t.State, queue.ErrTicketNotOpen)
+	}
+	if moved {
+		s.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
+	}
+	return queue.TicketResolveResult{Action: a, Ticket: t}, nil
+}
+
+// scanIDs reads a one-column result of ids and closes it.
+func scanIDs(rows *sql.Rows) ([]string, error) {
+	defer rows.Close()
+	var ids []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	if err := rows.Close(); err != nil {
+		return nil, err
+	}
+	return ids, rows.Err()
+}

@@ -1,0 +1,117 @@
+package storetest
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+var overviewTests = []test{
+	// Known data around an injected now gives exact numbers: every window
+	// edge has an action just inside or outside it, and decisions by the
+	// system (expiry) or an agent (cancel) count for nothing.
+	{"ExactNumbers", func(t *testing.T, s Store) {
+		now := at(8 * 24 * time.Hour) // 2031-03-22 09:26:53
+		const toolA, toolB = "send_customer_email", "post_public_update"
+		n := 0
+		add := func(tool string, created time.Duration) *queue.Action {
+			n++
+			return submitNew(t, s, classify.AtMostOnce, tool, fmt.Sprintf("ov:%d", n), now.Add(-created))
+		}
+		decide := func(a *queue.Action, to queue.State, by string, decided time.Duration) {
+			when := now.Add(-decided)
+			p := queue.ActionTransitionParams{ID: a.ID, From: []queue.State{queue.StatePending}, To: to, Now: when,
+				DecidedBy: ptr(by), DecidedAt: ptr(when), Event: queue.Event{Kind: string(to), Actor: by, At: when}}
+			if to != queue.StateApproved {
+				p.FinishedAt = ptr(when)
+			}
+			transition(t, s, p)
+		}
+		const h, d = time.Hour, 24 * time.Hour
+		// Pending: two of A (one ten days old), one of B.
+		add(toolA, 10*d)
+		add(toolA, 2*h)
+		add(toolB, 30*time.Minute)
+		// A, three days ago: decided after 10, 20, 30 and 40 minutes.
+		for i, took := range []time.Duration{40, 10, 30, 20} {
+			by := "user:ann@example.com"
+			if i%2 == 1 {
+				by = "user:bob@example.com"
+			}
+			decide(add(toolA, 3*d), queue.StateApproved, by, 3*d-took*time.Minute)
+		}
+		// A, in the last day: approved after an hour, 30 minutes ago.
+		decide(add(toolA, 90*time.Minute), queue.StateApproved, "user:ann@example.com", 30*time.Minute)
+		// A, eight days ago, after five days: outside the 7-day window.
+		decide(add(toolA, 13*d), queue.StateApproved, "user:ann@example.com", 8*d)
+		// B: rejected after an hour, 4 hours ago; and after two hours
+		// exactly 24 hours ago (in the 7 days, not in the last 24 hours).
+		decide(add(toolB, 5*h), queue.StateRejected, "user:bob@example.com", 4*h)
+		decide(add(toolB, 26*h), queue.StateApproved, "user:bob@example.com", 24*h)
+		// Not decisions by a person: an expiry and a cancel.
+		decide(add(toolB, 3*h), queue.StateExpired, "system", h)
+		decide(add(toolA, 20*h), queue.StateCancelled, agent, 19*h)
+		// One open ticket (its action was submitted at t0, eight days ago).
+		staleTicket(t, s, "ov:ticket")
+
+		o, err := queue.ReadOverview(t.Context(), s, now)
+		noErr(t, err, "overview")
+
+		wantPending := []queue.ToolPending{{Tool: toolB, Pending: 1, Oldest: now.Add(-30 * time.Minute)},
+			{Tool: toolA, Pending: 2, Oldest: now.Add(-10 * d)}}
+		if len(o.Pending) != 2 {
+			t.Fatalf("pending %+v, want %+v", o.Pending, wantPending)
+		}
+		for i, w := range wantPending { // tool order: post_public_update < send_customer_email
+			if g := o.Pending[i]; g.Tool != w.Tool || g.Pending != w.Pending || !g.Oldest.Equal(w.Oldest) {
+				t.Errorf("pending %d: %+v, want %+v", i, g, w)
+			}
+		}
+		if o.PendingTotal != 3 || o.OldestPending == nil || !o.OldestPending.Equal(now.Add(-10*d)) {
+			t.Errorf("pending total %d, oldest %v; want 3 and %v", o.PendingTotal, o.OldestPending, now.Add(-10*d))
+		}
+		if o.Decisions24h != 2 {
+			t.Errorf("decisions in 24 h = %d, want 2", o.Decisions24h)
+		}
+		if o.OpenTickets != 1 {
+			t.Errorf("open tickets = %d, want 1", o.OpenTickets)
+		}
+		// A: 10, 20, 30, 40, 60 minutes: ranks 3 and 5. B: 1 h and 2 h:
+		// ranks 1 and 2.
+		wantTimes := []queue.ToolDecisionTimes{{Tool: toolB, Decisions: 2, P50: h, P90: 2 * h},
+			{Tool: toolA, Decisions: 5, P50: 30 * time.Minute, P90: h}}
+		if len(o.DecisionTimes) != len(wantTimes) {
+			t.Fatalf("decision times %+v, want %+v", o.DecisionTimes, wantTimes)
+		}
+		for i, w := range wantTimes {
+			if g := o.DecisionTimes[i]; g != w {
+				t.Errorf("decision times %d: %+v, want %+v", i, g, w)
+			}
+		}
+		// Hours from 2031-03-21 10:00 to 2031-03-22 09:00 UTC.
+		first := time.Date(2031, 3, 21, 10, 0, 0, 0, time.UTC)
+		want := map[int][2]int64{3: {1, 0}, 18: {1, 0}, 19: {0, 1}, 20: {1, 0}, 21: {2, 0}, 22: {1, 1}}
+		if len(o.Hours) != queue.OverviewHours {
+			t.Fatalf("%d hours, want %d", len(o.Hours), queue.OverviewHours)
+		}
+		for i, g := range o.Hours {
+			w := want[i]
+			if !g.Hour.Equal(first.Add(time.Duration(i)*h)) || g.Submitted != w[0] || g.Decided != w[1] {
+				t.Errorf("hour %d: %s %d submitted %d decided; want %s %d %d", i, g.Hour, g.Submitted, g.Decided,
+					first.Add(time.Duration(i)*h), w[0], w[1])
+			}
+		}
+	}},
+	// An empty store: zeros, no oldest, and still 24 hours to draw.
+	{"Empty", func(t *testing.T, s Store) {
+		o, err := queue.ReadOverview(t.Context(), s, t0)
+		noErr(t, err, "overview")
+		if len(o.Pending) != 0 || o.OldestPending != nil || o.Decisions24h != 0 || len(o.DecisionTimes) != 0 ||
+			o.OpenTickets != 0 || len(o.Hours) != queue.OverviewHours {
+			t.Fatalf("empty overview: %+v", o)
+		}
+	}},
+}

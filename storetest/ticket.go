@@ -1,0 +1,393 @@
+package storetest
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// staleTicket submits an exactly-once action at t0 (claim_timeout 5m) and
+// opens its stale ticket at t0+10m.
+func staleTicket(t *testing.T, s Store, key string) (*queue.Action, *queue.Ticket) {
+	t.Helper()
+	a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(0))
+	opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 100})
+	noErr(t, err, "open stale tickets")
+	for _, tk := range opened {
+		if tk.ActionID == a.ID {
+			return a, tk
+		}
+	}
+	t.Fatalf("no stale ticket opened for %s", a.ID)
+	return nil, nil
+}
+
+func wantTicket(t *testing.T, a *queue.Action, id string, state queue.TicketState) {
+	t.Helper()
+	if a.Ticket == nil {
+		t.Fatalf("action %s: no ticket, want %s (%s)", a.ID, id, state)
+	}
+	eq(t, a.Ticket.ID, id, "ticket of the action")
+	eq(t, a.Ticket.State, state, "state of the action's ticket")
+}
+
+func resolveParams(id string, outcome queue.State, now time.Time) queue.TicketResolveParams {
+	return queue.TicketResolveParams{TicketID: id, Now: now, By: "user:ops@example.com", Outcome: outcome,
+		Note: "checked the payment provider"}
+}
+
+var ticketTests = []test{
+	{"StaleOpenedOnceAfterClaimTimeout", func(t *testing.T, s Store) {
+		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-1", at(0))
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5*time.Minute - time.Second), Limit: 100})
+		noErr(t, err, "open before the deadline")
+		eq(t, len(got), 0, "tickets before the claim timeout")
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5 * time.Minute), Limit: 100})
+		noErr(t, err, "open at the deadline")
+		eq(t, len(got), 1, "tickets at the claim timeout")
+		tk := got[0]
+		eq(t, tk.ActionID, a.ID, "action")
+		eq(t, tk.Kind, queue.TicketStale, "kind")
+		eq(t, tk.State, queue.TicketOpen, "state")
+		timeEq(t, tk.OpenedAt, at(5*time.Minute), "opened at")
+		timePtrEq(t, tk.ResolvedAt, nil, "resolved at")
+		strPtrEq(t, tk.ResolvedBy, nil, "resolved by")
+		if tk.Outcome != nil {
+			t.Fatalf("outcome of an open ticket: %v", *tk.Outcome)
+		}
+		byID, err := s.TicketGetByID(t.Context(), tk.ID)
+		noErr(t, err, "get ticket")
+		eq(t, byID.ActionID, a.ID, "get: action")
+		eq(t, byID.Kind, queue.TicketStale, "get: kind")
+		timeEq(t, byID.OpenedAt, tk.OpenedAt, "get: opened at")
+
+		again, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
+		noErr(t, err, "open again")
+		eq(t, len(again), 0, "tickets opened again")
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count open")
+		eq(t, n, 1, "open tickets")
+		cur := get(t, s, a.ID)
+		eq(t, cur.State, queue.StateInProgress, "a ticket releases nothing")
+		wantTicket(t, cur, tk.ID, queue.TicketOpen)
+		evs := events(t, s, a.ID)
+		eq(t, evs[0].Kind, queue.EventTicketOpened, "ticket event")
+		eq(t, evs[0].Actor, "system", "ticket event actor")
+		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketOpened), 1, "ticket events")
+	}},
+	{"StaleFollowsTheExecutionDeadline", func(t *testing.T, s Store) {
+		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-2", at(0))
+		approve(t, s, a.ID, at(time.Minute))
+		transition(t, s, executeParams(a.ID, at(2*time.Minute), at(20*time.Minute)))
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20*time.Minute - time.Second), Limit: 100})
+		noErr(t, err, "open early")
+		eq(t, len(got), 0, "tickets before the deadline")
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20 * time.Minute), Limit: 100})
+		noErr(t, err, "open at the deadline")
+		eq(t, len(got), 1, "tickets at the deadline")
+		// Pending, approved and finished actions never go stale.
+		submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-3", at(0))
+		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-4", at(0))
+		transition(t, s, completeParams(b.ID, at(time.Minute), `{}`))
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(1000 * time.Hour), Limit: 100})
+		noErr(t, err, "open late")
+		eq(t, len(got), 0, "tickets for actions not in progress")
+	}},
+	{"StaleLimit", func(t *testing.T, s Store) {
+		for _, k := range []string{"a", "b", "c"} {
+			submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:lim:"+k, at(0))
+		}
+		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		noErr(t, err, "first batch")
+		eq(t, len(got), 2, "first batch")
+		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		noErr(t, err, "second batch")
+		eq(t, len(got), 1, "second batch: the limit skips actions that have a ticket")
+	}},
+	{"StaleConcurrentSweeps", func(t *testing.T, s Store) {
+		const actions, sweepers = 5, 20
+		for i := range actions {
+			submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:sweep:"+string(rune('a'+i)), at(0))
+		}
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		opened := make([][]*queue.Ticket, sweepers)
+		errs := make([]error, sweepers)
+		for i := range sweepers {
+			wg.Go(func() {
+				<-start
+				opened[i], errs[i] = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
+			})
+		}
+		close(start)
+		wg.Wait()
+		perAction := map[string]int{}
+		for i := range sweepers {
+			noErr(t, errs[i], "sweep")
+			for _, tk := range opened[i] {
+				perAction[tk.ActionID]++
+			}
+		}
+		eq(t, len(perAction), actions, "actions with a ticket")
+		for id, n := range perAction {
+			eq(t, n, 1, "tickets opened for "+id)
+		}
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, actions, "open tickets")
+		list, err := s.TicketList(t.Context(), queue.TicketListParams{Limit: 100})
+		noErr(t, err, "list")
+		eq(t, len(list), actions, "tickets stored")
+	}},
+	{"ResolveDone", func(t *testing.T, s Store) {
+		a, tk := staleTicket(t, s, "refund:r-1")
+		now := at(time.Hour)
+		p := resolveParams(tk.ID, queue.StateDone, now)
+		p.Result = json.RawMessage(`{"refund_id":"r-77"}`)
+		res, err := s.TicketResolve(t.Context(), p)
+		got, rt := res.Action, res.Ticket
+		noErr(t, err, "resolve")
+		for _, cur := range []*queue.Action{got, get(t, s, a.ID)} {
+			eq(t, cur.State, queue.StateDone, "action state")
+			jsonEq(t, cur.Result, []byte(`{"refund_id":"r-77"}`), "action result")
+			timePtrEq(t, cur.FinishedAt, ptr(now), "finished at")
+			wantTicket(t, cur, tk.ID, queue.TicketResolved)
+		}
+		stored, err := s.TicketGetByID(t.Context(), tk.ID)
+		noErr(t, err, "get ticket")
+		for _, r := range []*queue.Ticket{rt, stored} {
+			eq(t, r.State, queue.TicketResolved, "ticket state")
+			timePtrEq(t, r.ResolvedAt, ptr(now), "resolved at")
+			strPtrEq(t, r.ResolvedBy, ptr("user:ops@example.com"), "resolved by")
+			if r.Outcome == nil || *r.Outcome != queue.StateDone {
+				t.Fatalf("outcome: got %v, want done", r.Outcome)
+			}
+			strPtrEq(t, r.Note, ptr("checked the payment provider"), "note")
+		}
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 0, "open tickets")
+		kinds := eventKinds(t, s, a.ID)
+		eq(t, countKind(kinds, queue.EventTicketResolved), 1, "resolution events")
+		evs := events(t, s, a.ID)
+		eq(t, evs[0].Actor, "user:ops@example.com", "resolution event actor")
+
+		// Resolving again answers with the ticket as it stands.
+		res, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(2*time.Hour)))
+		cur, again := res.Action, res.Ticket
+		isErr(t, err, queue.ErrTicketNotOpen, "resolve twice")
+		if again == nil {
+			t.Fatal("resolve twice: no current ticket returned")
+		}
+		eq(t, again.State, queue.TicketResolved, "current ticket state")
+		if again.Outcome == nil || *again.Outcome != queue.StateDone {
+			t.Fatalf("current ticket outcome: got %v, want done", again.Outcome)
+		}
+		// The service shows the operator this action with the 409.
+		if cur == nil {
+			t.Fatal("resolve twice: no current action returned")
+		}
+		eq(t, cur.State, queue.StateDone, "action after resolving twice")
+		eq(t, get(t, s, a.ID).State, queue.StateDone, "stored action after resolving twice")
+		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketResolved), 1, "resolution events after resolving twice")
+	}},
+	{"ResolveAfterActionFinished", func(t *testing.T, s Store) {
+		// A late report can finish the action without seeing a ticket the
+		// sweep opened at the same moment; the operator can still close it,
+		// recording the finding and changing no state.
+		a, tk := staleTicket(t, s, "refund:race-1")
+		transition(t, s, completeParams(a.ID, at(time.Hour), `{"refund_id":"r-9"}`))
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+		got, resolved := res.Action, res.Ticket
+		noErr(t, err, "resolve a stale ticket of a finished action")
+		eq(t, resolved.State, queue.TicketResolved, "ticket state")
+		eq(t, got.State, queue.StateDone, "action state unchanged")
+		if !queue.JSONEqual(got.Result, []byte(`{"refund_id":"r-9"}`)) {
+			t.Fatalf("result changed: %s", got.Result)
+		}
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 0, "open tickets")
+		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketResolved), 1, "the finding in the timeline")
+	}},
+	{"ResolveFailedReleases", func(t *testing.T, s Store) {
+		a, tk := staleTicket(t, s, "refund:r-2")
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(time.Hour)))
+		got := res.Action
+		noErr(t, err, "resolve")
+		eq(t, got.State, queue.StateFailed, "action state")
+		timePtrEq(t, got.FinishedAt, ptr(at(time.Hour)), "finished at")
+		strPtrEq(t, got.Error, ptr(queue.OperatorError("checked the payment provider")), "error of an operator's failed")
+		next := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:r-2", at(2*time.Hour))
+		eq(t, next.Attempt, 2, "next attempt")
+		eq(t, a.Attempt, 1, "first attempt")
+	}},
+	{"Conflict", func(t *testing.T, s Store) {
+		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:c-1", at(0))
+		transition(t, s, completeParams(a.ID, at(time.Minute), `{"refund_id":"r-1"}`))
+		report := func(now time.Time) queue.Event {
+			return queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: now, Data: json.RawMessage(`{"reported":"failed"}`)}
+		}
+		tk, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Hour), Event: report(at(time.Hour))})
+		noErr(t, err, "open conflict")
+		eq(t, tk.Kind, queue.TicketConflict, "kind")
+		eq(t, tk.State, queue.TicketOpen, "state")
+		eq(t, tk.ActionID, a.ID, "action")
+		timeEq(t, tk.OpenedAt, at(time.Hour), "opened at")
+		same, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(2 * time.Hour), Event: report(at(2 * time.Hour))})
+		noErr(t, err, "open conflict again")
+		eq(t, same.ID, tk.ID, "one open conflict ticket")
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 1, "open tickets")
+		kinds := eventKinds(t, s, a.ID)
+		eq(t, countKind(kinds, queue.EventOutcomeConflict), 2, "both reports kept")
+		cur := get(t, s, a.ID)
+		eq(t, cur.State, queue.StateDone, "a conflict changes no state")
+		wantTicket(t, cur, tk.ID, queue.TicketOpen)
+
+		res, err := s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateFailed, at(3*time.Hour)))
+		got, rt := res.Action, res.Ticket
+		noErr(t, err, "resolve conflict")
+		eq(t, got.State, queue.StateDone, "state after resolving a conflict")
+		jsonEq(t, got.Result, []byte(`{"refund_id":"r-1"}`), "result after resolving a conflict")
+		eq(t, rt.State, queue.TicketResolved, "ticket state")
+		if rt.Outcome == nil || *rt.Outcome != queue.StateFailed {
+			t.Fatalf("finding: got %v, want failed", rt.Outcome)
+		}
+		_, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(4*time.Hour)))
+		isErr(t, err, queue.ErrTicketNotOpen, "resolve conflict twice")
+
+		// After resolution a new contradiction opens a new ticket.
+		next, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(5 * time.Hour), Event: report(at(5 * time.Hour))})
+		noErr(t, err, "open a second conflict")
+		if next.ID == tk.ID {
+			t.Fatal("a resolved conflict ticket was reused")
+		}
+	}},
+	{"ConflictUnknownAction", func(t *testing.T, s Store) {
+		_, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: queue.NewID(at(0)), Now: at(0),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(0)}})
+		isErr(t, err, queue.ErrNotFound, "conflict on an unknown action")
+	}},
+	{"LateReportResolvesStale", func(t *testing.T, s Store) {
+		for _, c := range []struct {
+			name   string
+			params func(id string, now time.Time) queue.ActionTransitionParams
+			state  queue.State
+		}{
+			{"complete", func(id string, now time.Time) queue.ActionTransitionParams {
+				return completeParams(id, now, `{"refund_id":"late"}`)
+			}, queue.StateDone},
+			{"fail", func(id string, now time.Time) queue.ActionTransitionParams {
+				return failParams(id, now, "declined after all")
+			}, queue.StateFailed},
+		} {
+			a, tk := staleTicket(t, s, "refund:late:"+c.name)
+			now := at(time.Hour)
+			p := c.params(a.ID, now)
+			p.ResolveStaleTicket = true
+			p.Event.Channel = "mcp"
+			got := transition(t, s, p)
+			eq(t, got.State, c.state, c.name+": state")
+			wantTicket(t, got, tk.ID, queue.TicketResolved)
+			strPtrEq(t, got.Ticket.ResolvedBy, ptr(agent), c.name+": resolved by")
+			timePtrEq(t, got.Ticket.ResolvedAt, ptr(now), c.name+": resolved at")
+			if got.Ticket.Outcome == nil || *got.Ticket.Outcome != c.state {
+				t.Fatalf("%s: outcome %v, want %s", c.name, got.Ticket.Outcome, c.state)
+			}
+			if got.Ticket.Note == nil || *got.Ticket.Note == "" {
+				t.Fatalf("%s: the ticket says nothing about why it was resolved", c.name)
+			}
+			stored, err := s.TicketGetByID(t.Context(), tk.ID)
+			noErr(t, err, "get ticket")
+			eq(t, stored.State, queue.TicketResolved, c.name+": stored ticket state")
+			// The timeline shows who resolved it and why.
+			evs, err := s.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventTicketResolved, Limit: 10})
+			noErr(t, err, "list events")
+			eq(t, len(evs), 1, c.name+": ticket_resolved events")
+			eq(t, evs[0].Actor, agent, c.name+": resolved by, in the timeline")
+			eq(t, evs[0].Channel, "mcp", c.name+": the report's channel, in the timeline")
+			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, queue.LateReportNote, nil)) {
+				t.Fatalf("%s: ticket_resolved data %s", c.name, evs[0].Data)
+			}
+			_, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
+			isErr(t, err, queue.ErrTicketNotOpen, c.name+": operator after the agent")
+		}
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 0, "open tickets")
+
+		// Without an open ticket the flag changes nothing.
+		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:late:none", at(0))
+		p := completeParams(b.ID, at(time.Minute), `{}`)
+		p.ResolveStaleTicket = true
+		got := transition(t, s, p)
+		if got.Ticket != nil {
+			t.Fatalf("ticket appeared: %+v", got.Ticket)
+		}
+	}},
+	{"TicketOnAction", func(t *testing.T, s Store) {
+		// An open ticket wins over a more recent resolved one.
+		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:pick", at(0))
+		conflict, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Minute),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(time.Minute)}})
+		noErr(t, err, "open conflict")
+		stale, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 10})
+		noErr(t, err, "open stale")
+		eq(t, len(stale), 1, "stale tickets")
+		_, err = s.TicketResolve(t.Context(), resolveParams(stale[0].ID, queue.StateDone, at(20*time.Minute)))
+		noErr(t, err, "resolve stale")
+		wantTicket(t, get(t, s, a.ID), conflict.ID, queue.TicketOpen)
+		// With none open, the most recent one.
+		_, err = s.TicketResolve(t.Context(), resolveParams(conflict.ID, queue.StateDone, at(30*time.Minute)))
+		noErr(t, err, "resolve conflict")
+		wantTicket(t, get(t, s, a.ID), stale[0].ID, queue.TicketResolved)
+	}},
+	{"ListAndGet", func(t *testing.T, s Store) {
+		a, first := staleTicket(t, s, "refund:list:1")
+		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:list:2", at(time.Hour))
+		second, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(2 * time.Hour), Limit: 10})
+		noErr(t, err, "open second")
+		eq(t, len(second), 1, "second stale ticket")
+		third, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(3 * time.Hour),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(3 * time.Hour)}})
+		noErr(t, err, "open conflict")
+		_, err = s.TicketResolve(t.Context(), resolveParams(first.ID, queue.StateDone, at(4*time.Hour)))
+		noErr(t, err, "resolve first")
+
+		ticketIDs := func(p queue.TicketListParams) []string {
+			t.Helper()
+			if p.Limit == 0 {
+				p.Limit = 100
+			}
+			list, err := s.TicketList(t.Context(), p)
+			noErr(t, err, "list tickets")
+			out := make([]string, len(list))
+			for i, tk := range list {
+				out[i] = tk.ID
+			}
+			return out
+		}
+		sliceEq(t, ticketIDs(queue.TicketListParams{}), []string{first.ID, second[0].ID, third.ID}, "all, oldest first")
+		sliceEq(t, ticketIDs(queue.TicketListParams{State: queue.TicketOpen}), []string{second[0].ID, third.ID}, "open")
+		sliceEq(t, ticketIDs(queue.TicketListParams{State: queue.TicketResolved}), []string{first.ID}, "resolved")
+		sliceEq(t, ticketIDs(queue.TicketListParams{ActionID: a.ID}), []string{first.ID, third.ID}, "of one action")
+		sliceEq(t, ticketIDs(queue.TicketListParams{ActionID: b.ID, State: queue.TicketOpen}), []string{second[0].ID}, "combined")
+		sliceEq(t, ticketIDs(queue.TicketListParams{Limit: 2}), []string{first.ID, second[0].ID}, "limit")
+		n, err := s.TicketCountOpen(t.Context())
+		noErr(t, err, "count")
+		eq(t, n, 2, "open tickets")
+
+		for _, id := range []string{queue.NewID(at(0)), "not-a-uuid"} {
+			_, err := s.TicketGetByID(t.Context(), id)
+			isErr(t, err, queue.ErrNotFound, "get ticket "+id)
+			_, err = s.TicketResolve(t.Context(), resolveParams(id, queue.StateDone, at(0)))
+			isErr(t, err, queue.ErrNotFound, "resolve ticket "+id)
+		}
+	}},
+}

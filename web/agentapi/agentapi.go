@@ -1,0 +1,120 @@
+// Package agentapi is what the two agent faces, the REST API (handlers)
+// and the MCP endpoint (mcpserver), put on the wire alike and read alike:
+// the page of actions, the tools as agents see them, and the wait, state
+// and listing filters, each read from text. Each face decodes its own
+// request; these give both the same words and the same limits.
+package agentapi
+
+import (
+	"encoding/json"
+	"strconv"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// ParseWait reads the wait of a long-poll: a Go duration from 0 to
+// queue.MaxWait; "" is no wait.
+func ParseWait(s string) (time.Duration, error) {
+	if s == "" {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0, queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as 30s")
+	}
+	if d > queue.MaxWait {
+		return 0, queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
+	}
+	return d, nil
+}
+
+// ParseState reads a state filter; "" is none.
+func ParseState(s string) (queue.State, error) {
+	st := queue.State(s)
+	if s != "" && !st.Valid() {
+		return "", queue.Errorf(queue.CodeInvalidRequest, "state %q is not a state", s)
+	}
+	return st, nil
+}
+
+// Listing limits: the default page and the most a caller may ask for.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 200
+)
+
+// ParseListRequest reads the listing filters every face shares (intent_key,
+// state, tool, limit, cursor), each as text; get returns "" for an absent
+// one.
+func ParseListRequest(get func(string) string) (queue.ListRequest, error) {
+	r := queue.ListRequest{IntentKey: get("intent_key"), Tool: get("tool"), Cursor: get("cursor"), Limit: DefaultListLimit}
+	var err error
+	if r.State, err = ParseState(get("state")); err != nil {
+		return r, err
+	}
+	if l := get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return r, queue.Errorf(queue.CodeInvalidRequest, "limit must be a whole number from 1 to %d", MaxListLimit)
+		}
+		r.Limit = n
+	}
+	return r, nil
+}
+
+// ToolView is how agents see one tool (GET /api/v1/tools, list_tools).
+type ToolView struct {
+	Name        string         `json:"name"`
+	Class       classify.Class `json:"class"`
+	Reason      string         `json:"reason"`
+	Description string         `json:"description"`
+	Intent      string         `json:"intent"`
+	Check       string         `json:"check"`
+	Guidance    string         `json:"guidance"`
+	Webhook     bool           `json:"webhook"`
+	// Upstream and UpstreamTool name the MCP server and tool that approvals
+	// calls; Unavailable says why it cannot be called now.
+	Upstream     string               `json:"upstream,omitempty"`
+	UpstreamTool string               `json:"upstream_tool,omitempty"`
+	Unavailable  string               `json:"unavailable,omitempty"`
+	Annotations  classify.Annotations `json:"annotations"`
+	Schema       json.RawMessage      `json:"schema"`
+}
+
+// ToolViews describes the registry for agents.
+func ToolViews(reg *classify.Registry) []ToolView {
+	tools := reg.Tools()
+	out := make([]ToolView, 0, len(tools))
+	for _, t := range tools {
+		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
+			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
+			Annotations: t.Annotations, Schema: t.Schema,
+			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable}
+		if v.Schema == nil {
+			v.Schema = json.RawMessage("null")
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// ActionList is a page of actions (GET /api/v1/actions, find_actions).
+type ActionList struct {
+	Actions    []*queue.Action `json:"actions"`
+	NextCursor *string         `json:"next_cursor"`
+}
+
+// NewActionList is the page of list with the cursor of the next one ("" at
+// the end); an empty page lists [] rather than null.
+func NewActionList(list []*queue.Action, next string) ActionList {
+	out := ActionList{Actions: list}
+	if out.Actions == nil {
+		out.Actions = []*queue.Action{}
+	}
+	if next != "" {
+		out.NextCursor = &next
+	}
+	return out
+}
