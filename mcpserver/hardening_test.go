@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -36,6 +37,63 @@ func TestArgumentsWithDuplicateKeysRefused(t *testing.T) {
 	}
 	if len(list) != 0 {
 		t.Fatalf("%d actions stored from refused calls", len(list))
+	}
+}
+
+// TestArgumentsOutOfRangeRefused: a number past the limits or nesting
+// deeper than 64 from the request body's outermost value (the arguments
+// lie at depth 3 of the JSON-RPC request) is an isError invalid_request
+// naming where, and nothing is submitted. The requests are written by hand:
+// the SDK's client cannot even send 1e999999.
+func TestArgumentsOutOfRangeRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "mailer")
+	callRaw := func(tool, args string) map[string]any {
+		t.Helper()
+		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+		req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tok)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var answer struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d %v, want 200 with a tool result", tool, resp.StatusCode, err)
+		}
+		return answer.Result
+	}
+	nest := func(n int) string { return strings.Repeat("[", n) + "1" + strings.Repeat("]", n) }
+	email := `"customer_id":"c1","topic":"t","to":"a@example.com","subject":"s","body":"b"`
+	for _, tc := range []struct{ tool, args, mention string }{
+		{"send_customer_email", `{` + email + `,"n":1e999999}`, "/n"},
+		{"send_customer_email", `{` + email + `,"n":` + strings.Repeat("9", 101) + `}`, "100 significant digits"},
+		{"send_customer_email", `{` + email + `,"deep":` + nest(62) + `}`, "deeper than 64"},
+		{"complete_action", `{"id":"x","result":{"amount":1e401}}`, "/result/amount"},
+	} {
+		r := callRaw(tc.tool, tc.args)
+		sc, _ := r["structuredContent"].(map[string]any)
+		if r["isError"] != true || sc["code"] != string(queue.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(sc["detail"]), tc.mention) {
+			t.Errorf("%s: %v, want isError invalid_request naming %s", tc.tool, r, tc.mention)
+		}
+	}
+	list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Fatalf("%d actions stored from refused calls", len(list))
+	}
+	// 61 levels inside the arguments' own value are within the limit.
+	if r := callRaw("post_partner_message", `{"intent_key":"p:deep","deep":`+nest(61)+`}`); r["isError"] == true {
+		t.Fatalf("at the limit: %v, want the action", r)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/big"
 )
 
 // DecodeObject decodes a JSON object keeping numbers as json.Number, so
@@ -90,12 +89,7 @@ func valueEqual(a, b any) bool {
 		if !ok {
 			return false
 		}
-		if x == y {
-			return true
-		}
-		rx, ok1 := new(big.Rat).SetString(string(x))
-		ry, ok2 := new(big.Rat).SetString(string(y))
-		return ok1 && ok2 && rx.Cmp(ry) == 0
+		return x == y || numberEqual(string(x), string(y))
 	default:
 		return a == b
 	}

@@ -91,3 +91,58 @@ func TestInvisibleCharactersWarned(t *testing.T) {
 		})
 	}
 }
+
+// TestNumbersAndDepthRefused: a number with more than 100 significant
+// digits or an exponent beyond ±400, or objects and arrays nested deeper
+// than 64 (counted from the body's outermost value), is 400 invalid_request
+// naming where, in a submission and in a result; nothing is stored, and the
+// action whose result was refused stays in progress. On both stores.
+func TestNumbersAndDepthRefused(t *testing.T) {
+	t.Parallel()
+	// The body is depth 1 and the payload depth 2, so a payload may hold
+	// 62 more levels.
+	nest := func(n int) string { return strings.Repeat("[", n) + "1" + strings.Repeat("]", n) }
+	for _, st := range apiStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := st.start(t)
+			cases := []struct{ name, body, mention string }{
+				{"exponent", `{"tool":"post_partner_message","intent_key":"p:n1","payload":{"n":1e999999}}`, "/payload/n"},
+				{"digits", `{"tool":"post_partner_message","intent_key":"p:n2","payload":{"n":` + strings.Repeat("7", 101) + `}}`, "100 significant digits"},
+				{"depth", `{"tool":"post_partner_message","intent_key":"p:n3","payload":{"a":` + nest(63) + `}}`, "deeper than 64"},
+				// Refused before the schema's exclusiveMinimum would compare it.
+				{"schema number", `{"tool":"issue_refund","payload":{"order_id":"o1","line_id":1,"amount":1e999999}}`, "/payload/amount"},
+			}
+			for _, tc := range cases {
+				r := e.do(e.base, e.token, "POST", "/api/v1/actions", tc.body)
+				if r.status != http.StatusBadRequest || r.problem(t).Code != queue.CodeInvalidRequest ||
+					!strings.Contains(r.problem(t).Detail, tc.mention) {
+					t.Errorf("%s: %d %s, want 400 invalid_request naming %s", tc.name, r.status, r.body, tc.mention)
+				}
+			}
+			// At the limits it is accepted.
+			ok := e.do(e.base, e.token, "POST", "/api/v1/actions",
+				`{"tool":"post_partner_message","intent_key":"p:n4","payload":{"n":1e400,"a":`+nest(62)+`}}`)
+			if ok.status != http.StatusCreated {
+				t.Fatalf("at the limits: %d %s, want 201", ok.status, ok.body)
+			}
+			list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 {
+				t.Fatalf("%d actions stored, want only the one at the limits", len(list))
+			}
+
+			a := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-num", 3)).action(t)
+			r := e.do(e.base, e.token, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"amount":1e-999}}`)
+			if r.status != http.StatusBadRequest || !strings.Contains(r.problem(t).Detail, "/result/amount") {
+				t.Fatalf("complete with a number out of range: %d %s, want 400 naming /result/amount", r.status, r.body)
+			}
+			got := e.do(e.base, e.token, "GET", "/api/v1/actions/"+a.ID, nil).action(t)
+			if got.State != queue.StateInProgress {
+				t.Fatalf("after a refused result the action is %s, want in_progress", got.State)
+			}
+		})
+	}
+}

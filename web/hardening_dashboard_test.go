@@ -37,6 +37,38 @@ func TestDashboardRefusesDuplicateKeys(t *testing.T) {
 	}
 }
 
+// TestDashboardRefusesNumbersOutOfRange: an edited payload or a ticket
+// result holding a number past the limits, or nested deeper than 64, is 400
+// naming where, and decides nothing.
+func TestDashboardRefusesNumbersOutOfRange(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("admin@example.com", accounts.RoleAdmin)
+	admin := d.login("admin@example.com")
+
+	a := d.submitEmail("c-num", "Hello", "Body")
+	for _, tc := range []struct{ edit, mention string }{
+		{`{"customer_id":"c-num","topic":"t","to":"c@example.com","subject":"Hello","body":"Body","n":1e999999}`, "at /n"},
+		{`{"customer_id":"c-num","topic":"t","to":"c@example.com","subject":"Hello","body":"Body","n":` + strings.Repeat("[", 64) + strings.Repeat("]", 64) + `}`, "deeper than 64"},
+	} {
+		p := admin.post("/actions/"+a.ID+"/approve", url.Values{"payload": {tc.edit}})
+		p.wantStatus(t, http.StatusBadRequest)
+		p.wantContains(t, tc.mention)
+	}
+	if got := d.action(a.ID); got.State != queue.StatePending {
+		t.Fatalf("state %s after a refused edit, want pending", got.State)
+	}
+
+	ra, tk := d.staleTicket("o-num")
+	p := admin.post("/tickets/"+tk.ID+"/resolve", url.Values{"outcome": {"done"}, "note": {"checked"},
+		"result": {`{"amount":0.` + strings.Repeat("0", 500) + `1}`}})
+	p.wantStatus(t, http.StatusBadRequest)
+	p.wantContains(t, "/amount")
+	if got := d.action(ra.ID); got.State != queue.StateInProgress {
+		t.Fatalf("state %s after a refused resolution, want in_progress", got.State)
+	}
+}
+
 // TestActionPageMarksInvisibleCharacters: each invisible character of a
 // payload is shown as a visible [U+…] mark, and the text around it stays
 // text.
