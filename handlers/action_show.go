@@ -36,11 +36,12 @@ func (d *Dashboard) ShowAction(c echo.Context) error {
 // actionView gathers everything the action page shows.
 func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.ActionView, error) {
 	ctx := c.Request().Context()
-	v := templates.ActionView{Now: d.Service.Now(), Action: a, Payload: templates.PrettyJSON(a.Payload),
-		Result: templates.PrettyJSON(a.Result)}
+	v := templates.ActionView{Now: d.Service.Now(), Action: a}
+	v.Payload, v.PayloadCompact = templates.PrettyJSONBounded(a.Payload)
+	v.Result, v.ResultCompact = templates.PrettyJSONBounded(a.Result)
 	v.PreviewTitle, v.Preview = preview(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
-		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
+		v.ApprovedPayload, v.ApprovedCompact = templates.PrettyJSONBounded(a.ApprovedPayload)
 		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")
 	}
 	v.Form.Payload = v.Payload

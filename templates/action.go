@@ -18,6 +18,9 @@ type ActionView struct {
 	Payload      string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
+	// Compact says which of Payload, ApprovedPayload and Result are shown
+	// compact, being too long to indent (PrettyJSONBounded).
+	PayloadCompact, ApprovedCompact, ResultCompact bool
 	// Diff shows the edit field by field; no Fields when not edited.
 	Diff      DiffView
 	Result    string

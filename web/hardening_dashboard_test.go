@@ -116,3 +116,21 @@ func TestEventsStreamCapped(t *testing.T) {
 		t.Fatal("no Retry-After")
 	}
 }
+
+// TestActionPageBoundsPrettyPrinting: a payload that would indent to more
+// than 256 KiB (stored before depth was limited: 6 KB nested 3000 deep
+// indented to 18 MB, twice per page) is shown compact with a note, so the
+// page stays about the size of the payload.
+func TestActionPageBoundsPrettyPrinting(t *testing.T) {
+	t.Parallel()
+	d := startDashboard(t)
+	d.addUser("viewer@example.com", accounts.RoleViewer)
+	deep := strings.Repeat("[", 3000) + "1" + strings.Repeat("]", 3000)
+	a := d.submit("post_partner_message", `{"text":"hi","deep":`+deep+`}`, "p:deep")
+	p := d.login("viewer@example.com").get("/actions/" + a.ID)
+	p.wantStatus(t, http.StatusOK)
+	p.wantContains(t, `data-testid="payload-compact"`, "more than 256 KiB")
+	if len(p.body) > 256<<10 {
+		t.Fatalf("the page is %d bytes for a %d-byte payload", len(p.body), len(a.Payload))
+	}
+}
