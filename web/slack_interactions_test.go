@@ -27,8 +27,9 @@ const (
 	slackSecret   = "8f742231b10e8888abcd99yyyzzz85a5"
 )
 
-// slackTools routes post_update to the leads, told in two Slack channels, and
-// double_check to the leads with a quorum of two.
+// slackTools routes post_update to the leads, told in two Slack channels,
+// double_check to the leads with a quorum of two, and post_note (whose
+// preview shows the text only) to the leads.
 const slackTools = `
 groups:
   leads: [ann@example.com, bob@example.com, vic@example.com]
@@ -39,12 +40,21 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
-    preview: { title: "{text}" }
+    preview: { title: "{text}", slug: "{slug}" }
     approval: { approvers: [leads], notify: [team-slack, leads-slack] }
   double_check:
     class: at-most-once
     intent: "check:{slug}"
+    preview: { title: "{text}", slug: "{slug}" }
     approval: { approvers: [leads], required: 2, notify: [team-slack] }
+`
+
+const slackToolsNote = `
+  post_note:
+    class: at-most-once
+    intent: "note:{slug}"
+    preview: { title: "{text}" }
+    approval: { approvers: [leads], notify: [team-slack] }
 `
 
 type slackStore interface {
@@ -66,7 +76,7 @@ type slackEnv struct {
 
 func startSlack(t *testing.T, st slackStore) *slackEnv {
 	t.Helper()
-	reg, err := classify.Parse([]byte(slackTools), classify.Options{SlackConfigured: true})
+	reg, err := classify.Parse([]byte(slackTools+slackToolsNote), classify.Options{SlackConfigured: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -297,6 +307,26 @@ func TestSlackNoteModalDecides(t *testing.T) {
 			if ev := lastEvent(t, e.svc, a.ID); ev.Channel != "slack" {
 				t.Fatalf("%s: timeline channel %q, want slack", tc.button, ev.Channel)
 			}
+		}
+	})
+}
+
+// Approve pressed on a message that does not show the whole payload (one
+// posted before the rule, say) changes nothing and says what is hidden,
+// with the link; rejecting it from Slack still works.
+func TestSlackApproveRefusedWhenNotAllShown(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		a := e.submit("post_note", "hidden")
+		if status, body := e.press("U0ANN", "approve", a.ID); status != http.StatusOK || body != "" {
+			t.Fatalf("approve: %d %q", status, body)
+		}
+		r := e.ephemerals()
+		if len(r) == 0 || !strings.Contains(r[len(r)-1], "1 more field (slug)") || !strings.Contains(r[len(r)-1], "/actions/"+a.ID) {
+			t.Fatalf("replies %q, want the last to say what is hidden and link the page", r)
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending || len(got.Approvals) != 0 {
+			t.Fatalf("approve on a message hiding a field: %s, %d approvals", got.State, len(got.Approvals))
 		}
 	})
 }

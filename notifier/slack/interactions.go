@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -145,11 +146,24 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
 	if in.Button == ButtonApprove {
+		// A message posted before the rules of OneClick (or under other settings) may still
+		// carry Approve: it decides only what a message would show whole now.
+		a, err := h.cfg.Service.Get(ctx, in.ActionID)
+		if err != nil {
+			return h.refusal(ctx, in, err)
+		}
+		if a.State == queue.StatePending && !a.MayDecide(by) {
+			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+		}
+		if a.State == queue.StatePending && !OneClick(a) {
+			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
+				strings.Join(hiddenParts(a, a.Preview()), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
+		}
 		res, err := h.cfg.Service.Approve(ctx, queue.DecideRequest{ID: in.ActionID, By: by, Note: "via Slack", Channel: "slack"})
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
-		a := res.Action
+		a = res.Action
 		switch {
 		case res.Replayed:
 			return "You had approved this action already; nothing changed."
