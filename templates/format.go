@@ -201,7 +201,7 @@ func warningHelp(w string) string {
 	case "intent_key_looks_random":
 		return "The intent key looks like a request id or timestamp: another agent with the same objective would not derive it, so a retry may not be recognised."
 	case queue.WarningInvisibleCharacters:
-		return "The payload holds bidirectional-control or zero-width characters, which can make text read differently from what is sent; each is marked below as [U+…]."
+		return "The payload holds invisible characters (bidirectional controls, zero-width or format characters, tag characters, variation selectors), which can make text read differently from what is sent; each is marked below as [U+…]."
 	}
 	return ""
 }
