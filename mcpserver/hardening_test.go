@@ -166,3 +166,35 @@ func TestNoStreamWaitsUncounted(t *testing.T) {
 		t.Fatalf("subscriptions/listen: %d %q, want 200, no subscription acknowledged and the result", resp.StatusCode, body)
 	}
 }
+
+// TestQueryParametersRefused: /mcp reads no query parameter, so one is a
+// 400 problem naming it (after the token check), never ignored.
+func TestQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "mailer")
+	for _, tc := range []struct {
+		token  string
+		status int
+	}{{tok, http.StatusBadRequest}, {"bad-token", http.StatusUnauthorized}} {
+		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_partner_message","arguments":{"intent_key":"p:q","text":"x"}}}`
+		req, _ := http.NewRequest(http.MethodPost, e.url+"?dry_run=true", strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+tc.token)
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != tc.status || (tc.status == http.StatusBadRequest && !strings.Contains(string(b), `\"dry_run\"`)) {
+			t.Fatalf("token %q: %d %s, want %d", tc.token, resp.StatusCode, b, tc.status)
+		}
+	}
+	list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("%d actions (%v) after refused calls", len(list), err)
+	}
+}

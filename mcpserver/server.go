@@ -176,6 +176,12 @@ func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) h
 			writeProblem(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
 			return
 		}
+		// The endpoint reads no query parameter; one it does not know is
+		// refused, never ignored.
+		if err := queue.CheckQuery(r.URL.RawQuery); err != nil {
+			writeProblem(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "query"))
+			return
+		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
 	})
 }

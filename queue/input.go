@@ -6,6 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -156,6 +159,31 @@ func findNUL(v any, path string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// CheckQuery refuses a raw query string holding a parameter outside names,
+// or one twice, with an invalid_request naming it: every agent endpoint
+// (the REST routes, /mcp) names what it reads, and a parameter it does not
+// know is never silently ignored.
+func CheckQuery(raw string, names ...string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return Errorf(CodeInvalidRequest, "the query string is not valid: %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(names, k) && len(names) == 0:
+			return Errorf(CodeInvalidRequest, "unknown query parameter %q: this endpoint takes none", k)
+		case !slices.Contains(names, k):
+			return Errorf(CodeInvalidRequest, "unknown query parameter %q; this endpoint takes %s", k, strings.Join(names, ", "))
+		case len(q[k]) > 1:
+			return Errorf(CodeInvalidRequest, "query parameter %q is given %d times; give it once", k, len(q[k]))
+		}
+	}
+	return nil
 }
 
 // ParseWait reads the wait of a long-poll: a Go duration from 0 to

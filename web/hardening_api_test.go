@@ -146,3 +146,64 @@ func TestNumbersAndDepthRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestUnknownQueryParametersRefused: every agent endpoint refuses a query
+// parameter it does not read (400 invalid_request naming it) and does
+// nothing, so ?dry_run=true from a newer client is never a real submission
+// or claim; the parameters each endpoint reads still work, and a bad token
+// is still 401 first. On both stores.
+func TestUnknownQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apiStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := st.start(t)
+			submit := refund("o-query", 1)
+			held := e.do(e.base, e.token, "POST", "/api/v1/actions", refund("o-held", 1)).action(t)
+			cases := []struct{ method, path, param string }{
+				{"POST", "/api/v1/actions?dry_run=true", "dry_run"},
+				{"GET", "/api/v1/actions?intent_key=k&dry_run=1", "dry_run"},
+				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&until=done", "until"},
+				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&wait=2s", "wait"},
+				{"GET", "/api/v1/tools?verbose=1", "verbose"},
+				{"POST", "/api/v1/actions/" + held.ID + "/complete?dry_run=true", "dry_run"},
+				{"POST", "/api/v1/actions/" + held.ID + "/fail?force=1", "force"},
+				{"POST", "/api/v1/actions/" + held.ID + "/cancel?dry_run=true", "dry_run"},
+				{"POST", "/api/v1/actions/" + held.ID + "/execute?dry_run=true", "dry_run"},
+			}
+			for _, tc := range cases {
+				var body any
+				switch {
+				case strings.HasPrefix(tc.path, "/api/v1/actions?"):
+					body = submit
+				case strings.Contains(tc.path, "/complete"):
+					body = `{"result":{"refund":"re_1"}}`
+				case strings.Contains(tc.path, "/fail"):
+					body = `{"error":"declined"}`
+				}
+				if tc.method == "GET" {
+					body = nil
+				}
+				r := e.do(e.base, e.token, tc.method, tc.path, body)
+				if r.status != http.StatusBadRequest || r.problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.problem(t).Detail, `"`+tc.param+`"`) {
+					t.Errorf("%s %s: %d %s, want 400 invalid_request naming %s", tc.method, tc.path, r.status, r.body, tc.param)
+				}
+			}
+			if r := e.do(e.base, "not-a-token", "POST", "/api/v1/actions?dry_run=true", submit); r.status != http.StatusUnauthorized {
+				t.Fatalf("a bad token with an unknown parameter: %d, want 401", r.status)
+			}
+			list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || list[0].ID != held.ID || list[0].State != queue.StateInProgress {
+				t.Fatalf("after refused calls: %d actions (%v), want only %s still in_progress", len(list), list, held.ID)
+			}
+			for _, path := range []string{"/api/v1/actions/" + held.ID + "?wait=10ms&state=in_progress", "/api/v1/actions?intent_key=refund:o-held:1&state=in_progress&tool=issue_refund&limit=5"} {
+				if r := e.do(e.base, e.token, "GET", path, nil); r.status != http.StatusOK {
+					t.Errorf("GET %s: %d %s, want 200", path, r.status, r.body)
+				}
+			}
+		})
+	}
+}
