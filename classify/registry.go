@@ -41,6 +41,9 @@ type Registry struct {
 	// file, the keys it sets, which an upstream's definition of the tool must not override.
 	upstreams map[string]Upstream
 	explicit  map[string][]string
+	// listed holds the imported tools whose class came from their upstream's listing (not
+	// from "not listed yet"): the floor Reimport keeps.
+	listed map[string]bool
 	routing
 }
 

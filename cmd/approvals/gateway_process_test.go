@@ -90,6 +90,7 @@ upstreams:
     url: %s/mcp
     timeout: 2s
     import: all
+    trust_annotations: true
 tools:
   crm_pay:
     intent: "pay:{order}"

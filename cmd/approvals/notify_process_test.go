@@ -327,6 +327,7 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
+    preview: { title: "Update {slug}" }
     approval: { approvers: [leads], notify: [team-slack] }
 `, "APPROVALS_SLACK_BOT_TOKEN="+token, "APPROVALS_SLACK_SIGNING_SECRET="+secret, "APPROVALS_SLACK_API_URL="+sl.APIURL())
 		d.command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver", "--slack-id", "U0ANN")
