@@ -85,7 +85,7 @@ func TestParseUpstreamErrors(t *testing.T) {
 		{"unknown upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm2\n", []string{`tool "x"`, `"upstream"`, `"crm2"`, "known upstreams: crm"}},
 		{"upstream_tool alone", "tools:\n  x:\n    upstream_tool: y\n", []string{`tool "x"`, `"upstream_tool"`, "no upstream"}},
 		{"claim shorter than call", "upstreams:\n  crm:\n    url: http://h/\n    timeout: 2m\ntools:\n  x:\n    upstream: crm\n    claim_timeout: 1m\n", []string{`tool "x"`, "claim_timeout 1m0s must be longer than upstream crm's timeout 2m0s"}},
-		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/ }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
+		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/, secret: events-secret }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -216,8 +216,8 @@ upstreams:
 groups:
   leads: [ann@example.com]
 channels:
-  ops: { webhook: "http://ops.example/hook", events: [action.done, action.failed] }
-  leads-hook: { webhook: "http://leads.example/hook" }
+  ops: { webhook: "http://ops.example/hook", secret: events-secret, events: [action.done, action.failed] }
+  leads-hook: { webhook: "http://leads.example/hook", secret: events-secret }
 tools:
   send_email:
     approval: { approvers: [leads], notify: [leads-hook] }
@@ -255,7 +255,7 @@ func TestImportCollisions(t *testing.T) {
 		{"file tool for another upstream", "upstreams:\n  a:\n    url: http://a/\n    import: all\n  b:\n    url: http://b/\ntools:\n  a_send:\n    upstream: b\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}, "b": {Tools: []UpstreamTool{{Name: "send"}}}},
 			[]string{`tool "a_send"`, "defined in the tools file for upstream b tool a_send", "imported from upstream a tool send"}},
-		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/ }\n",
+		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/, secret: events-secret }\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}},
 			[]string{`tool "a_send"`, "defined in the tools file", "imported from upstream a tool send"}},
 		{"default claim shorter than call", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    timeout: 10m\n",

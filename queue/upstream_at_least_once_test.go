@@ -35,7 +35,7 @@ const atLeastOnceTools = `
 upstreams:
   crm: { url: "http://127.0.0.1:1/mcp" }
 channels:
-  ops: { webhook: "http://127.0.0.1:1/ops", events: [action.done, action.failed] }
+  ops: { webhook: "http://127.0.0.1:1/ops", secret: events-secret, events: [action.done, action.failed] }
 tools:
   crm_lookup:
     upstream: crm

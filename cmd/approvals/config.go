@@ -275,6 +275,7 @@ func loadTools(path, secret string, ch channelSettings) (*classify.Registry, err
 	}
 	return classify.Load(path, classify.Options{
 		WebhookSecretSet: secret != "",
+		WebhookSecret:    secret,
 		SlackConfigured:  ch.slackConfigured(),
 		SMTPConfigured:   ch.smtpConfigured(),
 	})

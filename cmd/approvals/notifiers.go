@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/approvals/approvals/internal/app"
@@ -9,7 +8,6 @@ import (
 	"github.com/approvals/approvals/notifier/slack"
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/webhooksign"
 )
 
 // newNotifiers builds a notifier for every channel kind whose settings are
@@ -17,17 +15,12 @@ import (
 // (loadTools), so a channel in use never lacks its notifier.
 func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (app.Notifiers, error) {
 	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
-	if cfg.WebhookSecret != "" {
-		signer, err := webhooksign.New(cfg.WebhookSecret)
-		if err != nil {
-			return n, fmt.Errorf("APPROVALS_WEBHOOK_SECRET: %w", err)
-		}
-		w, err := webhook.New(webhook.Config{Signer: signer})
-		if err != nil {
-			return n, err
-		}
-		n.ByKind["webhook"] = w
+	// Every webhook channel signs with its own secret, which the tools file holds.
+	w, err := webhook.New(webhook.Config{})
+	if err != nil {
+		return n, err
 	}
+	n.ByKind["webhook"] = w
 	ch := cfg.Channels
 	if ch.smtpConfigured() {
 		server, err := email.ParseURL(ch.SMTPURL)

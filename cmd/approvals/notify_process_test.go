@@ -49,7 +49,7 @@ type eventReceiver struct {
 func newEventReceiver(t *testing.T) *eventReceiver {
 	t.Helper()
 	r := &eventReceiver{arrived: make(chan string, 1000), hits: map[string]int{}, types: map[string]string{}}
-	verifier, err := standardwebhooks.NewWebhook(processSecret)
+	verifier, err := standardwebhooks.NewWebhook(eventsSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,14 +151,18 @@ func notifyDeployment(t *testing.T, bin, tools string, env ...string) *deploymen
 func webhookTools(hook string) string {
 	return fmt.Sprintf(`
 channels:
-  ops-hook: { webhook: %q }
+  ops-hook: { webhook: %q, secret: %q }
 tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
     approval: { notify: [ops-hook] }
-`, hook)
+`, hook, eventsSecret)
 }
+
+// eventsSecret signs the webhook channel's events: never the executions' key
+// (processSecret, APPROVALS_WEBHOOK_SECRET).
+const eventsSecret = "whsec_ZXZlbnRzIGtleSwgbm90IHRoZSBleGVjdXRpb25zJw=="
 
 // notifications reads an action's notifications as stored.
 func (d *deployment) notifications(id string) []queue.NotificationRecord {
