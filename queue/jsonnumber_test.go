@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"encoding/json"
 	"math/big"
 	"strings"
 	"testing"
@@ -71,5 +72,76 @@ func TestJSONEqualLargeExponentsLinear(t *testing.T) {
 	}
 	if d := time.Since(start); d > 500*time.Millisecond {
 		t.Fatalf("comparing two %d-byte payloads took %s", a.Len(), d)
+	}
+}
+
+// FuzzJSONEqual checks the payload comparison: reflexive and symmetric on
+// any two documents, and, on documents within the limits the faces
+// enforce, the same answer as comparing every number with math/big. The
+// corpus (testdata/fuzz/FuzzJSONEqual) holds the issue's numbers.
+func FuzzJSONEqual(f *testing.F) {
+	for _, p := range [][2]string{
+		{`{"n":1e999999}`, `{"n":10e999998}`}, {`{"n":1}`, `{"n":1.0}`}, {`{"a":1,"b":2}`, `{"b":2,"a":1}`},
+		{`[0.001]`, `[1e-3]`}, {`[-0]`, `[0]`}, {`{"n":1e400}`, `{"n":1e401}`}, {`[1,2]`, `[2,1]`},
+		{`{"a":[{"b":0.5}]}`, `{"a":[{"b":5e-1}]}`}, {`{"x":"1"}`, `{"x":1}`}, {`[1e-99999999999999999999]`, `[10e-100000000000000000000]`},
+	} {
+		f.Add([]byte(p[0]), []byte(p[1]))
+	}
+	f.Fuzz(func(t *testing.T, a, b []byte) {
+		ab, ba := JSONEqual(a, b), JSONEqual(b, a)
+		if ab != ba {
+			t.Fatalf("JSONEqual(%q, %q) = %v, reversed %v", a, b, ab, ba)
+		}
+		if json.Valid(a) && !JSONEqual(a, a) {
+			t.Fatalf("JSONEqual(%q, itself) = false", a)
+		}
+		if !json.Valid(a) || !json.Valid(b) || CheckStrictJSON(a, 0) != nil || CheckStrictJSON(b, 0) != nil {
+			return
+		}
+		va, _ := decodeValue(a)
+		vb, _ := decodeValue(b)
+		if want := bigEqual(va, vb); ab != want {
+			t.Fatalf("JSONEqual(%q, %q) = %v, math/big says %v", a, b, ab, want)
+		}
+	})
+}
+
+// bigEqual is valueEqual with math/big for numbers: the reference, for
+// numbers small enough to build.
+func bigEqual(a, b any) bool {
+	switch x := a.(type) {
+	case map[string]any:
+		y, ok := b.(map[string]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for k, v := range x {
+			w, ok := y[k]
+			if !ok || !bigEqual(v, w) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		y, ok := b.([]any)
+		if !ok || len(x) != len(y) {
+			return false
+		}
+		for i := range x {
+			if !bigEqual(x[i], y[i]) {
+				return false
+			}
+		}
+		return true
+	case json.Number:
+		y, ok := b.(json.Number)
+		if !ok {
+			return false
+		}
+		rx, ok1 := new(big.Rat).SetString(string(x))
+		ry, ok2 := new(big.Rat).SetString(string(y))
+		return ok1 && ok2 && rx.Cmp(ry) == 0
+	default:
+		return a == b
 	}
 }

@@ -57,19 +57,24 @@ func TestCheckStrictJSONDuplicateKeys(t *testing.T) {
 	}
 }
 
-// FuzzCheckNoDuplicateKeys checks that, on input without duplicate keys,
-// the strict check and encoding/json agree on what is valid JSON: the
-// check refuses nothing else that the decoders behind it accept.
-func FuzzCheckNoDuplicateKeys(f *testing.F) {
+// FuzzStrictJSON checks that the strict pass refuses only valid JSON it
+// means to refuse (a duplicate key, a number out of range, too deep a
+// nesting) and otherwise agrees with encoding/json on what is valid JSON.
+// The corpus (testdata/fuzz/FuzzStrictJSON) holds the cases of the
+// hardening issues.
+func FuzzStrictJSON(f *testing.F) {
 	for _, s := range []string{`{}`, `{"a":1}`, `{"a":{"a":[1,2,{"b":null}]}}`, `[1,"x",true]`, `1e400`,
-		`{"a":1,"a":2}`, `{"a":"\u00e9"}`, ` {"a" : 1 } `, `{"a":1}x`, `"\ud800"`, "\"\xff\"", `-0`, `01`} {
+		`{"a":1,"a":2}`, `{"a":"\u00e9"}`, ` {"a" : 1 } `, `{"a":1}x`, `"\ud800"`, "\"\xff\"", `-0`, `01`,
+		`{"n":1e999999}`, `{"n":10e999998}`, `[0.` + strings.Repeat("0", 400) + `1]`, `[` + strings.Repeat("9", 101) + `]`,
+		strings.Repeat("[", 65) + strings.Repeat("]", 65), strings.Repeat(`{"a":`, 64) + `1` + strings.Repeat(`}`, 64),
+		`{"to":"a","To":"b"}`, `[1e401`, `{"a":[1,2` + strings.Repeat("[", 70)} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
 		err := queue.CheckStrictJSON(data, 0)
 		if queue.StrictRefusal(err) {
-			// A refusal either way; a truncated input may show its
-			// duplicate before its end.
+			// A refusal either way; a truncated input may show what is
+			// refused before its end.
 			return
 		}
 		if got, want := err == nil, json.Valid(data); got != want {
