@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -16,9 +17,16 @@ import (
 )
 
 // compiledSchemas caches compiled schemas by their JSON text, so that every copy of a Tool,
-// including one decoded from an action's snapshot, compiles its schema at most once per
-// process. The number of distinct schemas is bounded by the tools files the process has seen.
-var compiledSchemas sync.Map // string -> *compiledSchema
+// including one decoded from an action's snapshot, compiles its schema about once per
+// process. An upstream sends its schemas anew on every re-list, and may change them each
+// time, so the cache is bounded: past maxCompiledSchemas entries it starts over, and the
+// schemas in use are compiled again as they are used.
+var (
+	compiledSchemas     sync.Map // string -> *compiledSchema
+	compiledSchemaCount atomic.Int64
+)
+
+const maxCompiledSchemas = 1024
 
 type compiledSchema struct {
 	once   sync.Once
@@ -27,7 +35,14 @@ type compiledSchema struct {
 }
 
 func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	v, _ := compiledSchemas.LoadOrStore(string(raw), &compiledSchema{})
+	v, ok := compiledSchemas.Load(string(raw))
+	if !ok {
+		if compiledSchemaCount.Add(1) > maxCompiledSchemas {
+			compiledSchemas.Clear()
+			compiledSchemaCount.Store(1)
+		}
+		v, _ = compiledSchemas.LoadOrStore(string(raw), &compiledSchema{})
+	}
 	c := v.(*compiledSchema)
 	c.once.Do(func() { c.schema, c.err = doCompileSchema(raw) })
 	return c.schema, c.err

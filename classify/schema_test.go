@@ -3,6 +3,7 @@ package classify
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -169,5 +170,21 @@ func TestSchemaFromYAMLValues(t *testing.T) {
 	want := `{"properties":{"day":{"const":"2024-05-01"},"n":{"maximum":2.5,"minimum":1,"type":"number"},"s":{"pattern":"^\u003ca\u003e\u0026$","type":"string"}},"type":"object"}`
 	if string(tool.Schema) != want {
 		t.Fatalf("schema JSON = %s\nwant %s", tool.Schema, want)
+	}
+}
+
+// The compiled-schema cache does not grow with every distinct schema: an
+// upstream that changes its schemas on each re-list would otherwise grow it
+// for the life of the process.
+func TestCompiledSchemaCacheBounded(t *testing.T) {
+	for i := range 3 * maxCompiledSchemas {
+		if _, err := compileSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","description":"re-list %d"}`, i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	compiledSchemas.Range(func(any, any) bool { n++; return true })
+	if n > maxCompiledSchemas {
+		t.Fatalf("%d schemas cached after %d distinct ones, want at most %d", n, 3*maxCompiledSchemas, maxCompiledSchemas)
 	}
 }
