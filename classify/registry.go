@@ -524,7 +524,7 @@ func (p *toolParser) schema(n *yaml.Node) []byte {
 		p.fail("schema", n.Line, "cannot be written as JSON: %v", err)
 		return nil
 	}
-	if _, err := compileSchema(js); err != nil {
+	if err := compileSchema(js).err; err != nil {
 		p.fail("schema", n.Line, "not a valid JSON Schema: %s", schemaError(err))
 		return nil
 	}

@@ -509,7 +509,7 @@ func upstreamSchema(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
 	js := json.RawMessage(buf.Bytes())
-	if _, err := compileSchema(js); err != nil {
+	if err := compileSchema(js).err; err != nil {
 		return nil, fmt.Errorf("not a valid JSON Schema: %s", schemaError(err))
 	}
 	var top struct {

@@ -207,3 +207,26 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestCaseTwinKeysRefused: a payload key that differs only in case from a
+// field the tool's schema names ("To" beside "to") is 422 invalid_payload
+// naming it, and nothing is stored. On both stores.
+func TestCaseTwinKeysRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apiStores {
+		t.Run(st.name, func(t *testing.T) {
+			t.Parallel()
+			e := st.start(t)
+			body := email("c-twin", "t")
+			body["payload"].(map[string]any)["To"] = "evil@example.com"
+			r := e.do(e.base, e.token, "POST", "/api/v1/actions", body)
+			if r.status != http.StatusUnprocessableEntity || r.problem(t).Code != queue.CodeInvalidPayload || !strings.Contains(r.problem(t).Detail, `"To"`) {
+				t.Fatalf("%d %s, want 422 invalid_payload naming To", r.status, r.body)
+			}
+			list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil || len(list) != 0 {
+				t.Fatalf("%d actions stored (%v), want none", len(list), err)
+			}
+		})
+	}
+}
