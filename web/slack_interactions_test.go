@@ -435,3 +435,45 @@ func TestSlackRefusesUnsignedRequests(t *testing.T) {
 		}
 	})
 }
+
+// With APPROVALS_SLACK_TEAM_ID or APPROVALS_SLACK_APP_ID set, a signed
+// interaction from another workspace or app is answered 200 and decides
+// nothing; one from the configured workspace and app decides.
+func TestSlackInteractionFromAnotherWorkspaceChangesNothing(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com", Messages: e.store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := e.submit("post_update", "workspace")
+		press := func(team, app string) int {
+			in, err := slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, TeamID: team, AppID: app,
+				Client: client, Service: e.svc, Staff: e.store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := slacktest.ButtonPress("U0ANN", "approve", a.ID, e.slack.ResponseURL())
+			req := httptest.NewRequest(http.MethodPost, "/integrations/slack/interactions", bytes.NewReader(body))
+			req.Header = slacktest.Sign(slackSecret, time.Now(), body)
+			rec := httptest.NewRecorder()
+			in.ServeHTTP(rec, req)
+			in.Wait()
+			return rec.Code
+		}
+		for _, tc := range [][2]string{{"T0OTHER", ""}, {"", "A0OTHER"}, {slacktest.TeamID, "A0OTHER"}} {
+			if code := press(tc[0], tc[1]); code != http.StatusOK {
+				t.Fatalf("team %q app %q: %d, want 200", tc[0], tc[1], code)
+			}
+			if got := e.action(a.ID); got.State != queue.StatePending || len(got.Approvals) != 0 {
+				t.Fatalf("an interaction from elsewhere (want team %q app %q) decided: %s", tc[0], tc[1], got.State)
+			}
+		}
+		if code := press(slacktest.TeamID, slacktest.AppID); code != http.StatusOK {
+			t.Fatalf("from the configured workspace: %d", code)
+		}
+		if got := e.action(a.ID); got.State != queue.StateApproved {
+			t.Fatalf("from the configured workspace and app: %s, want approved", got.State)
+		}
+	})
+}

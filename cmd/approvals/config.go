@@ -56,8 +56,11 @@ type channelSettings struct {
 	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
 	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
 	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
-	SMTPURL            string // APPROVALS_SMTP_URL (it may carry a password)
-	SMTPFrom           string // APPROVALS_SMTP_FROM
+	// SlackTeamID and SlackAppID (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), when
+	// set, are the only workspace and app whose interactions are acted on.
+	SlackTeamID, SlackAppID string
+	SMTPURL                 string // APPROVALS_SMTP_URL (it may carry a password)
+	SMTPFrom                string // APPROVALS_SMTP_FROM
 }
 
 // readChannelSettings reads the channel settings; the secrets (and the SMTP
@@ -79,6 +82,7 @@ func readChannelSettings() (channelSettings, error) {
 		*s.to = v
 	}
 	c.SlackAPIURL = env("APPROVALS_SLACK_API_URL")
+	c.SlackTeamID, c.SlackAppID = env("APPROVALS_SLACK_TEAM_ID"), env("APPROVALS_SLACK_APP_ID")
 	c.SMTPFrom = env("APPROVALS_SMTP_FROM")
 	return c, nil
 }

@@ -40,7 +40,8 @@ func newNotifiers(cfg config, svc *queue.Service, st store, log *slog.Logger) (a
 		}
 		n.ByKind["slack"] = c
 		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
-			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Staff: st, Logger: log,
+			SigningSecret: ch.SlackSigningSecret, TeamID: ch.SlackTeamID, AppID: ch.SlackAppID,
+			Client: c, Service: svc, Staff: st, Logger: log,
 		}); err != nil {
 			return n, err
 		}

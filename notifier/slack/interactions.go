@@ -24,6 +24,10 @@ type Staff interface {
 // InteractionsConfig sets up the interactions endpoint.
 type InteractionsConfig struct {
 	SigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
+	// TeamID and AppID, when set (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), are the
+	// only workspace and app whose interactions decide anything: a signing secret shared by
+	// an app installed in several workspaces, or by several apps, signs theirs too.
+	TeamID, AppID string
 	Client        *Client
 	Service       *queue.Service
 	Staff         Staff
@@ -95,6 +99,13 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		// Signed by Slack, so answered 200 like every valid request; what
 		// it lacked is logged, and nothing changes.
 		h.cfg.Logger.Warn("slack interaction not understood; nothing changed", "err", err)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	if (h.cfg.TeamID != "" && in.TeamID != h.cfg.TeamID) || (h.cfg.AppID != "" && in.AppID != h.cfg.AppID) {
+		// Signed, so answered 200; from elsewhere, so it decides nothing.
+		h.cfg.Logger.Warn("slack interaction from another workspace or app; nothing changed",
+			"team_id", in.TeamID, "api_app_id", in.AppID, "want_team_id", h.cfg.TeamID, "want_api_app_id", h.cfg.AppID)
 		w.WriteHeader(http.StatusOK)
 		return
 	}
