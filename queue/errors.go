@@ -59,7 +59,7 @@ func (c Code) HTTPStatus() int {
 		return 413
 	case CodeInvalidPayload, CodeIntentKeyMismatch, CodeIntentKeyReused:
 		return 422
-	case CodeTooManyWaiters:
+	case CodeTooManyWaiters, CodeTooManyUpstreamCalls:
 		return 429
 	case CodeUnavailable:
 		return 503

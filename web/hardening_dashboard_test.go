@@ -1,12 +1,15 @@
 package web_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -95,16 +98,16 @@ func TestActionPageMarksInvisibleCharacters(t *testing.T) {
 	}
 }
 
-// TestEventsStreamCapped: a staff user holding the most waiters allowed
+// TestEventsStreamCapped: a staff user holding the most streams allowed
 // per holder gets 429 with Retry-After for another event stream.
 func TestEventsStreamCapped(t *testing.T) {
 	t.Parallel()
 	d := startDashboard(t)
 	d.addUser("viewer@example.com", accounts.RoleViewer)
 	b := d.login("viewer@example.com")
-	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
+	perHolder := queue.StreamLimits(0).PerHolder
 	for range perHolder {
-		release, err := d.svc.AcquireWaiter("user:viewer@example.com")
+		release, err := d.svc.AcquireStream("user:viewer@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,6 +117,46 @@ func TestEventsStreamCapped(t *testing.T) {
 	p.wantStatus(t, http.StatusTooManyRequests)
 	if p.header.Get("Retry-After") == "" {
 		t.Fatal("no Retry-After")
+	}
+}
+
+// TestStreamsApartFromAgentsLongPolls: agents holding every waiter slot
+// (APPROVALS_MAX_WAITERS) do not take the staff's live view, whose streams
+// have their own pool (APPROVALS_MAX_STREAMS); and a full stream pool does
+// not stop agents' long-polls.
+func TestStreamsApartFromAgentsLongPolls(t *testing.T) {
+	t.Parallel()
+	d := startDashboardWith(t, apptest.Options{Waiters: queue.WaiterLimits{Total: 10, PerHolder: 1}, MaxStreams: 2})
+	d.addUser("viewer@example.com", accounts.RoleViewer)
+	b := d.login("viewer@example.com")
+	for i := range 10 {
+		release, err := d.svc.AcquireWaiter(fmt.Sprintf("agent:bot-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(release)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, d.url+"/events", nil)
+	res, err := b.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		t.Fatalf("the live view with every agent waiter slot taken: %d %s, want the stream", res.StatusCode, res.Header.Get("Content-Type"))
+	}
+	release, err := d.svc.AcquireStream("user:other@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer release()
+	if _, err := d.svc.AcquireStream("user:third@example.com"); queue.ErrorCode(err) != queue.CodeTooManyWaiters || !strings.Contains(err.Error(), "APPROVALS_MAX_STREAMS") {
+		t.Fatalf("a third stream past MaxStreams 2: %v, want too_many_waiters naming APPROVALS_MAX_STREAMS", err)
+	}
+	if _, err := d.svc.AcquireWaiter("agent:bot-0"); err == nil {
+		t.Fatal("the agents' pool took an eleventh waiter")
 	}
 }
 

@@ -57,8 +57,11 @@ type Options struct {
 	// MetricsAddr serves /metrics on a listener of its own when set; the
 	// main listener then answers 404 there.
 	MetricsAddr string
-	// Waiters cap concurrent long-polls and event streams.
-	Waiters queue.WaiterLimits
+	// Waiters cap concurrent long-polls of agents; MaxStreams the
+	// dashboard's event streams; MaxUpstreamCalls the upstream calls
+	// submissions make at once (queue.Options).
+	Waiters                      queue.WaiterLimits
+	MaxStreams, MaxUpstreamCalls int
 	// Upstreams are the connections to the tools file's upstream MCP
 	// servers (the gateway); nil without upstreams.
 	Upstreams *upstream.Manager
@@ -126,7 +129,8 @@ func New(st Store, queueStore queue.Store, reg *classify.Registry, opts Options)
 	}
 	metrics := web.NewMetrics(st, mopts...)
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnNotification: metrics.OnNotification,
-		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
+		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
+		MaxUpstreamCalls: opts.MaxUpstreamCalls}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = executor.UpstreamCall{Upstreams: opts.Upstreams}
 	}
