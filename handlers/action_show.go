@@ -37,12 +37,14 @@ func (d *Dashboard) ShowAction(c echo.Context) error {
 func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.ActionView, error) {
 	ctx := c.Request().Context()
 	v := templates.ActionView{Now: d.Service.Now(), Action: a}
+	// Both diffs of the page (an edit, a revision) share one word-diff budget.
+	budget := templates.NewDiffBudget()
 	v.Payload, v.PayloadCompact = templates.PrettyJSONBounded(a.Payload)
 	v.Result, v.ResultCompact = templates.PrettyJSONBounded(a.Result)
 	v.PreviewTitle, v.Preview = preview(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
 		v.ApprovedPayload, v.ApprovedCompact = templates.PrettyJSONBounded(a.ApprovedPayload)
-		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")
+		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved", budget)
 	}
 	v.Form.Payload = v.Payload
 	if u := currentUser(c); u != nil {
@@ -74,7 +76,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	if v.Notifications, err = d.Service.Notifications(ctx, a.ID); err != nil {
 		return v, err
 	}
-	v.Revision = revisionView(a, v.Attempts)
+	v.Revision = revisionView(a, v.Attempts, budget)
 	// The neighbours in the queue, for j and k.
 	at := queue.EncodeCursor(queue.Cursor{CreatedAt: a.CreatedAt, ID: a.ID})
 	for _, oldest := range []bool{true, false} {
@@ -117,11 +119,11 @@ func quorumView(a *queue.Action) templates.QuorumView {
 
 // revisionView is set on an attempt that follows a change request: the
 // note that asked for the revision and what changed in the payload.
-func revisionView(a *queue.Action, others []*queue.Action) *templates.RevisionView {
+func revisionView(a *queue.Action, others []*queue.Action, budget *templates.DiffBudget) *templates.RevisionView {
 	for _, o := range others {
 		if o.Attempt == a.Attempt-1 && o.State == queue.StateChangesRequested {
 			r := &templates.RevisionView{Earlier: o,
-				Diff: templates.NewDiffView(o.Payload, a.Payload, "The earlier attempt's payload and this one", "Attempt "+strconv.Itoa(o.Attempt), "Attempt "+strconv.Itoa(a.Attempt))}
+				Diff: templates.NewDiffView(o.Payload, a.Payload, "The earlier attempt's payload and this one", "Attempt "+strconv.Itoa(o.Attempt), "Attempt "+strconv.Itoa(a.Attempt), budget)}
 			if o.DecisionNote != nil {
 				r.Note = *o.DecisionNote
 			}
