@@ -36,7 +36,7 @@ func (d *Dashboard) ShowAction(c echo.Context) error {
 // actionView gathers everything the action page shows.
 func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.ActionView, error) {
 	ctx := c.Request().Context()
-	v := templates.ActionView{Now: d.Service.Now(), Action: a}
+	v := templates.ActionView{Now: d.Service.Now(), Action: a, ShowURLPaths: isAdmin(c)}
 	// Both diffs of the page (an edit, a revision) share one word-diff budget.
 	budget := templates.NewDiffBudget()
 	v.Payload, v.PayloadCompact = templates.PrettyJSONBounded(a.Payload)
@@ -58,7 +58,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 		return v, err
 	}
 	for _, e := range events {
-		v.Events = append(v.Events, eventView(e))
+		v.Events = append(v.Events, eventView(e, v.ShowURLPaths))
 	}
 	// At-least-once keys are informational: they tie no attempts together.
 	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
@@ -135,11 +135,11 @@ func revisionView(a *queue.Action, others []*queue.Action, budget *templates.Dif
 
 // eventView pulls a decision's note and edited fields out of its data,
 // and keeps the rest of the data to show.
-func eventView(e queue.Event) templates.EventView {
+func eventView(e queue.Event, admin bool) templates.EventView {
 	v := templates.EventView{Event: e}
 	var data map[string]json.RawMessage
 	if len(e.Data) == 0 || json.Unmarshal(e.Data, &data) != nil {
-		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
+		v.Data = classify.ShownURLsIn(templates.PrettyJSON(e.Data), admin)
 		return v
 	}
 	_ = json.Unmarshal(data["note"], &v.Note)
@@ -147,7 +147,7 @@ func eventView(e queue.Event) templates.EventView {
 	delete(data, "note")
 	delete(data, "changed_fields")
 	if len(data) > 0 {
-		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
+		v.Data = classify.ShownURLsIn(templates.PrettyJSON(e.Data), admin)
 	}
 	return v
 }
