@@ -51,22 +51,12 @@ func TestArgumentsOutOfRangeRefused(t *testing.T) {
 	tok := e.token(t, "mailer")
 	callRaw := func(tool, args string) map[string]any {
 		t.Helper()
-		body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
-		req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tok)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
+		status, body := postCall(t, e.url, tok, tool, args)
 		var answer struct {
 			Result map[string]any `json:"result"`
 		}
-		if err := json.NewDecoder(resp.Body).Decode(&answer); err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %d %v, want 200 with a tool result", tool, resp.StatusCode, err)
+		if err := json.Unmarshal(body, &answer); err != nil || status != http.StatusOK {
+			t.Fatalf("%s: %d %v, want 200 with a tool result", tool, status, err)
 		}
 		return answer.Result
 	}
@@ -177,24 +167,36 @@ func TestQueryParametersRefused(t *testing.T) {
 		token  string
 		status int
 	}{{tok, http.StatusBadRequest}, {"bad-token", http.StatusUnauthorized}} {
-		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"post_partner_message","arguments":{"intent_key":"p:q","text":"x"}}}`
-		req, _ := http.NewRequest(http.MethodPost, e.url+"?dry_run=true", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+tc.token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode != tc.status || (tc.status == http.StatusBadRequest && !strings.Contains(string(b), `\"dry_run\"`)) {
-			t.Fatalf("token %q: %d %s, want %d", tc.token, resp.StatusCode, b, tc.status)
+		status, b := postCall(t, e.url+"?dry_run=true", tc.token, "post_partner_message", `{"intent_key":"p:q","text":"x"}`)
+		if status != tc.status || (tc.status == http.StatusBadRequest && !strings.Contains(string(b), `\"dry_run\"`)) {
+			t.Fatalf("token %q: %d %s, want %d", tc.token, status, b, tc.status)
 		}
 	}
 	list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
 	if err != nil || len(list) != 0 {
 		t.Fatalf("%d actions (%v) after refused calls", len(list), err)
 	}
+}
+
+// postCall sends one tools/call request written by hand (protocol version
+// 2025-06-18, which needs no per-call headers) and returns the status and
+// body.
+func postCall(t *testing.T, url, token, tool, args string) (int, []byte) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }

@@ -59,7 +59,11 @@ func isNull(b []byte) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-func valueEqual(a, b any) bool {
+func valueEqual(a, b any) bool { return valuesEqual(a, b, numberEqual) }
+
+// valuesEqual compares two decoded JSON values, numbers by numbersEqual
+// (their text differs: equal text is equal).
+func valuesEqual(a, b any, numbersEqual func(x, y string) bool) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -68,7 +72,7 @@ func valueEqual(a, b any) bool {
 		}
 		for k, v := range x {
 			w, ok := y[k]
-			if !ok || !valueEqual(v, w) {
+			if !ok || !valuesEqual(v, w, numbersEqual) {
 				return false
 			}
 		}
@@ -79,7 +83,7 @@ func valueEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !valueEqual(x[i], y[i]) {
+			if !valuesEqual(x[i], y[i], numbersEqual) {
 				return false
 			}
 		}
@@ -89,7 +93,7 @@ func valueEqual(a, b any) bool {
 		if !ok {
 			return false
 		}
-		return x == y || numberEqual(string(x), string(y))
+		return x == y || numbersEqual(string(x), string(y))
 	default:
 		return a == b
 	}

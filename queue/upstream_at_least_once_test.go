@@ -47,6 +47,20 @@ tools:
     class: exactly-once
 `
 
+// atLeastOnceRegistry is atLeastOnceTools with crm listing lookup and pay.
+func atLeastOnceRegistry(t *testing.T) *classify.Registry {
+	t.Helper()
+	file, err := classify.Parse([]byte(atLeastOnceTools), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := file.Import(map[string]classify.UpstreamListing{"crm": {Tools: []classify.UpstreamTool{{Name: "lookup"}, {Name: "pay"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
 // An at-least-once tool executed through an upstream answers with the
 // action final (CONTRACT section 11): done with the upstream's
 // CallToolResult, failed with the tool's text for an isError answer (its
@@ -57,14 +71,7 @@ tools:
 // exactly-once call with the same key claims the key for itself.
 func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 	t.Parallel()
-	file, err := classify.Parse([]byte(atLeastOnceTools), classify.Options{WebhookSecretSet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := file.Import(map[string]classify.UpstreamListing{"crm": {Tools: []classify.UpstreamTool{{Name: "lookup"}, {Name: "pay"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := atLeastOnceRegistry(t)
 	stores := map[string]func(t *testing.T) queue.Store{
 		"postgres": func(t *testing.T) queue.Store { return pgtest.Open(t) },
 		"sqlite": func(t *testing.T) queue.Store {

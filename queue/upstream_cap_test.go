@@ -6,7 +6,6 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/queue/postgres/pgtest"
 )
@@ -29,14 +28,7 @@ func (u *blockingUpstream) CallUpstream(*queue.Action) queue.Execution {
 // which call nothing, are not counted; once a call ends, a slot is free.
 func TestUpstreamCallsAtSubmissionCapped(t *testing.T) {
 	t.Parallel()
-	file, err := classify.Parse([]byte(atLeastOnceTools), classify.Options{WebhookSecretSet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := file.Import(map[string]classify.UpstreamListing{"crm": {Tools: []classify.UpstreamTool{{Name: "lookup"}, {Name: "pay"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := atLeastOnceRegistry(t)
 	up := &blockingUpstream{started: make(chan struct{}, 2), release: make(chan struct{})}
 	st := pgtest.Open(t)
 	svc := queue.NewService(st, reg, queue.Options{Upstream: up, MaxUpstreamCalls: 2})
@@ -51,7 +43,7 @@ func TestUpstreamCallsAtSubmissionCapped(t *testing.T) {
 	}
 	<-up.started
 	<-up.started
-	_, err = submit("crm_pay", "pay:c")
+	_, err := submit("crm_pay", "pay:c")
 	var qe *queue.Error
 	if !errors.As(err, &qe) || qe.Code != queue.CodeTooManyUpstreamCalls || qe.Code.HTTPStatus() != 429 {
 		t.Fatalf("a third call while two run: %v, want too_many_upstream_calls (429)", err)
