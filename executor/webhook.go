@@ -136,10 +136,25 @@ func (d *Webhook) signerFor(a *queue.Action) *webhooksign.Signer {
 // returns once the deliveries under way have finished; they run on a
 // context detached from ctx, bounded by their own timeout.
 func (d *Webhook) Run(ctx context.Context) {
+	if d.signer == nil && !d.ownSecrets() {
+		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set and no executor has a secret of its own, and deliveries are never sent unsigned")
+		return
+	}
 	if d.signer == nil {
-		d.log.Info("webhook dispatcher: APPROVALS_WEBHOOK_SECRET is not set, so only tools with their own executor secret are delivered; deliveries are never sent unsigned")
+		d.log.Info("webhook dispatcher: APPROVALS_WEBHOOK_SECRET is not set, so only tools with their own executor secret are delivered")
 	}
 	d.loop.run(ctx)
+}
+
+// ownSecrets reports whether a tool of the tools file signs with a secret of its own (the
+// file's executors do not change while the process runs).
+func (d *Webhook) ownSecrets() bool {
+	for _, t := range d.svc.Registry().Tools() {
+		if t.Executor != nil && t.Executor.Secret != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Scan does once what Run does at start and on its timer: it offers every
@@ -147,6 +162,9 @@ func (d *Webhook) Run(ctx context.Context) {
 // deliveries it started have finished. Run need not be running; without a
 // secret it claims nothing.
 func (d *Webhook) Scan(ctx context.Context) {
+	if d.signer == nil && !d.ownSecrets() {
+		return
+	}
 	d.loop.scanAll(ctx)
 }
 

@@ -815,6 +815,16 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	done := make(chan struct{})
+	go func() {
+		d.Run(context.Background())
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a dispatcher without a secret kept running")
+	}
 	d.Scan(context.Background())
 	if got, _ := e.svc.Get(context.Background(), a.ID); got.State != queue.StateApproved {
 		t.Fatalf("state %s, want approved", got.State)
