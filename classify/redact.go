@@ -97,3 +97,53 @@ func RedactURLsIn(s string) string {
 		return r
 	})
 }
+
+// credentialPathHosts are the hosts whose webhook URLs carry their credential in the path:
+// whoever has the URL can post as the hook (Slack incoming webhooks, Teams and Power
+// Automate Workflows, Office 365 connectors, Discord).
+var credentialPathHosts = []string{"hooks.slack.com", ".webhook.office.com", ".logic.azure.com", ".powerplatform.com", "discord.com", "discordapp.com"}
+
+// CredentialPath reports whether raw is a URL whose path is its credential.
+func CredentialPath(raw string) bool {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return false
+	}
+	host := strings.ToLower(u.Hostname())
+	for _, h := range credentialPathHosts {
+		if host == strings.TrimPrefix(h, ".") || strings.HasPrefix(h, ".") && strings.HasSuffix(host, h) {
+			return u.Path != "" && u.Path != "/"
+		}
+	}
+	return false
+}
+
+// ShownURL is raw as a page shows it: RedactURL's, and for staff other than admins (admin
+// false) with the path and query elided where the path is the credential
+// ("https://hooks.slack.com/…").
+func ShownURL(raw string, admin bool) string {
+	shown := RedactURL(raw)
+	if admin || !CredentialPath(raw) {
+		return shown
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Redacted
+	}
+	return u.Scheme + "://" + u.Host + "/…"
+}
+
+// ShownURLsIn is RedactURLsIn, and for staff other than admins ShownURL's elision of every
+// URL whose path is its credential.
+func ShownURLsIn(s string, admin bool) string {
+	s = RedactURLsIn(s)
+	if admin || !strings.Contains(s, "://") {
+		return s
+	}
+	return urlInText.ReplaceAllStringFunc(s, func(m string) string {
+		if CredentialPath(strings.ReplaceAll(m, `\u0026`, "&")) {
+			return ShownURL(m, false)
+		}
+		return m
+	})
+}

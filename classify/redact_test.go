@@ -56,3 +56,34 @@ func TestRedactURLsIn(t *testing.T) {
 		t.Fatalf("RedactURLsIn changed plain text: %q", got)
 	}
 }
+
+// URLs whose path is their credential are shown to staff other than admins
+// with the path elided; admins see the path (credentials in the user part
+// and query are redacted for everyone).
+func TestShownURL(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ raw, staff, admin string }{
+		{"https://hooks.slack.com/services/T000/B000/XXXXSECRET", "https://hooks.slack.com/…", "https://hooks.slack.com/services/T000/B000/XXXXSECRET"},
+		{"https://prod-12.westeurope.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01&sig=S3CRET",
+			"https://prod-12.westeurope.logic.azure.com:443/…",
+			"https://prod-12.westeurope.logic.azure.com:443/workflows/abc/triggers/manual/paths/invoke?api-version=2016-06-01&sig=REDACTED"},
+		{"https://default1234.56.environment.api.powerplatform.com/powerautomate/automations/direct/workflows/x/triggers/manual/paths/invoke", "https://default1234.56.environment.api.powerplatform.com/…", ""},
+		{"https://contoso.webhook.office.com/webhookb2/a@b/IncomingWebhook/c/d", "https://contoso.webhook.office.com/…", ""},
+		{"https://discord.com/api/webhooks/1/TOKEN", "https://discord.com/…", ""},
+		{"https://mailer.internal/send", "https://mailer.internal/send", "https://mailer.internal/send"},
+		{"https://evilhooks.slack.com.example/services/x", "https://evilhooks.slack.com.example/services/x", ""},
+	} {
+		if got := classify.ShownURL(tc.raw, false); got != tc.staff {
+			t.Errorf("ShownURL(%s, staff) = %s, want %s", tc.raw, got, tc.staff)
+		}
+		if tc.admin != "" {
+			if got := classify.ShownURL(tc.raw, true); got != tc.admin {
+				t.Errorf("ShownURL(%s, admin) = %s, want %s", tc.raw, got, tc.admin)
+			}
+		}
+	}
+	text := `{"webhook":"https://hooks.slack.com/services/T/B/SECRET","other":"https://x.example/a"}`
+	if got := classify.ShownURLsIn(text, false); strings.Contains(got, "SECRET") || !strings.Contains(got, "https://x.example/a") {
+		t.Errorf("ShownURLsIn = %s", got)
+	}
+}

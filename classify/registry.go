@@ -22,7 +22,11 @@ type Options struct {
 	// WebhookSecretSet says APPROVALS_WEBHOOK_SECRET is set; a webhook tool without it is an
 	// invalid file, because its deliveries could not be signed.
 	WebhookSecretSet bool
-	// LookupEnv resolves ${VAR} in upstream headers and env; nil means os.LookupEnv.
+	// WebhookSecret is APPROVALS_WEBHOOK_SECRET itself, when known: a webhook channel's own
+	// secret must not sign as it does (an event receiver could forge executions).
+	WebhookSecret string
+	// LookupEnv resolves ${VAR} in upstream headers and env and in secrets; nil means
+	// os.LookupEnv.
 	LookupEnv func(string) (string, bool)
 	// SlackConfigured says the Slack bot token and signing secret are set; a Slack channel
 	// without them could never be told anything.
@@ -41,6 +45,9 @@ type Registry struct {
 	// file, the keys it sets, which an upstream's definition of the tool must not override.
 	upstreams map[string]Upstream
 	explicit  map[string][]string
+	// listed holds the imported tools whose class came from their upstream's listing (not
+	// from "not listed yet"): the floor Reimport keeps.
+	listed map[string]bool
 	routing
 }
 
@@ -202,6 +209,7 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 		r.explicit[name] = p.keys
 	}
 	errs = append(errs, r.checkUpstreamTools()...)
+	errs = append(errs, r.checkSigningKeys(opts)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -445,7 +453,7 @@ func (p *toolParser) executor(n *yaml.Node, t *Tool) *Executor {
 		p.fail("executor", n.Line, "must be a mapping with webhook and timeout, found %s", nodeKind(n))
 		return nil
 	}
-	fields := p.mapping(n, "executor", []string{"timeout", "webhook"})
+	fields := p.mapping(n, "executor", []string{"secret", "timeout", "webhook"})
 	e := &Executor{}
 	if !p.scalarAt(fields, "webhook", "executor.webhook", &e.Webhook) || e.Webhook == "" {
 		p.fail("executor", n.Line, "needs a webhook URL; leave executor out to have the agent execute after approval")
@@ -458,8 +466,10 @@ func (p *toolParser) executor(n *yaml.Node, t *Tool) *Executor {
 	if t.Class.Valid() && t.Class != AtMostOnce {
 		p.fail("executor", n.Line, "a webhook executor is allowed only on at-most-once tools; this tool is %s: %s", t.Class, t.Reason)
 	}
-	if !p.opts.WebhookSecretSet {
-		p.fail("executor", n.Line, "a webhook executor needs %s to sign its deliveries, and it is not set", webhookSecretVariable)
+	if f := fields["secret"]; f != nil {
+		e.Secret = p.secret(fields, "executor.secret")
+	} else if !p.opts.WebhookSecretSet {
+		p.fail("executor", n.Line, "a webhook executor needs %s (or its own secret) to sign its deliveries, and it is not set", webhookSecretVariable)
 	}
 	e.Timeout = min(MaxWebhookTimeout, t.ClaimTimeout/2)
 	if p.duration(fields, "timeout", "executor.timeout", &e.Timeout) {
@@ -514,7 +524,7 @@ func (p *toolParser) schema(n *yaml.Node) []byte {
 		p.fail("schema", n.Line, "cannot be written as JSON: %v", err)
 		return nil
 	}
-	if _, err := compileSchema(js); err != nil {
+	if err := compileSchema(js).err; err != nil {
 		p.fail("schema", n.Line, "not a valid JSON Schema: %s", schemaError(err))
 		return nil
 	}

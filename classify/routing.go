@@ -31,6 +31,9 @@ type Channel struct {
 	Slack   *SlackChannel `json:"slack,omitempty"`
 	Email   *EmailChannel `json:"email,omitempty"`
 	Webhook string        `json:"webhook,omitempty"` // URL that receives signed event POSTs
+	// Secret signs the webhook channel's events (the value, after ${VAR} expansion); never
+	// the key of an executor, so a receiver of events cannot forge an execution.
+	Secret string `json:"-"`
 	// Events, when set, subscribes the channel to these event types for every tool; a
 	// channel without Events hears only of the tools that name it in approval.notify or
 	// approval.escalate_notify.

@@ -1,9 +1,12 @@
 package classify
 
 import (
+	"encoding/base64"
+	"errors"
 	"fmt"
 	"maps"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -240,7 +243,7 @@ func (p *toolParser) channel(n *yaml.Node) Channel {
 		p.errs = append(p.errs, fmt.Errorf("%s (line %d): must be a mapping with one of slack, email or webhook, found %s", p.what(), n.Line, nodeKind(n)))
 		return c
 	}
-	fields := p.mapping(n, "", []string{"email", "events", "slack", "webhook"})
+	fields := p.mapping(n, "", []string{"email", "events", "secret", "slack", "webhook"})
 	kinds := 0
 	for _, k := range []string{"slack", "email", "webhook"} {
 		if fields[k] != nil {
@@ -290,9 +293,13 @@ func (p *toolParser) channel(n *yaml.Node) Channel {
 		} else {
 			p.fail("webhook", w.Line, "needs the URL that receives the events")
 		}
-		if !p.opts.WebhookSecretSet {
-			p.fail("webhook", w.Line, "a webhook channel needs %s to sign its events, and it is not set", webhookSecretVariable)
+		if fields["secret"] == nil {
+			p.fail("secret", w.Line, `a webhook channel signs its events with its own secret (secret: "${VAR}"), never %s: a receiver of events must not hold the key that signs executions`, webhookSecretVariable)
+		} else {
+			c.Secret = p.secret(fields, "secret")
 		}
+	} else if f := fields["secret"]; f != nil {
+		p.fail("secret", f.Line, "only a webhook channel has a secret")
 	}
 	if ev := fields["events"]; ev != nil {
 		for _, t := range p.names(ev, "events") {
@@ -418,4 +425,84 @@ func listOrNone(names []string) string {
 		return "none are defined"
 	}
 	return strings.Join(names, ", ")
+}
+
+// secret reads a signing secret: a string, with ${VAR} expanded from the environment (the
+// way to write one, so that the file itself holds none). A "whsec_" secret must be base64
+// after the prefix, as Standard Webhooks say.
+func (p *toolParser) secret(fields map[string]*yaml.Node, field string) string {
+	key := field[strings.LastIndexByte(field, '.')+1:]
+	n := fields[key]
+	var raw string
+	if !p.scalarAt(fields, key, field, &raw) || raw == "" {
+		p.fail(field, n.Line, "must be a non-empty string, such as \"${OPS_EVENTS_SECRET}\"")
+		return ""
+	}
+	lookup := p.opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	s, err := ExpandEnv(raw, lookup)
+	if err != nil {
+		p.fail(field, n.Line, "%v", err)
+		return ""
+	}
+	if s == "" {
+		p.fail(field, n.Line, "is empty once expanded")
+		return ""
+	}
+	if _, err := signingKey(s); err != nil {
+		p.fail(field, n.Line, "%v", err)
+	}
+	return s
+}
+
+// signingKey is the HMAC key a secret stands for, as Standard Webhooks read it: the base64
+// after "whsec_", or else the secret's bytes.
+func signingKey(secret string) ([]byte, error) {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		k, err := base64.StdEncoding.DecodeString(rest)
+		if err != nil {
+			return nil, errors.New(`a "whsec_" secret must be base64 after the prefix`)
+		}
+		return k, nil
+	}
+	return []byte(secret), nil
+}
+
+// checkSigningKeys refuses a webhook channel whose secret signs as APPROVALS_WEBHOOK_SECRET
+// or as an executor's own secret does: every receiver of events would hold a key that signs
+// executions, and could forge a delivery to the mail or payment receiver.
+func (r *Registry) checkSigningKeys(opts Options) []error {
+	type signer struct{ who, key string }
+	var execs []signer
+	if opts.WebhookSecret != "" {
+		if k, err := signingKey(opts.WebhookSecret); err == nil {
+			execs = append(execs, signer{webhookSecretVariable, string(k)})
+		}
+	}
+	for _, name := range r.names {
+		if e := r.tools[name].Executor; e != nil && e.Secret != "" {
+			if k, err := signingKey(e.Secret); err == nil {
+				execs = append(execs, signer{fmt.Sprintf("the executor secret of tool %q", name), string(k)})
+			}
+		}
+	}
+	var errs []error
+	for _, cname := range slices.Sorted(maps.Keys(r.channels)) {
+		c := r.channels[cname]
+		if c.Secret == "" {
+			continue
+		}
+		k, err := signingKey(c.Secret)
+		if err != nil {
+			continue
+		}
+		for _, e := range execs {
+			if string(k) == e.key {
+				errs = append(errs, fmt.Errorf("channel %q, field %q: signs as %s does; give the channel a secret of its own, or a receiver of its events could forge executions", cname, "secret", e.who))
+			}
+		}
+	}
+	return errs
 }

@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -18,8 +19,8 @@ groups:
 channels:
   support-slack: { slack: { channel: C0APPROVALS } }
   leads-mail:    { email: { to: [leads@example.com] } }
-  ops-events:    { webhook: "http://127.0.0.1:9100/events", events: [ticket.opened, action.failed] }
-  escalations:   { webhook: "http://127.0.0.1:9100/escalations" }
+  ops-events:    { webhook: "http://127.0.0.1:9100/events", secret: events-secret, events: [ticket.opened, action.failed] }
+  escalations:   { webhook: "http://127.0.0.1:9100/escalations", secret: events-secret }
 tools:
   send_customer_email:
     class: at-most-once
@@ -188,9 +189,16 @@ func TestParseRejectsBadRouting(t *testing.T) {
 		{"not at-most-once", "tools:\n  t:\n    class: exactly-once\n    approval: { required: 1 }\n", allSet, []string{`tool "t"`, `"approval"`, "only on at-most-once"}},
 		{"slack unconfigured", tool("      notify: [slack]\n"), Options{SMTPConfigured: true}, []string{`channel "slack"`, "APPROVALS_SLACK_BOT_TOKEN"}},
 		{"smtp unconfigured", tool("      notify: [mail]\n"), Options{SlackConfigured: true}, []string{`channel "mail"`, "APPROVALS_SMTP_URL"}},
-		{"webhook unsigned", "channels:\n  hook: { webhook: \"http://x/y\" }\ntools: {}\n", Options{}, []string{`channel "hook"`, "APPROVALS_WEBHOOK_SECRET"}},
-		{"two kinds", "channels:\n  c: { webhook: \"http://x/y\", email: { to: [a@b.c] } }\ntools: {}\n", allSet, []string{`channel "c"`, "exactly one"}},
-		{"unknown event", "channels:\n  c: { webhook: \"http://x/y\", events: [action.exploded] }\ntools: {}\n", allSet, []string{`channel "c"`, `"events"`, "action.exploded"}},
+		{"webhook unsigned", "channels:\n  hook: { webhook: \"http://x/y\" }\ntools: {}\n", Options{}, []string{`channel "hook"`, `field "secret"`, "its own secret"}},
+		{"webhook secret unset", "channels:\n  hook: { webhook: \"http://x/y\", secret: \"${NOPE}\" }\ntools: {}\n", Options{LookupEnv: func(string) (string, bool) { return "", false }}, []string{`channel "hook"`, "NOPE is not set"}},
+		{"secret on slack", "channels:\n  s: { slack: { channel: C1 }, secret: x }\ntools: {}\n", allSet, []string{`channel "s"`, "only a webhook channel has a secret"}},
+		{"channel signs as APPROVALS_WEBHOOK_SECRET", "channels:\n  hook: { webhook: \"http://x/y\", secret: \"${OPS}\" }\ntools: {}\n",
+			Options{WebhookSecretSet: true, WebhookSecret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("same key")), LookupEnv: func(string) (string, bool) { return "same key", true }},
+			[]string{`channel "hook"`, "signs as APPROVALS_WEBHOOK_SECRET does"}},
+		{"channel signs as an executor", "channels:\n  hook: { webhook: \"http://x/y\", secret: k1 }\ntools:\n  mail:\n    executor: { webhook: \"http://m/send\", secret: k1 }\n", Options{},
+			[]string{`channel "hook"`, `signs as the executor secret of tool "mail" does`}},
+		{"two kinds", "channels:\n  c: { webhook: \"http://x/y\", secret: events-secret, email: { to: [a@b.c] } }\ntools: {}\n", allSet, []string{`channel "c"`, "exactly one"}},
+		{"unknown event", "channels:\n  c: { webhook: \"http://x/y\", secret: events-secret, events: [action.exploded] }\ntools: {}\n", allSet, []string{`channel "c"`, `"events"`, "action.exploded"}},
 		{"bad email", "groups:\n  g: [not-an-email]\ntools: {}\n", allSet, []string{`group "g"`, "not an email"}},
 		{"empty group", "groups:\n  g: []\ntools: {}\n", allSet, []string{`group "g"`, "at least one"}},
 		{"email without to", "channels:\n  c: { email: {} }\ntools: {}\n", allSet, []string{`channel "c"`, `"email.to"`}},

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/santhosh-tekuri/jsonschema/v6/kind"
@@ -16,21 +17,40 @@ import (
 )
 
 // compiledSchemas caches compiled schemas by their JSON text, so that every copy of a Tool,
-// including one decoded from an action's snapshot, compiles its schema at most once per
-// process. The number of distinct schemas is bounded by the tools files the process has seen.
-var compiledSchemas sync.Map // string -> *compiledSchema
+// including one decoded from an action's snapshot, compiles its schema about once per
+// process. An upstream sends its schemas anew on every re-list, and may change them each
+// time, so the cache is bounded: past maxCompiledSchemas entries it starts over, and the
+// schemas in use are compiled again as they are used.
+var (
+	compiledSchemas     sync.Map // string -> *compiledSchema
+	compiledSchemaCount atomic.Int64
+)
+
+const maxCompiledSchemas = 1024
 
 type compiledSchema struct {
 	once   sync.Once
 	schema *jsonschema.Schema
+	names  *propertyNames
 	err    error
 }
 
-func compileSchema(raw json.RawMessage) (*jsonschema.Schema, error) {
-	v, _ := compiledSchemas.LoadOrStore(string(raw), &compiledSchema{})
+func compileSchema(raw json.RawMessage) *compiledSchema {
+	v, ok := compiledSchemas.Load(string(raw))
+	if !ok {
+		if compiledSchemaCount.Add(1) > maxCompiledSchemas {
+			compiledSchemas.Clear()
+			compiledSchemaCount.Store(1)
+		}
+		v, _ = compiledSchemas.LoadOrStore(string(raw), &compiledSchema{})
+	}
 	c := v.(*compiledSchema)
-	c.once.Do(func() { c.schema, c.err = doCompileSchema(raw) })
-	return c.schema, c.err
+	c.once.Do(func() {
+		if c.schema, c.err = doCompileSchema(raw); c.err == nil {
+			c.names = schemaPropertyNames(raw)
+		}
+	})
+	return c
 }
 
 // refuseLoading keeps compilation pure: a $ref to anything but the schema itself (a file, a
@@ -66,12 +86,17 @@ func (t *Tool) Validate(payload any) error {
 	if len(t.Schema) == 0 {
 		return nil
 	}
-	sch, err := compileSchema(t.Schema)
-	if err != nil {
+	c := compileSchema(t.Schema)
+	if c.err != nil {
 		// Parse compiled it; only a hand-made or corrupted Tool gets here.
-		return fmt.Errorf("tool %q: schema does not compile: %w", t.Name, err)
+		return fmt.Errorf("tool %q: schema does not compile: %w", t.Name, c.err)
 	}
-	err = sch.Validate(payload)
+	if obj, ok := payload.(map[string]any); ok {
+		if err := c.names.refuseCaseTwins(obj, ""); err != nil {
+			return err
+		}
+	}
+	err := c.schema.Validate(payload)
 	if err == nil {
 		return nil
 	}
@@ -300,4 +325,51 @@ func yamlScalar(n *yaml.Node) (any, error) {
 // byte for byte.
 func marshalCompact(v any) (json.RawMessage, error) {
 	return json.Marshal(v)
+}
+
+// propertyNames are the property names a schema gives an object, and those of the objects
+// below them: the names a receiver is told to read.
+type propertyNames struct {
+	exact  map[string]*propertyNames // name -> the names of its own properties (nil: none)
+	folded map[string]string         // lower-cased name -> name
+}
+
+// schemaPropertyNames reads the "properties" of a schema, recursively; nil when there are
+// none.
+func schemaPropertyNames(raw json.RawMessage) *propertyNames {
+	var sch struct {
+		Properties map[string]json.RawMessage `json:"properties"`
+	}
+	if json.Unmarshal(raw, &sch) != nil || len(sch.Properties) == 0 {
+		return nil
+	}
+	n := &propertyNames{exact: map[string]*propertyNames{}, folded: map[string]string{}}
+	for name, sub := range sch.Properties {
+		n.exact[name] = schemaPropertyNames(sub)
+		n.folded[strings.ToLower(name)] = name
+	}
+	return n
+}
+
+// refuseCaseTwins refuses an object key that differs only in case from a property the
+// schema names ("To" beside "to"): a receiver that matches names without regard to case
+// could act on the key the approver did not read as the field.
+func (n *propertyNames) refuseCaseTwins(obj map[string]any, prefix string) error {
+	if n == nil {
+		return nil
+	}
+	for k, v := range obj {
+		if sub, ok := n.exact[k]; ok {
+			if child, ok := v.(map[string]any); ok {
+				if err := sub.refuseCaseTwins(child, prefix+k+"."); err != nil {
+					return err
+				}
+			}
+			continue
+		}
+		if name, ok := n.folded[strings.ToLower(k)]; ok {
+			return &PayloadError{Field: prefix + k, Reason: fmt.Sprintf("differs only in case from %q, which the schema names: a receiver that reads names without regard to case could act on either", name)}
+		}
+	}
+	return nil
 }

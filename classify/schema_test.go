@@ -3,6 +3,7 @@ package classify
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"sync"
@@ -169,5 +170,49 @@ func TestSchemaFromYAMLValues(t *testing.T) {
 	want := `{"properties":{"day":{"const":"2024-05-01"},"n":{"maximum":2.5,"minimum":1,"type":"number"},"s":{"pattern":"^\u003ca\u003e\u0026$","type":"string"}},"type":"object"}`
 	if string(tool.Schema) != want {
 		t.Fatalf("schema JSON = %s\nwant %s", tool.Schema, want)
+	}
+}
+
+// The compiled-schema cache does not grow with every distinct schema: an
+// upstream that changes its schemas on each re-list would otherwise grow it
+// for the life of the process.
+func TestCompiledSchemaCacheBounded(t *testing.T) {
+	for i := range 3 * maxCompiledSchemas {
+		if err := compileSchema(json.RawMessage(fmt.Sprintf(`{"type":"object","description":"re-list %d"}`, i))).err; err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := 0
+	compiledSchemas.Range(func(any, any) bool { n++; return true })
+	if n > maxCompiledSchemas {
+		t.Fatalf("%d schemas cached after %d distinct ones, want at most %d", n, 3*maxCompiledSchemas, maxCompiledSchemas)
+	}
+}
+
+// A key that differs only in case from a property the schema names is
+// refused, at any depth the schema names properties; other keys pass.
+func TestValidateRefusesCaseTwins(t *testing.T) {
+	t.Parallel()
+	tool := Tool{Name: "mail", Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"},` +
+		`"address":{"type":"object","properties":{"zip":{"type":"string"}}}}}`)}
+	for _, tc := range []struct{ payload, field string }{
+		{`{"to":"a@example.com","To":"evil@example.com"}`, "To"},
+		{`{"TO":"evil@example.com"}`, "TO"},
+		{`{"to":"a","address":{"zip":"1","ZIP":"2"}}`, "address.ZIP"},
+		{`{"to":"a","extra":"x","EXTRA":"y"}`, ""}, // the schema names neither
+		{`{"to":"a","address":{"zip":"1"}}`, ""},
+	} {
+		var payload map[string]any
+		if err := json.Unmarshal([]byte(tc.payload), &payload); err != nil {
+			t.Fatal(err)
+		}
+		err := tool.Validate(payload)
+		var pe *PayloadError
+		switch {
+		case tc.field == "" && err != nil:
+			t.Errorf("%s: %v, want it valid", tc.payload, err)
+		case tc.field != "" && (!errors.As(err, &pe) || pe.Field != tc.field || !strings.Contains(pe.Reason, "differs only in case")):
+			t.Errorf("%s: %v, want a payload error on %s", tc.payload, err, tc.field)
+		}
 	}
 }

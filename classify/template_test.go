@@ -3,6 +3,7 @@ package classify
 import (
 	"encoding/json"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -200,5 +201,27 @@ func TestRenderPreview(t *testing.T) {
 	}
 	if (&Tool{}).RenderPreview(payload) != nil {
 		t.Error("RenderPreview without templates: want nil")
+	}
+}
+
+// PreviewHides names what no placeholder shows, as the largest hidden parts.
+func TestPreviewHides(t *testing.T) {
+	t.Parallel()
+	tool := Tool{Preview: map[string]string{"title": "{subject}", "to": "{to.email} ({to.name})", "body": "{body}", "meta": "{meta}"}}
+	payload := map[string]any{
+		"subject": "s", "body": "b", "meta": map[string]any{"a": 1.0},
+		"to":          map[string]any{"email": "e", "name": "n", "cc": "hidden@example.com"},
+		"customer_id": "c1", "lines": []any{1.0},
+	}
+	got := tool.PreviewHides(payload)
+	want := []string{"customer_id", "lines", "to.cc"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("PreviewHides = %v, want %v", got, want)
+	}
+	if got := (&Tool{}).PreviewHides(map[string]any{"a": 1.0, "b": 2.0}); !slices.Equal(got, []string{"a", "b"}) {
+		t.Fatalf("no preview: %v, want every field", got)
+	}
+	if got := tool.PreviewHides(map[string]any{"subject": "s"}); len(got) != 0 {
+		t.Fatalf("everything shown: %v", got)
 	}
 }

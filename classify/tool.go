@@ -30,6 +30,10 @@ type Annotations struct {
 type Executor struct {
 	Webhook string        `json:"webhook"`
 	Timeout time.Duration `json:"timeout"` // one delivery; default min(30s, ClaimTimeout/2); always < ClaimTimeout
+	// Secret signs this tool's deliveries in place of APPROVALS_WEBHOOK_SECRET (the value,
+	// after ${VAR} expansion). It never reaches an action's snapshot: the dispatcher takes it
+	// from the tools file in force.
+	Secret string `json:"-"`
 }
 
 // Tool is a tool definition after defaults and classification. It round-trips through

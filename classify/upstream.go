@@ -37,6 +37,10 @@ type Upstream struct {
 	ImportAll bool
 	Import    []string
 	Prefix    string // put before an imported tool's name; default "<name>_"
+	// TrustAnnotations lets the upstream's annotations classify its tools (as the tools
+	// file's do). Without it an annotation is only the upstream's claim, and every imported
+	// tool whose tools: entry does not pin class is at-most-once.
+	TrustAnnotations bool
 }
 
 // Transport is "http" or "stdio".
@@ -67,7 +71,7 @@ func (u Upstream) clone() Upstream {
 	return u
 }
 
-var upstreamKeys = []string{"command", "env", "headers", "import", "prefix", "timeout", "url"}
+var upstreamKeys = []string{"command", "env", "headers", "import", "prefix", "timeout", "trust_annotations", "url"}
 
 // parseUpstreams reads the top-level "upstreams:" mapping.
 func parseUpstreams(n *yaml.Node, opts Options) (map[string]Upstream, []error) {
@@ -171,6 +175,17 @@ func parseUpstream(name string, line int, def *yaml.Node, opts Options) (Upstrea
 				p.fail("import", n.Line, "names a tool twice")
 			}
 		}
+	}
+	if n := fields["trust_annotations"]; n != nil && !isNull(n) {
+		if n.Kind != yaml.ScalarNode || (n.Value != "true" && n.Value != "false") {
+			p.fail("trust_annotations", n.Line, "must be true or false")
+		}
+		u.TrustAnnotations = n.Value == "true"
+	}
+	if u.ImportAll && u.Prefix == "" {
+		// Any name the upstream lists would then be imported as it is, so an upstream could
+		// take over a tools-file tool (or an approval rule) by listing its name.
+		p.fail("prefix", line, `"" with import: all would let the upstream name any tool, a tools-file tool too; set a prefix or list the tools to import`)
 	}
 	return u, renameErrors(p.errs, name)
 }
@@ -340,6 +355,8 @@ type UpstreamListing struct {
 const (
 	reasonUpstreamPrefix  = "upstream %s's " // followed by an annotation reason
 	reasonUpstreamUnknown = "upstream %s has not listed this tool, so its annotations are unknown: treated as at-most-once (fail closed)"
+	reasonUntrusted       = "upstream %s's annotations are its own claims and it has no trust_annotations: true, so at-most-once (fail closed; they alone would make it %s)"
+	reasonNeverLowered    = "%s; upstream %s's annotations now say %s, but a re-list never lowers a class until the tools file is read again"
 )
 
 const fileOrigin = "defined in the tools file"
@@ -358,6 +375,7 @@ func (r *Registry) Import(listings map[string]UpstreamListing) (*Registry, error
 	// sends notifications by.
 	out := &Registry{Hash: r.Hash, tools: make(map[string]Tool, len(r.tools)), upstreams: r.upstreams, explicit: r.explicit,
 		routing: r.routing}
+	out.listed = map[string]bool{}
 	origin := map[string]string{} // tool name -> where it came from, for collision messages
 	for name, t := range r.tools {
 		out.tools[name] = t.clone()
@@ -429,6 +447,7 @@ func (r *Registry) Import(listings map[string]UpstreamListing) (*Registry, error
 			}
 			if ok {
 				t = r.mergeUpstreamTool(t, ut)
+				out.listed[name] = true
 			} else if !r.set(name, "class") && !r.set(name, "annotations") {
 				t.Class, t.Reason = AtMostOnce, fmt.Sprintf(reasonUpstreamUnknown, uname)
 			}
@@ -456,13 +475,17 @@ func (r *Registry) mergeUpstreamTool(t Tool, ut UpstreamTool) Tool {
 		t.Annotations = ut.Annotations.clone()
 		derived, reason := classify(t.Annotations)
 		reason = fmt.Sprintf(reasonUpstreamPrefix, t.Upstream) + reason
-		if r.set(t.Name, "class") {
+		switch {
+		case r.set(t.Name, "class"):
 			if derived != t.Class {
 				t.Reason = fmt.Sprintf("%s (upstream %s's annotations alone would make it %s)", reasonClassSet, t.Upstream, derived)
 			} else {
 				t.Reason = reasonClassSet
 			}
-		} else {
+		case !r.upstreams[t.Upstream].TrustAnnotations && derived != AtMostOnce:
+			// The upstream's claim alone never spares an action the human.
+			t.Class, t.Reason = AtMostOnce, fmt.Sprintf(reasonUntrusted, t.Upstream, derived)
+		default:
 			t.Class, t.Reason = derived, reason
 		}
 	}
@@ -486,7 +509,7 @@ func upstreamSchema(raw json.RawMessage) (json.RawMessage, error) {
 		return nil, fmt.Errorf("not JSON: %v", err)
 	}
 	js := json.RawMessage(buf.Bytes())
-	if _, err := compileSchema(js); err != nil {
+	if err := compileSchema(js).err; err != nil {
 		return nil, fmt.Errorf("not a valid JSON Schema: %s", schemaError(err))
 	}
 	var top struct {
@@ -516,4 +539,80 @@ func (t *Tool) upstreamGuidance() string {
 			"After a timeout or error, call find_actions with the intent key first."
 	}
 	return Guidance(AtMostOnce) + " Once approved, approvals calls the upstream tool itself: never call it by other means."
+}
+
+// Reimport is Import after a re-list (tools/list_changed, a reconnect): prev is the registry
+// the last import made, and no imported tool's class is lower in the result than it was
+// there once the upstream had listed it (at-most-once, then exactly-once, then at-least-once
+// from strictest down), so an upstream cannot spare a tool the human by changing what it
+// says; only reading the tools file again (a restart) does. changes lists every class that
+// differs from prev, and every tool added or removed, for the log.
+func (r *Registry) Reimport(prev *Registry, listings map[string]UpstreamListing) (*Registry, []ClassChange, error) {
+	out, err := r.Import(listings)
+	if err != nil {
+		return nil, nil, err
+	}
+	if prev != nil {
+		for name, t := range out.tools {
+			p, ok := prev.tools[name]
+			if !ok || !prev.listed[name] || t.Upstream == "" || p.Upstream != t.Upstream || p.UpstreamTool != t.UpstreamTool {
+				continue
+			}
+			if strictness(p.Class) > strictness(t.Class) {
+				t.Reason = fmt.Sprintf("kept %s from an earlier listing: upstream %s now makes it %s, but a re-list never lowers a class until the tools file is read again", p.Class, t.Upstream, t.Class)
+				t.Class = p.Class
+				out.tools[name] = t
+				out.listed[name] = true
+			}
+		}
+	}
+	return out, ClassChanges(prev, out), nil
+}
+
+// strictness orders the classes by how much a human sees: at-most-once highest.
+func strictness(c Class) int {
+	switch c {
+	case AtMostOnce:
+		return 2
+	case ExactlyOnce:
+		return 1
+	}
+	return 0
+}
+
+// ClassChange is one tool whose class differs between two registries; From is "" for a tool
+// added, To "" for one removed.
+type ClassChange struct {
+	Tool     string
+	From, To Class
+	Reason   string // why it has To now
+}
+
+// ClassChanges lists, by tool name, what differs in class between prev and next (nil prev:
+// every tool of next is added).
+func ClassChanges(prev, next *Registry) []ClassChange {
+	var out []ClassChange
+	names := map[string]bool{}
+	for _, t := range next.Tools() {
+		names[t.Name] = true
+	}
+	for _, t := range prev.Tools() {
+		names[t.Name] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(names)) {
+		var c ClassChange
+		c.Tool = name
+		if prev != nil {
+			if t, ok := prev.tools[name]; ok {
+				c.From = t.Class
+			}
+		}
+		if t, ok := next.tools[name]; ok {
+			c.To, c.Reason = t.Class, t.Reason
+		}
+		if c.From != c.To {
+			out = append(out, c)
+		}
+	}
+	return out
 }

@@ -85,7 +85,7 @@ func TestParseUpstreamErrors(t *testing.T) {
 		{"unknown upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm2\n", []string{`tool "x"`, `"upstream"`, `"crm2"`, "known upstreams: crm"}},
 		{"upstream_tool alone", "tools:\n  x:\n    upstream_tool: y\n", []string{`tool "x"`, `"upstream_tool"`, "no upstream"}},
 		{"claim shorter than call", "upstreams:\n  crm:\n    url: http://h/\n    timeout: 2m\ntools:\n  x:\n    upstream: crm\n    claim_timeout: 1m\n", []string{`tool "x"`, "claim_timeout 1m0s must be longer than upstream crm's timeout 2m0s"}},
-		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/ }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
+		{"webhook and upstream", "upstreams:\n  crm:\n    url: http://h/\ntools:\n  x:\n    upstream: crm\n    executor: { webhook: http://w/, secret: events-secret }\n", []string{`tool "x"`, "both a webhook executor and upstream"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -115,10 +115,12 @@ upstreams:
   crm:
     url: http://crm/mcp
     import: all
+    trust_annotations: true
   files:
     command: [files-server]
     import: [read_file, gone]
     prefix: fs_
+    trust_annotations: true
   quiet:
     url: http://quiet/mcp
 tools:
@@ -214,8 +216,8 @@ upstreams:
 groups:
   leads: [ann@example.com]
 channels:
-  ops: { webhook: "http://ops.example/hook", events: [action.done, action.failed] }
-  leads-hook: { webhook: "http://leads.example/hook" }
+  ops: { webhook: "http://ops.example/hook", secret: events-secret, events: [action.done, action.failed] }
+  leads-hook: { webhook: "http://leads.example/hook", secret: events-secret }
 tools:
   send_email:
     approval: { approvers: [leads], notify: [leads-hook] }
@@ -253,13 +255,13 @@ func TestImportCollisions(t *testing.T) {
 		{"file tool for another upstream", "upstreams:\n  a:\n    url: http://a/\n    import: all\n  b:\n    url: http://b/\ntools:\n  a_send:\n    upstream: b\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}, "b": {Tools: []UpstreamTool{{Name: "send"}}}},
 			[]string{`tool "a_send"`, "defined in the tools file for upstream b tool a_send", "imported from upstream a tool send"}},
-		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/ }\n",
+		{"webhook tool", "upstreams:\n  a:\n    url: http://a/\n    import: all\ntools:\n  a_send:\n    executor: { webhook: http://w/, secret: events-secret }\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "send"}}}},
 			[]string{`tool "a_send"`, "defined in the tools file", "imported from upstream a tool send"}},
 		{"default claim shorter than call", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    timeout: 10m\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "slow"}}}},
 			[]string{`tool "a_slow"`, "claim_timeout 5m0s must be longer than upstream a's timeout 10m0s"}},
-		{"reserved name", "upstreams:\n  a:\n    url: http://a/\n    import: all\n    prefix: \"\"\n",
+		{"reserved name", "upstreams:\n  a:\n    url: http://a/\n    import: [get_action]\n    prefix: \"\"\n",
 			map[string]UpstreamListing{"a": {Tools: []UpstreamTool{{Name: "get_action"}}}},
 			[]string{`tool "get_action"`, "imported from upstream a tool get_action", "MCP endpoint's own tools"}},
 	}
@@ -293,5 +295,110 @@ func TestToolJSONRoundTripsUpstreamFields(t *testing.T) {
 	var out Tool
 	if err := json.Unmarshal(js, &out); err != nil || out.Upstream != "crm" || out.UpstreamTool != "send" {
 		t.Errorf("round trip: %+v, %v", out, err)
+	}
+}
+
+// An upstream's annotations classify its tools only with trust_annotations: true; without
+// it every imported tool is at-most-once unless its tools: entry pins class, and the reason
+// says what the annotations alone would have made it.
+func TestImportDistrustsAnnotations(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, `
+upstreams:
+  crm:
+    url: http://crm/mcp
+    import: all
+tools:
+  crm_invalidate:
+    class: at-least-once
+`, Options{})
+	m, err := r.Import(map[string]UpstreamListing{"crm": {Tools: []UpstreamTool{
+		{Name: "delete_record", Annotations: Annotations{IdempotentHint: ptr(true)}},
+		{Name: "lookup", Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+		{Name: "touch", Annotations: Annotations{OpenWorldHint: ptr(false)}},
+		{Name: "invalidate", Annotations: Annotations{OpenWorldHint: ptr(true)}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]Class{"crm_delete_record": AtMostOnce, "crm_lookup": AtMostOnce, "crm_touch": AtMostOnce, "crm_invalidate": AtLeastOnce} {
+		got := mustLookup(t, m, name)
+		if got.Class != want {
+			t.Errorf("%s: %s (%s), want %s", name, got.Class, got.Reason, want)
+		}
+	}
+	if got := mustLookup(t, m, "crm_delete_record"); !strings.Contains(got.Reason, "trust_annotations") || !strings.Contains(got.Reason, "at-least-once") {
+		t.Errorf("reason %q does not say why, and what the annotations alone would make it", got.Reason)
+	}
+}
+
+// prefix: "" with import: all would let an upstream take over any tools-file tool.
+func TestEmptyPrefixWithImportAllRefused(t *testing.T) {
+	t.Parallel()
+	_, err := Parse([]byte("upstreams:\n  a:\n    url: http://a/\n    import: all\n    prefix: \"\"\n"), Options{})
+	if err == nil || !strings.Contains(err.Error(), `upstream "a", field "prefix"`) {
+		t.Fatalf("Parse = %v, want an error naming the prefix of upstream a", err)
+	}
+	if _, err := Parse([]byte("upstreams:\n  a:\n    url: http://a/\n    import: [x]\n    prefix: \"\"\n"), Options{}); err != nil {
+		t.Fatalf("an empty prefix with a list of imports: %v", err)
+	}
+}
+
+// A re-list never lowers a class: once listed as at-most-once, a tool stays so when its
+// upstream's annotations later say more; a stricter class is taken at once; every change
+// (and every tool added or removed) is in the changes to log.
+func TestReimportNeverLowersAClass(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, "upstreams:\n  crm:\n    url: http://crm/mcp\n    import: all\n    trust_annotations: true\n", Options{})
+	listing := func(tools ...UpstreamTool) map[string]UpstreamListing {
+		return map[string]UpstreamListing{"crm": {Tools: tools}}
+	}
+	first, changes, err := r.Reimport(nil, listing(UpstreamTool{Name: "delete_record"}, UpstreamTool{Name: "read", Annotations: Annotations{OpenWorldHint: ptr(false)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changes) != 2 || changes[0].From != "" || changes[0].To != AtMostOnce {
+		t.Fatalf("first import: changes %+v, want both tools added", changes)
+	}
+	// The upstream now claims delete_record is idempotent, and read read-only: lower classes.
+	second, changes, err := r.Reimport(first, listing(
+		UpstreamTool{Name: "delete_record", Annotations: Annotations{IdempotentHint: ptr(true)}},
+		UpstreamTool{Name: "read", Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+		UpstreamTool{Name: "added_later"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, second, "crm_delete_record"); got.Class != AtMostOnce || !strings.Contains(got.Reason, "never lowers") {
+		t.Fatalf("crm_delete_record after a re-list: %s (%s), want at-most-once kept", got.Class, got.Reason)
+	}
+	if got := mustLookup(t, second, "crm_read"); got.Class != ExactlyOnce {
+		t.Fatalf("crm_read after a re-list: %s (%s), want exactly-once kept", got.Class, got.Reason)
+	}
+	if len(changes) != 1 || changes[0].Tool != "crm_added_later" || changes[0].From != "" {
+		t.Fatalf("changes %+v, want only crm_added_later added", changes)
+	}
+	// Raising is taken at once, and logged; the floor stays raised.
+	third, changes, err := r.Reimport(second, listing(UpstreamTool{Name: "read", Annotations: Annotations{OpenWorldHint: ptr(true)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, third, "crm_read"); got.Class != AtMostOnce {
+		t.Fatalf("crm_read raised: %s", got.Class)
+	}
+	want := []ClassChange{{Tool: "crm_added_later", From: AtMostOnce}, {Tool: "crm_delete_record", From: AtMostOnce}, {Tool: "crm_read", From: ExactlyOnce, To: AtMostOnce}}
+	if len(changes) != len(want) {
+		t.Fatalf("changes %+v, want %+v", changes, want)
+	}
+	for i, c := range changes {
+		if c.Tool != want[i].Tool || c.From != want[i].From || c.To != want[i].To {
+			t.Fatalf("changes %+v, want %+v", changes, want)
+		}
+	}
+	fourth, _, err := r.Reimport(third, listing(UpstreamTool{Name: "read", Annotations: Annotations{ReadOnlyHint: ptr(true)}}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, fourth, "crm_read"); got.Class != AtMostOnce {
+		t.Fatalf("crm_read lowered after being raised: %s", got.Class)
 	}
 }

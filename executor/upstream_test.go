@@ -89,6 +89,7 @@ upstreams:
     timeout: 1s
     import: all
     prefix: up_
+    trust_annotations: true
 tools:
   up_pay:
     intent: "pay:{order}"

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -25,8 +26,11 @@ import (
 type Webhook struct {
 	*loop
 	client *http.Client
-	signer *webhooksign.Signer // nil: no secret, so nothing is ever sent
+	signer *webhooksign.Signer // APPROVALS_WEBHOOK_SECRET; nil: only tools with their own secret are sent
 	cfg    WebhookConfig
+
+	mu      sync.Mutex
+	signers map[string]*webhooksign.Signer // by executor secret
 }
 
 // WebhookConfig configures a Webhook dispatcher.
@@ -37,9 +41,9 @@ type WebhookConfig struct {
 	// executor timeout.
 	Client *http.Client
 	// Secret signs every delivery as Standard Webhooks say
-	// (APPROVALS_WEBHOOK_SECRET: "whsec_" and base64, or raw bytes).
-	// Without it the dispatcher claims nothing: an unsigned delivery is
-	// never sent.
+	// (APPROVALS_WEBHOOK_SECRET: "whsec_" and base64, or raw bytes),
+	// except a tool's whose executor names its own secret. Without either
+	// the dispatcher claims nothing: an unsigned delivery is never sent.
 	Secret string
 	// Logger, default slog.Default().
 	Logger *slog.Logger
@@ -92,9 +96,32 @@ func NewWebhook(svc *queue.Dispatch, cfg WebhookConfig) (*Webhook, error) {
 		client = &c
 	}
 	client.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	d := &Webhook{client: client, signer: signer, cfg: cfg}
+	d := &Webhook{client: client, signer: signer, cfg: cfg, signers: map[string]*webhooksign.Signer{}}
 	d.loop = newLoop(svc, cfg.Logger, d, (*queue.Action).HasWebhook, cfg.Recheck, cfg.Concurrency, cfg.OnOutcome)
+	// One that cannot be signed is left approved, never claimed.
+	d.loop.ready = func(a *queue.Action) bool { return d.signerFor(a) != nil }
 	return d, nil
+}
+
+// signerFor is the signer of a's delivery: its tool's own executor secret, as the tools file
+// in force names it for the same webhook (secrets never reach an action's snapshot), else
+// APPROVALS_WEBHOOK_SECRET's; nil when there is neither.
+func (d *Webhook) signerFor(a *queue.Action) *webhooksign.Signer {
+	t, ok := d.svc.Registry().Lookup(a.Tool)
+	if !ok || t.Executor == nil || t.Executor.Secret == "" || a.Spec.Executor == nil || t.Executor.Webhook != a.Spec.Executor.Webhook {
+		return d.signer
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if s, ok := d.signers[t.Executor.Secret]; ok {
+		return s
+	}
+	s, err := webhooksign.New(t.Executor.Secret)
+	if err != nil {
+		return nil // the tools file refuses such a secret
+	}
+	d.signers[t.Executor.Secret] = s
+	return s
 }
 
 // Run claims and delivers approved webhook actions until ctx ends: once at
@@ -103,11 +130,25 @@ func NewWebhook(svc *queue.Dispatch, cfg WebhookConfig) (*Webhook, error) {
 // returns once the deliveries under way have finished; they run on a
 // context detached from ctx, bounded by their own timeout.
 func (d *Webhook) Run(ctx context.Context) {
-	if d.signer == nil {
-		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set, and deliveries are never sent unsigned")
+	if d.signer == nil && !d.ownSecrets() {
+		d.log.Info("webhook dispatcher off: APPROVALS_WEBHOOK_SECRET is not set and no executor has a secret of its own, and deliveries are never sent unsigned")
 		return
 	}
+	if d.signer == nil {
+		d.log.Info("webhook dispatcher: APPROVALS_WEBHOOK_SECRET is not set, so only tools with their own executor secret are delivered")
+	}
 	d.loop.run(ctx)
+}
+
+// ownSecrets reports whether a tool of the tools file signs with a secret of its own (the
+// file's executors do not change while the process runs).
+func (d *Webhook) ownSecrets() bool {
+	for _, t := range d.svc.Registry().Tools() {
+		if t.Executor != nil && t.Executor.Secret != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // Scan does once what Run does at start and on its timer: it offers every
@@ -115,7 +156,7 @@ func (d *Webhook) Run(ctx context.Context) {
 // deliveries it started have finished. Run need not be running; without a
 // secret it claims nothing.
 func (d *Webhook) Scan(ctx context.Context) {
-	if d.signer == nil {
+	if d.signer == nil && !d.ownSecrets() {
 		return
 	}
 	d.loop.scanAll(ctx)
@@ -134,8 +175,13 @@ func (d *Webhook) Target(a *queue.Action) map[string]any {
 // the tool's executor timeout, not by the worker's context: a delivery
 // under way finishes during shutdown.
 func (d *Webhook) Do(a *queue.Action) queue.Execution {
-	status, body, err := d.post(a)
 	info := d.Target(a)
+	signer := d.signerFor(a)
+	if signer == nil {
+		// The tools file changed between the claim and now: nothing is sent unsigned.
+		return queue.Execution{Outcome: queue.ExecutionFailed, Details: info, Error: "nothing was sent: no secret to sign the delivery with"}
+	}
+	status, body, err := d.post(a, signer)
 	if status != 0 {
 		info["status"] = status
 	}
@@ -164,7 +210,7 @@ func (d *Webhook) Do(a *queue.Action) queue.Execution {
 // post sends one delivery. status is 0 when no response arrived; body is
 // at most queue.MaxResultBody+1 bytes of the response; err says why no usable
 // response arrived.
-func (d *Webhook) post(a *queue.Action) (status int, body []byte, err error) {
+func (d *Webhook) post(a *queue.Action, signer *webhooksign.Signer) (status int, body []byte, err error) {
 	hook := a.Spec.Executor
 	timeout := hook.Timeout
 	if timeout <= 0 {
@@ -186,7 +232,7 @@ func (d *Webhook) post(a *queue.Action) (status int, body []byte, err error) {
 	// webhook-id sees one message per action. The timestamp is wall time,
 	// not the service clock: the receiver compares it with its own clock
 	// to refuse replays.
-	d.signer.SetHeaders(req.Header, a.ID, time.Now(), payload)
+	signer.SetHeaders(req.Header, a.ID, time.Now(), payload)
 	res, err := d.client.Do(req)
 	if err != nil {
 		return 0, nil, err

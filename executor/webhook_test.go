@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -760,8 +761,40 @@ func TestDispatcherWithoutSecretClaimsNothing(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("a dispatcher without a secret kept running")
 	}
+	d.Scan(context.Background())
 	if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateApproved {
 		t.Fatalf("state %s, want approved", got.State)
+	}
+}
+
+// A tool whose executor names its own secret is signed with it, in place of
+// APPROVALS_WEBHOOK_SECRET, also when that is not set: the receiver verifies
+// with the tool's key. The secret is taken from the tools file in force; it
+// is not in the action's snapshot.
+func TestDispatcherSignsWithTheToolsOwnSecret(t *testing.T) {
+	t.Parallel()
+	for _, def := range []string{"", "whsec_" + base64.StdEncoding.EncodeToString([]byte("the default, not the receiver's"))} {
+		e := startExec(t, false)
+		src := fmt.Sprintf("tools:\n  notify_partner:\n    class: at-most-once\n    intent: \"partner:{partner}:{topic}\"\n"+
+			"    claim_timeout: 2m\n    executor: { webhook: %q, timeout: 30s, secret: %q }\n", e.prov.srv.URL+"/hook", testSecret)
+		reg, err := classify.Parse([]byte(src), classify.Options{WebhookSecretSet: def != "", WebhookSecret: def})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.Service.SetRegistry(reg)
+		a := e.Submit("notify_partner", partner("own-secret", "json"))
+		if snap, _ := json.Marshal(a.Spec); strings.Contains(string(snap), testSecret) {
+			t.Fatalf("the executor's secret is in the action's snapshot: %s", snap)
+		}
+		apptest.Approve(t, e.Service, a.ID)
+		d, err := executor.NewWebhook(queue.NewDispatch(e.Service), executor.WebhookConfig{Secret: def})
+		if err != nil {
+			t.Fatal(err)
+		}
+		d.Scan(context.Background())
+		if got, _ := e.Store.ActionGetByID(context.Background(), a.ID); got.State != queue.StateDone {
+			t.Fatalf("default %q: state %s, want done (signed with the tool's secret)", def, got.State)
+		}
 	}
 }
 

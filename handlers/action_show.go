@@ -36,12 +36,15 @@ func (d *Dashboard) ShowAction(c echo.Context) error {
 // actionView gathers everything the action page shows.
 func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.ActionView, error) {
 	ctx := c.Request().Context()
-	v := templates.ActionView{Now: d.Service.Now(), Action: a, Payload: templates.PrettyJSON(a.Payload),
-		Result: templates.PrettyJSON(a.Result)}
+	v := templates.ActionView{Now: d.Service.Now(), Action: a, ShowURLPaths: isAdmin(c)}
+	// Both diffs of the page (an edit, a revision) share one word-diff budget.
+	budget := templates.NewDiffBudget()
+	v.Payload, v.PayloadCompact = templates.PrettyJSONBounded(a.Payload)
+	v.Result, v.ResultCompact = templates.PrettyJSONBounded(a.Result)
 	v.PreviewTitle, v.Preview = previewFields(a)
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
-		v.ApprovedPayload = templates.PrettyJSON(a.ApprovedPayload)
-		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved")
+		v.ApprovedPayload, v.ApprovedCompact = templates.PrettyJSONBounded(a.ApprovedPayload)
+		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved", budget)
 	}
 	v.Form.Payload = v.Payload
 	if u := currentUser(c); u != nil {
@@ -55,7 +58,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 		return v, err
 	}
 	for _, e := range events {
-		v.Events = append(v.Events, eventView(e))
+		v.Events = append(v.Events, eventView(e, v.ShowURLPaths))
 	}
 	// At-least-once keys are informational: they tie no attempts together.
 	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
@@ -73,7 +76,7 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	if v.Notifications, err = d.Store.NotificationList(ctx, a.ID); err != nil {
 		return v, err
 	}
-	v.Revision = revisionView(a, v.Attempts)
+	v.Revision = revisionView(a, v.Attempts, budget)
 	// The neighbours in the queue, for j and k.
 	at := queue.EncodeCursor(queue.Cursor{CreatedAt: a.CreatedAt, ID: a.ID})
 	for _, oldest := range []bool{true, false} {
@@ -116,11 +119,11 @@ func quorumView(a *queue.Action) templates.QuorumView {
 
 // revisionView is set on an attempt that follows a change request: the
 // note that asked for the revision and what changed in the payload.
-func revisionView(a *queue.Action, others []*queue.Action) *templates.RevisionView {
+func revisionView(a *queue.Action, others []*queue.Action, budget *templates.DiffBudget) *templates.RevisionView {
 	for _, o := range others {
 		if o.Attempt == a.Attempt-1 && o.State == queue.StateChangesRequested {
 			r := &templates.RevisionView{Earlier: o,
-				Diff: templates.NewDiffView(o.Payload, a.Payload, "The earlier attempt's payload and this one", "Attempt "+strconv.Itoa(o.Attempt), "Attempt "+strconv.Itoa(a.Attempt))}
+				Diff: templates.NewDiffView(o.Payload, a.Payload, "The earlier attempt's payload and this one", "Attempt "+strconv.Itoa(o.Attempt), "Attempt "+strconv.Itoa(a.Attempt), budget)}
 			if o.DecisionNote != nil {
 				r.Note = *o.DecisionNote
 			}
@@ -132,11 +135,11 @@ func revisionView(a *queue.Action, others []*queue.Action) *templates.RevisionVi
 
 // eventView pulls a decision's note and edited fields out of its data,
 // and keeps the rest of the data to show.
-func eventView(e queue.Event) templates.EventView {
+func eventView(e queue.Event, admin bool) templates.EventView {
 	v := templates.EventView{Event: e}
 	var data map[string]json.RawMessage
 	if len(e.Data) == 0 || json.Unmarshal(e.Data, &data) != nil {
-		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
+		v.Data = classify.ShownURLsIn(templates.PrettyJSON(e.Data), admin)
 		return v
 	}
 	_ = json.Unmarshal(data["note"], &v.Note)
@@ -144,7 +147,7 @@ func eventView(e queue.Event) templates.EventView {
 	delete(data, "note")
 	delete(data, "changed_fields")
 	if len(data) > 0 {
-		v.Data = classify.RedactURLsIn(templates.PrettyJSON(e.Data))
+		v.Data = classify.ShownURLsIn(templates.PrettyJSON(e.Data), admin)
 	}
 	return v
 }

@@ -92,3 +92,142 @@ func TestInvisibleCharactersWarned(t *testing.T) {
 		})
 	}
 }
+
+// TestNumbersAndDepthRefused: a number with more than 100 significant
+// digits or an exponent beyond ±400, or objects and arrays nested deeper
+// than 64 (counted from the body's outermost value), is 400 invalid_request
+// naming where, in a submission and in a result; nothing is stored, and the
+// action whose result was refused stays in progress. On both stores.
+func TestNumbersAndDepthRefused(t *testing.T) {
+	t.Parallel()
+	// The body is depth 1 and the payload depth 2, so a payload may hold
+	// 62 more levels.
+	nest := func(n int) string { return strings.Repeat("[", n) + "1" + strings.Repeat("]", n) }
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			cases := []struct{ name, body, mention string }{
+				{"exponent", `{"tool":"post_partner_message","intent_key":"p:n1","payload":{"n":1e999999}}`, "/payload/n"},
+				{"digits", `{"tool":"post_partner_message","intent_key":"p:n2","payload":{"n":` + strings.Repeat("7", 101) + `}}`, "100 significant digits"},
+				{"depth", `{"tool":"post_partner_message","intent_key":"p:n3","payload":{"a":` + nest(63) + `}}`, "deeper than 64"},
+				// Refused before the schema's exclusiveMinimum would compare it.
+				{"schema number", `{"tool":"issue_refund","payload":{"order_id":"o1","line_id":1,"amount":1e999999}}`, "/payload/amount"},
+			}
+			for _, tc := range cases {
+				r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", tc.body)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest ||
+					!strings.Contains(r.Problem(t).Detail, tc.mention) {
+					t.Errorf("%s: %d %s, want 400 invalid_request naming %s", tc.name, r.Status, r.Body, tc.mention)
+				}
+			}
+			// At the limits it is accepted.
+			ok := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions",
+				`{"tool":"post_partner_message","intent_key":"p:n4","payload":{"n":1e400,"a":`+nest(62)+`}}`)
+			if ok.Status != http.StatusCreated {
+				t.Fatalf("at the limits: %d %s, want 201", ok.Status, ok.Body)
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 {
+				t.Fatalf("%d actions stored, want only the one at the limits", len(list))
+			}
+
+			a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-num", 3)).Action(t)
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions/"+a.ID+"/complete", `{"result":{"amount":1e-999}}`)
+			if r.Status != http.StatusBadRequest || !strings.Contains(r.Problem(t).Detail, "/result/amount") {
+				t.Fatalf("complete with a number out of range: %d %s, want 400 naming /result/amount", r.Status, r.Body)
+			}
+			got := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID, nil).Action(t)
+			if got.State != queue.StateInProgress {
+				t.Fatalf("after a refused result the action is %s, want in_progress", got.State)
+			}
+		})
+	}
+}
+
+// TestUnknownQueryParametersRefused: every agent endpoint refuses a query
+// parameter it does not read (400 invalid_request naming it) and does
+// nothing, so ?dry_run=true from a newer client is never a real submission
+// or claim; the parameters each endpoint reads still work, and a bad token
+// is still 401 first. On both stores.
+func TestUnknownQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			submit := apptest.RefundBody("o-query", 1)
+			held := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-held", 1)).Action(t)
+			cases := []struct{ method, path, param string }{
+				{"POST", "/api/v1/actions?dry_run=true", "dry_run"},
+				{"GET", "/api/v1/actions?intent_key=k&dry_run=1", "dry_run"},
+				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&until=done", "until"},
+				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&wait=2s", "wait"},
+				{"GET", "/api/v1/tools?verbose=1", "verbose"},
+				{"POST", "/api/v1/actions/" + held.ID + "/complete?dry_run=true", "dry_run"},
+				{"POST", "/api/v1/actions/" + held.ID + "/fail?force=1", "force"},
+				{"POST", "/api/v1/actions/" + held.ID + "/cancel?dry_run=true", "dry_run"},
+				{"POST", "/api/v1/actions/" + held.ID + "/execute?dry_run=true", "dry_run"},
+			}
+			for _, tc := range cases {
+				var body any
+				switch {
+				case strings.HasPrefix(tc.path, "/api/v1/actions?"):
+					body = submit
+				case strings.Contains(tc.path, "/complete"):
+					body = `{"result":{"refund":"re_1"}}`
+				case strings.Contains(tc.path, "/fail"):
+					body = `{"error":"declined"}`
+				}
+				if tc.method == "GET" {
+					body = nil
+				}
+				r := e.Do(e.URL, e.AgentToken, tc.method, tc.path, body)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.Problem(t).Detail, `"`+tc.param+`"`) {
+					t.Errorf("%s %s: %d %s, want 400 invalid_request naming %s", tc.method, tc.path, r.Status, r.Body, tc.param)
+				}
+			}
+			if r := e.Do(e.URL, "not-a-token", "POST", "/api/v1/actions?dry_run=true", submit); r.Status != http.StatusUnauthorized {
+				t.Fatalf("a bad token with an unknown parameter: %d, want 401", r.Status)
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 1 || list[0].ID != held.ID || list[0].State != queue.StateInProgress {
+				t.Fatalf("after refused calls: %d actions (%v), want only %s still in_progress", len(list), list, held.ID)
+			}
+			for _, path := range []string{"/api/v1/actions/" + held.ID + "?wait=10ms&state=in_progress", "/api/v1/actions?intent_key=refund:o-held:1&state=in_progress&tool=issue_refund&limit=5"} {
+				if r := e.Do(e.URL, e.AgentToken, "GET", path, nil); r.Status != http.StatusOK {
+					t.Errorf("GET %s: %d %s, want 200", path, r.Status, r.Body)
+				}
+			}
+		})
+	}
+}
+
+// TestCaseTwinKeysRefused: a payload key that differs only in case from a
+// field the tool's schema names ("To" beside "to") is 422 invalid_payload
+// naming it, and nothing is stored. On both stores.
+func TestCaseTwinKeysRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			body := apptest.EmailBody("c-twin", "t")
+			body["payload"].(map[string]any)["To"] = "evil@example.com"
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", body)
+			if r.Status != http.StatusUnprocessableEntity || r.Problem(t).Code != queue.CodeInvalidPayload || !strings.Contains(r.Problem(t).Detail, `"To"`) {
+				t.Fatalf("%d %s, want 422 invalid_payload naming To", r.Status, r.Body)
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil || len(list) != 0 {
+				t.Fatalf("%d actions stored (%v), want none", len(list), err)
+			}
+		})
+	}
+}

@@ -3,7 +3,6 @@ package handlers
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"io"
 	"unicode/utf8"
 
@@ -88,7 +87,7 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	if !utf8.Valid(body) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid UTF-8")
 	}
-	if err := refuseDuplicateKeys("body", body); err != nil {
+	if err := refuseStrict("body", body); err != nil {
 		return nil, err
 	}
 	var raw map[string]json.RawMessage
@@ -125,11 +124,11 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	return checkFields(raw, allowed)
 }
 
-// refuseDuplicateKeys refuses JSON in which an object names a key twice
-// (invalid_request naming the key); any other fault is left to the decoder
-// that follows, which words it.
-func refuseDuplicateKeys(what string, b []byte) error {
-	if err := queue.CheckNoDuplicateKeys(b); errors.Is(err, queue.ErrDuplicateKey) {
+// refuseStrict refuses JSON in which an object names a key twice, a number
+// is out of range or objects nest too deep (invalid_request naming where);
+// any other fault is left to the decoder that follows, which words it.
+func refuseStrict(what string, b []byte) error {
+	if err := queue.CheckStrictJSON(b, 0); queue.StrictRefusal(err) {
 		return queue.Errorf(queue.CodeInvalidRequest, "%s: %v", what, err)
 	}
 	return nil

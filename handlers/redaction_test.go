@@ -180,3 +180,39 @@ tools:
 		}
 	}
 }
+
+// TestCredentialPathsElided: a webhook URL whose path is its credential (a
+// Slack incoming webhook) is shown to staff other than admins with the path
+// elided, on the tools page and the action page; admins see the path.
+func TestCredentialPathsElided(t *testing.T) {
+	t.Parallel()
+	const hook = "https://hooks.slack.com/services/T0001/B0001/PATHSECRET"
+	reg, err := classify.Parse([]byte(fmt.Sprintf(`
+tools:
+  post_to_slack:
+    class: at-most-once
+    intent: "slack:{topic}"
+    executor: { webhook: %q, timeout: 5s }
+`, hook)), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg})
+	d.AddUser("viewer@example.com", accounts.RoleViewer)
+	d.AddUser("approver@example.com", accounts.RoleApprover)
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
+	a := d.Submit("post_to_slack", `{"topic":"t"}`, "")
+	for _, who := range []string{"viewer@example.com", "approver@example.com", "admin@example.com"} {
+		b := d.Login(who)
+		for _, path := range []string{"/tools", "/actions/" + a.ID} {
+			body := b.Get(path).Body
+			admin := who == "admin@example.com"
+			if strings.Contains(body, "PATHSECRET") != admin {
+				t.Errorf("%s on %s: the hook's path shown %v, want %v", who, path, !admin, admin)
+			}
+			if !admin && !strings.Contains(body, "https://hooks.slack.com/…") {
+				t.Errorf("%s on %s: the elided hook is not shown", who, path)
+			}
+		}
+	}
+}

@@ -36,7 +36,7 @@ func (d *Dashboard) TicketList(c echo.Context) error {
 
 // ticketsBase is a tickets view without tickets: what one card needs.
 func (d *Dashboard) ticketsBase(c echo.Context, state string) templates.TicketsView {
-	v := templates.TicketsView{Now: d.Service.Now(), State: state, CSRF: stringValue(session(c), csrfValue)}
+	v := templates.TicketsView{Now: d.Service.Now(), State: state, CSRF: stringValue(session(c), csrfValue), ShowURLPaths: isAdmin(c)}
 	if u := currentUser(c); u != nil {
 		v.CanResolve = u.Role.CanResolve()
 	}

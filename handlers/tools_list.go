@@ -15,5 +15,12 @@ func (d *Dashboard) ToolsList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.ToolsPage(p, templates.ToolsView{Tools: reg.Tools(), Hash: reg.Hash}))
+	return render(c, http.StatusOK, templates.ToolsPage(p, templates.ToolsView{Tools: reg.Tools(), Hash: reg.Hash, ShowURLPaths: isAdmin(c)}))
+}
+
+// isAdmin reports whether the signed-in user is an admin, who sees URLs
+// whose path is a credential whole.
+func isAdmin(c echo.Context) bool {
+	u := currentUser(c)
+	return u != nil && u.Role.CanAdminister()
 }

@@ -21,9 +21,9 @@ const outboxTools = `
 groups:
   leads: [ann@example.com, bob@example.com]
 channels:
-  leads-hook: { webhook: "http://127.0.0.1:1/leads" }
+  leads-hook: { webhook: "http://127.0.0.1:1/leads", secret: events-secret }
   leads-slack: { slack: { channel: C0APPROVALS } }
-  ops: { webhook: "http://127.0.0.1:1/ops", events: [action.failed, ticket.opened] }
+  ops: { webhook: "http://127.0.0.1:1/ops", secret: events-secret, events: [action.failed, ticket.opened] }
 tools:
   send_customer_email:
     class: at-most-once

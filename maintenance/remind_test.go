@@ -14,8 +14,8 @@ groups:
   leads: [ann@example.com]
   night: [cara@example.com]
 channels:
-  hook: { webhook: "http://127.0.0.1:1/hook" }
-  pager: { webhook: "http://127.0.0.1:1/pager" }
+  hook: { webhook: "http://127.0.0.1:1/hook", secret: events-secret }
+  pager: { webhook: "http://127.0.0.1:1/pager", secret: events-secret }
 tools:
   send_customer_email:
     class: at-most-once

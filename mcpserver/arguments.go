@@ -3,7 +3,6 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -18,11 +17,16 @@ const defaultMaxBody = 256 << 10
 // arguments are a call's arguments by name, each as the JSON it was sent.
 type arguments map[string]json.RawMessage
 
+// argumentsDepth is how deep a call's arguments lie in the JSON-RPC
+// request: {"params": {"arguments": {...}}}.
+const argumentsDepth = 2
+
 // rawArguments applies the checks every call shares: absent arguments are an
 // empty object, and the arguments are at most max bytes of valid UTF-8 with
-// no object anywhere naming a key twice. This is the one duplicate-key check
-// of a call: it sees the whole arguments object, so it also catches a
-// repeated argument name, which decoding into a map would silently merge.
+// no object anywhere naming a key twice, no number out of range and no
+// nesting too deep (queue.CheckStrictJSON). This is the one strict check of
+// a call: it sees the whole arguments object, so it also catches a repeated
+// argument name, which decoding into a map would silently merge.
 func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -34,7 +38,9 @@ func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	if !utf8.Valid(raw) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "the arguments are not valid UTF-8")
 	}
-	if err := queue.CheckNoDuplicateKeys(raw); errors.Is(err, queue.ErrDuplicateKey) {
+	// The arguments lie at depth 2 of the request body (params.arguments),
+	// where the nesting limit counts from.
+	if err := queue.CheckStrictJSON(raw, argumentsDepth); queue.StrictRefusal(err) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "arguments: %v", err)
 	}
 	return raw, nil

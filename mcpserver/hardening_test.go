@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -36,6 +37,53 @@ func TestArgumentsWithDuplicateKeysRefused(t *testing.T) {
 	}
 	if len(list) != 0 {
 		t.Fatalf("%d actions stored from refused calls", len(list))
+	}
+}
+
+// TestArgumentsOutOfRangeRefused: a number past the limits or nesting
+// deeper than 64 from the request body's outermost value (the arguments
+// lie at depth 3 of the JSON-RPC request) is an isError invalid_request
+// naming where, and nothing is submitted. The requests are written by hand:
+// the SDK's client cannot even send 1e999999.
+func TestArgumentsOutOfRangeRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "mailer")
+	callRaw := func(tool, args string) map[string]any {
+		t.Helper()
+		status, body := postCall(t, e.url, tok, tool, args)
+		var answer struct {
+			Result map[string]any `json:"result"`
+		}
+		if err := json.Unmarshal(body, &answer); err != nil || status != http.StatusOK {
+			t.Fatalf("%s: %d %v, want 200 with a tool result", tool, status, err)
+		}
+		return answer.Result
+	}
+	nest := func(n int) string { return strings.Repeat("[", n) + "1" + strings.Repeat("]", n) }
+	email := `"customer_id":"c1","topic":"t","to":"a@example.com","subject":"s","body":"b"`
+	for _, tc := range []struct{ tool, args, mention string }{
+		{"send_customer_email", `{` + email + `,"n":1e999999}`, "/n"},
+		{"send_customer_email", `{` + email + `,"n":` + strings.Repeat("9", 101) + `}`, "100 significant digits"},
+		{"send_customer_email", `{` + email + `,"deep":` + nest(62) + `}`, "deeper than 64"},
+		{"complete_action", `{"id":"x","result":{"amount":1e401}}`, "/result/amount"},
+	} {
+		r := callRaw(tc.tool, tc.args)
+		sc, _ := r["structuredContent"].(map[string]any)
+		if r["isError"] != true || sc["code"] != string(queue.CodeInvalidRequest) || !strings.Contains(fmt.Sprint(sc["detail"]), tc.mention) {
+			t.Errorf("%s: %v, want isError invalid_request naming %s", tc.tool, r, tc.mention)
+		}
+	}
+	list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list) != 0 {
+		t.Fatalf("%d actions stored from refused calls", len(list))
+	}
+	// 61 levels inside the arguments' own value are within the limit.
+	if r := callRaw("post_partner_message", `{"intent_key":"p:deep","deep":`+nest(61)+`}`); r["isError"] == true {
+		t.Fatalf("at the limit: %v, want the action", r)
 	}
 }
 
@@ -107,4 +155,48 @@ func TestNoStreamWaitsUncounted(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(body, `"notifications":{}`) || !strings.Contains(body, `"id":7,"result"`) {
 		t.Fatalf("subscriptions/listen: %d %q, want 200, no subscription acknowledged and the result", resp.StatusCode, body)
 	}
+}
+
+// TestQueryParametersRefused: /mcp reads no query parameter, so one is a
+// 400 problem naming it (after the token check), never ignored.
+func TestQueryParametersRefused(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	tok := e.token(t, "mailer")
+	for _, tc := range []struct {
+		token  string
+		status int
+	}{{tok, http.StatusBadRequest}, {"bad-token", http.StatusUnauthorized}} {
+		status, b := postCall(t, e.url+"?dry_run=true", tc.token, "post_partner_message", `{"intent_key":"p:q","text":"x"}`)
+		if status != tc.status || (tc.status == http.StatusBadRequest && !strings.Contains(string(b), `\"dry_run\"`)) {
+			t.Fatalf("token %q: %d %s, want %d", tc.token, status, b, tc.status)
+		}
+	}
+	list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+	if err != nil || len(list) != 0 {
+		t.Fatalf("%d actions (%v) after refused calls", len(list), err)
+	}
+}
+
+// postCall sends one tools/call request written by hand (protocol version
+// 2025-06-18, which needs no per-call headers) and returns the status and
+// body.
+func postCall(t *testing.T, url, token, tool, args string) (int, []byte) {
+	t.Helper()
+	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, b
 }

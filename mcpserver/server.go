@@ -15,6 +15,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/agentapi"
 	"github.com/approvals/approvals/web/problem"
 )
 
@@ -148,6 +149,12 @@ func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) h
 		name, err := accounts.AuthenticateAgent(r, accts)
 		if err != nil {
 			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
+			return
+		}
+		// The endpoint reads no query parameter; one it does not know is
+		// refused, never ignored.
+		if err := agentapi.CheckQuery(r.URL.RawQuery); err != nil {
+			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "query"))
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))

@@ -95,39 +95,54 @@ func EscapePointerToken(s string) string { return pointerEscaper.Replace(s) }
 
 // PointerValue resolves an RFC 6901 pointer in a JSON document, returning
 // the value as compact JSON and whether it exists: the diff view shows the
-// old and the new value of each edited field.
+// old and the new value of each edited field. To resolve many pointers in
+// one document, decode it once and use ResolvePointer.
 func PointerValue(doc []byte, pointer string) (json.RawMessage, bool) {
 	v, ok := decodeValue(doc)
 	if !ok {
 		return nil, false
 	}
-	if pointer != "" {
-		if pointer[0] != '/' {
-			return nil, false
-		}
-		for _, tok := range strings.Split(pointer[1:], "/") {
-			tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
-			switch x := v.(type) {
-			case map[string]any:
-				if v, ok = x[tok]; !ok {
-					return nil, false
-				}
-			case []any:
-				i, err := strconv.Atoi(tok)
-				if err != nil || i < 0 || i >= len(x) || strconv.Itoa(i) != tok {
-					return nil, false
-				}
-				v = x[i]
-			default:
-				return nil, false
-			}
-		}
+	if v, ok = ResolvePointer(v, pointer); !ok {
+		return nil, false
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		return nil, false
 	}
 	return b, true
+}
+
+// DecodeValue decodes one JSON document as the comparisons read it
+// (numbers as json.Number), for ResolvePointer.
+func DecodeValue(doc []byte) (any, bool) { return decodeValue(doc) }
+
+// ResolvePointer resolves an RFC 6901 pointer in a decoded JSON value.
+func ResolvePointer(v any, pointer string) (any, bool) {
+	if pointer == "" {
+		return v, true
+	}
+	if pointer[0] != '/' {
+		return nil, false
+	}
+	for _, tok := range strings.Split(pointer[1:], "/") {
+		tok = strings.ReplaceAll(strings.ReplaceAll(tok, "~1", "/"), "~0", "~")
+		switch x := v.(type) {
+		case map[string]any:
+			var ok bool
+			if v, ok = x[tok]; !ok {
+				return nil, false
+			}
+		case []any:
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(x) || strconv.Itoa(i) != tok {
+				return nil, false
+			}
+			v = x[i]
+		default:
+			return nil, false
+		}
+	}
+	return v, true
 }
 
 // MarshalJSON writes the stored fields and the derived edited_fields, so

@@ -3,37 +3,47 @@ package queue
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
-// WarningInvisibleCharacters marks an action whose payload holds a
-// bidirectional control or zero-width character: what an approver reads
-// on screen may then differ from what is sent (text reordered by U+202E,
-// "admin" and "ad\u200bmin" looking alike).
+// WarningInvisibleCharacters marks an action whose payload holds an
+// invisible character (IsInvisible): what an approver reads on screen may
+// then differ from what is sent (text reordered by U+202E, "admin" and
+// "ad\u200bmin" looking alike, a prompt hidden in tag characters).
 const WarningInvisibleCharacters = "invisible_characters"
 
-// IsInvisible reports whether r is a bidirectional control or a
-// zero-width character.
+//go:generate go run invisible_gen.go /usr/share/unicode/DerivedCoreProperties.txt
+
+// IsInvisible reports whether r is a character that is not drawn: one of
+// Unicode's Default_Ignorable_Code_Point (invisible_table.go, from the
+// Unicode Character Database 15.0.0, Go's own Unicode version) or of the
+// format category Cf. That takes in the bidirectional controls, zero-width
+// characters, soft hyphen, invisible operators, Hangul fillers, variation
+// selectors and the tag characters U+E0000-E007F ("ASCII smuggling").
 func IsInvisible(r rune) bool {
-	switch {
-	case r >= 0x202A && r <= 0x202E, // embeddings and overrides
-		r >= 0x2066 && r <= 0x2069,            // isolates
-		r == 0x200E, r == 0x200F, r == 0x061C, // marks
-		r >= 0x200B && r <= 0x200D, // zero-width space, non-joiner, joiner
-		r == 0x2060, r == 0xFEFF:   // word joiner, zero-width no-break space
-		return true
-	}
-	return false
+	return r >= 0x80 && (unicode.Is(defaultIgnorable, r) || unicode.Is(unicode.Cf, r))
 }
 
 // HasInvisibleCharacters reports whether any string or key of the JSON
 // value raw holds an invisible character (IsInvisible), written as itself
-// or as a \u escape. A payload with none of the bytes those characters
-// can begin with, and no escape, is answered without decoding: the
-// submission path pays one byte scan.
+// or as a \u escape. Outside strings JSON is ASCII, so without an escape
+// the text is read as it is, rune by rune, with no decoding and no
+// allocation: the submission path pays one scan.
 func HasInvisibleCharacters(raw []byte) bool {
-	// U+061C is D8 9C in UTF-8, U+200B…U+2069 begin with E2, U+FEFF with EF.
-	if bytes.IndexByte(raw, 0xE2) < 0 && bytes.IndexByte(raw, 0xEF) < 0 &&
-		bytes.IndexByte(raw, 0xD8) < 0 && !bytes.Contains(raw, []byte(`\u`)) {
+	if !bytes.Contains(raw, []byte(`\u`)) {
+		for i := 0; i < len(raw); {
+			if raw[i] < utf8.RuneSelf {
+				i++
+				continue
+			}
+			r, n := utf8.DecodeRune(raw[i:])
+			if IsInvisible(r) {
+				return true
+			}
+			i += n
+		}
 		return false
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
@@ -48,11 +58,4 @@ func HasInvisibleCharacters(raw []byte) bool {
 	}
 }
 
-func hasInvisible(s string) bool {
-	for _, r := range s {
-		if IsInvisible(r) {
-			return true
-		}
-	}
-	return false
-}
+func hasInvisible(s string) bool { return strings.ContainsFunc(s, IsInvisible) }

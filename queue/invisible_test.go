@@ -2,6 +2,7 @@ package queue_test
 
 import (
 	"testing"
+	"unicode"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -27,6 +28,18 @@ func TestHasInvisibleCharacters(t *testing.T) {
 		{"in a nested array", "{\"items\":[{\"name\":\"x\u200by\"}]}", true},
 		{"in a key", "{\"na\u200bme\":1}", true},
 		{"escape of a backslash, no character", `{"body":"C:\\u202e"}`, false},
+		// Default_Ignorable_Code_Point and Cf beyond the controls above.
+		{"tag characters", "{\"body\":\"hi\U000E0041\U000E0042\U000E007F\"}", true},
+		{"tag character escaped as a surrogate pair", `{"body":"hi\udb40\udc41"}`, true},
+		{"soft hyphen", "{\"user\":\"ad\u00admin\"}", true},
+		{"invisible operators", "{\"n\":\"2\u20621\"}", true},
+		{"mongolian vowel separator", "{\"s\":\"a\u180eb\"}", true},
+		{"hangul filler", "{\"s\":\"\u3164\"}", true},
+		{"halfwidth hangul filler", "{\"s\":\"\uffa0\"}", true},
+		{"variation selector", "{\"s\":\"a\ufe0f\"}", true},
+		{"variation selector supplement", "{\"s\":\"a\U000E0100\"}", true},
+		{"combining grapheme joiner", "{\"s\":\"a\u034fb\"}", true},
+		{"arabic number sign (Cf)", "{\"s\":\"\u0600\"}", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -35,5 +48,24 @@ func TestHasInvisibleCharacters(t *testing.T) {
 				t.Fatalf("HasInvisibleCharacters(%s) = %v, want %v", tt.payload, got, tt.want)
 			}
 		})
+	}
+}
+
+// The generated table is Default_Ignorable_Code_Point as Unicode derives
+// it, computed here again from Go's own tables (the same Unicode version):
+// Other_Default_Ignorable_Code_Point + Cf + Variation_Selector - White_Space
+// - FFF9..FFFB - 13430..13440 - Prepended_Concatenation_Mark.
+func TestDefaultIgnorableTable(t *testing.T) {
+	t.Parallel()
+	if queue.IgnorableVersion != unicode.Version {
+		t.Fatalf("the table is from Unicode %s, Go's unicode package is %s: regenerate it (go generate ./queue)", queue.IgnorableVersion, unicode.Version)
+	}
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		derived := (unicode.Is(unicode.Other_Default_Ignorable_Code_Point, r) || unicode.Is(unicode.Cf, r) || unicode.Is(unicode.Variation_Selector, r)) &&
+			!unicode.Is(unicode.White_Space, r) && !(r >= 0xFFF9 && r <= 0xFFFB) && !(r >= 0x13430 && r <= 0x13440) &&
+			!unicode.Is(unicode.Prepended_Concatenation_Mark, r)
+		if got := queue.DefaultIgnorable(r); got != derived {
+			t.Fatalf("U+%04X: table says %v, the derivation %v", r, got, derived)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
-	"math/big"
 )
 
 // DecodeObject decodes a JSON object keeping numbers as json.Number, so
@@ -60,7 +59,11 @@ func isNull(b []byte) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-func valueEqual(a, b any) bool {
+func valueEqual(a, b any) bool { return valuesEqual(a, b, numberEqual) }
+
+// valuesEqual compares two decoded JSON values, numbers by numbersEqual
+// (their text differs: equal text is equal).
+func valuesEqual(a, b any, numbersEqual func(x, y string) bool) bool {
 	switch x := a.(type) {
 	case map[string]any:
 		y, ok := b.(map[string]any)
@@ -69,7 +72,7 @@ func valueEqual(a, b any) bool {
 		}
 		for k, v := range x {
 			w, ok := y[k]
-			if !ok || !valueEqual(v, w) {
+			if !ok || !valuesEqual(v, w, numbersEqual) {
 				return false
 			}
 		}
@@ -80,7 +83,7 @@ func valueEqual(a, b any) bool {
 			return false
 		}
 		for i := range x {
-			if !valueEqual(x[i], y[i]) {
+			if !valuesEqual(x[i], y[i], numbersEqual) {
 				return false
 			}
 		}
@@ -90,12 +93,7 @@ func valueEqual(a, b any) bool {
 		if !ok {
 			return false
 		}
-		if x == y {
-			return true
-		}
-		rx, ok1 := new(big.Rat).SetString(string(x))
-		ry, ok2 := new(big.Rat).SetString(string(y))
-		return ok1 && ok2 && rx.Cmp(ry) == 0
+		return x == y || numbersEqual(string(x), string(y))
 	default:
 		return a == b
 	}

@@ -23,9 +23,12 @@ type Service struct {
 	// upstreamCalls are the upstream calls submissions are making
 	// (WaitUpstreamCalls).
 	upstreamCalls sync.WaitGroup
-	// waiterPool caps concurrent long-polls and event streams
-	// (APPROVALS_MAX_WAITERS).
-	waiterPool *waiterPool
+	// waiterPool caps concurrent long-polls of agents
+	// (APPROVALS_MAX_WAITERS), streamPool the dashboard's event streams
+	// (APPROVALS_MAX_STREAMS).
+	waiterPool, streamPool *waiterPool
+	// upstreamSlots caps the upstream calls submissions make at once.
+	upstreamSlots chan struct{}
 }
 
 // Options configure a Service.
@@ -40,8 +43,14 @@ type Options struct {
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration
-	// Waiters cap concurrent long-polls and event streams.
+	// Waiters cap concurrent long-polls of agents (REST ?wait, MCP waits).
 	Waiters WaiterLimits
+	// MaxStreams caps the dashboard's event streams, a pool apart
+	// (APPROVALS_MAX_STREAMS; default DefaultMaxStreams).
+	MaxStreams int
+	// MaxUpstreamCalls caps the upstream calls submissions make at once
+	// (APPROVALS_MAX_UPSTREAM_CALLS; default DefaultMaxUpstreamCalls).
+	MaxUpstreamCalls int
 	// Upstream calls the upstream MCP tool of an action (the gateway);
 	// without it, tools executed upstream are refused as unavailable.
 	Upstream UpstreamCaller
@@ -65,7 +74,12 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 		reg = classify.Empty()
 	}
 	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts,
-		waiterPool: newWaiterPool(opts.Waiters)}
+		waiterPool: newWaiterPool(opts.Waiters), streamPool: newWaiterPool(StreamLimits(opts.MaxStreams))}
+	if opts.MaxUpstreamCalls <= 0 {
+		opts.MaxUpstreamCalls = DefaultMaxUpstreamCalls
+	}
+	s.opts.MaxUpstreamCalls = opts.MaxUpstreamCalls
+	s.upstreamSlots = make(chan struct{}, opts.MaxUpstreamCalls)
 	s.reg.Store(reg)
 	return s
 }

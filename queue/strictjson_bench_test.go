@@ -10,12 +10,12 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// BenchmarkDuplicateKeyCheck is why the check streams with
+// BenchmarkStrictJSONCheck is why the check streams with
 // go-json-experiment's jsontext instead of encoding/json: on a submission
 // body, encoding/json's token reader alone (without the bookkeeping of
 // keys a check needs on top) costs several times as much, on the path of
 // every submission (README, "Dependencies"; docs/performance.md).
-func BenchmarkDuplicateKeyCheck(b *testing.B) {
+func BenchmarkStrictJSONCheck(b *testing.B) {
 	bodies := map[string][]byte{
 		"submission 200B": []byte(`{"tool":"send_customer_email","intent_key":"email:c-1234:renewal","payload":{"customer_id":"c-1234","topic":"renewal","to":"ann@example.com","subject":"Your renewal","body":"Hello Ann"}}`),
 		"payload 2KB": []byte(`{"order":{"id":"o-1","lines":[` + strings.Repeat(`{"sku":"a-1","qty":2,"price":12.50,"note":"gift wrap"},`, 30) +
@@ -25,7 +25,7 @@ func BenchmarkDuplicateKeyCheck(b *testing.B) {
 		b.Run("jsontext/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := queue.CheckNoDuplicateKeys(body); err != nil {
+				if err := queue.CheckStrictJSON(body, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -164,6 +164,15 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
 	ev.Unrouted = s.unrouted(ev, a)
+	if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
+		// The call happens within the submission: take its slot before
+		// anything is stored, so a refusal has done nothing.
+		release, err := s.acquireUpstreamCall(tool.Name)
+		if err != nil {
+			return SubmitResult{}, err
+		}
+		defer release()
+	}
 	if req.TokenHash != "" && !s.store.SupportsTokenGuard() {
 		return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
 	}

@@ -35,7 +35,7 @@ const atLeastOnceTools = `
 upstreams:
   crm: { url: "http://127.0.0.1:1/mcp" }
 channels:
-  ops: { webhook: "http://127.0.0.1:1/ops", events: [action.done, action.failed] }
+  ops: { webhook: "http://127.0.0.1:1/ops", secret: events-secret, events: [action.done, action.failed] }
 tools:
   crm_lookup:
     upstream: crm
@@ -47,6 +47,20 @@ tools:
     class: exactly-once
 `
 
+// atLeastOnceRegistry is atLeastOnceTools with crm listing lookup and pay.
+func atLeastOnceRegistry(t *testing.T) *classify.Registry {
+	t.Helper()
+	file, err := classify.Parse([]byte(atLeastOnceTools), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg, err := file.Import(map[string]classify.UpstreamListing{"crm": {Tools: []classify.UpstreamTool{{Name: "lookup"}, {Name: "pay"}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
 // An at-least-once tool executed through an upstream answers with the
 // action final (CONTRACT section 11): done with the upstream's
 // CallToolResult, failed with the tool's text for an isError answer (its
@@ -57,14 +71,7 @@ tools:
 // exactly-once call with the same key claims the key for itself.
 func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 	t.Parallel()
-	file, err := classify.Parse([]byte(atLeastOnceTools), classify.Options{WebhookSecretSet: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	reg, err := file.Import(map[string]classify.UpstreamListing{"crm": {Tools: []classify.UpstreamTool{{Name: "lookup"}, {Name: "pay"}}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	reg := atLeastOnceRegistry(t)
 	found := json.RawMessage(`{"content":[{"type":"text","text":"Ann, ann@example.com"}],"isError":false}`)
 	missing := json.RawMessage(`{"content":[{"type":"text","text":"no such contact"}],"isError":true}`)
 	paid := json.RawMessage(`{"content":[{"type":"text","text":"paid"}],"isError":false}`)

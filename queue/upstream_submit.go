@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -26,6 +27,30 @@ const UpstreamChannel = "upstream"
 // timeout and never retries.
 type UpstreamCaller interface {
 	CallUpstream(a *Action) Execution
+}
+
+// DefaultMaxUpstreamCalls is how many upstream calls submissions make at
+// once in a process unless APPROVALS_MAX_UPSTREAM_CALLS says otherwise.
+const DefaultMaxUpstreamCalls = 64
+
+// CodeTooManyUpstreamCalls refuses a submission that would call its
+// upstream while the process already makes MaxUpstreamCalls such calls:
+// 429 with UpstreamRetryAfter, and nothing was done.
+const CodeTooManyUpstreamCalls Code = "too_many_upstream_calls"
+
+// UpstreamRetryAfter is the Retry-After of a too_many_upstream_calls answer.
+const UpstreamRetryAfter = time.Second
+
+// acquireUpstreamCall takes a slot for an upstream call a submission makes,
+// before anything is stored; release gives it back.
+func (s *Service) acquireUpstreamCall(tool string) (release func(), err error) {
+	select {
+	case s.upstreamSlots <- struct{}{}:
+		return sync.OnceFunc(func() { <-s.upstreamSlots }), nil
+	default:
+		return nil, Errorf(CodeTooManyUpstreamCalls, "this server is already making %d upstream calls (its limit, APPROVALS_MAX_UPSTREAM_CALLS); nothing was done for tool %s: retry in a second",
+			cap(s.upstreamSlots), tool)
+	}
 }
 
 // SetRegistry replaces the tools, as a re-import of the upstreams' tool

@@ -36,6 +36,20 @@ func (l WaiterLimits) WithDefaults() WaiterLimits {
 	return l
 }
 
+// DefaultMaxStreams is the dashboard event streams a process holds at once
+// unless APPROVALS_MAX_STREAMS says otherwise.
+const DefaultMaxStreams = 500
+
+// StreamLimits cap the dashboard's event streams: Total in the process
+// (default DefaultMaxStreams), PerHolder per staff user (default 100, or
+// Total when smaller).
+func StreamLimits(total int) WaiterLimits {
+	if total <= 0 {
+		total = DefaultMaxStreams
+	}
+	return WaiterLimits{Total: total}.WithDefaults()
+}
+
 // waiterPool counts the waiters under way.
 type waiterPool struct {
 	limits WaiterLimits
@@ -51,16 +65,28 @@ func newWaiterPool(l WaiterLimits) *waiterPool {
 // AcquireWaiter takes a waiter slot for holder ("agent:NAME", "user:EMAIL")
 // and returns the function that gives it back; past a limit it returns a
 // too_many_waiters error saying which. Call it before a wait that may
-// block, and release when the wait ends.
+// block, and release when the wait ends. Agents' long-polls take these;
+// the dashboard's event streams have a pool of their own (AcquireStream).
 func (s *Service) AcquireWaiter(holder string) (release func(), err error) {
-	p := s.waiterPool
+	return s.waiterPool.acquire(holder, "waiting requests", "APPROVALS_MAX_WAITERS", "retry in a few seconds or ask without wait")
+}
+
+// AcquireStream takes a slot of the dashboard's event streams for a staff
+// user, from a pool apart from the agents' long-polls (StreamLimits), so
+// that agent tokens holding every waiter slot cannot take the staff's live
+// view; past a limit it returns a too_many_waiters error saying which.
+func (s *Service) AcquireStream(holder string) (release func(), err error) {
+	return s.streamPool.acquire(holder, "live event streams", "APPROVALS_MAX_STREAMS", "reload the page in a few seconds")
+}
+
+func (p *waiterPool) acquire(holder, what, setting, advice string) (release func(), err error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	switch {
 	case p.total >= p.limits.Total:
-		return nil, Errorf(CodeTooManyWaiters, "this server already holds %d waiting requests (its limit, APPROVALS_MAX_WAITERS); retry in a few seconds or ask without wait", p.limits.Total)
+		return nil, Errorf(CodeTooManyWaiters, "this server already holds %d %s (its limit, %s); %s", p.limits.Total, what, setting, advice)
 	case p.held[holder] >= p.limits.PerHolder:
-		return nil, Errorf(CodeTooManyWaiters, "%s already holds %d waiting requests (the limit per agent token or user); retry in a few seconds or ask without wait", holder, p.limits.PerHolder)
+		return nil, Errorf(CodeTooManyWaiters, "%s already holds %d %s (the limit per holder); %s", holder, p.limits.PerHolder, what, advice)
 	}
 	p.total++
 	p.held[holder]++

@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -23,6 +25,10 @@ type Staff interface {
 // InteractionsConfig sets up the interactions endpoint.
 type InteractionsConfig struct {
 	SigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
+	// TeamID and AppID, when set (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), are the
+	// only workspace and app whose interactions decide anything: a signing secret shared by
+	// an app installed in several workspaces, or by several apps, signs theirs too.
+	TeamID, AppID string
 	Client        *Client
 	Service       *queue.Service
 	// Actions reads an action before the note modal opens.
@@ -99,6 +105,13 @@ func (h *Interactions) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusOK)
 		return
 	}
+	if (h.cfg.TeamID != "" && in.TeamID != h.cfg.TeamID) || (h.cfg.AppID != "" && in.AppID != h.cfg.AppID) {
+		// Signed, so answered 200; from elsewhere, so it decides nothing.
+		h.cfg.Logger.Warn("slack interaction from another workspace or app; nothing changed",
+			"team_id", in.TeamID, "api_app_id", in.AppID, "want_team_id", h.cfg.TeamID, "want_api_app_id", h.cfg.AppID)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
 	ctx, cancel := context.WithTimeout(r.Context(), answerWithin)
 	defer cancel()
 	switch in.Kind {
@@ -147,11 +160,24 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
 	if in.Button == ButtonApprove {
+		// A message posted before the rules of OneClick (or under other settings) may still
+		// carry Approve: it decides only what a message would show whole now.
+		a, err := h.cfg.Actions.ActionGetByID(ctx, in.ActionID)
+		if err != nil {
+			return h.refusal(ctx, in, err)
+		}
+		if a.State == queue.StatePending && !a.MayDecide(by) {
+			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+		}
+		if a.State == queue.StatePending && !OneClick(a) {
+			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
+				strings.Join(hiddenParts(a, preview.Of(a)), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
+		}
 		res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"})
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
-		a := res.Action
+		a = res.Action
 		switch {
 		case res.Replayed:
 			return "You had approved this action already; nothing changed."

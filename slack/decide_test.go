@@ -27,8 +27,9 @@ const (
 	slackSecret   = "8f742231b10e8888abcd99yyyzzz85a5"
 )
 
-// slackTools routes post_update to the leads, told in two Slack channels, and
-// double_check to the leads with a quorum of two.
+// slackTools routes post_update to the leads, told in two Slack channels,
+// double_check to the leads with a quorum of two, and post_note (whose
+// preview shows the text only) to the leads.
 const slackTools = `
 groups:
   leads: [ann@example.com, bob@example.com, vic@example.com]
@@ -39,12 +40,21 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
-    preview: { title: "{text}" }
+    preview: { title: "{text}", slug: "{slug}" }
     approval: { approvers: [leads], notify: [team-slack, leads-slack] }
   double_check:
     class: at-most-once
     intent: "check:{slug}"
+    preview: { title: "{text}", slug: "{slug}" }
     approval: { approvers: [leads], required: 2, notify: [team-slack] }
+`
+
+const slackToolsNote = `
+  post_note:
+    class: at-most-once
+    intent: "note:{slug}"
+    preview: { title: "{text}" }
+    approval: { approvers: [leads], notify: [team-slack] }
 `
 
 // slackEnv is the real web server with Slack interactions on a real store,
@@ -61,7 +71,7 @@ type slackEnv struct {
 
 func startSlack(t *testing.T, sqlite bool) *slackEnv {
 	t.Helper()
-	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, slackTools, classify.Options{SlackConfigured: true}),
+	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, slackTools+slackToolsNote, classify.Options{SlackConfigured: true}),
 		Service: queue.Options{WaitRecheck: 2 * time.Second}})
 	st := env.Store
 	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
@@ -289,6 +299,26 @@ func TestSlackNoteModalDecides(t *testing.T) {
 	})
 }
 
+// Approve pressed on a message that does not show the whole payload (one
+// posted before the rule, say) changes nothing and says what is hidden,
+// with the link; rejecting it from Slack still works.
+func TestSlackApproveRefusedWhenNotAllShown(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		a := e.submit("post_note", "hidden")
+		if status, body := e.press("U0ANN", "approve", a.ID); status != http.StatusOK || body != "" {
+			t.Fatalf("approve: %d %q", status, body)
+		}
+		r := e.ephemerals()
+		if len(r) == 0 || !strings.Contains(r[len(r)-1], "1 more field (slug)") || !strings.Contains(r[len(r)-1], "/actions/"+a.ID) {
+			t.Fatalf("replies %q, want the last to say what is hidden and link the page", r)
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending || len(got.Approvals) != 0 {
+			t.Fatalf("approve on a message hiding a field: %s, %d approvals", got.State, len(got.Approvals))
+		}
+	})
+}
+
 // Whoever may not decide changes nothing and is told why: an unmapped Slack
 // user, a viewer, an approver outside the tool's group; a modal submission
 // by such a user keeps the modal open with the reason.
@@ -390,6 +420,48 @@ func TestSlackRefusesUnsignedRequests(t *testing.T) {
 		}
 		if got := e.action(a.ID); got.State != queue.StatePending {
 			t.Fatalf("a malformed request changed the action to %s", got.State)
+		}
+	})
+}
+
+// With APPROVALS_SLACK_TEAM_ID or APPROVALS_SLACK_APP_ID set, a signed
+// interaction from another workspace or app is answered 200 and decides
+// nothing; one from the configured workspace and app decides.
+func TestSlackInteractionFromAnotherWorkspaceChangesNothing(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com", Messages: e.store})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := e.submit("post_update", "workspace")
+		press := func(team, app string) int {
+			in, err := slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, TeamID: team, AppID: app,
+				Client: client, Service: e.svc, Actions: e.store, Staff: e.store})
+			if err != nil {
+				t.Fatal(err)
+			}
+			body := slacktest.ButtonPress("U0ANN", "approve", a.ID, e.slack.ResponseURL())
+			req := httptest.NewRequest(http.MethodPost, "/integrations/slack/interactions", bytes.NewReader(body))
+			req.Header = slacktest.Sign(slackSecret, time.Now(), body)
+			rec := httptest.NewRecorder()
+			in.ServeHTTP(rec, req)
+			in.Wait()
+			return rec.Code
+		}
+		for _, tc := range [][2]string{{"T0OTHER", ""}, {"", "A0OTHER"}, {slacktest.TeamID, "A0OTHER"}} {
+			if code := press(tc[0], tc[1]); code != http.StatusOK {
+				t.Fatalf("team %q app %q: %d, want 200", tc[0], tc[1], code)
+			}
+			if got := e.action(a.ID); got.State != queue.StatePending || len(got.Approvals) != 0 {
+				t.Fatalf("an interaction from elsewhere (want team %q app %q) decided: %s", tc[0], tc[1], got.State)
+			}
+		}
+		if code := press(slacktest.TeamID, slacktest.AppID); code != http.StatusOK {
+			t.Fatalf("from the configured workspace: %d", code)
+		}
+		if got := e.action(a.ID); got.State != queue.StateApproved {
+			t.Fatalf("from the configured workspace and app: %s, want approved", got.State)
 		}
 	})
 }

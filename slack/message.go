@@ -2,6 +2,7 @@ package slack
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -18,6 +19,9 @@ const (
 	ButtonApprove        = "approve"
 	ButtonReject         = "reject"
 	ButtonRequestChanges = "request_changes"
+	// ButtonReview links to the action page in place of Approve; Slack still sends its
+	// click, which changes nothing.
+	ButtonReview = "review"
 )
 
 // decisionBlockID names the actions block that holds the buttons.
@@ -36,18 +40,28 @@ func (m message) options() []slackapi.MsgOption {
 }
 
 // render builds the message for n from the action as it is now: with buttons while it is
-// pending, else saying who decided what (the buttons are gone).
+// pending, else saying who decided what (the buttons are gone). Approve is offered only when
+// the message shows every field of the payload whole and the action has no warnings;
+// otherwise the message says what it does not show and links to the action page instead, so
+// nobody approves with one click what they could not read.
 func (c *Client) render(n queue.Notification) message {
 	a := n.Action
+	p := preview.Of(a)
 	headline := preview.Headline(a)
 	event := eventLabel(n)
 	blocks := []slackapi.Block{
-		slackapi.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* · `%s`\n*%s*", escape(event), escape(a.Tool), escape(headline))), nil, nil),
+		slackapi.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* · %s\n*%s*", escape(event), toolName(a.Tool), escapeText(headline))), nil, nil),
 	}
-	if fields := previewFields(a); len(fields) > 0 {
+	if fields := previewFields(p); len(fields) > 0 {
 		blocks = append(blocks, slackapi.NewSectionBlock(nil, fields, nil))
 	}
-	facts := []string{"Intent key `" + escape(a.IntentKey) + "`", "asked by " + escape(a.RequestedBy)}
+	pending := a.State == queue.StatePending && n.Type != classify.EventTicketOpened
+	hidden := hiddenParts(a, p)
+	if pending && len(hidden) > 0 {
+		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(strings.Join(hidden, "; "))+
+			". Review the action in approvals before approving it."), nil, nil))
+	}
+	facts := []string{"Intent key " + escapeText(a.IntentKey), "asked by " + escapeText(a.RequestedBy)}
 	if a.State == queue.StatePending && a.ExpiresAt != nil {
 		facts = append(facts, "expires "+slackDate(*a.ExpiresAt))
 	}
@@ -58,9 +72,12 @@ func (c *Client) render(n queue.Notification) message {
 	link := c.publicURL + "/actions/" + a.ID
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn("<"+link+"|Open the action in approvals>"), nil, nil))
 	text := fmt.Sprintf("%s: %s: %s", event, a.Tool, headline)
-	if a.State == queue.StatePending && n.Type != classify.EventTicketOpened {
-		blocks = append(blocks, slackapi.NewActionBlock(decisionBlockID,
-			slackapi.NewButtonBlockElement(ButtonApprove, a.ID, plain("Approve")).WithStyle(slackapi.StylePrimary),
+	if pending {
+		first := slackapi.NewButtonBlockElement(ButtonApprove, a.ID, plain("Approve")).WithStyle(slackapi.StylePrimary)
+		if len(hidden) > 0 {
+			first = slackapi.NewButtonBlockElement(ButtonReview, a.ID, plain("Review in approvals")).WithURL(link)
+		}
+		blocks = append(blocks, slackapi.NewActionBlock(decisionBlockID, first,
 			slackapi.NewButtonBlockElement(ButtonReject, a.ID, plain("Reject")).WithStyle(slackapi.StyleDanger),
 			slackapi.NewButtonBlockElement(ButtonRequestChanges, a.ID, plain("Request changes")),
 		))
@@ -70,6 +87,67 @@ func (c *Client) render(n queue.Notification) message {
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(outcome), nil, nil))
 	return message{Text: fmt.Sprintf("%s: %s", a.Tool, headline) + " — " + plainOutcome(a), Blocks: blocks}
 }
+
+// Slack's limits on one section's fields, as the message uses them.
+const (
+	maxFields     = 10
+	maxFieldRunes = 1800
+)
+
+// OneClick reports whether a Slack message may offer to approve a with one click: it shows
+// every field of the payload whole and a has no warnings. The interactions endpoint asks
+// again when Approve is pressed, so a message posted under other rules decides nothing more.
+func OneClick(a *queue.Action) bool { return len(hiddenParts(a, preview.Of(a))) == 0 }
+
+// hiddenParts says, in words for the message, what it does not show of a whole ("2 more
+// fields (customer_id, topic)", "invisible characters"); nil when it shows everything.
+func hiddenParts(a *queue.Action, p preview.Preview) []string {
+	var out []string
+	if len(a.Spec.Preview) == 0 {
+		out = append(out, "the payload (this tool has no preview)")
+	} else if payload, err := queue.DecodeObject(a.Payload); err != nil {
+		out = append(out, "the payload")
+	} else if hides := a.Spec.PreviewHides(payload); len(hides) > 0 {
+		out = append(out, countOf(len(hides), "more field", "more fields")+" ("+listSome(hides, 5)+")")
+	}
+	if extra := len(p.Fields) - maxFields; extra > 0 {
+		out = append(out, countOf(extra, "more preview field", "more preview fields"))
+	}
+	var cut []string
+	for i, f := range p.Fields {
+		if i < maxFields && utf8.RuneCountInString(f.Value) > maxFieldRunes {
+			cut = append(cut, f.Name)
+		}
+	}
+	if len(cut) > 0 {
+		out = append(out, "the end of "+listSome(cut, 5)+" (cut at "+strconv.Itoa(maxFieldRunes)+" characters)")
+	}
+	if title := strings.TrimSpace(p.Title); title != "" && preview.Headline(a) != title {
+		out = append(out, "the end of the title")
+	}
+	for _, w := range a.Warnings {
+		out = append(out, warningWords(w))
+	}
+	return out
+}
+
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// listSome names the first n of names, and how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+}
+
+// warningWords names a warning for people: invisible_characters is "invisible characters".
+func warningWords(w string) string { return strings.ReplaceAll(w, "_", " ") }
 
 func eventLabel(n queue.Notification) string {
 	switch {
@@ -89,13 +167,13 @@ func eventLabel(n queue.Notification) string {
 func Outcome(a *queue.Action) string {
 	by, when, note := "", "", ""
 	if a.DecidedBy != nil {
-		by = " by " + escape(person(*a.DecidedBy))
+		by = " by " + escapeText(person(*a.DecidedBy))
 	}
 	if a.DecidedAt != nil {
 		when = " " + slackDate(*a.DecidedAt)
 	}
 	if a.DecisionNote != nil && *a.DecisionNote != "" {
-		note = "\n>" + strings.ReplaceAll(escape(cut(*a.DecisionNote, 1500)), "\n", "\n>")
+		note = "\n" + quote(escapeText(cut(*a.DecisionNote, 1500)))
 	}
 	switch a.State {
 	case queue.StateApproved:
@@ -107,7 +185,8 @@ func Outcome(a *queue.Action) string {
 	case queue.StateFailed:
 		errText := ""
 		if a.Error != nil {
-			errText = ": " + escape(cut(*a.Error, 500))
+			// The error is the agent's or the receiver's text: kept on this line.
+			errText = ": " + strings.ReplaceAll(escapeText(cut(*a.Error, 500)), "\n", " ")
 		}
 		return ":white_check_mark: *Approved*" + by + when + ", :x: *failed*" + errText + note
 	case queue.StateRejected:
@@ -134,17 +213,32 @@ func plainOutcome(a *queue.Action) string {
 }
 
 // previewFields are the preview's fields as section fields: Slack allows ten of at most
-// 2000 characters each.
-func previewFields(a *queue.Action) []*slackapi.TextBlockObject {
+// 2000 characters each. Each value is quoted line by line, so no line of it can pass for one
+// of the message's own (a fake "Approved by").
+func previewFields(p preview.Preview) []*slackapi.TextBlockObject {
 	var out []*slackapi.TextBlockObject
-	for _, f := range preview.Of(a).Fields {
-		if len(out) == 10 {
+	for _, f := range p.Fields {
+		if len(out) == maxFields {
 			break
 		}
-		out = append(out, mrkdwn("*"+escape(f.Name)+"*\n"+escape(cut(f.Value, 1800))))
+		out = append(out, mrkdwn("*"+escapeText(f.Name)+"*\n"+quote(escapeText(cut(f.Value, maxFieldRunes)))))
 	}
 	return out
 }
+
+// toolName shows a tool's name as code when it holds only the characters of the tools
+// file's names; an unregistered tool's name is the agent's text, escaped.
+func toolName(name string) string {
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("_.-:", c)) {
+			return escapeText(name)
+		}
+	}
+	return "`" + name + "`"
+}
+
+// quote puts ">" before every line of s: a Slack block quote.
+func quote(s string) string { return ">" + strings.ReplaceAll(s, "\n", "\n>") }
 
 func person(actor string) string { return strings.TrimPrefix(actor, "user:") }
 
@@ -161,11 +255,29 @@ func plain(s string) *slackapi.TextBlockObject {
 	return slackapi.NewTextBlockObject(slackapi.PlainTextType, s, false, false)
 }
 
-// escape makes payload text inert in mrkdwn: Slack reads <…> as links and mentions
-// (<!channel>), so &, < and > are written as entities, as Slack's formatting guide asks.
+// escape makes text inert as links and mentions in mrkdwn: Slack reads <…> as links and
+// mentions (<!channel>), so &, < and > are written as entities, as Slack's formatting guide
+// asks.
 func escape(s string) string {
 	return strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;").Replace(s)
 }
+
+// zwsp is the zero-width space escapeText puts around formatting characters.
+const zwsp = "\u200b"
+
+// textEscaper writes agent text inertly in mrkdwn. Slack has no escape for its formatting
+// characters (*bold*, _italic_, ~strike~, `code`), and they format only at a word boundary:
+// a zero-width space on each side keeps one from opening or closing formatting whether Slack
+// reads that space as a boundary or not. Every kind of line break becomes a newline, which
+// the callers quote or cut, so agent text cannot start a line of its own.
+var textEscaper = strings.NewReplacer(
+	"&", "&amp;", "<", "&lt;", ">", "&gt;",
+	"*", zwsp+"*"+zwsp, "_", zwsp+"_"+zwsp, "~", zwsp+"~"+zwsp, "`", zwsp+"`"+zwsp,
+	"\r\n", "\n", "\r", "\n", "\u2028", "\n", "\u2029", "\n", "\u0085", "\n", "\v", "\n", "\f", "\n",
+)
+
+// escapeText escapes text an agent (or anyone but approvals) wrote for a mrkdwn field.
+func escapeText(s string) string { return textEscaper.Replace(s) }
 
 func cut(s string, limit int) string {
 	if utf8.RuneCountInString(s) <= limit {

@@ -81,7 +81,8 @@ const (
 type Interaction struct {
 	Kind   string // KindBlockActions or KindViewSubmission
 	UserID string // the Slack user (U…), mapped to a staff user by their Slack id
-	TeamID string
+	TeamID string // the workspace (T…)
+	AppID  string // the app whose message it was (A…), api_app_id
 	// ActionID is the approvals action decided: the button's value, or the modal's
 	// private_metadata.
 	ActionID string
@@ -114,7 +115,7 @@ func ParseInteraction(body []byte) (Interaction, error) {
 		return Interaction{}, fmt.Errorf("%w: payload is not JSON: %v", ErrBadInteraction, err)
 	}
 	in := Interaction{
-		Kind: string(ic.Type), UserID: ic.User.ID, TeamID: ic.Team.ID,
+		Kind: string(ic.Type), UserID: ic.User.ID, TeamID: ic.Team.ID, AppID: ic.APIAppID,
 		TriggerID: ic.TriggerID, ResponseURL: ic.ResponseURL,
 	}
 	switch ic.Type {

@@ -116,7 +116,7 @@ func TestParseInteraction(t *testing.T) {
 		err  error
 	}{
 		{name: "button", body: form(blockActionsPayload), want: slack.Interaction{
-			Kind: "block_actions", UserID: "U123ANN", TeamID: "T9", ActionID: "0190a-7", Button: "reject",
+			Kind: "block_actions", UserID: "U123ANN", TeamID: "T9", AppID: "A1", ActionID: "0190a-7", Button: "reject",
 			TriggerID: "1234.5678.abcd", ResponseURL: "https://hooks.slack.com/actions/T9/1/xyz",
 		}},
 		{name: "modal submitted", body: form(viewSubmissionPayload), want: slack.Interaction{

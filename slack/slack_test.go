@@ -88,7 +88,7 @@ func TestPendingPostsMessageWithButtons(t *testing.T) {
 		t.Fatalf("buttons %v, want %v", got, want)
 	}
 	text := blockText(p.Blocks())
-	for _, s := range []string{"Refund &lt;!channel&gt; &amp; more", "<https://approvals.example.com/actions/0190a-7|", "*to*\nc@example.com", "refund:42", "agent:support-bot"} {
+	for _, s := range []string{"Refund &lt;!channel&gt; &amp; more", "<https://approvals.example.com/actions/0190a-7|", "*to*\n>c@example.com", "refund:42", "agent:support-bot"} {
 		if !strings.Contains(text, s) {
 			t.Errorf("blocks lack %q:\n%s", s, text)
 		}

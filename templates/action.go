@@ -18,6 +18,12 @@ type ActionView struct {
 	Payload      string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
+	// Compact says which of Payload, ApprovedPayload and Result are shown
+	// compact, being too long to indent (PrettyJSONBounded).
+	PayloadCompact, ApprovedCompact, ResultCompact bool
+	// ShowURLPaths shows URLs whose path is a credential whole (admins);
+	// other staff see the path elided (classify.ShownURL).
+	ShowURLPaths bool
 	// Diff shows the edit field by field; no Fields when not edited.
 	Diff      DiffView
 	Result    string
@@ -88,12 +94,12 @@ type EventView struct {
 	Data    string // pretty-printed data, if any
 }
 
-func executorText(a *queue.Action) string {
+func executorText(a *queue.Action, admin bool) string {
 	if a.Spec.Upstream != "" {
 		return "approvals, on upstream " + a.Spec.Upstream + " tool " + a.Spec.UpstreamTool
 	}
 	if a.Spec.Executor != nil && a.Spec.Executor.Webhook != "" {
-		return "webhook " + classify.RedactURL(a.Spec.Executor.Webhook)
+		return "webhook " + classify.ShownURL(a.Spec.Executor.Webhook, admin)
 	}
 	return "agent"
 }

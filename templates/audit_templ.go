@@ -6,10 +6,12 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import "github.com/a-h/templ"
-import templruntime "github.com/a-h/templ/runtime"
+import (
+	"github.com/a-h/templ"
+	templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/classify"
+)
 
 // AuditPage is the event log of every action, newest first.
 func AuditPage(p Page, v AuditView) templ.Component {
@@ -226,9 +228,9 @@ func AuditPage(p Page, v AuditView) templ.Component {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var13 string
-						templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(CompactJSON([]byte(classify.RedactURLsIn(string(e.Data))), 160))
+						templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs(CompactJSON([]byte(classify.ShownURLsIn(string(e.Data), p.Viewer != nil && p.Viewer.CanAdminister)), 160))
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/audit.templ`, Line: 56, Col: 82}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/audit.templ`, Line: 56, Col: 124}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 						if templ_7745c5c3_Err != nil {

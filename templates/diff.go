@@ -28,8 +28,10 @@ type FieldDiff struct {
 	// else as compact JSON. Absent when the field is not in that payload.
 	Old, New             string
 	OldAbsent, NewAbsent bool
-	// Words is the word-level diff when both values are strings.
-	Words []WordSpan
+	// Words is the word-level diff when both values are strings;
+	// WordsSkipped says it was not made, the page's budget being spent.
+	Words        []WordSpan
+	WordsSkipped bool
 }
 
 // WordSpan is a run of words kept, removed or added.
@@ -39,42 +41,76 @@ type WordSpan struct {
 }
 
 // NewDiffView compares two payloads; Fields is empty when they are equal.
-func NewDiffView(before, after json.RawMessage, caption, beforeLabel, afterLabel string) DiffView {
+// Each document is decoded once, whatever the number of fields, and the
+// word diffs share the page's budget.
+func NewDiffView(before, after json.RawMessage, caption, beforeLabel, afterLabel string, budget *DiffBudget) DiffView {
 	v := DiffView{Caption: caption, BeforeLabel: beforeLabel, AfterLabel: afterLabel}
-	for _, p := range queue.EditedPointers(before, after) {
+	pointers := queue.EditedPointers(before, after)
+	if len(pointers) == 0 {
+		return v
+	}
+	b, _ := queue.DecodeValue(before)
+	a, _ := queue.DecodeValue(after)
+	for _, p := range pointers {
 		f := FieldDiff{Pointer: p}
-		oldRaw, inBefore := queue.PointerValue(before, p)
-		newRaw, inAfter := queue.PointerValue(after, p)
+		oldV, inBefore := queue.ResolvePointer(b, p)
+		newV, inAfter := queue.ResolvePointer(a, p)
 		f.OldAbsent, f.NewAbsent = !inBefore, !inAfter
-		var oldStr, newStr string
-		oldIsStr := inBefore && json.Unmarshal(oldRaw, &oldStr) == nil
-		newIsStr := inAfter && json.Unmarshal(newRaw, &newStr) == nil
-		f.Old, f.New = valueText(oldRaw, oldStr, oldIsStr), valueText(newRaw, newStr, newIsStr)
-		if oldIsStr && newIsStr {
-			f.Words = WordDiff(oldStr, newStr)
+		oldStr, oldIsStr := oldV.(string)
+		newStr, newIsStr := newV.(string)
+		f.Old, f.New = valueText(oldV, inBefore), valueText(newV, inAfter)
+		if inBefore && inAfter && oldIsStr && newIsStr {
+			f.Words, f.WordsSkipped = wordDiffWithin(oldStr, newStr, budget)
 		}
 		v.Fields = append(v.Fields, f)
 	}
 	return v
 }
 
-func valueText(raw json.RawMessage, s string, isString bool) string {
-	if isString {
+// valueText is a value as the diff shows it: a string as it is, anything
+// else as compact JSON.
+func valueText(v any, present bool) string {
+	if !present {
+		return ""
+	}
+	if s, ok := v.(string); ok {
 		return s
 	}
-	return string(raw)
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // maxWordTokens bounds the word diff; longer texts are shown old and new
 // side by side only.
 const maxWordTokens = 20000
 
+// MaxDiffWork is the word-diff work one page may do, in pairs of tokens
+// compared (the words of two texts, past what they share at their start
+// and end, multiplied): about 40 ms on a small server for texts that
+// differ throughout. A count, not a clock, so the same page always shows
+// the same marks.
+const MaxDiffWork = 8_000_000
+
+// DiffBudget is what is left of a page's word-diff work (MaxDiffWork).
+type DiffBudget struct{ left int }
+
+// NewDiffBudget is the budget of one page.
+func NewDiffBudget() *DiffBudget { return &DiffBudget{left: MaxDiffWork} }
+
 // WordDiff compares two texts word by word (runs of letters and digits,
 // runs of white space, and single other characters), so an edit reads as
 // whole words removed and added rather than scattered letters. It maps
 // each distinct token to one rune and lets diffmatchpatch diff the runes,
-// as its line mode does for lines.
+// as its line mode does for lines. It has a page's budget of its own.
 func WordDiff(before, after string) []WordSpan {
+	spans, _ := wordDiffWithin(before, after, NewDiffBudget())
+	return spans
+}
+
+// wordDiffWithin is WordDiff charged to budget: nil and skipped true when
+// the texts would cost more than is left, so the field is shown old and
+// new without word marks.
+func wordDiffWithin(before, after string, budget *DiffBudget) (spans []WordSpan, skipped bool) {
 	tokens := map[string]rune{}
 	var vocab []string
 	encode := func(s string) ([]rune, bool) {
@@ -93,11 +129,15 @@ func WordDiff(before, after string) []WordSpan {
 	r1, ok1 := encode(before)
 	r2, ok2 := encode(after)
 	if !ok1 || !ok2 {
-		return nil
+		return nil, true
+	}
+	if cost := diffCost(r1, r2); budget == nil || cost > budget.left {
+		return nil, true
+	} else {
+		budget.left -= cost
 	}
 	dmp := diffmatchpatch.New()
-	dmp.DiffTimeout = 0 // exact; the token cap bounds the work
-	var spans []WordSpan
+	dmp.DiffTimeout = 0 // exact; the budget bounds the work
 	for _, d := range dmp.DiffMainRunes(r1, r2, false) {
 		op := "same"
 		switch d.Type {
@@ -112,7 +152,20 @@ func WordDiff(before, after string) []WordSpan {
 		}
 		spans = append(spans, WordSpan{Op: op, Text: string(text)})
 	}
-	return groupChanges(spans)
+	return groupChanges(spans), false
+}
+
+// diffCost bounds the work of diffing a and b: diffmatchpatch drops what
+// they share at their start and end, and diffs the rest in time at most
+// the product of their lengths.
+func diffCost(a, b []rune) int {
+	for len(a) > 0 && len(b) > 0 && a[0] == b[0] {
+		a, b = a[1:], b[1:]
+	}
+	for len(a) > 0 && len(b) > 0 && a[len(a)-1] == b[len(b)-1] {
+		a, b = a[:len(a)-1], b[:len(b)-1]
+	}
+	return (len(a) + 1) * (len(b) + 1)
 }
 
 // groupChanges joins changes separated only by white space into one

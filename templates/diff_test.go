@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 
@@ -45,11 +48,12 @@ func TestWordDiff(t *testing.T) {
 }
 
 // TestWordDiffReassembles: the kept and removed spans spell the old text,
-// the kept and added ones the new, for texts with many distinct words.
+// the kept and added ones the new, for texts with many distinct words (as
+// many as one page's budget lets it compare).
 func TestWordDiffReassembles(t *testing.T) {
 	t.Parallel()
 	var b, a strings.Builder
-	for i := range 3000 {
+	for i := range 1400 {
 		w := strings.Repeat(string(rune('a'+i%26)), 1+i%7) + string(rune('0'+i%10))
 		b.WriteString(w + " ")
 		if i%5 != 0 {
@@ -123,7 +127,7 @@ func TestPayloadDiff(t *testing.T) {
 	t.Parallel()
 	before := json.RawMessage(`{"to":"sam@example.com","subject":"Your order <script>alert(1)</script> ships","amount":10,"cc":"x@example.com","keep":true}`)
 	after := json.RawMessage(`{"to":"sam@example.com","subject":"Your order <script>alert(2)</script> ships today","amount":12.5,"keep":true,"tags":["a"]}`)
-	v := templates.NewDiffView(before, after, "Edited by the approver", "Submitted", "Approved")
+	v := templates.NewDiffView(before, after, "Edited by the approver", "Submitted", "Approved", templates.NewDiffBudget())
 	doc, raw := render(t, v)
 
 	for n := range doc.Descendants() {
@@ -178,5 +182,48 @@ func TestPayloadDiff(t *testing.T) {
 	// The whole diff, labels aside, reads as the old and new text merged.
 	if !strings.Contains(raw, "&lt;script&gt;alert(") {
 		t.Errorf("the script tag is not escaped:\n%s", raw)
+	}
+}
+
+// A page's word diffs share one budget, counted in work (pairs of tokens
+// compared), not time: two long texts that differ throughout exhaust it,
+// and past it a field is shown old and new without word marks, saying so.
+// The same page always shows the same marks.
+func TestWordDiffBudget(t *testing.T) {
+	t.Parallel()
+	text := func(prefix string, n int) string {
+		var b strings.Builder
+		for i := range n {
+			fmt.Fprintf(&b, "%s%d ", prefix, i)
+		}
+		return b.String()
+	}
+	// 1,500 words and spaces each way: 3,000 tokens, 9 million pairs, more
+	// than one page's budget (8 million); a short edit beside it still fits.
+	before := `{"body":` + strconv.Quote(text("w", 1500)) + `,"subject":"Hello there"}`
+	after := `{"body":` + strconv.Quote(text("x", 1500)) + `,"subject":"Hello world"}`
+	start := time.Now()
+	v := templates.NewDiffView(json.RawMessage(before), json.RawMessage(after), "c", "b", "a", templates.NewDiffBudget())
+	if len(v.Fields) != 2 {
+		t.Fatalf("%d fields, want 2", len(v.Fields))
+	}
+	body, subject := v.Fields[0], v.Fields[1]
+	if !body.WordsSkipped || body.Words != nil || body.Old == "" || body.New == "" {
+		t.Fatalf("body: skipped %v, %d spans; want it shown old and new without word marks", body.WordsSkipped, len(body.Words))
+	}
+	if subject.WordsSkipped || len(subject.Words) == 0 {
+		t.Fatalf("subject: skipped %v; want its word diff", subject.WordsSkipped)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Fatalf("the page's diff took %s", d)
+	}
+	// A shared budget: the second diff of a page gets what the first left.
+	budget := templates.NewDiffBudget()
+	half := `{"body":` + strconv.Quote(text("w", 1100)) + `}`
+	other := `{"body":` + strconv.Quote(text("y", 1100)) + `}`
+	first := templates.NewDiffView(json.RawMessage(half), json.RawMessage(other), "c", "b", "a", budget)
+	second := templates.NewDiffView(json.RawMessage(half), json.RawMessage(other), "c", "b", "a", budget)
+	if first.Fields[0].WordsSkipped || !second.Fields[0].WordsSkipped {
+		t.Fatalf("skipped first %v, second %v; want the second to find the budget spent", first.Fields[0].WordsSkipped, second.Fields[0].WordsSkipped)
 	}
 }

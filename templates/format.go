@@ -56,17 +56,92 @@ func expiresIn(now time.Time, t *time.Time) string {
 	return "in " + Span(t.Sub(now))
 }
 
-// PrettyJSON indents a JSON document for reading; invalid JSON is shown as
-// it is.
+// MaxPrettyJSON is the most text PrettyJSON writes indented: a document
+// nested thousands deep indents to a hundred megabytes from twenty
+// kilobytes, so past this it is shown compact, which is never longer than
+// the document.
+const MaxPrettyJSON = 256 << 10
+
+// PrettyJSON indents a JSON document for reading, or shows it compact when
+// indented it would be more than MaxPrettyJSON bytes; invalid JSON is shown
+// as it is.
 func PrettyJSON(raw []byte) string {
+	s, _ := PrettyJSONBounded(raw)
+	return s
+}
+
+// PrettyJSONBounded is PrettyJSON, also saying whether the document is
+// shown compact because indented it would be too long (the page says so).
+func PrettyJSONBounded(raw []byte) (text string, compact bool) {
 	if len(bytes.TrimSpace(raw)) == 0 {
-		return ""
+		return "", false
+	}
+	if !json.Valid(raw) {
+		return string(raw), false
 	}
 	var b bytes.Buffer
-	if err := json.Indent(&b, raw, "", "  "); err != nil {
-		return string(raw)
+	if indentedLength(raw, indentText, MaxPrettyJSON) > MaxPrettyJSON {
+		_ = json.Compact(&b, raw)
+		return b.String(), true
 	}
-	return b.String()
+	_ = json.Indent(&b, raw, "", indentText)
+	return b.String(), false
+}
+
+const indentText = "  "
+
+// indentedLength is how long json.Indent's text of the valid JSON raw
+// would be, counted without writing it; it stops counting past limit.
+func indentedLength(raw []byte, indent string, limit int) int {
+	n, depth := 0, 0
+	inString, escaped, opened := false, false, false
+	newline := func(d int) int { return 1 + d*len(indent) }
+	for _, c := range raw {
+		if inString {
+			n++
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+			continue
+		}
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		if opened && c != '}' && c != ']' {
+			n += newline(depth) // the first element of a non-empty container
+		}
+		switch c {
+		case '"':
+			inString = true
+			n++
+		case '{', '[':
+			depth++
+			n++
+		case '}', ']':
+			depth--
+			if !opened {
+				n += newline(depth)
+			}
+			n++
+		case ',':
+			n += 1 + newline(depth)
+		case ':':
+			n += 2
+		default:
+			n++
+		}
+		opened = c == '{' || c == '['
+		if n > limit {
+			return n
+		}
+	}
+	return n
 }
 
 // CompactJSON renders a JSON document on one line, cut at limit runes.
@@ -126,7 +201,7 @@ func warningHelp(w string) string {
 	case "intent_key_looks_random":
 		return "The intent key looks like a request id or timestamp: another agent with the same objective would not derive it, so a retry may not be recognised."
 	case queue.WarningInvisibleCharacters:
-		return "The payload holds bidirectional-control or zero-width characters, which can make text read differently from what is sent; each is marked below as [U+…]."
+		return "The payload holds invisible characters (bidirectional controls, zero-width or format characters, tag characters, variation selectors), which can make text read differently from what is sent; each is marked below as [U+…]."
 	}
 	return ""
 }

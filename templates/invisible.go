@@ -11,8 +11,8 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// Marked shows s as text with each invisible character (a bidirectional
-// control or zero-width character, queue.IsInvisible) replaced by a
+// Marked shows s as text with each invisible character (a
+// Default_Ignorable_Code_Point or format character, queue.IsInvisible) replaced by a
 // visible mark naming its code point, such as [U+202E]: an approver must
 // see that the text holds something the screen would not show, and where.
 // Everything is escaped: s is shown as text, never as markup.

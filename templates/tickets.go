@@ -13,6 +13,8 @@ type TicketsView struct {
 	Tickets    []TicketRow
 	CanResolve bool
 	CSRF       string
+	// ShowURLPaths shows URLs whose path is a credential whole (admins).
+	ShowURLPaths bool
 }
 
 // TicketRow is a ticket with its action.

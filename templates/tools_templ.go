@@ -6,10 +6,12 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import "github.com/a-h/templ"
-import templruntime "github.com/a-h/templ/runtime"
+import (
+	"github.com/a-h/templ"
+	templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/classify"
+)
 
 // ToolsPage shows the registry: each tool with its class and why.
 func ToolsPage(p Page, v ToolsView) templ.Component {
@@ -292,9 +294,9 @@ func ToolsPage(p Page, v ToolsView) templ.Component {
 							return templ_7745c5c3_Err
 						}
 						var templ_7745c5c3_Var16 string
-						templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(classify.RedactURL(t.Executor.Webhook))
+						templ_7745c5c3_Var16, templ_7745c5c3_Err = templ.JoinStringErrs(classify.ShownURL(t.Executor.Webhook, v.ShowURLPaths))
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/tools.templ`, Line: 55, Col: 62}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/tools.templ`, Line: 55, Col: 77}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var16))
 						if templ_7745c5c3_Err != nil {
@@ -307,7 +309,7 @@ func ToolsPage(p Page, v ToolsView) templ.Component {
 						var templ_7745c5c3_Var17 string
 						templ_7745c5c3_Var17, templ_7745c5c3_Err = templ.JoinStringErrs(t.Executor.Timeout.String())
 						if templ_7745c5c3_Err != nil {
-							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/tools.templ`, Line: 55, Col: 110}
+							return templ.Error{Err: templ_7745c5c3_Err, FileName: `templates/tools.templ`, Line: 55, Col: 125}
 						}
 						_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var17))
 						if templ_7745c5c3_Err != nil {

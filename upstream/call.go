@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/approvals/approvals/classify"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/approvals/approvals/classify"
 )
 
 // Kind is what is known of a call's effect.
@@ -46,8 +48,26 @@ func (m *Manager) Call(ctx context.Context, upstream, tool string, args json.Raw
 	out := m.call(ctx, upstream, tool, args)
 	// Errors can quote the upstream's URL (a connection error does): the
 	// text is stored on the action and shown to agents and staff.
-	out.Error = classify.RedactURLsIn(out.Error)
+	out.Error = cutText(classify.RedactURLsIn(out.Error), MaxErrorText)
 	return out
+}
+
+// MaxErrorText caps the error text of an outcome (a tool's isError text, a JSON-RPC error's
+// message), as results are capped at 64 KiB: it is the upstream's to choose, and is stored
+// on the action, sent in events and shown on pages.
+const MaxErrorText = 8 << 10
+
+// cutText cuts s to at most max bytes at a character boundary, saying so.
+func cutText(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	const mark = " … (cut at 8 KiB)"
+	cut := max - len(mark)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + mark
 }
 
 func (m *Manager) call(ctx context.Context, upstream, tool string, args json.RawMessage) Outcome {

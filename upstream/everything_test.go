@@ -60,6 +60,7 @@ upstreams:
   ev:
     command: [node, `+entry+`, stdio]
     import: all
+    trust_annotations: true
 tools:
   ev_get-sum:
     class: exactly-once

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -111,7 +113,7 @@ upstreams:
 	if l.Unavailable != "" {
 		t.Fatalf("crm unavailable: %s", l.Unavailable)
 	}
-	if got, want := toolNames(l), []string{"crash", "echo", "hang", "refuse", "rpc_error"}; !slices.Equal(got, want) {
+	if got, want := toolNames(l), []string{"crash", "echo", "hang", "long_error", "long_rpc_error", "refuse", "rpc_error"}; !slices.Equal(got, want) {
 		t.Fatalf("tools = %v, want %v (every page)", got, want)
 	}
 	echo := l.Tools[slices.IndexFunc(l.Tools, func(u classify.UpstreamTool) bool { return u.Name == "echo" })]
@@ -133,6 +135,9 @@ upstreams:
 		{"no_such_tool", `{}`, Failed, "no_such_tool", "", 0},
 		{"hang", `{}`, Unknown, "did not answer within its timeout of 300ms", "", 1},
 		{"echo_array", `[1]`, NotSent, "must be a JSON object", "", 0},
+		// The upstream's text is stored up to MaxErrorText, cut at a character.
+		{"long_error", `{}`, Failed, "éé … (cut at 8 KiB)", `"isError":true`, 1},
+		{"long_rpc_error", `{}`, Failed, "no no … (cut at 8 KiB)", "", 1},
 	}
 	for _, tc := range tests {
 		t.Run(tc.tool, func(t *testing.T) {
@@ -140,6 +145,9 @@ upstreams:
 			o := m.Call(t.Context(), "crm", tc.tool, json.RawMessage(tc.args))
 			if o.Kind != tc.kind || !strings.Contains(o.Error, tc.errText) || !strings.Contains(string(o.Result), tc.resultText) {
 				t.Fatalf("Call(%s) = %s, error %q, result %s; want %s, error ~%q, result ~%s", tc.tool, o.Kind, o.Error, o.Result, tc.kind, tc.errText, tc.resultText)
+			}
+			if len(o.Error) > MaxErrorText || !utf8.ValidString(o.Error) {
+				t.Fatalf("Call(%s): error of %d bytes (valid UTF-8 %v), want at most %d", tc.tool, len(o.Error), utf8.ValidString(o.Error), MaxErrorText)
 			}
 			if got := calls.get(tc.tool); got != tc.calls {
 				t.Fatalf("upstream saw %s called %d times, want %d: a call is never repeated", tc.tool, got, tc.calls)

@@ -84,6 +84,12 @@ func newTestServer(record func(string), release <-chan struct{}) *mcp.Server {
 	add("rpc_error", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		return nil, &jsonrpc.Error{Code: -32000, Message: "backend says no"}
 	})
+	add("long_error", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: strings.Repeat("é", 50<<10)}}}, nil
+	})
+	add("long_rpc_error", nil, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return nil, &jsonrpc.Error{Code: -32000, Message: strings.Repeat("no ", 40<<10)}
+	})
 	add("hang", nil, func(ctx context.Context, _ *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 		select {
 		case <-ctx.Done():

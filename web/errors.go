@@ -33,8 +33,11 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	if qe.Code == queue.CodeTooManyWaiters {
+	switch qe.Code {
+	case queue.CodeTooManyWaiters:
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
+	case queue.CodeTooManyUpstreamCalls:
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.UpstreamRetryAfter.Seconds())))
 	}
 	if isDashboard(c) {
 		s.dashboardError(c, problem.Status(qe.Code), qe)

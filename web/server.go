@@ -142,14 +142,17 @@ func (s *Server) routes(e *echo.Echo) error {
 	auth := s.api.AgentAuth
 	// The hot path: its token check rides in the statement (HotAuth).
 	hot := s.api.HotAuth
-	api.POST("/actions", s.api.Submit, hot)
-	api.GET("/actions", s.api.ListActions, auth)
-	api.GET("/actions/:id", s.api.GetAction, auth)
-	api.POST("/actions/:id/execute", s.api.Execute, hot)
-	api.POST("/actions/:id/complete", s.api.Complete, hot)
-	api.POST("/actions/:id/fail", s.api.Fail, hot)
-	api.POST("/actions/:id/cancel", s.api.Cancel, hot)
-	api.GET("/tools", s.api.Tools, auth)
+	// Each route names the query parameters it reads; any other is refused
+	// after the token is checked (handlers.OnlyQuery).
+	none := handlers.OnlyQuery()
+	api.POST("/actions", s.api.Submit, hot, none)
+	api.GET("/actions", s.api.ListActions, auth, handlers.OnlyQuery("intent_key", "state", "tool", "limit", "cursor"))
+	api.GET("/actions/:id", s.api.GetAction, auth, handlers.OnlyQuery("wait", "state"))
+	api.POST("/actions/:id/execute", s.api.Execute, hot, none)
+	api.POST("/actions/:id/complete", s.api.Complete, hot, none)
+	api.POST("/actions/:id/fail", s.api.Fail, hot, none)
+	api.POST("/actions/:id/cancel", s.api.Cancel, hot, none)
+	api.GET("/tools", s.api.Tools, auth, none)
 	// Unknown API paths authenticate first too, so a caller without a token
 	// learns nothing about which routes exist.
 	api.RouteNotFound("/*", echo.NotFoundHandler, auth)

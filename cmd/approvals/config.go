@@ -38,8 +38,11 @@ type config struct {
 	// MetricsAddr serves /metrics on a listener of its own when set.
 	MetricsAddr string
 	// Waiters cap concurrent long-polls and event streams.
-	Waiters  queue.WaiterLimits
-	Channels channelSettings
+	Waiters queue.WaiterLimits
+	// MaxStreams (APPROVALS_MAX_STREAMS) and MaxUpstreamCalls
+	// (APPROVALS_MAX_UPSTREAM_CALLS) are queue.Options of the same names.
+	MaxStreams, MaxUpstreamCalls int
+	Channels                     channelSettings
 	// OutboxLease is how long a notification being sent stays with its
 	// sender before another process may take it (a sender that died);
 	// one send is given half of it.
@@ -53,8 +56,11 @@ type channelSettings struct {
 	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
 	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
 	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
-	SMTPURL            string // APPROVALS_SMTP_URL (it may carry a password)
-	SMTPFrom           string // APPROVALS_SMTP_FROM
+	// SlackTeamID and SlackAppID (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), when
+	// set, are the only workspace and app whose interactions are acted on.
+	SlackTeamID, SlackAppID string
+	SMTPURL                 string // APPROVALS_SMTP_URL (it may carry a password)
+	SMTPFrom                string // APPROVALS_SMTP_FROM
 }
 
 // readChannelSettings reads the channel settings; the secrets (and the SMTP
@@ -76,6 +82,7 @@ func readChannelSettings() (channelSettings, error) {
 		*s.to = v
 	}
 	c.SlackAPIURL = env("APPROVALS_SLACK_API_URL")
+	c.SlackTeamID, c.SlackAppID = env("APPROVALS_SLACK_TEAM_ID"), env("APPROVALS_SLACK_APP_ID")
 	c.SMTPFrom = env("APPROVALS_SMTP_FROM")
 	return c, nil
 }
@@ -172,6 +179,12 @@ func parseServeConfig(args []string) (config, error) {
 	if c.Waiters, err = parseMaxWaiters(env("APPROVALS_MAX_WAITERS")); err != nil {
 		return c, err
 	}
+	if c.MaxStreams, err = positiveInt("APPROVALS_MAX_STREAMS", queue.DefaultMaxStreams, "live event streams of the dashboard"); err != nil {
+		return c, err
+	}
+	if c.MaxUpstreamCalls, err = positiveInt("APPROVALS_MAX_UPSTREAM_CALLS", queue.DefaultMaxUpstreamCalls, "upstream calls submissions make at once"); err != nil {
+		return c, err
+	}
 	c.OutboxLease = time.Minute
 	if v := env("APPROVALS_OUTBOX_LEASE"); v != "" {
 		d, err := time.ParseDuration(v)
@@ -189,6 +202,19 @@ func parseServeConfig(args []string) (config, error) {
 		c.MaxBody = n
 	}
 	return c, nil
+}
+
+// positiveInt reads a setting that counts what (a number from 1), def when unset.
+func positiveInt(name string, def int, what string) (int, error) {
+	v := env(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(v))
+	if err != nil || n < 1 {
+		return 0, fmt.Errorf("%s %q must be a positive number of %s (default %d)", name, v, what, def)
+	}
+	return n, nil
 }
 
 // parseMaxWaiters reads APPROVALS_MAX_WAITERS: "TOTAL" or "TOTAL,PER_TOKEN"
@@ -221,6 +247,7 @@ func loadTools(path, secret string, ch channelSettings) (*classify.Registry, err
 	}
 	return classify.Load(path, classify.Options{
 		WebhookSecretSet: secret != "",
+		WebhookSecret:    secret,
 		SlackConfigured:  ch.slackConfigured(),
 		SMTPConfigured:   ch.smtpConfigured(),
 	})

@@ -91,6 +91,7 @@ upstreams:
     url: %s/mcp
     timeout: 2s
     import: all
+    trust_annotations: true
 tools:
   crm_pay:
     intent: "pay:{order}"

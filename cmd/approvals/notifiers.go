@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"log/slog"
 
 	"github.com/approvals/approvals/internal/app"
@@ -10,7 +9,6 @@ import (
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/storage"
-	"github.com/approvals/approvals/webhooksign"
 )
 
 // newNotifiers builds a notifier for every channel kind whose settings are
@@ -18,17 +16,12 @@ import (
 // (loadTools), so a channel in use never lacks its notifier.
 func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Logger) (app.Notifiers, error) {
 	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
-	if cfg.WebhookSecret != "" {
-		signer, err := webhooksign.New(cfg.WebhookSecret)
-		if err != nil {
-			return n, fmt.Errorf("APPROVALS_WEBHOOK_SECRET: %w", err)
-		}
-		w, err := webhook.New(webhook.Config{Signer: signer})
-		if err != nil {
-			return n, err
-		}
-		n.ByKind["webhook"] = w
+	// Every webhook channel signs with its own secret, which the tools file holds.
+	w, err := webhook.New(webhook.Config{})
+	if err != nil {
+		return n, err
 	}
+	n.ByKind["webhook"] = w
 	ch := cfg.Channels
 	if ch.smtpConfigured() {
 		server, err := email.ParseURL(ch.SMTPURL)
@@ -48,7 +41,8 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		}
 		n.ByKind["slack"] = c
 		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
-			SigningSecret: ch.SlackSigningSecret, Client: c, Service: svc, Actions: st, Staff: st, Logger: log,
+			SigningSecret: ch.SlackSigningSecret, TeamID: ch.SlackTeamID, AppID: ch.SlackAppID,
+			Client: c, Service: svc, Actions: st, Staff: st, Logger: log,
 		}); err != nil {
 			return n, err
 		}

@@ -48,7 +48,7 @@ type eventReceiver struct {
 func newEventReceiver(t *testing.T) *eventReceiver {
 	t.Helper()
 	r := &eventReceiver{arrived: make(chan string, 1000), hits: map[string]int{}, types: map[string]string{}}
-	verifier, err := standardwebhooks.NewWebhook(processSecret)
+	verifier, err := standardwebhooks.NewWebhook(eventsSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,14 +132,18 @@ func notifyDeployment(t *testing.T, bin, tools string, env ...string) *apptest.D
 func webhookTools(hook string) string {
 	return fmt.Sprintf(`
 channels:
-  ops-hook: { webhook: %q }
+  ops-hook: { webhook: %q, secret: %q }
 tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
     approval: { notify: [ops-hook] }
-`, hook)
+`, hook, eventsSecret)
 }
+
+// eventsSecret signs the webhook channel's events: never the executions' key
+// (processSecret, APPROVALS_WEBHOOK_SECRET).
+const eventsSecret = "whsec_ZXZlbnRzIGtleSwgbm90IHRoZSBleGVjdXRpb25zJw=="
 
 // notifications reads an action's notifications as stored.
 func notifications(d *apptest.Deployment, id string) []queue.NotificationRecord {
@@ -308,6 +312,7 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{slug}"
+    preview: { title: "Update {slug}" }
     approval: { approvers: [leads], notify: [team-slack] }
 `, "APPROVALS_SLACK_BOT_TOKEN="+token, "APPROVALS_SLACK_SIGNING_SECRET="+secret, "APPROVALS_SLACK_API_URL="+sl.APIURL())
 		d.Command("correct horse battery staple\n", "user", "add", "--email", "ann@example.com", "--role", "approver", "--slack-id", "U0ANN")

@@ -103,6 +103,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	a, err := app.New(st, nil, reg, app.Options{Logger: log, MaxBody: cfg.MaxBody,
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
+		MaxStreams: cfg.MaxStreams, MaxUpstreamCalls: cfg.MaxUpstreamCalls,
 		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
 		Notifiers: func(svc *queue.Service, st storage.Store) (app.Notifiers, error) {
 			return newNotifiers(cfg, svc, st, log)

@@ -42,7 +42,7 @@ func TestToolsCheckUpstreams(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "tools.yaml")
 	file := "upstreams:\n" +
-		"  crm:\n    url: " + ts.URL + "\n    headers: { Authorization: \"Bearer ${CRM_TOKEN}\" }\n    import: all\n" +
+		"  crm:\n    url: " + ts.URL + "\n    headers: { Authorization: \"Bearer ${CRM_TOKEN}\" }\n    import: all\n    trust_annotations: true\n" +
 		"  gone:\n    url: http://" + down + "/mcp\n    import: [send]\n"
 	if err := os.WriteFile(path, []byte(file), 0o600); err != nil {
 		t.Fatal(err)

@@ -53,8 +53,11 @@ type Options struct {
 	// MetricsAddr serves /metrics on a listener of its own when set; the
 	// main listener then answers 404 there.
 	MetricsAddr string
-	// Waiters cap concurrent long-polls and event streams.
-	Waiters queue.WaiterLimits
+	// Waiters cap concurrent long-polls of agents; MaxStreams the
+	// dashboard's event streams; MaxUpstreamCalls the upstream calls
+	// submissions make at once (queue.Options).
+	Waiters                      queue.WaiterLimits
+	MaxStreams, MaxUpstreamCalls int
 	// Upstreams are the connections to the tools file's upstream MCP
 	// servers (the gateway); nil without upstreams.
 	Upstreams *upstream.Manager
@@ -136,7 +139,8 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	metrics := web.NewMetrics(st, mopts...)
 	stopping := make(chan struct{})
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
-		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters}
+		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
+		MaxUpstreamCalls: opts.MaxUpstreamCalls}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}

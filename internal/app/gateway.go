@@ -20,7 +20,8 @@ type Gateway struct {
 	Manager *upstream.Manager
 	svc     atomic.Pointer[queue.Service]
 	log     *slog.Logger
-	mu      sync.Mutex // one import at a time, so an older listing never wins
+	mu      sync.Mutex         // one import at a time, so an older listing never wins
+	current *classify.Registry // the last import, whose classes a re-list never lowers
 }
 
 // StartGateway connects to the file's upstreams (at most about the connect
@@ -34,11 +35,13 @@ func StartGateway(ctx context.Context, file *classify.Registry, log *slog.Logger
 	}
 	g := &Gateway{file: file, log: log}
 	g.Manager = upstream.Start(ctx, file.Upstreams(), upstream.Options{Logger: log, OnChange: g.reimport})
-	reg, err := file.Import(g.Manager.Listings())
+	reg, changes, err := file.Reimport(nil, g.Manager.Listings())
 	if err != nil {
 		_ = g.Manager.Close()
 		return nil, nil, err
 	}
+	g.current = reg
+	g.logChanges(changes)
 	for _, t := range reg.Tools() {
 		if t.Unavailable != "" {
 			log.Warn("upstream tool unavailable; calls are refused until it is listed", "tool", t.Name, "reason", t.Unavailable)
@@ -64,12 +67,28 @@ func (g *Gateway) reimport() {
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	reg, err := g.file.Import(g.Manager.Listings())
+	reg, changes, err := g.file.Reimport(g.current, g.Manager.Listings())
 	if err != nil {
 		g.log.Error("upstream tools changed but cannot be imported; keeping the previous tools", "err", err)
 		return
 	}
+	g.current = reg
+	g.logChanges(changes)
 	svc.SetRegistry(reg)
+}
+
+// logChanges logs every tool an import added or removed and every class it changed.
+func (g *Gateway) logChanges(changes []classify.ClassChange) {
+	for _, c := range changes {
+		switch {
+		case c.From == "":
+			g.log.Info("upstream tool imported", "tool", c.Tool, "class", c.To, "reason", c.Reason)
+		case c.To == "":
+			g.log.Warn("upstream tool no longer imported", "tool", c.Tool, "class", c.From)
+		default:
+			g.log.Warn("upstream tool's class changed", "tool", c.Tool, "from", c.From, "to", c.To, "reason", c.Reason)
+		}
+	}
 }
 
 // Close ends the upstream connections and stops stdio upstreams.

@@ -63,13 +63,14 @@ type Options struct {
 	LoginLimits   handlers.LoginLimits
 	// Logger, default discarding.
 	Logger *slog.Logger
-	// PublicURL, TrustedProxies, MetricsAddr, Waiters, BodyReadTimeout and
+	// PublicURL, TrustedProxies, MetricsAddr, Waiters, MaxStreams, BodyReadTimeout and
 	// PasswordGate are the app.Options of the same names; MetricsAddr is
 	// typically "127.0.0.1:0" (App.MetricsURL says where it listens).
 	PublicURL       string
 	TrustedProxies  []netip.Prefix
 	MetricsAddr     string
 	Waiters         queue.WaiterLimits
+	MaxStreams      int
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
 }
@@ -175,7 +176,7 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
-		Waiters: opts.Waiters, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate})
+		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,10 +23,10 @@ import (
 // DefaultTimeout bounds one delivery when Config.Timeout is zero.
 const DefaultTimeout = 10 * time.Second
 
-// Config sets up a Notifier.
+// Config sets up a Notifier. Each channel signs with its own secret (classify.Channel.Secret),
+// never with APPROVALS_WEBHOOK_SECRET, which signs executions.
 type Config struct {
-	Signer  *webhooksign.Signer // APPROVALS_WEBHOOK_SECRET; required
-	Timeout time.Duration       // per request; DefaultTimeout when zero
+	Timeout time.Duration // per request; DefaultTimeout when zero
 	// Client sends the requests; nil means a client of its own. Redirects are never
 	// followed whatever the client says: a receiver that moved must be reconfigured, or a
 	// signed event could be handed to a host nobody configured.
@@ -37,7 +37,6 @@ type Config struct {
 
 // Notifier posts events to the channel's webhook URL.
 type Notifier struct {
-	signer  *webhooksign.Signer
 	timeout time.Duration
 	client  *http.Client
 	now     func() time.Time
@@ -45,10 +44,7 @@ type Notifier struct {
 
 // New returns a Notifier.
 func New(cfg Config) (*Notifier, error) {
-	if cfg.Signer == nil {
-		return nil, errors.New("webhook channel: a signing secret (APPROVALS_WEBHOOK_SECRET) is required")
-	}
-	n := &Notifier{signer: cfg.Signer, timeout: cfg.Timeout, now: cfg.Now}
+	n := &Notifier{timeout: cfg.Timeout, now: cfg.Now}
 	if n.timeout <= 0 {
 		n.timeout = DefaultTimeout
 	}
@@ -100,6 +96,11 @@ func (w *Notifier) Notify(ctx context.Context, n queue.Notification) error {
 		return fmt.Errorf("webhook channel %q: no URL", n.Channel.Name)
 	}
 	shown := Redact(target)
+	// The tools file checked the secret; one that fails here is a hand-made channel.
+	signer, err := webhooksign.New(n.Channel.Secret)
+	if n.Channel.Secret == "" || err != nil {
+		return fmt.Errorf("webhook channel %q: no usable secret to sign its events with", n.Channel.Name)
+	}
 	body, err := Body(n)
 	if err != nil {
 		return err
@@ -114,7 +115,7 @@ func (w *Notifier) Notify(ctx context.Context, n queue.Notification) error {
 	req.Header.Set("User-Agent", "approvals")
 	// The signature's timestamp is the time of sending, not of the event: a receiver rejects
 	// old timestamps as replays, and a retry hours later is not a replay.
-	w.signer.SetHeaders(req.Header, n.ID, w.now(), body)
+	signer.SetHeaders(req.Header, n.ID, w.now(), body)
 	resp, err := w.client.Do(req)
 	if err != nil {
 		// *url.Error repeats the whole URL, credentials and all; keep only its cause.

@@ -18,7 +18,6 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/webhooksign"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -69,11 +68,7 @@ func (r *receiver) requests() []received {
 
 func newNotifier(t *testing.T, timeout time.Duration) *webhook.Notifier {
 	t.Helper()
-	s, err := webhooksign.New(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n, err := webhook.New(webhook.Config{Signer: s, Timeout: timeout})
+	n, err := webhook.New(webhook.Config{Timeout: timeout})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,7 +91,7 @@ func sampleAction() *queue.Action {
 func sampleNotification(url string) queue.Notification {
 	return queue.Notification{
 		ID: "0190n-notification", Type: classify.EventActionApproved,
-		Channel:    classify.Channel{Name: "ops-events", Webhook: url},
+		Channel:    classify.Channel{Name: "ops-events", Webhook: url, Secret: secret},
 		Action:     sampleAction(),
 		OccurredAt: time.Date(2026, 3, 4, 5, 6, 7, 0, time.UTC), Attempt: 1,
 	}

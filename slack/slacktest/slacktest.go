@@ -189,11 +189,17 @@ func Sign(secret string, ts time.Time, body []byte) http.Header {
 	return h
 }
 
+// TeamID and AppID are the workspace and app every interaction of this package comes from.
+const (
+	TeamID = "T1"
+	AppID  = "A1"
+)
+
 // ButtonPress is the form body of a block_actions interaction: user pressed button
 // (approve, reject, request_changes) on the message of actionID.
 func ButtonPress(user, button, actionID, responseURL string) []byte {
 	return form(map[string]any{
-		"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T1"},
+		"type": "block_actions", "user": map[string]any{"id": user}, "team": map[string]any{"id": TeamID}, "api_app_id": AppID,
 		"trigger_id": "trigger-" + button, "response_url": responseURL,
 		"actions": []any{map[string]any{"type": "button", "block_id": "decision", "action_id": button, "value": actionID}},
 	})
@@ -203,7 +209,7 @@ func ButtonPress(user, button, actionID, responseURL string) []byte {
 // request_changes) for actionID.
 func NoteSubmission(user, kind, actionID, note string) []byte {
 	return form(map[string]any{
-		"type": "view_submission", "user": map[string]any{"id": user}, "team": map[string]any{"id": "T1"},
+		"type": "view_submission", "user": map[string]any{"id": user}, "team": map[string]any{"id": TeamID}, "api_app_id": AppID,
 		"view": map[string]any{
 			"type": "modal", "callback_id": kind, "private_metadata": actionID,
 			"state": map[string]any{"values": map[string]any{"note": map[string]any{"note": map[string]any{"type": "plain_text_input", "value": note}}}},

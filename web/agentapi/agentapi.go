@@ -7,7 +7,11 @@ package agentapi
 
 import (
 	"encoding/json"
+	"maps"
+	"net/url"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -117,4 +121,29 @@ func NewActionList(list []*queue.Action, next string) ActionList {
 		out.NextCursor = &next
 	}
 	return out
+}
+
+// CheckQuery refuses a raw query string holding a parameter outside names,
+// or one twice, with an invalid_request naming it: every agent endpoint
+// (the REST routes, /mcp) names what it reads, and a parameter it does not
+// know is never silently ignored.
+func CheckQuery(raw string, names ...string) error {
+	if raw == "" {
+		return nil
+	}
+	q, err := url.ParseQuery(raw)
+	if err != nil {
+		return queue.Errorf(queue.CodeInvalidRequest, "the query string is not valid: %v", err)
+	}
+	for _, k := range slices.Sorted(maps.Keys(q)) {
+		switch {
+		case !slices.Contains(names, k) && len(names) == 0:
+			return queue.Errorf(queue.CodeInvalidRequest, "unknown query parameter %q: this endpoint takes none", k)
+		case !slices.Contains(names, k):
+			return queue.Errorf(queue.CodeInvalidRequest, "unknown query parameter %q; this endpoint takes %s", k, strings.Join(names, ", "))
+		case len(q[k]) > 1:
+			return queue.Errorf(queue.CodeInvalidRequest, "query parameter %q is given %d times; give it once", k, len(q[k]))
+		}
+	}
+	return nil
 }

@@ -21,7 +21,7 @@ func TestStatus(t *testing.T) {
 		queue.CodeAlreadyDecided: 409, queue.CodeTicketResolved: 409, queue.CodeUpstreamUnavailable: 409,
 		queue.CodePayloadTooLarge: 413,
 		queue.CodeInvalidPayload:  422, queue.CodeIntentKeyMismatch: 422, queue.CodeIntentKeyReused: 422,
-		queue.CodeTooManyWaiters: 429, queue.CodeUnavailable: 503, queue.CodeInternal: 500,
+		queue.CodeTooManyWaiters: 429, queue.CodeTooManyUpstreamCalls: 429, queue.CodeUnavailable: 503, queue.CodeInternal: 500,
 		"no_such_code": 500,
 	} {
 		if got := problem.Status(code); got != want {
