@@ -43,3 +43,30 @@ func TestToolsFollowTheRegistry(t *testing.T) {
 	defer cs.Close()
 	wantAction(t, call(t, cs, "added_later", map[string]any{"x": 1}), "recorded")
 }
+
+// A tool named for the Claude Code hook (claude-code:Bash) is no MCP tool
+// name: the MCP face leaves it out and lists the others.
+func TestToolsWithAColonAreNotOffered(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, envOptions{})
+	reg, err := classify.Parse([]byte(toolsYAML+`
+  claude-code:Bash:
+    class: at-most-once
+`), classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.svc.SetRegistry(reg)
+	cs := e.connect(t, e.token(t, "bot"))
+	defer cs.Close()
+	got := map[string]bool{}
+	for tool, err := range cs.Tools(context.Background(), nil) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[tool.Name] = true
+	}
+	if got["claude-code:Bash"] || !got["issue_refund"] {
+		t.Fatalf("tools = %v; want issue_refund without claude-code:Bash", got)
+	}
+}

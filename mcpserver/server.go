@@ -151,6 +151,11 @@ func (s *server) build(reg *classify.Registry) *mcp.Server {
 			s.log.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
 			continue
 		}
+		if strings.ContainsRune(t.Name, ':') {
+			// MCP tool names have no ':'; such a tool (claude-code:Bash) is the
+			// Claude Code hook's, submitted over REST.
+			continue
+		}
 		ms.AddTool(guardedTool(t), s.submit(t.Name))
 	}
 	s.addActionTools(ms)
