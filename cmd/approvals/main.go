@@ -25,6 +25,8 @@ commands:
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
   bench --token T [flags]     load-test a server on a loopback address (bench -h)
+  hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
+                              APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
@@ -57,6 +59,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = toolsCmd(ctx, args, stdout)
 	case "bench":
 		err = benchCmd(ctx, args, stdout)
+	case "hook":
+		err = hookCmd(ctx, args, stdin, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0
