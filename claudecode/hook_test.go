@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/claudecode"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/claudecode"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
 )
