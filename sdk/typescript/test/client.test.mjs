@@ -17,6 +17,7 @@ import {
   StillPendingError,
   UnauthorizedError,
   UnavailableError,
+  DryRunUnsupportedError,
 } from '@approvals/sdk';
 import { startServer, Staff, pendingAction, rest, startLossyProxy } from './harness.mjs';
 import { tools } from './tools.mjs';
@@ -253,6 +254,26 @@ test('retries honour Retry-After, are bounded, and never repeat execute', async 
     hits.length = 0;
     await assert.rejects(client.execute('a1'), UnavailableError);
     assert.equal(hits.length, 1, 'execute is never repeated');
+  } finally {
+    await new Promise((r) => stub.close(r));
+  }
+});
+
+// A server whose OpenAPI document offers no dry_run is never sent one: an
+// older server would take POST /api/v1/actions?dry_run=true for a real
+// submission.
+test('dryRun sends nothing to a server that does not offer it', async () => {
+  const seen = [];
+  const stub = http.createServer((req, res) => {
+    seen.push(`${req.method} ${req.url}`);
+    res.writeHead(200, { 'content-type': 'application/json' });
+    res.end(JSON.stringify({ openapi: '3.1.0', paths: { '/api/v1/actions': { post: { parameters: [{ name: 'Idempotency-Key', in: 'header' }] } } } }));
+  });
+  await new Promise((r) => stub.listen(0, '127.0.0.1', r));
+  try {
+    const client = new Approvals({ url: `http://127.0.0.1:${stub.address().port}`, token: 't' });
+    await assert.rejects(client.dryRun('issue_refund', { order_id: 'o', line_id: 1 }), DryRunUnsupportedError);
+    assert.deepEqual(seen, ['GET /api/v1/openapi.json']);
   } finally {
     await new Promise((r) => stub.close(r));
   }
