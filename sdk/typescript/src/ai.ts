@@ -5,11 +5,10 @@ import type { Approvals } from './client.js';
 import type { Duration } from './duration.js';
 import { withGuidance } from './guidance.js';
 
-/** The part of an AI SDK tool the adapter touches. */
+/** The part of an AI SDK tool the adapter touches (description may be a function of the tool context in ai 7). */
 export interface ExecutableToolLike {
-  description?: string;
-  execute?: (input: any, options: { abortSignal?: AbortSignal; toolCallId?: string; [key: string]: unknown }) => unknown;
-  [key: string]: unknown;
+  description?: unknown;
+  execute?: (input: any, options: any) => unknown;
 }
 
 export interface GuardToolsOptions {
@@ -32,9 +31,9 @@ export interface GuardToolsOptions {
  * errors (InProgressError, IntentKeyReusedError, OutcomeUnknownError, ...)
  * reach the model as the tool's error.
  */
-export function guardTools<T extends Record<string, ExecutableToolLike>>(approvals: Approvals, tools: T, options: GuardToolsOptions = {}): T {
+export function guardTools<T extends Record<string, any>>(approvals: Approvals, tools: T, options: GuardToolsOptions = {}): T {
   const out: Record<string, ExecutableToolLike> = {};
-  for (const [name, t] of Object.entries(tools)) {
+  for (const [name, t] of Object.entries(tools) as [string, ExecutableToolLike][]) {
     const execute = t.execute;
     if (!execute || (options.only && !options.only.includes(name))) {
       out[name] = t;
@@ -42,8 +41,8 @@ export function guardTools<T extends Record<string, ExecutableToolLike>>(approva
     }
     out[name] = {
       ...t,
-      description: options.describe === false ? t.description : withGuidance(t.description),
-      execute: (input: Record<string, unknown>, execOptions: Parameters<NonNullable<ExecutableToolLike['execute']>>[1]) =>
+      description: options.describe === false ? t.description : describeGuarded(t.description),
+      execute: (input: Record<string, unknown>, execOptions: { abortSignal?: AbortSignal } | undefined) =>
         approvals.guard(options.names?.[name] ?? name, (payload) => execute(payload, execOptions), {
           waitFor: options.waitFor,
           intentKey: options.intentKeys?.[name],
@@ -51,4 +50,9 @@ export function guardTools<T extends Record<string, ExecutableToolLike>>(approva
     };
   }
   return out as T;
+}
+
+function describeGuarded(description: unknown): unknown {
+  if (typeof description === 'function') return (...args: unknown[]) => withGuidance(String(description(...args) ?? ''));
+  return withGuidance(typeof description === 'string' ? description : undefined);
 }
