@@ -21,20 +21,9 @@ import urllib.request
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "..", ".."))
 PASSWORD = "a long test passphrase"
 
-TOOLS = """
-tools:
-  issue_refund:
-    class: exactly-once
-    description: Refund one order line.
-    intent: "refund:{order_id}:{line_id}"
-    claim_timeout: 2m
-  send_customer_email:
-    class: at-most-once
-    description: Send one email to a customer.
-    intent: "email:{customer_id}:{topic}"
-  invalidate_cache:
-    annotations: { idempotentHint: true }
-"""
+# The tools file of the tests, shared with the TypeScript SDK's.
+with open(os.path.join(REPO, "sdk", "testdata", "tools.yaml"), encoding="utf-8") as _f:
+    TOOLS = _f.read()
 
 _built = None
 # Tests talk to 127.0.0.1 only, whatever proxy the environment names.
@@ -209,3 +198,24 @@ class LossyProxy:
     def close(self):
         self.closed = True
         self.sock.close()
+
+
+class Fixture:
+    """The fixture of a test module: a server, a signed-in staff member and an
+    SDK client. In the module: ``fx = Fixture()``, ``setUpModule = fx.start``,
+    ``tearDownModule = fx.stop``."""
+
+    def __init__(self, **client_options):
+        self.client_options = client_options
+        self.server = self.staff = self.approvals = None
+
+    def start(self):
+        from approvals import Approvals
+
+        self.server = Server()
+        self.staff = Staff(self.server.url).login()
+        self.approvals = Approvals(self.server.url, self.server.token, **self.client_options)
+
+    def stop(self):
+        if self.server:
+            self.server.stop()

@@ -8,20 +8,11 @@ from approvals import (Approvals, ApprovalsConnectionError, ApprovalsError, DryR
                        IntentKeyRequiredError, IntentKeyReusedError, InvalidPayloadError, NotFoundError, RetryPolicy,
                        UnauthorizedError, UnavailableError)
 
-from .server import LossyProxy, Server, Staff
+from .server import Fixture, LossyProxy
 
-server = staff = client = None
-
-
-def setUpModule():
-    global server, staff, client
-    server = Server()
-    staff = Staff(server.url).login()
-    client = Approvals(server.url, server.token)
-
-
-def tearDownModule():
-    server.stop()
+fx = Fixture()
+setUpModule = fx.start
+tearDownModule = fx.stop
 
 
 _n = [0]
@@ -35,58 +26,58 @@ def order():
 class ClientTest(unittest.TestCase):
     def test_claim_then_in_progress_then_replay(self):
         payload = {"order_id": order(), "line_id": 1, "amount": 12.5}
-        first = client.submit("issue_refund", payload)
+        first = fx.approvals.submit("issue_refund", payload)
         self.assertTrue(first.created)
         self.assertEqual(first.action["state"], "in_progress")
         with self.assertRaises(InProgressError) as cm:
-            client.submit("issue_refund", payload)
+            fx.approvals.submit("issue_refund", payload)
         self.assertEqual(cm.exception.status, 409)
         self.assertEqual(cm.exception.action["id"], first.action["id"])
-        self.assertEqual(client.complete(first.action["id"], {"refund_id": "re_1"})["state"], "done")
-        again = client.submit("issue_refund", payload)
+        self.assertEqual(fx.approvals.complete(first.action["id"], {"refund_id": "re_1"})["state"], "done")
+        again = fx.approvals.submit("issue_refund", payload)
         self.assertFalse(again.created)
         self.assertTrue(again.replayed)
         self.assertEqual(again.action["result"], {"refund_id": "re_1"})
-        found = client.find(intent_key="refund:%s:1" % payload["order_id"])
+        found = fx.approvals.find(intent_key="refund:%s:1" % payload["order_id"])
         self.assertEqual([a["id"] for a in found["actions"]], [first.action["id"]])
         self.assertIsNone(found["next_cursor"])
 
     def test_problems_are_typed_errors(self):
         payload = {"order_id": order(), "line_id": 1, "amount": 1}
-        held = client.submit("issue_refund", payload).action
+        held = fx.approvals.submit("issue_refund", payload).action
         with self.assertRaises(IntentKeyReusedError) as cm:
-            client.submit("issue_refund", dict(payload, amount=2))
+            fx.approvals.submit("issue_refund", dict(payload, amount=2))
         self.assertEqual(cm.exception.code, "intent_key_reused")
         self.assertEqual(cm.exception.action["id"], held["id"])
         with self.assertRaises(InvalidPayloadError) as cm:
-            client.submit("issue_refund", {"order_id": "x"})
+            fx.approvals.submit("issue_refund", {"order_id": "x"})
         self.assertIn("line_id", cm.exception.detail)
         with self.assertRaises(IntentKeyRequiredError):
-            client.submit("not_in_the_file", {"a": 1})
+            fx.approvals.submit("not_in_the_file", {"a": 1})
         with self.assertRaises(NotFoundError):
-            client.get("no-such-action")
+            fx.approvals.get("no-such-action")
         with self.assertRaises(UnauthorizedError) as cm:
-            Approvals(server.url, "apv_not-a-token").tools()
+            Approvals(fx.server.url, "apv_not-a-token").tools()
         self.assertIsInstance(cm.exception, ApprovalsError)
-        self.assertEqual([t["name"] for t in client.tools()["tools"]], ["invalidate_cache", "issue_refund", "send_customer_email"])
+        self.assertEqual([t["name"] for t in fx.approvals.tools()["tools"]], ["invalidate_cache", "issue_refund", "send_customer_email"])
 
     def test_get_with_wait_long_polls_until_decided(self):
-        a = client.submit("send_customer_email", {"customer_id": order(), "topic": "welcome"}).action
-        threading.Timer(0.3, lambda: staff.decide(a["id"], "approve", "fine")).start()
+        a = fx.approvals.submit("send_customer_email", {"customer_id": order(), "topic": "welcome"}).action
+        threading.Timer(0.3, lambda: fx.staff.decide(a["id"], "approve", "fine")).start()
         started = time.monotonic()
-        decided = client.get(a["id"], wait="30s")
+        decided = fx.approvals.get(a["id"], wait="30s")
         self.assertEqual(decided["state"], "approved")
         self.assertLess(time.monotonic() - started, 10)
         # A wait that runs out answers the action as it is.
-        b = client.submit("send_customer_email", {"customer_id": order(), "topic": "welcome"}).action
-        self.assertEqual(client.get(b["id"], wait=0.5)["state"], "pending")
+        b = fx.approvals.submit("send_customer_email", {"customer_id": order(), "topic": "welcome"}).action
+        self.assertEqual(fx.approvals.get(b["id"], wait=0.5)["state"], "pending")
 
     def test_lost_submission_answer_is_retried_and_in_progress_is_no_permission(self):
-        proxy = LossyProxy(server.url)
+        proxy = LossyProxy(fx.server.url)
         try:
             drops = []
             proxy.drop = lambda line: line.startswith("POST /api/v1/actions ") and not drops and not drops.append(1)
-            c = Approvals(proxy.url, server.token, retry=RetryPolicy(base_delay=0.01))
+            c = Approvals(proxy.url, fx.server.token, retry=RetryPolicy(base_delay=0.01))
             with self.assertRaises(InProgressError):
                 c.submit("issue_refund", {"order_id": order(), "line_id": 1, "amount": 1})
             self.assertEqual(len(proxy.dropped), 1)
@@ -94,16 +85,16 @@ class ClientTest(unittest.TestCase):
             proxy.close()
 
     def test_lost_execute_is_not_retried(self):
-        proxy = LossyProxy(server.url)
+        proxy = LossyProxy(fx.server.url)
         try:
-            c = Approvals(proxy.url, server.token, retry=RetryPolicy(base_delay=0.01))
+            c = Approvals(proxy.url, fx.server.token, retry=RetryPolicy(base_delay=0.01))
             a = c.submit("send_customer_email", {"customer_id": order(), "topic": "welcome"}).action
-            staff.decide(a["id"], "approve")
+            fx.staff.decide(a["id"], "approve")
             proxy.drop = lambda line: "/execute" in line
             with self.assertRaises(ApprovalsConnectionError):
                 c.execute(a["id"])
             self.assertEqual(len(proxy.dropped), 1)
-            self.assertEqual(server.rest("/api/v1/actions/" + a["id"])["state"], "in_progress")
+            self.assertEqual(fx.server.rest("/api/v1/actions/" + a["id"])["state"], "in_progress")
         finally:
             proxy.close()
 

@@ -2,23 +2,14 @@ import threading
 import time
 import unittest
 
-from approvals import (Approvals, ChangesRequestedError, InProgressError, IntentKeyReusedError, NotPerformedError,
+from approvals import (ChangesRequestedError, InProgressError, IntentKeyReusedError, NotPerformedError,
                        OutcomeUnknownError, RejectedError, StillPendingError)
 
-from .server import Server, Staff
+from .server import Fixture
 
-server = staff = approvals = None
-
-
-def setUpModule():
-    global server, staff, approvals
-    server = Server()
-    staff = Staff(server.url).login()
-    approvals = Approvals(server.url, server.token)
-
-
-def tearDownModule():
-    server.stop()
+fx = Fixture()
+setUpModule = fx.start
+tearDownModule = fx.stop
 
 
 _n = [0]
@@ -31,7 +22,7 @@ def key():
 
 def decide_when_pending(intent_key, decision, note=""):
     def run():
-        staff.decide(server.pending(intent_key)["id"], decision, note)
+        fx.staff.decide(fx.server.pending(intent_key)["id"], decision, note)
 
     t = threading.Thread(target=run)
     t.start()
@@ -42,7 +33,7 @@ class GuardTest(unittest.TestCase):
     def test_claim_runs_once_and_replays(self):
         refunds = []
 
-        @approvals.guard("issue_refund")
+        @fx.approvals.guard("issue_refund")
         def issue_refund(order_id, line_id, amount):
             refunds.append(order_id)
             return {"refund_id": "re_%d" % len(refunds), "amount": amount}
@@ -56,7 +47,7 @@ class GuardTest(unittest.TestCase):
     def test_not_performed_reports_fail_and_releases(self):
         calls = []
 
-        @approvals.guard("issue_refund")
+        @fx.approvals.guard("issue_refund")
         def issue_refund(payload):
             calls.append(1)
             if len(calls) == 1:
@@ -66,16 +57,16 @@ class GuardTest(unittest.TestCase):
         p = {"order_id": key(), "line_id": 1, "amount": 3}
         with self.assertRaises(NotPerformedError):
             issue_refund(p)
-        attempts = approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
+        attempts = fx.approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
         self.assertEqual([(a["state"], a["error"]) for a in attempts], [("failed", "card declined")])
         self.assertEqual(issue_refund(p), "ok")
-        attempts = approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
+        attempts = fx.approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
         self.assertEqual([(a["attempt"], a["state"]) for a in attempts], [(2, "done"), (1, "failed")])
 
     def test_other_exception_is_outcome_unknown_and_never_fail(self):
         calls = []
 
-        @approvals.guard("issue_refund")
+        @fx.approvals.guard("issue_refund")
         def issue_refund(payload):
             calls.append(1)
             raise TimeoutError("the payment provider did not answer")
@@ -84,7 +75,7 @@ class GuardTest(unittest.TestCase):
         with self.assertRaises(OutcomeUnknownError) as cm:
             issue_refund(p)
         self.assertFalse(cm.exception.performed)
-        [held] = approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
+        [held] = fx.approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
         self.assertEqual(held["state"], "in_progress")
         with self.assertRaises(InProgressError):
             issue_refund(p)
@@ -93,7 +84,7 @@ class GuardTest(unittest.TestCase):
     def test_at_most_once_waits_and_runs_the_approved_payload(self):
         sent = []
 
-        @approvals.guard("send_customer_email", wait_for="30s")
+        @fx.approvals.guard("send_customer_email", wait_for="30s")
         def send(payload):
             sent.append(payload)
             return {"message_id": "m-1"}
@@ -102,9 +93,9 @@ class GuardTest(unittest.TestCase):
         intent = "email:%s:welcome" % customer
 
         def approve_edited():
-            a = server.pending(intent)
-            csrf = staff.csrf("/actions/" + a["id"])
-            status, _ = staff.request("POST", "/actions/%s/approve" % a["id"], {
+            a = fx.server.pending(intent)
+            csrf = fx.staff.csrf("/actions/" + a["id"])
+            status, _ = fx.staff.request("POST", "/actions/%s/approve" % a["id"], {
                 "_csrf": csrf, "note": "kinder",
                 "payload": '{"customer_id": "%s", "topic": "welcome", "body": "Hello, kindly"}' % customer})
             assert status == 303, status
@@ -118,7 +109,7 @@ class GuardTest(unittest.TestCase):
     def test_rejection_and_changes_carry_the_note(self):
         calls = []
 
-        @approvals.guard("send_customer_email", wait_for="30s")
+        @fx.approvals.guard("send_customer_email", wait_for="30s")
         def send(payload):
             calls.append(1)
 
@@ -138,7 +129,7 @@ class GuardTest(unittest.TestCase):
     def test_still_pending_then_picks_up_the_approval(self):
         calls = []
 
-        @approvals.guard("send_customer_email", wait_for=0.5)
+        @fx.approvals.guard("send_customer_email", wait_for=0.5)
         def send(payload):
             calls.append(1)
             return len(calls)
@@ -146,13 +137,13 @@ class GuardTest(unittest.TestCase):
         p = {"customer_id": key(), "topic": "welcome"}
         with self.assertRaises(StillPendingError):
             send(p)
-        staff.decide(server.pending("email:%s:welcome" % p["customer_id"])["id"], "approve")
+        fx.staff.decide(fx.server.pending("email:%s:welcome" % p["customer_id"])["id"], "approve")
         self.assertEqual(send(p), 1)
 
     def test_rephrased_call_is_refused_without_a_call(self):
         calls = []
 
-        @approvals.guard("issue_refund")
+        @fx.approvals.guard("issue_refund")
         def issue_refund(payload):
             calls.append(payload)
 
@@ -165,7 +156,7 @@ class GuardTest(unittest.TestCase):
     def test_at_least_once_runs_every_time(self):
         calls = []
 
-        @approvals.guard("invalidate_cache")
+        @fx.approvals.guard("invalidate_cache")
         def invalidate(payload):
             calls.append(1)
 
@@ -174,7 +165,7 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(len(calls), 2)
 
     def test_payload_is_one_dict_or_keywords(self):
-        @approvals.guard("invalidate_cache")
+        @fx.approvals.guard("invalidate_cache")
         def invalidate(payload):
             return payload
 

@@ -1,21 +1,15 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { generateText, tool, stepCountIs } from 'ai';
 import { z } from 'zod';
-import { Approvals, guardedToolGuidance } from '@approvals/sdk';
+import { guardedToolGuidance } from '@approvals/sdk';
 import { guardTools } from '@approvals/sdk/ai';
 import { guardTools as guardToolsFromRoot } from '@approvals/sdk';
-import { startServer, Staff, pendingAction } from './harness.mjs';
+import { useServer, pendingAction } from './harness.mjs';
 import { tools } from './tools.mjs';
 import { scriptedModel, toolCall, toolOutputs } from './scripted-ai-model.mjs';
 
-let server, staff, approvals;
-before(async () => {
-  server = await startServer(tools);
-  staff = await new Staff(server.url).login();
-  approvals = new Approvals({ url: server.url, token: server.token });
-});
-after(() => server?.stop());
+const fx = useServer(tools);
 
 test('guardTools is exported from the package root too', () => {
   assert.equal(guardToolsFromRoot, guardTools);
@@ -23,7 +17,7 @@ test('guardTools is exported from the package root too', () => {
 
 test('the AI SDK loop: a guarded exactly-once tool runs once, a repeated call replays its result', async () => {
   let refunds = 0;
-  const toolset = guardTools(approvals, {
+  const toolset = guardTools(fx.approvals, {
     issue_refund: tool({
       description: 'Refund one order line.',
       inputSchema: z.object({ order_id: z.string(), line_id: z.number(), amount: z.number() }),
@@ -48,7 +42,7 @@ test('the AI SDK loop: a guarded exactly-once tool runs once, a repeated call re
 test('the AI SDK loop: an at-most-once tool waits for a person and runs with what was approved', async () => {
   const sent = [];
   const toolset = guardTools(
-    approvals,
+    fx.approvals,
     {
       send_customer_email: tool({
         description: 'Email a customer.',
@@ -66,8 +60,8 @@ test('the AI SDK loop: an at-most-once tool waits for a person and runs with wha
     (prompt) => [{ type: 'text', text: toolOutputs(prompt).map((o) => o.text).join('|') }],
   ]);
   const run = generateText({ model, prompt: 'Welcome ai-c1', tools: toolset, stopWhen: stepCountIs(4) });
-  const pending = await pendingAction(server, 'email:ai-c1:welcome');
-  await staff.approve(pending.id, 'go');
+  const pending = await pendingAction(fx.server, 'email:ai-c1:welcome');
+  await fx.staff.approve(pending.id, 'go');
   const res = await run;
   assert.deepEqual(sent, [{ customer_id: 'ai-c1', topic: 'welcome', subject: 'Hello' }]);
   assert.equal(res.text, JSON.stringify({ message_id: 'm-1' }));
@@ -75,7 +69,7 @@ test('the AI SDK loop: an at-most-once tool waits for a person and runs with wha
 
 test('the AI SDK loop: a rejection reaches the model as the tool error, with the note', async () => {
   let sent = 0;
-  const toolset = guardTools(approvals, {
+  const toolset = guardTools(fx.approvals, {
     send_customer_email: tool({
       description: 'Email a customer.',
       inputSchema: z.object({ customer_id: z.string(), topic: z.string(), subject: z.string() }),
@@ -87,8 +81,8 @@ test('the AI SDK loop: a rejection reaches the model as the tool error, with the
     (prompt) => [{ type: 'text', text: toolOutputs(prompt).map((o) => `${o.type}:${o.text}`).join('|') }],
   ]);
   const run = generateText({ model, prompt: 'Promo', tools: toolset, stopWhen: stepCountIs(4) });
-  const pending = await pendingAction(server, 'email:ai-c2:promo');
-  await staff.reject(pending.id, 'no promotions this week');
+  const pending = await pendingAction(fx.server, 'email:ai-c2:promo');
+  await fx.staff.reject(pending.id, 'no promotions this week');
   const res = await run;
   assert.equal(sent, 0);
   assert.match(res.text, /^error-text:.*rejected.*no promotions this week/);

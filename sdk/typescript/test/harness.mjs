@@ -8,6 +8,8 @@ import { tmpdir } from 'node:os';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import net from 'node:net';
+import { before, after } from 'node:test';
+import { Approvals } from '@approvals/sdk';
 
 const repo = join(dirname(fileURLToPath(import.meta.url)), '..', '..', '..');
 
@@ -190,3 +192,19 @@ export async function startLossyProxy(target) {
 }
 
 export { existsSync };
+
+/**
+ * The fixture of a test file: a server with the tools file `tools`, a
+ * signed-in staff member and an SDK client, set up before the file's tests
+ * and stopped after them. Its fields are set once `before` has run.
+ */
+export function useServer(tools, clientOptions = {}) {
+  const ctx = {};
+  before(async () => {
+    ctx.server = await startServer(tools);
+    ctx.staff = await new Staff(ctx.server.url).login();
+    ctx.approvals = new Approvals({ url: ctx.server.url, token: ctx.server.token, ...clientOptions });
+  });
+  after(() => ctx.server?.stop());
+  return ctx;
+}

@@ -1,18 +1,11 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { StateGraph, Annotation, MemorySaver, Command, START, END } from '@langchain/langgraph';
-import { Approvals } from '@approvals/sdk';
 import { approvalNode, requestApproval } from '@approvals/sdk/langgraph';
-import { startServer, Staff, rest } from './harness.mjs';
+import { useServer, rest } from './harness.mjs';
 import { tools } from './tools.mjs';
 
-let server, staff, approvals;
-before(async () => {
-  server = await startServer(tools);
-  staff = await new Staff(server.url).login();
-  approvals = new Approvals({ url: server.url, token: server.token });
-});
-after(() => server?.stop());
+const fx = useServer(tools);
 
 const State = Annotation.Root({
   customer: Annotation(),
@@ -20,7 +13,7 @@ const State = Annotation.Root({
 });
 
 function emailGraph(world) {
-  const send = approvalNode(approvals, {
+  const send = approvalNode(fx.approvals, {
     tool: 'send_customer_email',
     payload: (s) => ({ customer_id: s.customer, topic: 'welcome', subject: `Welcome ${s.customer}` }),
     perform: async (p) => {
@@ -46,14 +39,14 @@ test('the node interrupts while pending and, resumed after the approval, sends o
   res = await graph.invoke(new Command({ resume: 'approve it, please' }), config);
   assert.equal(res.__interrupt__?.length, 1);
   assert.equal(world.length, 0);
-  assert.equal((await rest(server, `/api/v1/actions/${pause.value.action_id}`)).state, 'pending');
+  assert.equal((await rest(fx.server, `/api/v1/actions/${pause.value.action_id}`)).state, 'pending');
 
-  await staff.approve(pause.value.action_id, 'welcome them');
+  await fx.staff.approve(pause.value.action_id, 'welcome them');
   res = await graph.invoke(new Command({ resume: true }), config);
   assert.equal(res.__interrupt__, undefined);
   assert.deepEqual(res.outcome, { status: 'done', result: { message_id: 'm_1' } });
   assert.equal(world.length, 1);
-  assert.equal((await rest(server, `/api/v1/actions/${pause.value.action_id}`)).state, 'done');
+  assert.equal((await rest(fx.server, `/api/v1/actions/${pause.value.action_id}`)).state, 'done');
 });
 
 test('a rejection resumes with the note, and nothing is sent', async () => {
@@ -61,7 +54,7 @@ test('a rejection resumes with the note, and nothing is sent', async () => {
   const graph = emailGraph(world);
   const config = { configurable: { thread_id: 'lg-2' } };
   const res = await graph.invoke({ customer: 'lg-c2' }, config);
-  await staff.reject(res.__interrupt__[0].value.action_id, 'we already welcomed them');
+  await fx.staff.reject(res.__interrupt__[0].value.action_id, 'we already welcomed them');
   const out = await graph.invoke(new Command({ resume: true }), config);
   assert.equal(out.outcome.status, 'rejected');
   assert.equal(out.outcome.note, 'we already welcomed them');
@@ -70,7 +63,7 @@ test('a rejection resumes with the note, and nothing is sent', async () => {
 
 test('an exactly-once node claims at once: no interrupt, performed once', async () => {
   let refunds = 0;
-  const refund = approvalNode(approvals, {
+  const refund = approvalNode(fx.approvals, {
     tool: 'issue_refund',
     payload: (s) => ({ order_id: s.customer, line_id: 1, amount: 4 }),
     perform: async () => ({ refund_id: `re_${++refunds}` }),
@@ -86,14 +79,14 @@ test('an exactly-once node claims at once: no interrupt, performed once', async 
 
 test('requestApproval resumes with the approved (edited) payload', async () => {
   const Decided = Annotation.Root({ decision: Annotation() });
-  const ask = async () => ({ decision: await requestApproval(approvals, 'send_customer_email', { customer_id: 'lg-c5', topic: 'news', subject: 'News' }) });
+  const ask = async () => ({ decision: await requestApproval(fx.approvals, 'send_customer_email', { customer_id: 'lg-c5', topic: 'news', subject: 'News' }) });
   const graph = new StateGraph(Decided).addNode('ask', ask).addEdge(START, 'ask').addEdge('ask', END).compile({ checkpointer: new MemorySaver() });
   const config = { configurable: { thread_id: 'lg-5' } };
   const res = await graph.invoke({}, config);
   const id = res.__interrupt__[0].value.action_id;
-  const _csrf = await staff.csrf(`/actions/${id}`);
+  const _csrf = await fx.staff.csrf(`/actions/${id}`);
   const edited = { customer_id: 'lg-c5', topic: 'news', subject: 'Our news' };
-  assert.equal((await staff.request('POST', `/actions/${id}/approve`, { _csrf, note: 'better subject', payload: JSON.stringify(edited) })).status, 303);
+  assert.equal((await fx.staff.request('POST', `/actions/${id}/approve`, { _csrf, note: 'better subject', payload: JSON.stringify(edited) })).status, 303);
   const out = await graph.invoke(new Command({ resume: true }), config);
   assert.equal(out.decision.approved, true);
   assert.deepEqual(out.decision.payload, edited);

@@ -1,26 +1,20 @@
-import { test, before, after } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, run } from '@openai/agents';
 import { z } from 'zod';
-import { Approvals, guardedToolGuidance } from '@approvals/sdk';
+import { guardedToolGuidance } from '@approvals/sdk';
 import { guardedTool } from '@approvals/sdk/openai-agents';
-import { startServer, Staff, pendingAction } from './harness.mjs';
+import { useServer, pendingAction } from './harness.mjs';
 import { tools } from './tools.mjs';
-import { ScriptedModel, functionCall, functionOutputs, message } from './scripted-agents-model.mjs';
+import { ScriptedModel, functionCall, functionOutputs, mailer, message } from './scripted-agents-model.mjs';
 
-let server, staff, approvals;
-before(async () => {
-  server = await startServer(tools);
-  staff = await new Staff(server.url).login();
-  approvals = new Approvals({ url: server.url, token: server.token });
-});
-after(() => server?.stop());
+const fx = useServer(tools);
 
 const refundParams = z.object({ order_id: z.string(), line_id: z.number(), amount: z.number(), reason: z.string() });
 
 test('an Agents SDK run: a guarded exactly-once tool runs once; a repeat replays; a rephrased call is refused', async () => {
   const world = [];
-  const refund = guardedTool(approvals, {
+  const refund = guardedTool(fx.approvals, {
     name: 'issue_refund',
     description: 'Refund one order line.',
     parameters: refundParams,
@@ -48,25 +42,10 @@ test('an Agents SDK run: a guarded exactly-once tool runs once; a repeat replays
 });
 
 test('an Agents SDK run: an at-most-once tool waits in execute for a person, then runs once', async () => {
-  const world = [];
-  const email = guardedTool(approvals, {
-    name: 'send_customer_email',
-    description: 'Email a customer.',
-    parameters: z.object({ customer_id: z.string(), topic: z.string(), subject: z.string() }),
-    waitFor: '30s',
-    execute: async (p) => {
-      world.push(p);
-      return 'sent';
-    },
-  });
-  const model = new ScriptedModel([
-    [functionCall('c1', 'send_customer_email', { customer_id: 'ag-c1', topic: 'welcome', subject: 'Hi' })],
-    (req) => [message(functionOutputs(req).join('\n'))],
-  ]);
-  const agent = new Agent({ name: 'mailer', instructions: 'Mail.', model, tools: [email] });
+  const { agent, world } = mailer(fx.approvals, 'ag-c1', 'welcome', { waitFor: '30s' });
   const running = run(agent, 'Welcome ag-c1.');
-  const pending = await pendingAction(server, 'email:ag-c1:welcome');
-  await staff.approve(pending.id);
+  const pending = await pendingAction(fx.server, 'email:ag-c1:welcome');
+  await fx.staff.approve(pending.id);
   const result = await running;
   assert.equal(result.finalOutput, 'sent');
   assert.equal(world.length, 1);

@@ -1,7 +1,9 @@
 // A scripted Model for the OpenAI Agents SDK: each turn answers with the
 // next step, which may read the request (the tool outputs so far). No
 // network: the Agent is given this Model instance, and tracing is off.
-import { Usage, setTracingDisabled } from '@openai/agents';
+import { Agent, Usage, setTracingDisabled } from '@openai/agents';
+import { z } from 'zod';
+import { guardedTool } from '@approvals/sdk/openai-agents';
 
 setTracingDisabled(true);
 
@@ -36,4 +38,28 @@ export class ScriptedModel {
   async *getStreamedResponse() {
     throw new Error('the scripted model does not stream');
   }
+}
+
+/**
+ * An agent with one guarded send_customer_email tool (toolOptions add to
+ * it) whose model emails customer about topic once, then answers with what
+ * the tool said. world holds what was sent.
+ */
+export function mailer(approvals, customer, topic, toolOptions = {}) {
+  const world = [];
+  const email = guardedTool(approvals, {
+    name: 'send_customer_email',
+    description: 'Email a customer.',
+    parameters: z.object({ customer_id: z.string(), topic: z.string(), subject: z.string() }),
+    ...toolOptions,
+    execute: async (p) => {
+      world.push(p);
+      return 'sent';
+    },
+  });
+  const model = new ScriptedModel([
+    [functionCall('c1', 'send_customer_email', { customer_id: customer, topic, subject: 'Hi' })],
+    (req) => [message(functionOutputs(req).join('\n'))],
+  ]);
+  return { agent: new Agent({ name: 'mailer', instructions: 'Mail.', model, tools: [email] }), world };
 }

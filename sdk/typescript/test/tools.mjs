@@ -1,16 +1,4 @@
-// The tools file of the SDK tests.
-export const tools = `
-tools:
-  issue_refund:
-    class: exactly-once
-    description: Refund one order line.
-    intent: "refund:{order_id}:{line_id}"
-    claim_timeout: 2m
-  send_customer_email:
-    class: at-most-once
-    description: Send one email to a customer.
-    intent: "email:{customer_id}:{topic}"
-    preview: { title: "{subject}" }
-  invalidate_cache:
-    annotations: { idempotentHint: true }
-`;
+// The tools file of the SDK tests, shared with the Python SDK's.
+import { readFileSync } from 'node:fs';
+
+export const tools = readFileSync(new URL('../../testdata/tools.yaml', import.meta.url), 'utf8');
