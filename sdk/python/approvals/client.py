@@ -1,6 +1,7 @@
 """The client of the approvals agent REST API, over urllib."""
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import re
@@ -229,7 +230,7 @@ class Approvals:
                         time.sleep(self._retry.delay(attempt, after))
                         continue
                 raise problem_error(_problem(e.code, text)) from None
-            except (urllib.error.URLError, ConnectionError, socket.timeout, OSError) as e:
+            except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as e:
                 if attempt < attempts:
                     time.sleep(self._retry.delay(attempt))
                     continue

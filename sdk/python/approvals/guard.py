@@ -60,7 +60,8 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
             state = a["state"]
             if state == "approved":
                 claimed = client.execute(a["id"])
-                return _perform(client, claimed, claimed.get("approved_payload") or claimed["payload"], call)
+                approved = claimed.get("approved_payload")
+                return _perform(client, claimed, claimed["payload"] if approved is None else approved, call)
             if state == "done":
                 return a.get("result")  # executed elsewhere (a webhook executor)
             if state == "pending":
