@@ -222,9 +222,10 @@ func checkToolName(name string) error {
 		return fmt.Errorf("a tool name has 1 to %d characters", MaxToolNameLength)
 	}
 	for _, c := range name {
-		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-'
+		// ':' namespaces the calls of a coding agent's hook, such as claude-code:Bash.
+		ok := c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == ':'
 		if !ok {
-			return fmt.Errorf("a tool name uses only letters, digits, '_', '.' and '-'; %q is not allowed", c)
+			return fmt.Errorf("a tool name uses only letters, digits, '_', '.', '-' and ':'; %q is not allowed", c)
 		}
 	}
 	if Reserved(name) {

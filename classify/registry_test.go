@@ -309,6 +309,8 @@ func TestParseToolNames(t *testing.T) {
 	}{
 		{"send_customer_email", true},
 		{"v2.refund-order", true},
+		{"claude-code:Bash", true}, // the Claude Code hook's tools
+		{"claude-code:mcp__github__create_issue", true},
 		{strings.Repeat("a", 64), true},
 		{strings.Repeat("a", 65), false},
 		{"has space", false},
@@ -327,6 +329,24 @@ func TestParseToolNames(t *testing.T) {
 				t.Fatalf("Parse error = %v, want one naming the tool", err)
 			}
 		})
+	}
+}
+
+// A plain (unquoted) YAML key may hold ':' when no space follows it, as the
+// README's Claude Code snippet writes claude-code:Bash.
+func TestParseToolNameWithColonUnquoted(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, "tools:\n  claude-code:Bash:\n    class: at-most-once\n    intent: \"bash:{session_id}:{tool_input.command}\"\n    preview: { title: \"{tool_input.command}\" }\n  claude-code:Read:\n    annotations: { readOnlyHint: true }\n", Options{})
+	bash := mustLookup(t, r, "claude-code:Bash")
+	if bash.Class != AtMostOnce {
+		t.Fatalf("claude-code:Bash class = %s, want at-most-once", bash.Class)
+	}
+	key, err := bash.DeriveKey(map[string]any{"session_id": "s1", "tool_input": map[string]any{"command": "git push"}})
+	if err != nil || key != "bash:s1:git push" {
+		t.Fatalf("DeriveKey = %q, %v; want bash:s1:git push", key, err)
+	}
+	if read := mustLookup(t, r, "claude-code:Read"); read.Class != AtLeastOnce {
+		t.Fatalf("claude-code:Read class = %s, want at-least-once", read.Class)
 	}
 }
 

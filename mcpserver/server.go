@@ -6,6 +6,7 @@ import (
 	"math"
 	"net/http"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -124,6 +125,11 @@ func (s *server) build(reg *classify.Registry) *mcp.Server {
 	for _, t := range reg.Tools() {
 		if classify.Reserved(t.Name) { // the tools file refuses these; never let one hide a read or drive tool
 			s.log.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
+			continue
+		}
+		if strings.ContainsRune(t.Name, ':') {
+			// MCP tool names have no ':'; such a tool (claude-code:Bash) is the
+			// Claude Code hook's, submitted over REST.
 			continue
 		}
 		ms.AddTool(guardedTool(t), s.submit(t.Name))

@@ -24,6 +24,8 @@ commands:
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
+  hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
+                              APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
 Configuration (flags override environment): DATABASE_URL (--database-url),
 APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
@@ -54,6 +56,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(ctx, args, stdout)
+	case "hook":
+		err = hookCmd(ctx, args, stdin, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

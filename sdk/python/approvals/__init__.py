@@ -1,0 +1,31 @@
+"""approvals: the Python client of the approvals service, which makes AI
+agents' side effects safe (exactly-once, at-least-once, at-most-once with a
+human approval). Standard library only; Python 3.9+.
+
+    from approvals import Approvals, NotPerformedError
+
+    approvals = Approvals("http://localhost:8080", token)
+
+    @approvals.guard("issue_refund")
+    def issue_refund(payload):
+        return payments.refund(payload["order_id"], payload["amount"])
+"""
+from ._openapi import Action, Class, State, Ticket, Tool
+from .client import FINAL_STATES, NO_RETRY, Approvals, Duration, RetryPolicy, Submission
+from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedError, DryRunUnsupportedError,
+                     ForbiddenError, InProgressError, IntentKeyMismatchError, IntentKeyRequiredError,
+                     IntentKeyReusedError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
+                     MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
+                     OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
+                     TooManyWaitersError, UnauthorizedError, UnavailableError, UpstreamUnavailableError)
+from .guard import guard
+
+__all__ = [
+    "Action", "Approvals", "ApprovalsConnectionError", "ApprovalsError", "ChangesRequestedError", "Class",
+    "DryRunUnsupportedError", "Duration", "FINAL_STATES", "ForbiddenError", "InProgressError",
+    "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "InvalidPayloadError",
+    "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
+    "NotFoundError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
+    "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyWaitersError",
+    "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
+]

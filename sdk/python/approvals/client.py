@@ -1,0 +1,267 @@
+"""The client of the approvals agent REST API, over urllib."""
+from __future__ import annotations
+
+import http.client
+import json
+import random
+import re
+import socket
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
+from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+
+from ._openapi import GET_ACTION_QUERY, LIST_ACTIONS_QUERY, Action
+from .errors import ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problem_error
+
+#: A wait: seconds, or a Go duration string such as "30s", "10m" or "1h30m".
+Duration = Union[int, float, str]
+
+#: The final states: a long-poll answers at once for these.
+FINAL_STATES = frozenset(["done", "failed", "rejected", "changes_requested", "expired", "cancelled", "recorded"])
+
+MAX_POLL = 60.0  # the API's longest ?wait
+
+
+def seconds(d: Duration) -> float:
+    """Seconds of a Duration; a malformed one raises ValueError naming it."""
+    if isinstance(d, (int, float)) and not isinstance(d, bool):
+        if d < 0:
+            raise ValueError("a wait must not be negative: %r" % d)
+        return float(d)
+    text = str(d).strip()
+    if text == "0":
+        return 0.0
+    parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", text)
+    if not parts or "".join(n + u for n, u in parts) != text:
+        raise ValueError('a wait such as "30s" or "10m", not %r' % text)
+    scale = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
+    return sum(float(n) * scale[u] for n, u in parts)
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How the calls that are safe to repeat are retried: bounded, with
+    exponential backoff and full jitter, waiting at least Retry-After.
+    Unbounded retries only move the failure from duplicates to overload."""
+
+    attempts: int = 4  # tries in all, the first included
+    base_delay: float = 0.2
+    max_delay: float = 5.0
+    max_retry_after: float = 30.0  # a longer Retry-After is not waited for
+
+    def delay(self, retry: int, retry_after: Optional[float] = None) -> float:
+        jittered = random.random() * min(self.max_delay, self.base_delay * 2 ** (retry - 1))
+        return jittered if retry_after is None else max(retry_after, jittered)
+
+
+NO_RETRY = RetryPolicy(attempts=1)
+
+RETRYABLE_STATUS = frozenset([429, 500, 502, 503, 504])
+
+
+def parse_retry_after(value: Optional[str]) -> Optional[float]:
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class Submission:
+    action: Action
+    #: 201: a new action. For an exactly-once tool in_progress, you hold the claim.
+    created: bool
+    #: 200 with Idempotent-Replayed: the stored action of an earlier identical call.
+    replayed: bool
+
+
+class Approvals:
+    """A client of approvals: ``Approvals(url, token)``."""
+
+    def __init__(self, url: str, token: str, *, timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
+                 opener: Optional[urllib.request.OpenerDirector] = None) -> None:
+        if not url:
+            raise ValueError("Approvals(url, token): url is required")
+        if not token:
+            raise ValueError("Approvals(url, token): token is required")
+        self.url = url.rstrip("/")
+        self._token = token
+        self._timeout = timeout
+        self._retry = retry
+        # No proxies from the environment and no redirects followed: the
+        # API never redirects, and a token must not travel elsewhere.
+        self._opener = opener or urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
+        self._dry_run_offered: Optional[bool] = None
+
+    # -- calls --------------------------------------------------------------
+
+    def submit(self, tool: str, payload: Mapping[str, Any], *, intent_key: Optional[str] = None) -> Submission:
+        """Submits a call of tool (POST /api/v1/actions); a repeat of the same call replays."""
+        body: Dict[str, Any] = {"tool": tool, "payload": dict(payload)}
+        if intent_key is not None:
+            body["intent_key"] = intent_key
+        status, headers, action = self._call("POST", "/api/v1/actions", body=body, safe=True)
+        return Submission(action=action, created=status == 201, replayed=headers.get("Idempotent-Replayed") == "true")
+
+    def get(self, id: str, *, wait: Optional[Duration] = None, state: Optional[str] = None) -> Action:
+        """Reads an action. With ``wait`` it long-polls until the state differs
+        from ``state`` (default: the state now), the action is final, or the
+        wait ends, and returns the action as it is then."""
+        path = "/api/v1/actions/" + urllib.parse.quote(id, safe="")
+        if wait is None:
+            return self._call("GET", path, safe=True)[2]
+        total = seconds(wait)
+        deadline = time.monotonic() + total
+        until = state
+        if until is None and total > MAX_POLL:
+            # Several polls must all wait on the state at the start.
+            a = self._call("GET", path, safe=True)[2]
+            if a["state"] in FINAL_STATES:
+                return a
+            until = a["state"]
+        while True:
+            remaining = max(0.0, min(MAX_POLL, deadline - time.monotonic()))
+            query: Dict[str, Any] = {"wait": "%dms" % int(remaining * 1000)}
+            if until is not None:
+                query["state"] = until
+            a = self._call("GET", path, query=_checked(query, GET_ACTION_QUERY), safe=True, extra=remaining)[2]
+            if until is None or a["state"] != until or a["state"] in FINAL_STATES or time.monotonic() >= deadline:
+                return a
+
+    def find(self, *, intent_key: Optional[str] = None, state: Optional[str] = None, tool: Optional[str] = None,
+             limit: Optional[int] = None, cursor: Optional[str] = None) -> Dict[str, Any]:
+        """Lists actions, newest first: every attempt of an intent with intent_key=."""
+        query = {"intent_key": intent_key, "state": state, "tool": tool, "limit": limit, "cursor": cursor}
+        return self._call("GET", "/api/v1/actions", query=_checked(query, LIST_ACTIONS_QUERY), safe=True)[2]
+
+    def tools(self) -> Dict[str, Any]:
+        """The registry: each tool's class, template and the guidance agents should follow."""
+        return self._call("GET", "/api/v1/tools", safe=True)[2]
+
+    def dry_run(self, tool: str, payload: Mapping[str, Any], *, intent_key: Optional[str] = None) -> Dict[str, Any]:
+        """What a submission would do, without doing it (POST
+        /api/v1/actions?dry_run=true): ``{"outcome": ..., "action": ...}``. A
+        server whose OpenAPI document does not offer dry_run is never sent one:
+        an older server could take it for a real submission."""
+        if not self._offers_dry_run():
+            raise DryRunUnsupportedError(
+                "approvals: the server at %s does not offer dry runs (POST /api/v1/actions?dry_run=true); "
+                "nothing was sent" % self.url)
+        body: Dict[str, Any] = {"tool": tool, "payload": dict(payload)}
+        if intent_key is not None:
+            body["intent_key"] = intent_key
+        status, _, answer = self._call("POST", "/api/v1/actions", query={"dry_run": "true"}, body=body, safe=True)
+        if status != 200 or not isinstance(answer, dict) or not isinstance(answer.get("outcome"), str):
+            raise ApprovalsError({"status": status, "code": "unexpected_answer",
+                                  "detail": "a dry run answered %d without an outcome; the server may have taken it "
+                                            "for a submission" % status})
+        return answer
+
+    def _offers_dry_run(self) -> bool:
+        if self._dry_run_offered is None:
+            doc = self._call("GET", "/api/v1/openapi.json", safe=True, auth=False)[2]
+            params = (((doc.get("paths") or {}).get("/api/v1/actions") or {}).get("post") or {}).get("parameters") or []
+            self._dry_run_offered = any(p.get("name") == "dry_run" and p.get("in") == "query" for p in params)
+        return self._dry_run_offered
+
+    def execute(self, id: str) -> Action:
+        """Claims an approved at-most-once action for execution. Never repeated by
+        the SDK: a second execute answers 409 in_progress, never permission."""
+        return self._call("POST", self._path(id, "execute"), safe=False)[2]
+
+    def complete(self, id: str, result: Any) -> Action:
+        """Reports the effect's result (in_progress → done); a repeat with the same result replays."""
+        return self._call("POST", self._path(id, "complete"), body={"result": result}, safe=True)[2]
+
+    def fail(self, id: str, error: str) -> Action:
+        """Reports that the effect definitely did not happen; releases the intent."""
+        return self._call("POST", self._path(id, "fail"), body={"error": error}, safe=True)[2]
+
+    def cancel(self, id: str) -> Action:
+        """Withdraws a pending or approved action before execution."""
+        return self._call("POST", self._path(id, "cancel"), safe=True)[2]
+
+    def guard(self, tool: str, *, wait_for: Duration = "10m",
+              intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``@approvals.guard("issue_refund")``: see approvals.guard.guard."""
+        from .guard import guard
+
+        return guard(self, tool, wait_for=wait_for, intent_key=intent_key)
+
+    # -- transport ----------------------------------------------------------
+
+    @staticmethod
+    def _path(id: str, verb: str) -> str:
+        return "/api/v1/actions/%s/%s" % (urllib.parse.quote(id, safe=""), verb)
+
+    def _call(self, method: str, path: str, *, query: Optional[Mapping[str, Any]] = None, body: Any = None,
+              safe: bool, extra: float = 0.0, auth: bool = True) -> Tuple[int, Any, Any]:
+        url = self.url + path
+        if query:
+            url += "?" + urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+        data = None if body is None else json.dumps(body, separators=(",", ":")).encode("utf-8")
+        headers = {"Accept": "application/json, application/problem+json", "User-Agent": "approvals-python"}
+        if auth:
+            headers["Authorization"] = "Bearer " + self._token
+        if data is not None:
+            headers["Content-Type"] = "application/json"
+        attempts = self._retry.attempts if safe else 1
+        attempt = 0
+        while True:
+            attempt += 1
+            req = urllib.request.Request(url, data=data, method=method, headers=headers)
+            try:
+                with self._opener.open(req, timeout=self._timeout + extra) as res:
+                    return res.status, res.headers, _json(res.read())
+            except urllib.error.HTTPError as e:
+                text = e.read()
+                if attempt < attempts and e.code in RETRYABLE_STATUS:
+                    after = parse_retry_after(e.headers.get("Retry-After"))
+                    if after is None or after <= self._retry.max_retry_after:
+                        time.sleep(self._retry.delay(attempt, after))
+                        continue
+                raise problem_error(_problem(e.code, text)) from None
+            except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as e:
+                if attempt < attempts:
+                    time.sleep(self._retry.delay(attempt))
+                    continue
+                raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
+                    method, path, self.url, " after %d tries" % attempt if attempts > 1 else "", e)) from e
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[no-untyped-def]
+        return None
+
+
+def _checked(query: Dict[str, Any], documented: Tuple[str, ...]) -> Dict[str, Any]:
+    # The generated names from the OpenAPI document: a parameter the API no
+    # longer documents fails here rather than being silently ignored.
+    unknown = set(query) - set(documented)
+    if unknown:
+        raise AssertionError("approvals: query parameters %s are not in the OpenAPI document" % sorted(unknown))
+    return query
+
+
+def _json(raw: bytes) -> Any:
+    return json.loads(raw.decode("utf-8")) if raw else None
+
+
+def _problem(status: int, raw: bytes) -> Dict[str, Any]:
+    try:
+        p = json.loads(raw.decode("utf-8"))
+        if isinstance(p, dict) and isinstance(p.get("code"), str):
+            p["status"] = status
+            return p
+    except ValueError:
+        pass
+    return {"status": status, "code": "http_%d" % status, "detail": raw.decode("utf-8", "replace")[:500]}

@@ -1,0 +1,185 @@
+"""The errors of the approvals SDK: one class per problem ``code`` of the API,
+and the guard's own (NotPerformedError, OutcomeUnknownError, ...)."""
+from typing import Any, Dict, Optional, Type
+
+from ._openapi import PROBLEM_CODES, Action
+
+
+class ApprovalsError(Exception):
+    """The API refused the call: an RFC 9457 problem with its machine ``code``."""
+
+    def __init__(self, problem: Dict[str, Any], message: Optional[str] = None) -> None:
+        self.problem = problem
+        self.status: int = int(problem.get("status") or 0)
+        self.code: str = str(problem.get("code") or "")
+        self.detail: str = str(problem.get("detail") or problem.get("title") or "")
+        #: The existing action that explains the refusal, when the API sent one.
+        self.action: Optional[Action] = problem.get("action")
+        super().__init__(message or "approvals: %s (%d): %s" % (self.code, self.status, self.detail))
+
+
+class InvalidRequestError(ApprovalsError):
+    pass
+
+
+class InvalidPayloadError(ApprovalsError):
+    pass
+
+
+class IntentKeyRequiredError(ApprovalsError):
+    pass
+
+
+class IntentKeyMismatchError(ApprovalsError):
+    pass
+
+
+class IntentKeyReusedError(ApprovalsError):
+    """The intent is held by an action with another tool or payload: nothing was done."""
+
+
+class InProgressError(ApprovalsError):
+    """The intent's action is being performed right now: never permission to act; read it later."""
+
+
+class InvalidTransitionError(ApprovalsError):
+    pass
+
+
+class OutcomeConflictError(ApprovalsError):
+    """A report contradicted the stored outcome; a conflict ticket was opened."""
+
+
+class NotFoundError(ApprovalsError):
+    pass
+
+
+class ForbiddenError(ApprovalsError):
+    pass
+
+
+class UnauthorizedError(ApprovalsError):
+    pass
+
+
+class PayloadTooLargeError(ApprovalsError):
+    pass
+
+
+class UnavailableError(ApprovalsError):
+    pass
+
+
+class UpstreamUnavailableError(ApprovalsError):
+    pass
+
+
+class MethodNotAllowedError(ApprovalsError):
+    pass
+
+
+class TooManyWaitersError(ApprovalsError):
+    pass
+
+
+ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
+    "invalid_request": InvalidRequestError,
+    "invalid_payload": InvalidPayloadError,
+    "intent_key_required": IntentKeyRequiredError,
+    "intent_key_mismatch": IntentKeyMismatchError,
+    "intent_key_reused": IntentKeyReusedError,
+    "in_progress": InProgressError,
+    "invalid_transition": InvalidTransitionError,
+    "outcome_conflict": OutcomeConflictError,
+    "not_found": NotFoundError,
+    "forbidden": ForbiddenError,
+    "unauthorized": UnauthorizedError,
+    "payload_too_large": PayloadTooLargeError,
+    "unavailable": UnavailableError,
+    "upstream_unavailable": UpstreamUnavailableError,
+    "method_not_allowed": MethodNotAllowedError,
+    "too_many_waiters": TooManyWaitersError,
+}
+
+# Every code the OpenAPI document lists has its class (a drift fails at import).
+_missing = set(PROBLEM_CODES) - set(ERROR_CLASSES)
+if _missing:  # pragma: no cover
+    raise ImportError("approvals: no error class for problem codes %s" % sorted(_missing))
+
+
+def problem_error(problem: Dict[str, Any]) -> ApprovalsError:
+    """The typed error of a problem answer; an unknown code is a plain ApprovalsError."""
+    return ERROR_CLASSES.get(str(problem.get("code")), ApprovalsError)(problem)
+
+
+class ApprovalsConnectionError(Exception):
+    """The request never got an answer (after the retries that were safe)."""
+
+
+class NotPerformedError(Exception):
+    """Raised by a guarded function to say the effect definitely did not happen
+    (the provider refused the call): only then does the guard report ``fail``,
+    which releases the intent for another attempt."""
+
+
+class OutcomeUnknownError(Exception):
+    """The effect may have happened: the guarded function raised something other
+    than NotPerformedError, or its outcome could not be recorded. The guard
+    reports nothing and leaves the action for reconciliation: do not call the
+    tool again for the same intent."""
+
+    def __init__(self, action: Action, cause: BaseException, performed: bool = False, result: Any = None) -> None:
+        self.action = action
+        self.cause = cause
+        #: True when the function returned and only recording its result failed.
+        self.performed = performed
+        self.result = result
+        what = ("the effect happened but approvals did not record its outcome" if performed
+                else "the effect may or may not have happened")
+        super().__init__(
+            "approvals: %s (action %s, intent %r); it is left in progress for reconciliation: "
+            "do not call this tool again for the same intent. Cause: %s" % (what, action["id"], action["intent_key"], cause))
+
+
+class NotApprovedError(Exception):
+    """A person decided against the action, or it lapsed: ``note`` says why."""
+
+    def __init__(self, action: Action, message: Optional[str] = None) -> None:
+        self.action = action
+        self.state = action["state"]
+        self.note = action.get("decision_note")
+        super().__init__(message or "approvals: action %s (intent %r) is %s%s" % (
+            action["id"], action["intent_key"], action["state"], ": " + self.note if self.note else ""))
+
+
+class RejectedError(NotApprovedError):
+    """Rejected for good: resubmitting replays the rejection."""
+
+    def __init__(self, action: Action) -> None:
+        super().__init__(action, "approvals: %s rejected action %s: %s" % (
+            action.get("decided_by") or "a person", action["id"], action.get("decision_note") or ""))
+
+
+class ChangesRequestedError(NotApprovedError):
+    """A person asked for a revision: revise the payload as the note asks and
+    submit again with the same intent key."""
+
+    def __init__(self, action: Action) -> None:
+        super().__init__(action, "approvals: %s asked for changes to action %s: %s. Revise the payload as the note "
+                                 "asks and submit again with the same intent key." % (
+                                     action.get("decided_by") or "a person", action["id"], action.get("decision_note") or ""))
+
+
+class StillPendingError(Exception):
+    """Nobody decided within the wait; the action stays pending, and calling
+    again with the same intent picks up the decision."""
+
+    def __init__(self, action: Action, waited: float) -> None:
+        self.action = action
+        super().__init__("approvals: action %s (intent %r) is still waiting for a person after %ds; call again with "
+                         "the same intent later: nothing is sent until it is approved." % (
+                             action["id"], action["intent_key"], round(waited)))
+
+
+class DryRunUnsupportedError(Exception):
+    """The server's OpenAPI document offers no dry_run, so none was sent."""

@@ -1,0 +1,113 @@
+"""``@approvals.guard("tool")``: the function that performs a tool's effect,
+wrapped in the protocol (contract section 14)."""
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any, Callable, Dict, Union
+
+from ._openapi import Action
+from .client import Duration, seconds
+from .errors import (ChangesRequestedError, InProgressError, NotApprovedError, NotPerformedError,
+                     OutcomeConflictError, OutcomeUnknownError, RejectedError, StillPendingError)
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Approvals
+
+
+def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
+          intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """Decorates the function that performs tool's effect. Call the result with
+    the payload as one dict, or as keyword arguments; the function is called
+    the same way, with what was approved:
+
+    - a claim (201 in_progress): the function runs once, then ``complete``;
+    - a replay: the stored result; in_progress: InProgressError, never a call;
+    - pending: wait up to ``wait_for`` for the decision; approved: ``execute``,
+      then the function once with the approved payload; rejected or
+      changes_requested: RejectedError / ChangesRequestedError with the note;
+    - the function raises NotPerformedError: ``fail`` is reported and it is
+      re-raised; anything else: nothing is reported, OutcomeUnknownError.
+    """
+    wait = seconds(wait_for)
+
+    def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def guarded(*args: Any, **kwargs: Any) -> Any:
+            if args and (len(args) != 1 or kwargs or not isinstance(args[0], dict)):
+                raise TypeError("call %s with the payload as one dict or as keyword arguments" % fn.__name__)
+            as_dict = bool(args)
+            payload: Dict[str, Any] = dict(args[0]) if as_dict else dict(kwargs)
+
+            def call(p: Dict[str, Any]) -> Any:
+                return fn(p) if as_dict else fn(**p)
+
+            key = intent_key(payload) if callable(intent_key) else intent_key
+            sub = client.submit(tool, payload, intent_key=key)
+            a = sub.action
+            state = a["state"]
+            if state == "recorded":
+                return call(payload)  # at-least-once: repeating it is harmless
+            if state == "in_progress":
+                if sub.created:
+                    return _perform(client, a, payload, call)
+                raise _in_progress(a)
+            if state == "done":
+                return a.get("result")
+            if state == "pending":
+                a = client.get(a["id"], wait=wait, state="pending")
+            elif state != "approved":
+                raise _not_approved(a)
+            state = a["state"]
+            if state == "approved":
+                claimed = client.execute(a["id"])
+                approved = claimed.get("approved_payload")
+                return _perform(client, claimed, claimed["payload"] if approved is None else approved, call)
+            if state == "done":
+                return a.get("result")  # executed elsewhere (a webhook executor)
+            if state == "pending":
+                raise StillPendingError(a, wait)
+            if state == "in_progress":
+                raise _in_progress(a)
+            raise _not_approved(a)
+
+        return guarded
+
+    return decorate
+
+
+def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call: Callable[[Dict[str, Any]], Any]) -> Any:
+    try:
+        result = call(payload)
+    except NotPerformedError as e:
+        # The one report that releases the intent: only for a definite non-effect.
+        try:
+            client.fail(claimed["id"], str(e) or "not performed")
+        except Exception:  # noqa: BLE001 - an unreported fail leaves it for an operator
+            pass
+        raise
+    except Exception as e:  # noqa: BLE001 - any other failure may follow the effect
+        raise OutcomeUnknownError(claimed, e) from e
+    try:
+        client.complete(claimed["id"], result)
+    except OutcomeConflictError:
+        raise
+    except Exception as e:  # noqa: BLE001
+        raise OutcomeUnknownError(claimed, e, performed=True, result=result) from e
+    return result
+
+
+def _in_progress(a: Action) -> InProgressError:
+    return InProgressError({"status": 409, "code": "in_progress", "action": a,
+                            "detail": "action %s for intent %r is being performed: do not act; read it later" % (
+                                a["id"], a["intent_key"])})
+
+
+def _not_approved(a: Action) -> NotApprovedError:
+    if a["state"] == "rejected":
+        return RejectedError(a)
+    if a["state"] == "changes_requested":
+        return ChangesRequestedError(a)
+    return NotApprovedError(a)
+
+
+__all__ = ["guard"]

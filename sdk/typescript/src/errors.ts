@@ -1,0 +1,192 @@
+import type { Action, Problem, ProblemCode } from './openapi.js';
+
+/** A problem as the server sent it; code is a string, as a newer server may send a code this SDK does not know. */
+export type ProblemInit = Omit<Partial<Problem>, 'code' | 'status'> & { status: number; code: string };
+
+/**
+ * An answer of the approvals API that refused the call: an RFC 9457 problem
+ * with its machine `code`. Each code has its own subclass, so an agent can
+ * `catch (e) { if (e instanceof IntentKeyReusedError) ... }`.
+ */
+export class ApprovalsError extends Error {
+  readonly status: number;
+  readonly code: string;
+  readonly detail: string;
+  /** The existing action that explains the refusal, when the API sent one. */
+  readonly action: Action | undefined;
+  /** The problem as the server sent it. */
+  readonly problem: ProblemInit;
+
+  constructor(problem: ProblemInit, message?: string) {
+    super(message ?? `approvals: ${problem.code} (${problem.status}): ${problem.detail ?? problem.title ?? ''}`.trim());
+    this.name = new.target.name;
+    this.status = problem.status;
+    this.code = problem.code;
+    this.detail = problem.detail ?? '';
+    this.action = problem.action;
+    this.problem = problem;
+  }
+}
+
+export class InvalidRequestError extends ApprovalsError {}
+export class InvalidPayloadError extends ApprovalsError {}
+export class IntentKeyRequiredError extends ApprovalsError {}
+export class IntentKeyMismatchError extends ApprovalsError {}
+/** The intent is held by an action with another tool or payload: nothing was done. */
+export class IntentKeyReusedError extends ApprovalsError {}
+/**
+ * The intent's action is being performed right now (409 in_progress, or a
+ * replayed action still in progress). Never permission to act: read it later.
+ */
+export class InProgressError extends ApprovalsError {}
+export class InvalidTransitionError extends ApprovalsError {}
+/** A report contradicted the stored outcome; a conflict ticket was opened. */
+export class OutcomeConflictError extends ApprovalsError {}
+export class NotFoundError extends ApprovalsError {}
+export class ForbiddenError extends ApprovalsError {}
+export class UnauthorizedError extends ApprovalsError {}
+export class PayloadTooLargeError extends ApprovalsError {}
+export class UnavailableError extends ApprovalsError {}
+export class UpstreamUnavailableError extends ApprovalsError {}
+export class MethodNotAllowedError extends ApprovalsError {}
+export class TooManyWaitersError extends ApprovalsError {}
+
+// Every code the OpenAPI document lists must have its class: when the
+// document gains a code, this object stops compiling.
+const classes: Record<ProblemCode, typeof ApprovalsError> = {
+  invalid_request: InvalidRequestError,
+  invalid_payload: InvalidPayloadError,
+  intent_key_required: IntentKeyRequiredError,
+  intent_key_mismatch: IntentKeyMismatchError,
+  intent_key_reused: IntentKeyReusedError,
+  in_progress: InProgressError,
+  invalid_transition: InvalidTransitionError,
+  outcome_conflict: OutcomeConflictError,
+  not_found: NotFoundError,
+  forbidden: ForbiddenError,
+  unauthorized: UnauthorizedError,
+  payload_too_large: PayloadTooLargeError,
+  unavailable: UnavailableError,
+  upstream_unavailable: UpstreamUnavailableError,
+  method_not_allowed: MethodNotAllowedError,
+  too_many_waiters: TooManyWaitersError,
+};
+
+/** The typed error of a problem answer; an unknown code is a plain ApprovalsError. */
+export function problemError(problem: ProblemInit): ApprovalsError {
+  const Class = (classes as Record<string, typeof ApprovalsError>)[problem.code] ?? ApprovalsError;
+  return new Class(problem);
+}
+
+/** The request never got an answer (after the retries that were safe). */
+export class ApprovalsConnectionError extends Error {
+  override readonly cause: unknown;
+  constructor(message: string, cause: unknown) {
+    super(message);
+    this.name = 'ApprovalsConnectionError';
+    this.cause = cause;
+  }
+}
+
+/**
+ * Thrown by the function a guard wraps to say the effect definitely did not
+ * happen (the provider refused the call): only then does `guard` report
+ * `fail`, which releases the intent for another attempt.
+ */
+export class NotPerformedError extends Error {
+  constructor(message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'NotPerformedError';
+  }
+}
+
+/**
+ * The effect may have happened: the guarded function threw something other
+ * than NotPerformedError (a timeout, a dropped connection), or its outcome
+ * could not be recorded. `guard` reports nothing and leaves the action for
+ * reconciliation; do not call the tool again for the same intent.
+ */
+export class OutcomeUnknownError extends Error {
+  readonly action: Action;
+  /** True when the function returned and only recording its result failed. */
+  readonly performed: boolean;
+  /** What the function returned, when performed is true. */
+  readonly result: unknown;
+  override readonly cause: unknown;
+  constructor(action: Action, cause: unknown, performed = false, result?: unknown) {
+    const what = performed
+      ? `the effect happened but approvals did not record its outcome`
+      : `the effect may or may not have happened`;
+    super(
+      `approvals: ${what} (action ${action.id}, intent ${JSON.stringify(action.intent_key)}); it is left in progress ` +
+        `for reconciliation: do not call this tool again for the same intent. Cause: ${describe(cause)}`,
+    );
+    this.name = 'OutcomeUnknownError';
+    this.action = action;
+    this.performed = performed;
+    this.result = result;
+    this.cause = cause;
+  }
+}
+
+/** A person decided against the action, or it lapsed: the note says why. */
+export class NotApprovedError extends Error {
+  readonly action: Action;
+  readonly state: Action['state'];
+  readonly note: string | null;
+  constructor(action: Action, message?: string) {
+    super(
+      message ??
+        `approvals: action ${action.id} (intent ${JSON.stringify(action.intent_key)}) is ${action.state}` +
+          (action.decision_note ? `: ${action.decision_note}` : ''),
+    );
+    this.name = new.target.name;
+    this.action = action;
+    this.state = action.state;
+    this.note = action.decision_note;
+  }
+}
+
+/** Rejected for good: resubmitting replays the rejection. */
+export class RejectedError extends NotApprovedError {
+  constructor(action: Action) {
+    super(action, `approvals: ${action.decided_by ?? 'a person'} rejected action ${action.id}: ${action.decision_note ?? ''}`.trim());
+  }
+}
+
+/** A person asked for a revision: revise the payload as the note asks and submit again with the same intent key. */
+export class ChangesRequestedError extends NotApprovedError {
+  constructor(action: Action) {
+    super(
+      action,
+      `approvals: ${action.decided_by ?? 'a person'} asked for changes to action ${action.id}: ${action.decision_note ?? ''}. ` +
+        `Revise the payload as the note asks and submit again with the same intent key.`,
+    );
+  }
+}
+
+/** Nobody decided within the wait; the action stays pending, and calling again with the same intent picks up the decision. */
+export class StillPendingError extends Error {
+  readonly action: Action;
+  constructor(action: Action, waitedMs: number) {
+    super(
+      `approvals: action ${action.id} (intent ${JSON.stringify(action.intent_key)}) is still waiting for a person after ${Math.round(waitedMs / 1000)}s; ` +
+        `call again with the same intent later: nothing is sent until it is approved.`,
+    );
+    this.name = 'StillPendingError';
+    this.action = action;
+  }
+}
+
+/** The server does not offer dry runs (its OpenAPI document has no dry_run parameter), so none was sent. */
+export class DryRunUnsupportedError extends Error {
+  constructor(url: string) {
+    super(`approvals: the server at ${url} does not offer dry runs (POST /api/v1/actions?dry_run=true); nothing was sent`);
+    this.name = 'DryRunUnsupportedError';
+  }
+}
+
+export function describe(e: unknown): string {
+  if (e instanceof Error) return e.message;
+  return String(e);
+}
