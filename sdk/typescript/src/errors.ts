@@ -50,6 +50,7 @@ export class UnavailableError extends ApprovalsError {}
 export class UpstreamUnavailableError extends ApprovalsError {}
 export class MethodNotAllowedError extends ApprovalsError {}
 export class TooManyWaitersError extends ApprovalsError {}
+export class TooManyUpstreamCallsError extends ApprovalsError {}
 
 // Every code the OpenAPI document lists must have its class: when the
 // document gains a code, this object stops compiling.
@@ -70,6 +71,7 @@ const classes: Record<ProblemCode, typeof ApprovalsError> = {
   upstream_unavailable: UpstreamUnavailableError,
   method_not_allowed: MethodNotAllowedError,
   too_many_waiters: TooManyWaitersError,
+  too_many_upstream_calls: TooManyUpstreamCallsError,
 };
 
 /** The typed error of a problem answer; an unknown code is a plain ApprovalsError. */

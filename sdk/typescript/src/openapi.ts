@@ -61,7 +61,7 @@ export interface Problem {
   "title": string;
   "status": number;
   "detail": string;
-  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters";
+  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls";
   "action"?: Action;
 }
 
@@ -103,7 +103,7 @@ export const ClassValues = ["exactly-once","at-least-once","at-most-once"] as co
 /** The problem codes the API documents. */
 export type ProblemCode = Problem['code'];
 
-export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters"] as const;
+export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls"] as const;
 
 /** Request body of POST /api/v1/actions. */
 export type SubmitBody = {
