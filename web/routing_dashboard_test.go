@@ -54,7 +54,7 @@ func startRoutingDashboard(t *testing.T) (*apptest.Dashboard, map[string]queue.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, map[string]queue.Notifier{"webhook": wh}
+	return d, map[string]queue.Notifier{classify.KindWebhook: maintenance.ChannelNotifier[[]byte](classify.KindWebhook, wh, d.Store, nil)}
 }
 
 // submitTool submits a tool of routingDashTools with its slug and text.

@@ -3,7 +3,11 @@ package main
 import (
 	"log/slog"
 
+	gomail "github.com/wneessen/go-mail"
+
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/notifier/email"
 	"github.com/approvals/approvals/notifier/webhook"
 	"github.com/approvals/approvals/queue"
@@ -21,7 +25,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 	if err != nil {
 		return n, err
 	}
-	n.ByKind["webhook"] = w
+	n.ByKind[classify.KindWebhook] = maintenance.ChannelNotifier[[]byte](classify.KindWebhook, w, st, nil)
 	ch := cfg.Channels
 	if ch.smtpConfigured() {
 		server, err := email.ParseURL(ch.SMTPURL)
@@ -32,14 +36,14 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		if err != nil {
 			return n, err
 		}
-		n.ByKind["email"] = e
+		n.ByKind[classify.KindEmail] = maintenance.ChannelNotifier[*gomail.Msg](classify.KindEmail, e, st, nil)
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: st})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL})
 		if err != nil {
 			return n, err
 		}
-		n.ByKind["slack"] = c
+		n.ByKind[classify.KindSlack] = maintenance.ChannelNotifier[slack.Message](classify.KindSlack, c, st, nil)
 		if n.Interactions, err = slack.NewInteractions(slack.InteractionsConfig{
 			SigningSecret: ch.SlackSigningSecret, TeamID: ch.SlackTeamID, AppID: ch.SlackAppID,
 			Client: c, Service: svc, Actions: st, Staff: st, Logger: log,
