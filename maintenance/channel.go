@@ -21,7 +21,8 @@ type ChannelStore interface {
 // that asks for attention is sent as a new message, whose Ref is recorded
 // in st; one that reports how things ended (queue.Reports) updates the
 // messages recorded for the action in its channel; and a message sent
-// while the action was being decided elsewhere is updated at once.
+// while the action was being decided elsewhere is updated at once. st may
+// be nil for a kind that records nothing (its Sent has no Ref).
 func ChannelNotifier[M any](kind string, ch queue.Channel[M], st ChannelStore, now func() time.Time) queue.Notifier {
 	if now == nil {
 		now = time.Now
@@ -82,6 +83,9 @@ func (c *channelNotifier[M]) Notify(ctx context.Context, n queue.Notification) e
 
 // sent lists the messages recorded for n's action in n's channel.
 func (c *channelNotifier[M]) sent(ctx context.Context, n queue.Notification) ([]queue.ChannelMessage, error) {
+	if c.st == nil {
+		return nil, nil
+	}
 	all, err := c.st.ChannelMessageList(ctx, n.Action.ID)
 	if err != nil {
 		return nil, fmt.Errorf("list the messages of action %s: %w", n.Action.ID, err)
@@ -102,6 +106,9 @@ func (c *channelNotifier[M]) sent(ctx context.Context, n queue.Notification) ([]
 func (c *channelNotifier[M]) record(ctx context.Context, n queue.Notification, s queue.Sent) (*queue.ChannelMessage, error) {
 	if s.Ref == "" {
 		return nil, nil
+	}
+	if c.st == nil {
+		return nil, fmt.Errorf("%s message %s of action %s: no store to record it in", c.kind, s.Ref, n.Action.ID)
 	}
 	addr := s.Address
 	if addr == "" {
