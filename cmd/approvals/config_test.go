@@ -11,7 +11,6 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/postgres/pgtest"
-
 	"github.com/approvals/approvals/telegram/telegramtest"
 )
 
