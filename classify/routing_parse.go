@@ -352,8 +352,14 @@ func (p *toolParser) teams(n *yaml.Node) *TeamsChannel {
 		return t
 	}
 	f := p.mapping(n, "teams", []string{"webhook"})
-	if !p.scalarAt(f, "webhook", "teams.webhook", &t.Webhook) || t.Webhook == "" {
+	var raw string
+	if !p.scalarAt(f, "webhook", "teams.webhook", &raw) || raw == "" {
 		p.fail("teams.webhook", n.Line, "needs the Workflows webhook URL (the Teams channel's \"Post to a channel when a webhook request is received\" workflow)")
+		return t
+	}
+	// The URL is a credential: "${TEAMS_WEBHOOK_URL}" keeps it out of the file.
+	t.Webhook = p.expand(raw, "teams.webhook", f["webhook"].Line)
+	if t.Webhook == "" {
 		return t
 	}
 	if u, err := url.Parse(t.Webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -399,21 +405,31 @@ func (p *toolParser) pagerDuty(n *yaml.Node) *PagerDutyChannel {
 		p.fail("pagerduty.routing_key", n.Line, "needs the Events API v2 integration key, such as \"${PD_KEY}\"")
 		return pd
 	}
-	lookup := p.opts.LookupEnv
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	key, err := ExpandEnv(raw, lookup)
-	switch {
-	case err != nil:
-		p.fail("pagerduty.routing_key", f["routing_key"].Line, "%v", err)
-	case strings.TrimSpace(key) == "":
-		p.fail("pagerduty.routing_key", f["routing_key"].Line, "is empty once expanded")
-	case strings.ContainsAny(key, " \t\r\n"):
+	key := p.expand(raw, "pagerduty.routing_key", f["routing_key"].Line)
+	if strings.ContainsAny(key, " \t\r\n") {
 		p.fail("pagerduty.routing_key", f["routing_key"].Line, "holds white space once expanded; an integration key has none")
 	}
 	pd.RoutingKey = key
 	return pd
+}
+
+// expand is raw with ${VAR} taken from the environment; "" (and the error recorded) when a
+// variable is unset or the result is empty.
+func (p *toolParser) expand(raw, field string, line int) string {
+	lookup := p.opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, err := ExpandEnv(raw, lookup)
+	switch {
+	case err != nil:
+		p.fail(field, line, "%v", err)
+		return ""
+	case strings.TrimSpace(v) == "":
+		p.fail(field, line, "is empty once expanded")
+		return ""
+	}
+	return v
 }
 
 // approval reads a tool's approval rule, resolving group names to their members now: the
