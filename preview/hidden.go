@@ -6,6 +6,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -63,4 +64,20 @@ func listSome(names []string, n int) string {
 		return strings.Join(names, ", ")
 	}
 	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+}
+
+// Label is the first words of a chat message about n: what it asks for while the action
+// waits, else "Approval request" (the message then says how it was decided).
+func Label(n queue.Notification) string {
+	switch {
+	case n.Type == classify.EventTicketOpened:
+		return "Ticket opened"
+	case n.Action.State != queue.StatePending:
+		return "Approval request"
+	case n.Type == classify.EventActionReminder:
+		return "Reminder: approval needed"
+	case n.Type == classify.EventActionEscalated:
+		return "Escalated: approval needed"
+	}
+	return "Approval needed"
 }

@@ -54,7 +54,7 @@ func (c *Client) render(n queue.Notification) Message {
 	a := n.Action
 	p := preview.Of(a)
 	headline := preview.Headline(a)
-	event := eventLabel(n)
+	event := preview.Label(n)
 	blocks := []slackapi.Block{
 		slackapi.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* · %s\n*%s*", escape(event), toolName(a.Tool), escapeText(headline))), nil, nil),
 	}
@@ -111,20 +111,6 @@ func OneClick(a *queue.Action) bool { return len(hiddenParts(a)) == 0 }
 
 // hiddenParts says what a Slack message does not show of a whole (preview.Hidden).
 func hiddenParts(a *queue.Action) []string { return preview.Hidden(a, room) }
-
-func eventLabel(n queue.Notification) string {
-	switch {
-	case n.Type == classify.EventTicketOpened:
-		return "Ticket opened"
-	case n.Action.State != queue.StatePending:
-		return "Approval request"
-	case n.Type == classify.EventActionReminder:
-		return "Reminder: approval needed"
-	case n.Type == classify.EventActionEscalated:
-		return "Escalated: approval needed"
-	}
-	return "Approval needed"
-}
 
 // Outcome says in Slack mrkdwn who decided what and when, and how it ended.
 func Outcome(a *queue.Action) string {

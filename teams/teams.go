@@ -118,7 +118,7 @@ func (t *Notifier) Render(n queue.Notification) (Message, error) {
 	}
 	p := preview.Of(a)
 	body := []Element{
-		{Type: "TextBlock", Text: eventLine(n), Weight: "Bolder", Wrap: true, Color: "Accent"},
+		{Type: "TextBlock", Text: preview.Label(n), Weight: "Bolder", Wrap: true, Color: "Accent"},
 		agentText(preview.Headline(a), "Large", "Bolder"),
 		{Type: "TextBlock", Text: "Tool " + a.Tool, IsSubtle: true, Wrap: true, Spacing: "None"},
 	}
@@ -205,21 +205,6 @@ func hostOnly(raw string) string {
 		return "(the webhook URL)"
 	}
 	return u.Scheme + "://" + u.Host + "/…"
-}
-
-func eventLine(n queue.Notification) string {
-	a := n.Action
-	switch {
-	case n.Type == classify.EventTicketOpened:
-		return "Ticket opened"
-	case a.State != queue.StatePending:
-		return "Approval request"
-	case n.Type == classify.EventActionReminder:
-		return "Reminder: approval needed"
-	case n.Type == classify.EventActionEscalated:
-		return "Escalated: approval needed"
-	}
-	return "Approval needed"
 }
 
 // outcome says who decided what, and how it ended.

@@ -41,29 +41,6 @@ func note(hook, typ string, a *queue.Action) queue.Notification {
 	return queue.Notification{ID: "n1", Type: typ, Action: a, Channel: classify.Channel{Name: "support-teams", Teams: &classify.TeamsChannel{Webhook: hook}}}
 }
 
-// texts is every text of a card, joined.
-func texts(card map[string]any) string {
-	var b strings.Builder
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if s, ok := v["text"].(string); ok {
-				b.WriteString(s + "\n")
-			}
-			for _, x := range v {
-				walk(x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
-		}
-	}
-	walk(card)
-	return b.String()
-}
-
 // A pending action is one Adaptive Card 1.4 (the receiver checks the schema) with the
 // preview's fields, who asked, when it expires and Action.OpenUrl to its page; what the agent
 // wrote is in TextRuns, which Teams never reads as Markdown.
@@ -74,7 +51,7 @@ func TestPendingCard(t *testing.T) {
 		t.Fatal(err)
 	}
 	card := hook.WaitFor(t, 1, 5*time.Second)[0]
-	text := texts(card)
+	text := teamstest.Texts(card)
 	for _, want := range []string{"Approval needed", "Refund **now** [click](https://evil.example)", "to", "c@example.com",
 		"Asked by: agent:support-bot", "Expires: 2026-03-05 05:00 UTC", "Intent key: email:c-42:refund"} {
 		if !strings.Contains(text, want) {
@@ -104,7 +81,7 @@ func TestDecisionCard(t *testing.T) {
 	if err := notifier(t).Notify(context.Background(), note(hook.URL, classify.EventActionRejected, a)); err != nil {
 		t.Fatal(err)
 	}
-	text := texts(hook.WaitFor(t, 1, 5*time.Second)[0])
+	text := teamstest.Texts(hook.WaitFor(t, 1, 5*time.Second)[0])
 	if !strings.Contains(text, "Rejected (decided by ann@example.com) at 2026-03-04 06:00 UTC: wrong customer") || strings.Contains(text, "Expires") {
 		t.Fatalf("decided card:\n%s", text)
 	}

@@ -43,7 +43,7 @@ func (c *Client) Render(n queue.Notification) (Message, error) {
 	}
 	p := preview.Of(a)
 	var b strings.Builder
-	fmt.Fprintf(&b, "<b>%s</b> · <code>%s</code>\n<b>%s</b>\n", esc(eventLabel(n)), esc(a.Tool), esc(preview.Headline(a)))
+	fmt.Fprintf(&b, "<b>%s</b> · <code>%s</code>\n<b>%s</b>\n", esc(preview.Label(n)), esc(a.Tool), esc(preview.Headline(a)))
 	for i, f := range p.Fields {
 		if i == room.Fields {
 			break
@@ -70,20 +70,6 @@ func (c *Client) Render(n queue.Notification) (Message, error) {
 		return Message{Text: b.String(), Keyboard: [][]Button{{{Text: "Review in approvals", URL: link}, reject}}}, nil
 	}
 	return Message{Text: b.String(), Keyboard: [][]Button{{{Text: "Approve", CallbackData: CallbackApprove + ":" + a.ID}, reject, {Text: "Open", URL: link}}}}, nil
-}
-
-func eventLabel(n queue.Notification) string {
-	switch {
-	case n.Type == classify.EventTicketOpened:
-		return "Ticket opened"
-	case n.Action.State != queue.StatePending:
-		return "Approval request"
-	case n.Type == classify.EventActionReminder:
-		return "Reminder: approval needed"
-	case n.Type == classify.EventActionEscalated:
-		return "Escalated: approval needed"
-	}
-	return "Approval needed"
 }
 
 // outcome says who decided what and when, and how it ended.

@@ -73,7 +73,7 @@ tools:
 		hook.Hold(false)
 		s := d.Start()
 		cards := hook.WaitFor(t, 2, 30*time.Second)
-		if !strings.Contains(texts(cards[1]), "Update teams") {
+		if !strings.Contains(teamstest.Texts(cards[1]), "Update teams") {
 			t.Fatalf("the card sent after the restart: %v", cards[1])
 		}
 		waitNotificationState(t, d, a.ID, queue.NotificationDelivered)
@@ -175,27 +175,4 @@ tools:
 		}
 		waitMetrics(t, s.URL, "after the resolve", `approvals_notifications_total{channel="pagerduty",outcome="delivered"} 2`)
 	})
-}
-
-// texts is every text of an Adaptive Card, joined.
-func texts(card map[string]any) string {
-	var b strings.Builder
-	var walk func(any)
-	walk = func(v any) {
-		switch v := v.(type) {
-		case map[string]any:
-			if s, ok := v["text"].(string); ok {
-				b.WriteString(s + "\n")
-			}
-			for _, x := range v {
-				walk(x)
-			}
-		case []any:
-			for _, x := range v {
-				walk(x)
-			}
-		}
-	}
-	walk(card)
-	return b.String()
 }

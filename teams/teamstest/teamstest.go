@@ -300,3 +300,26 @@ func checkObject(where string, m map[string]any) error {
 	}
 	return nil
 }
+
+// Texts is every text of a card, joined by newlines, to search in.
+func Texts(card map[string]any) string {
+	var b strings.Builder
+	var walk func(any)
+	walk = func(v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			if s, ok := v["text"].(string); ok {
+				b.WriteString(s + "\n")
+			}
+			for _, x := range v {
+				walk(x)
+			}
+		case []any:
+			for _, x := range v {
+				walk(x)
+			}
+		}
+	}
+	walk(card)
+	return b.String()
+}
