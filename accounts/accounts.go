@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -61,6 +62,9 @@ type User struct {
 	// SlackID is the user's Slack member id (U123…), "" when unset: how a
 	// decision made in Slack is mapped to a staff user.
 	SlackID string
+	// TelegramID is the user's Telegram user id, 0 when unset: how a
+	// decision made in Telegram is mapped to a staff user.
+	TelegramID int64
 }
 
 // Token is an agent's bearer token; only its hash is stored.
@@ -87,14 +91,17 @@ var (
 	// ErrSlackIDTaken refuses a Slack id another user has: one Slack user
 	// maps to one staff user.
 	ErrSlackIDTaken = errors.New("the Slack id belongs to another user")
+	// ErrTelegramIDTaken refuses a Telegram id another user has.
+	ErrTelegramIDTaken = errors.New("the Telegram id belongs to another user")
 )
 
 // Store persists accounts. Like queue.Store, every method takes the context
 // and at most one params struct, and returns one result beside the error.
 type Store interface {
-	// UserCreate creates u (with u.SlackID unless it is "") in one
-	// statement: ErrExists for a taken email, ErrSlackIDTaken for a Slack
-	// id another user has, and then nothing is created.
+	// UserCreate creates u (with u.SlackID unless it is "", u.TelegramID
+	// unless it is 0) in one statement: ErrExists for a taken email,
+	// ErrSlackIDTaken or ErrTelegramIDTaken for an id another user has, and
+	// then nothing is created.
 	UserCreate(ctx context.Context, u *User) (*User, error)
 	UserSetPassword(ctx context.Context, p UserSetPasswordParams) error // also ends the user's sessions
 	UserSetRole(ctx context.Context, p UserSetRoleParams) error
@@ -104,14 +111,20 @@ type Store interface {
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
 	// UserUpdate sets the user's password (ending their sessions), role
-	// and, unless p.SlackID is "", Slack id, all or nothing:
-	// ErrSlackIDTaken when another user has the id, ErrNotFound for no such
-	// user, and then nothing changed.
+	// and, unless p.SlackID is "" (p.TelegramID 0), Slack id (Telegram id),
+	// all or nothing: ErrSlackIDTaken (ErrTelegramIDTaken) when another
+	// user has the id, ErrNotFound for no such user, and then nothing
+	// changed.
 	UserUpdate(ctx context.Context, p UserUpdateParams) error
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
 	UserSetSlackID(ctx context.Context, p UserSetSlackIDParams) error
 	UserGetBySlackID(ctx context.Context, slackID string) (*User, error) // ErrNotFound
+	// UserSetTelegramID sets (or with 0 clears) the user's Telegram id;
+	// ErrTelegramIDTaken when another user has it, ErrNotFound for no
+	// such user.
+	UserSetTelegramID(ctx context.Context, p UserSetTelegramIDParams) error
+	UserGetByTelegramID(ctx context.Context, telegramID int64) (*User, error) // ErrNotFound
 
 	TokenCreate(ctx context.Context, p TokenCreateParams) (*Token, error) // ErrExists for an active name
 	TokenGetByHash(ctx context.Context, hash string) (*Token, error)      // active tokens only
@@ -157,13 +170,21 @@ type UserSetRoleParams struct {
 	Role Role
 }
 
-// UserUpdateParams replace a user's password, role and (unless "") Slack id.
+// UserUpdateParams replace a user's password, role and (unless "") Slack id
+// and (unless 0) Telegram id.
 type UserUpdateParams struct {
 	ID           int64
 	PasswordHash string
 	Role         Role
 	SlackID      string
+	TelegramID   int64
 	Now          time.Time
+}
+
+// UserSetTelegramIDParams set or (with 0) clear one user's Telegram id.
+type UserSetTelegramIDParams struct {
+	ID         int64
+	TelegramID int64
 }
 
 // UserSetSlackIDParams set or clear one user's Slack id.
@@ -279,6 +300,20 @@ func NormalizeEmail(email string) (string, error) {
 		return "", fmt.Errorf("email %q is not a valid address", email)
 	}
 	return e, nil
+}
+
+// ParseTelegramID reads a Telegram user id (a positive number, as the bot
+// sees it in every update's from.id); "" is 0, none.
+func ParseTelegramID(s string) (int64, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return 0, nil
+	}
+	id, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || id <= 0 {
+		return 0, fmt.Errorf("telegram id %q is not a Telegram user id, a positive number such as 123456789 (pressing a button of an approvals message in Telegram tells you yours)", s)
+	}
+	return id, nil
 }
 
 // ValidateSlackID checks a Slack member id (U0123ABCD, or W… in an

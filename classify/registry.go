@@ -34,6 +34,9 @@ type Options struct {
 	// SMTPConfigured says APPROVALS_SMTP_URL and APPROVALS_SMTP_FROM are set; an email
 	// channel needs them.
 	SMTPConfigured bool
+	// TelegramConfigured says APPROVALS_TELEGRAM_BOT_TOKEN and APPROVALS_TELEGRAM_SECRET
+	// are set; a Telegram channel needs them.
+	TelegramConfigured bool
 }
 
 // Registry is the set of tools from one tools file.

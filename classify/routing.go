@@ -15,6 +15,9 @@ const (
 	EventActionDone             = "action.done"
 	EventActionFailed           = "action.failed"
 	EventTicketOpened           = "ticket.opened"
+	// EventTicketResolved is not one a channel subscribes to: it reaches the channels that
+	// told of the ticket (FollowsUp), so that PagerDuty resolves the incident it opened.
+	EventTicketResolved = "ticket.resolved"
 )
 
 // EventTypes lists every event type, in the order the documentation gives them.
@@ -24,13 +27,18 @@ var EventTypes = []string{
 	EventActionDone, EventActionFailed, EventTicketOpened,
 }
 
-// Channel is one named notification channel of the tools file. Exactly one of Slack, Email
-// and Webhook is set.
+// Channel is one named notification channel of the tools file. Exactly one of Slack, Email,
+// Webhook, Teams, Telegram and PagerDuty is set.
 type Channel struct {
 	Name    string        `json:"name"`
 	Slack   *SlackChannel `json:"slack,omitempty"`
 	Email   *EmailChannel `json:"email,omitempty"`
 	Webhook string        `json:"webhook,omitempty"` // URL that receives signed event POSTs
+	// Teams, Telegram and PagerDuty are the channels of section 17; what makes them
+	// credentials (a Workflows URL, a routing key) is never encoded.
+	Teams     *TeamsChannel     `json:"teams,omitempty"`
+	Telegram  *TelegramChannel  `json:"telegram,omitempty"`
+	PagerDuty *PagerDutyChannel `json:"pagerduty,omitempty"`
 	// Secret signs the webhook channel's events (the value, after ${VAR} expansion); never
 	// the key of an executor, so a receiver of events cannot forge an execution.
 	Secret string `json:"-"`
@@ -40,21 +48,84 @@ type Channel struct {
 	Events []string `json:"events,omitempty"`
 }
 
-// Kind is "slack", "email" or "webhook".
+// Channel kinds: the key of a channel's settings in the tools file.
+const (
+	KindSlack     = "slack"
+	KindEmail     = "email"
+	KindWebhook   = "webhook"
+	KindTeams     = "teams"
+	KindTelegram  = "telegram"
+	KindPagerDuty = "pagerduty"
+)
+
+// Kind is the channel's kind: KindSlack, KindEmail, KindWebhook, KindTeams, KindTelegram
+// or KindPagerDuty.
 func (c Channel) Kind() string {
 	switch {
 	case c.Slack != nil:
-		return "slack"
+		return KindSlack
 	case c.Email != nil:
-		return "email"
+		return KindEmail
+	case c.Teams != nil:
+		return KindTeams
+	case c.Telegram != nil:
+		return KindTelegram
+	case c.PagerDuty != nil:
+		return KindPagerDuty
 	default:
-		return "webhook"
+		return KindWebhook
 	}
+}
+
+// Address is where the channel sends, as its kind names the destination of a message it
+// may update later (queue.ChannelMessage.Address): the Slack channel id, the Telegram chat
+// id, and for every other kind the channel's name, since a URL or a routing key is a
+// credential that is never stored.
+func (c Channel) Address() string {
+	switch {
+	case c.Slack != nil:
+		return c.Slack.Channel
+	case c.Telegram != nil:
+		return c.Telegram.ChatID
+	}
+	return c.Name
+}
+
+// FollowsUp reports whether a notification of type typ reaches, besides the channels that
+// hear it, every channel that told of the action before (sent a message it recorded): a
+// decision, so that no message keeps its buttons and no incident stays open whichever list
+// named the channel, and a ticket's resolution, which resolves the incident its opening
+// triggered.
+func FollowsUp(typ string) bool {
+	switch typ {
+	case EventActionApproved, EventActionRejected, EventActionChangesRequested, EventActionExpired,
+		EventActionCancelled, EventTicketResolved:
+		return true
+	}
+	return false
 }
 
 // SlackChannel posts to one Slack channel by its id (C0APPROVALS).
 type SlackChannel struct {
 	Channel string `json:"channel"`
+}
+
+// TeamsChannel posts Adaptive Cards to a Microsoft Teams Workflows webhook.
+type TeamsChannel struct {
+	// Webhook is the Workflows URL; its path and query are the credential.
+	Webhook string `json:"-"`
+}
+
+// TelegramChannel sends to one Telegram chat by its id ("-100123") or a channel's
+// @username, with the bot of APPROVALS_TELEGRAM_BOT_TOKEN.
+type TelegramChannel struct {
+	ChatID string `json:"chat_id"`
+}
+
+// PagerDutyChannel triggers and resolves incidents through the Events API v2.
+type PagerDutyChannel struct {
+	// RoutingKey is the integration's key (after ${VAR} expansion): a credential.
+	RoutingKey string `json:"-"`
 }
 
 // EmailChannel mails these addresses.

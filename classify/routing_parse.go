@@ -7,6 +7,7 @@ import (
 	"maps"
 	"net/url"
 	"os"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -116,6 +117,18 @@ func (c Channel) clone() Channel {
 	if c.Email != nil {
 		e := EmailChannel{To: slices.Clone(c.Email.To)}
 		c.Email = &e
+	}
+	if c.Teams != nil {
+		t := *c.Teams
+		c.Teams = &t
+	}
+	if c.Telegram != nil {
+		t := *c.Telegram
+		c.Telegram = &t
+	}
+	if c.PagerDuty != nil {
+		pd := *c.PagerDuty
+		c.PagerDuty = &pd
 	}
 	c.Events = slices.Clone(c.Events)
 	return c
@@ -237,21 +250,25 @@ func (p *toolParser) names(n *yaml.Node, field string) []string {
 	return out
 }
 
+// channelKinds are the keys of a channel's kind, one of which each channel has.
+var channelKinds = []string{KindSlack, KindEmail, KindWebhook, KindTeams, KindTelegram, KindPagerDuty}
+
 func (p *toolParser) channel(n *yaml.Node) Channel {
 	c := Channel{Name: p.name}
+	kinds := "slack, email, webhook, teams, telegram or pagerduty"
 	if n.Kind != yaml.MappingNode {
-		p.errs = append(p.errs, fmt.Errorf("%s (line %d): must be a mapping with one of slack, email or webhook, found %s", p.what(), n.Line, nodeKind(n)))
+		p.errs = append(p.errs, fmt.Errorf("%s (line %d): must be a mapping with one of %s, found %s", p.what(), n.Line, kinds, nodeKind(n)))
 		return c
 	}
-	fields := p.mapping(n, "", []string{"email", "events", "secret", "slack", "webhook"})
-	kinds := 0
-	for _, k := range []string{"slack", "email", "webhook"} {
+	fields := p.mapping(n, "", append([]string{"events", "secret"}, channelKinds...))
+	found := 0
+	for _, k := range channelKinds {
 		if fields[k] != nil {
-			kinds++
+			found++
 		}
 	}
-	if kinds != 1 {
-		p.errs = append(p.errs, fmt.Errorf("%s (line %d): needs exactly one of slack, email or webhook, found %d", p.what(), n.Line, kinds))
+	if found != 1 {
+		p.errs = append(p.errs, fmt.Errorf("%s (line %d): needs exactly one of %s, found %d", p.what(), n.Line, kinds, found))
 		return c
 	}
 	if s := fields["slack"]; s != nil {
@@ -285,6 +302,15 @@ func (p *toolParser) channel(n *yaml.Node) Channel {
 			p.fail("email", e.Line, "an email channel needs APPROVALS_SMTP_URL and APPROVALS_SMTP_FROM, and they are not set")
 		}
 	}
+	if t := fields["teams"]; t != nil {
+		c.Teams = p.teams(t)
+	}
+	if t := fields["telegram"]; t != nil {
+		c.Telegram = p.telegram(t)
+	}
+	if pd := fields["pagerduty"]; pd != nil {
+		c.PagerDuty = p.pagerDuty(pd)
+	}
 	if w := fields["webhook"]; w != nil {
 		if p.scalarAt(fields, "webhook", "webhook", &c.Webhook) {
 			if u, err := url.Parse(c.Webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -316,6 +342,94 @@ func (p *toolParser) channel(n *yaml.Node) Channel {
 		}
 	}
 	return c
+}
+
+// teams reads { webhook: URL }: a Teams Workflows webhook, whose URL is its credential.
+func (p *toolParser) teams(n *yaml.Node) *TeamsChannel {
+	t := &TeamsChannel{}
+	if n.Kind != yaml.MappingNode {
+		p.fail("teams", n.Line, "must be a mapping with webhook (a Teams Workflows URL), found %s", nodeKind(n))
+		return t
+	}
+	f := p.mapping(n, "teams", []string{"webhook"})
+	var raw string
+	if !p.scalarAt(f, "webhook", "teams.webhook", &raw) || raw == "" {
+		p.fail("teams.webhook", n.Line, "needs the Workflows webhook URL (the Teams channel's \"Post to a channel when a webhook request is received\" workflow)")
+		return t
+	}
+	// The URL is a credential: "${TEAMS_WEBHOOK_URL}" keeps it out of the file.
+	t.Webhook = p.expand(raw, "teams.webhook", f["webhook"].Line)
+	if t.Webhook == "" {
+		return t
+	}
+	if u, err := url.Parse(t.Webhook); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		// The URL is the credential: the message names its field, never its text.
+		p.fail("teams.webhook", f["webhook"].Line, "is not an absolute http or https URL")
+	}
+	return t
+}
+
+// telegramChatID is a chat's numeric id (groups and channels are negative) or a public
+// channel's @username.
+var telegramChatID = regexp.MustCompile(`^(-?[0-9]{1,20}|@[A-Za-z][A-Za-z0-9_]{3,31})$`)
+
+// telegram reads { chat_id: "-100123" }.
+func (p *toolParser) telegram(n *yaml.Node) *TelegramChannel {
+	t := &TelegramChannel{}
+	if n.Kind != yaml.MappingNode {
+		p.fail("telegram", n.Line, "must be a mapping with chat_id (a Telegram chat id such as \"-100123\"), found %s", nodeKind(n))
+	} else {
+		f := p.mapping(n, "telegram", []string{"chat_id"})
+		if !p.scalarAt(f, "chat_id", "telegram.chat_id", &t.ChatID) || t.ChatID == "" {
+			p.fail("telegram.chat_id", n.Line, "needs the Telegram chat id (\"-100123\", or a channel's @username)")
+		} else if !telegramChatID.MatchString(t.ChatID) {
+			p.fail("telegram.chat_id", f["chat_id"].Line, "%q is not a Telegram chat id (a number such as \"-100123\", or a channel's @username)", t.ChatID)
+		}
+	}
+	if !p.opts.TelegramConfigured {
+		p.fail("telegram", n.Line, "a Telegram channel needs APPROVALS_TELEGRAM_BOT_TOKEN and APPROVALS_TELEGRAM_SECRET, and they are not set")
+	}
+	return t
+}
+
+// pagerDuty reads { routing_key: "${PD_KEY}" }, expanded from the environment.
+func (p *toolParser) pagerDuty(n *yaml.Node) *PagerDutyChannel {
+	pd := &PagerDutyChannel{}
+	if n.Kind != yaml.MappingNode {
+		p.fail("pagerduty", n.Line, "must be a mapping with routing_key (an Events API v2 integration key, such as \"${PD_KEY}\"), found %s", nodeKind(n))
+		return pd
+	}
+	f := p.mapping(n, "pagerduty", []string{"routing_key"})
+	var raw string
+	if !p.scalarAt(f, "routing_key", "pagerduty.routing_key", &raw) || raw == "" {
+		p.fail("pagerduty.routing_key", n.Line, "needs the Events API v2 integration key, such as \"${PD_KEY}\"")
+		return pd
+	}
+	key := p.expand(raw, "pagerduty.routing_key", f["routing_key"].Line)
+	if strings.ContainsAny(key, " \t\r\n") {
+		p.fail("pagerduty.routing_key", f["routing_key"].Line, "holds white space once expanded; an integration key has none")
+	}
+	pd.RoutingKey = key
+	return pd
+}
+
+// expand is raw with ${VAR} taken from the environment; "" (and the error recorded) when a
+// variable is unset or the result is empty.
+func (p *toolParser) expand(raw, field string, line int) string {
+	lookup := p.opts.LookupEnv
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, err := ExpandEnv(raw, lookup)
+	switch {
+	case err != nil:
+		p.fail(field, line, "%v", err)
+		return ""
+	case strings.TrimSpace(v) == "":
+		p.fail(field, line, "is empty once expanded")
+		return ""
+	}
+	return v
 }
 
 // approval reads a tool's approval rule, resolving group names to their members now: the

@@ -22,6 +22,7 @@ var userNotices = map[string]string{
 	"removed":  "User removed; their sessions have ended.",
 	"password": "Password changed; the user's sessions have ended.",
 	"slack":    "Slack id saved.",
+	"telegram": "Telegram id saved.",
 }
 
 // Users handles GET /admin/users.
@@ -44,7 +45,7 @@ func (d *Dashboard) usersView(c echo.Context, form templates.UserForm) (template
 		v.Roles = append(v.Roles, string(r))
 	}
 	for _, u := range users {
-		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), SlackID: u.SlackID, CreatedAt: u.CreatedAt})
+		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), SlackID: u.SlackID, TelegramID: u.TelegramID, CreatedAt: u.CreatedAt})
 	}
 	return v, nil
 }
@@ -215,4 +216,28 @@ func (d *Dashboard) SetUserSlackID(c echo.Context) error {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=slack")
+}
+
+// SetUserTelegramID handles POST /admin/users/{id}/telegram (telegram_id;
+// empty clears it): the Telegram user id that maps a decision made in
+// Telegram to this user. One id belongs to one user at most.
+func (d *Dashboard) SetUserTelegramID(c echo.Context) error {
+	u, err := d.targetUser(c)
+	if err != nil {
+		return err
+	}
+	id, err := accounts.ParseTelegramID(c.FormValue("telegram_id"))
+	if err != nil {
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
+	}
+	err = d.Accounts.UserSetTelegramID(c.Request().Context(), accounts.UserSetTelegramIDParams{ID: u.ID, TelegramID: id})
+	switch {
+	case errors.Is(err, accounts.ErrTelegramIDTaken):
+		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "Telegram id %d belongs to another user already", id), templates.UserForm{}, u.ID)
+	case errors.Is(err, accounts.ErrNotFound):
+		return notFound("user", strconv.FormatInt(u.ID, 10))
+	case err != nil:
+		return err
+	}
+	return c.Redirect(http.StatusSeeOther, "/admin/users?done=telegram")
 }

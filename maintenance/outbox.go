@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -15,7 +16,7 @@ import (
 
 // OutboxConfig configures the sender.
 type OutboxConfig struct {
-	// Notifiers deliver by channel kind (slack, email, webhook). A kind
+	// Notifiers deliver by channel kind (classify.KindSlack, …). A kind
 	// without a notifier in this process is retried with backoff: another
 	// process may have it, or a restart with the setting.
 	Notifiers map[string]queue.Notifier
@@ -111,29 +112,74 @@ func (o *Outbox) Run(ctx context.Context) {
 
 // FanOut turns events waiting in the outbox into notifications, one per
 // channel that hears of the event (classify.Registry.ChannelsFor, judged
-// on the action's tool snapshot, with the current file's channels).
+// on the action's tool snapshot, with the current file's channels) and,
+// for a decision or a ticket's resolution, one per channel that told of
+// the action (route).
 func (o *Outbox) FanOut(ctx context.Context, limit int) (int, error) {
 	reg := o.svc.Registry()
 	now := o.svc.Now()
 	total := 0
 	for {
-		n, err := o.store.NotificationFanOut(ctx, queue.NotificationFanOutParams{Now: now, Limit: limit, Route: func(ev queue.Event, a *queue.Action) []queue.NotificationRecord {
-			typ := queue.NotificationType(ev, a)
-			if typ == "" {
-				return nil
-			}
-			var out []queue.NotificationRecord
-			for _, c := range reg.ChannelsFor(typ, a.Spec) {
-				out = append(out, queue.NotificationRecord{ID: queue.NewID(now), EventID: ev.ID, ActionID: a.ID, Type: typ,
-					Channel: c.Name, Kind: c.Kind(), State: queue.NotificationPending, CreatedAt: now, DueAt: now})
-			}
-			return out
-		}})
+		n, err := o.store.NotificationFanOut(ctx, queue.NotificationFanOutParams{Now: now, Limit: limit,
+			Route: func(ev queue.Event, a *queue.Action, sent []queue.ChannelMessage) []queue.NotificationRecord {
+				typ := queue.NotificationType(ev, a)
+				if typ == "" {
+					return nil
+				}
+				var out []queue.NotificationRecord
+				for _, c := range route(reg, typ, ev, a, sent) {
+					out = append(out, queue.NotificationRecord{ID: queue.NewID(now), EventID: ev.ID, ActionID: a.ID, Type: typ,
+						Channel: c.Name, Kind: c.Kind(), State: queue.NotificationPending, CreatedAt: now, DueAt: now})
+				}
+				return out
+			}})
 		total += n
 		if err != nil || n < limit {
 			return total, err
 		}
 	}
+}
+
+// route is the channels a notification of type typ goes to: those that
+// hear of it by the tools file, and for a type that follows up
+// (classify.FollowsUp) those that sent a message for the action it
+// recorded, so that a Slack or Telegram message posted on escalation loses
+// its buttons and a PagerDuty incident is resolved, whichever list named
+// the channel. A ticket's resolution follows up only on the messages about
+// that ticket.
+func route(reg *classify.Registry, typ string, ev queue.Event, a *queue.Action, sent []queue.ChannelMessage) []classify.Channel {
+	out := reg.ChannelsFor(typ, a.Spec)
+	if !classify.FollowsUp(typ) || len(sent) == 0 {
+		return out
+	}
+	ticket := ""
+	if typ == classify.EventTicketResolved {
+		if ticket = eventTicket(ev.Data); ticket == "" {
+			return out
+		}
+	}
+	for _, c := range reg.Channels() {
+		if slices.ContainsFunc(out, func(o classify.Channel) bool { return o.Name == c.Name }) {
+			continue
+		}
+		if slices.ContainsFunc(sent, func(m queue.ChannelMessage) bool {
+			return m.Kind == c.Kind() && m.Address == c.Address() && (ticket == "" || m.Ref == ticket)
+		}) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// eventTicket is the ticket a ticket event's data names.
+func eventTicket(data json.RawMessage) string {
+	var d struct {
+		Ticket string `json:"ticket"`
+	}
+	if json.Unmarshal(data, &d) != nil {
+		return ""
+	}
+	return d.Ticket
 }
 
 // SendDue claims the notifications that are due and delivers each through
@@ -220,13 +266,10 @@ func (o *Outbox) deliver(ctx context.Context, r queue.NotificationRecord) error 
 		return fmt.Errorf("read action %s: %w", r.ActionID, err)
 	}
 	note := queue.Notification{ID: r.ID, Type: r.Type, Channel: ch, Action: a, OccurredAt: r.EventAt, Attempt: r.Attempts}
-	if r.Type == classify.EventTicketOpened {
-		var d struct {
-			Ticket string `json:"ticket"`
-		}
-		if json.Unmarshal(r.EventData, &d) == nil && d.Ticket != "" {
-			if note.Ticket, err = o.store.TicketGetByID(ctx, d.Ticket); err != nil {
-				return fmt.Errorf("read ticket %s: %w", d.Ticket, err)
+	if r.Type == classify.EventTicketOpened || r.Type == classify.EventTicketResolved {
+		if id := eventTicket(r.EventData); id != "" {
+			if note.Ticket, err = o.store.TicketGetByID(ctx, id); err != nil {
+				return fmt.Errorf("read ticket %s: %w", id, err)
 			}
 		}
 	}

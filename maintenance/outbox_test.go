@@ -404,3 +404,97 @@ func TestUnroutedEventsSkipTheFanOut(t *testing.T) {
 		}
 	})
 }
+
+const followUpTools = `
+groups:
+  leads: [ann@example.com]
+channels:
+  leads-slack: { slack: { channel: C0LEADS } }
+  night-slack: { slack: { channel: C0NIGHT } }
+  other-slack: { slack: { channel: C0OTHER } }
+  pager: { pagerduty: { routing_key: "pd-routing-key" }, events: [ticket.opened] }
+tools:
+  send_customer_email:
+    class: at-most-once
+    intent: "email:{customer_id}:{topic}"
+    approval:
+      approvers: [leads]
+      notify: [leads-slack]
+      escalate_after: 1h
+      escalate_notify: [night-slack]
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{topic}"
+    claim_timeout: 1m
+`
+
+// A decision reaches every channel that sent a message for the action it
+// recorded, whichever list named the channel (here escalate_notify, which
+// hears no decisions by itself), so that no message keeps its buttons; a
+// ticket's resolution reaches the channels that told of that ticket (a
+// PagerDuty incident), and no other.
+func TestFanOutFollowsUpOnWhatWasSent(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, followUpTools, func(t *testing.T, e *apptest.Env) {
+		ctx := t.Context()
+		svc, st := e.Service, e.Store
+		routed := func(id string) []string {
+			t.Helper()
+			list, err := st.NotificationList(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, n := range list {
+				got = append(got, n.Type+"→"+n.Channel)
+			}
+			sort.Strings(got)
+			return got
+		}
+		a := submitTopic(t, svc, "send_customer_email", "escalated")
+		told := queue.ChannelMessage{ActionID: a.ID, Kind: classify.KindSlack, Address: "C0NIGHT", Ref: "1.1", SentAt: e.Clock.Now()}
+		if err := st.ChannelMessageAdd(ctx, told); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := svc.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+		outbox := e.Outbox(maintenance.OutboxConfig{})
+		if _, err := outbox.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		want := []string{"action.approved→leads-slack", "action.approved→night-slack", "action.pending→leads-slack"}
+		if got := routed(a.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("notifications of the escalated action: got %v, want %v", got, want)
+		}
+
+		refund := submitTopic(t, svc, "issue_refund", "stale")
+		e.Clock.Advance(2 * time.Minute)
+		if _, err := e.Sweeper().Sweep(ctx); err != nil {
+			t.Fatal(err)
+		}
+		stale, err := st.ActionGetByID(ctx, refund.ID)
+		if err != nil || stale.Ticket == nil {
+			t.Fatalf("no stale ticket: %v", err)
+		}
+		for _, m := range []queue.ChannelMessage{
+			{ActionID: refund.ID, Kind: classify.KindPagerDuty, Address: "pager", Ref: stale.Ticket.ID, SentAt: e.Clock.Now()},
+			{ActionID: refund.ID, Kind: classify.KindSlack, Address: "C0OTHER", Ref: "2.2", SentAt: e.Clock.Now()},
+		} {
+			if err := st.ChannelMessageAdd(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if _, _, err := svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
+			Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := outbox.FanOut(ctx, 100); err != nil {
+			t.Fatal(err)
+		}
+		want = []string{"ticket.opened→pager", "ticket.resolved→pager"}
+		if got := routed(refund.ID); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Fatalf("notifications of the ticket's action: got %v, want %v", got, want)
+		}
+	})
+}

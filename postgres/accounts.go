@@ -13,7 +13,7 @@ import (
 func scanUser(row rowScanner) (*accounts.User, error) {
 	var u accounts.User
 	var role string
-	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID); err != nil {
+	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID, &u.TelegramID); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, accounts.ErrNotFound
 		}
@@ -24,12 +24,15 @@ func scanUser(row rowScanner) (*accounts.User, error) {
 }
 
 // UserCreate implements accounts.Store: one INSERT, refused whole by the
-// unique index users_email or users_slack_id.
+// unique index users_email, users_slack_id or users_telegram_id.
 func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.User, error) {
 	got, err := scanUser(s.pool.QueryRow(ctx, userCreateSQL,
-		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt, slackIDArg(u.SlackID)))
+		u.Email, u.PasswordHash, string(u.Role), u.CreatedAt, slackIDArg(u.SlackID), telegramIDArg(u.TelegramID)))
 	if isUniqueViolationOf(err, "users_slack_id") {
 		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
+	}
+	if isUniqueViolationOf(err, "users_telegram_id") {
+		return nil, fmt.Errorf("user %s: telegram id %d: %w", u.Email, u.TelegramID, accounts.ErrTelegramIDTaken)
 	}
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
@@ -54,9 +57,12 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 // sessions, in one transaction.
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
-	err := s.updateUserEndingSessions(ctx, userUpdateSQL, id, hash, now, string(role), slackIDArg(slackID))
+	err := s.updateUserEndingSessions(ctx, userUpdateSQL, id, hash, now, string(role), slackIDArg(slackID), telegramIDArg(p.TelegramID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("slack id %s: %w", slackID, err)
+	}
+	if errors.Is(err, accounts.ErrTelegramIDTaken) {
+		return fmt.Errorf("telegram id %d: %w", p.TelegramID, err)
 	}
 	if err != nil {
 		return fmt.Errorf("update user %d: %w", id, err)
@@ -66,11 +72,15 @@ func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) err
 
 // updateUserEndingSessions runs update, an UPDATE of the user id ($1, its
 // other parameters from $2), and ends the user's sessions, in one
-// transaction: ErrNotFound for no such user, ErrSlackIDTaken when the new
-// Slack id is another user's (the only unique column it changes).
+// transaction: ErrNotFound for no such user, ErrSlackIDTaken or
+// ErrTelegramIDTaken when the new id is another user's (the only unique
+// columns it changes).
 func (s *Store) updateUserEndingSessions(ctx context.Context, update string, id int64, args ...any) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, update, append([]any{id}, args...)...)
+		if isUniqueViolationOf(err, "users_telegram_id") {
+			return accounts.ErrTelegramIDTaken
+		}
 		if isUniqueViolation(err) {
 			return accounts.ErrSlackIDTaken
 		}
@@ -130,6 +140,38 @@ func (s *Store) UserGetBySlackID(ctx context.Context, slackID string) (*accounts
 		return nil, accounts.ErrNotFound
 	}
 	return scanUser(s.pool.QueryRow(ctx, userGetBySlackIDSQL, slackID))
+}
+
+// UserSetTelegramID implements accounts.Store; the partial unique index
+// users_telegram_id keeps one user per Telegram id.
+func (s *Store) UserSetTelegramID(ctx context.Context, p accounts.UserSetTelegramIDParams) error {
+	tag, err := s.pool.Exec(ctx, userSetTelegramIDSQL, p.ID, telegramIDArg(p.TelegramID))
+	if isUniqueViolation(err) {
+		return fmt.Errorf("telegram id %d: %w", p.TelegramID, accounts.ErrTelegramIDTaken)
+	}
+	if err != nil {
+		return fmt.Errorf("set telegram id: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
+// telegramIDArg is a Telegram id as stored: NULL when unset (0).
+func telegramIDArg(id int64) *int64 {
+	if id == 0 {
+		return nil
+	}
+	return &id
+}
+
+// UserGetByTelegramID implements accounts.Store.
+func (s *Store) UserGetByTelegramID(ctx context.Context, telegramID int64) (*accounts.User, error) {
+	if telegramID == 0 {
+		return nil, accounts.ErrNotFound
+	}
+	return scanUser(s.pool.QueryRow(ctx, userGetByTelegramIDSQL, telegramID))
 }
 
 // UserGetByEmail implements accounts.Store.

@@ -50,12 +50,24 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 		for _, a := range list {
 			actions[a.ID] = a
 		}
+		rows, err = tx.Query(ctx, channelMessagesOfSQL, actionIDs)
+		if err != nil {
+			return err
+		}
+		msgs, err := pgx.CollectRows(rows, scanChannelMessage)
+		if err != nil {
+			return err
+		}
+		sent := map[string][]queue.ChannelMessage{}
+		for _, m := range msgs {
+			sent[m.ActionID] = append(sent[m.ActionID], m)
+		}
 		for _, ev := range evs {
 			a, ok := actions[ev.ActionID]
 			if !ok {
 				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, pgx.ErrNoRows)
 			}
-			for _, r := range route(ev, a) {
+			for _, r := range route(ev, a, sent[ev.ActionID]) {
 				if _, err := tx.Exec(ctx, notificationInsertSQL, r.ID, ev.ID, ev.ActionID, r.Type, r.Channel, r.Kind, r.CreatedAt, r.DueAt); err != nil {
 					return err
 				}
@@ -142,32 +154,34 @@ func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// SlackMessageAdd implements queue.SlackMessages; adding the same message
-// twice (a repeated notification) keeps one.
-func (s *Store) SlackMessageAdd(ctx context.Context, m queue.SlackMessage) error {
+// ChannelMessageAdd implements queue.ChannelMessages; adding the same
+// message twice (a repeated notification) keeps one.
+func (s *Store) ChannelMessageAdd(ctx context.Context, m queue.ChannelMessage) error {
 	if !queue.ValidID(m.ActionID) {
 		return queue.ActionNotFound(m.ActionID)
 	}
-	_, err := s.pool.Exec(ctx, slackMessageAddSQL, m.ActionID, m.Channel, m.TS, m.PostedAt)
+	_, err := s.pool.Exec(ctx, channelMessageAddSQL, m.ActionID, m.Kind, m.Address, m.Ref, m.SentAt)
 	if isForeignKeyViolation(err) {
 		return queue.ActionNotFound(m.ActionID)
 	}
 	return err
 }
 
-// SlackMessageList implements queue.SlackMessages.
-func (s *Store) SlackMessageList(ctx context.Context, actionID string) ([]queue.SlackMessage, error) {
+// ChannelMessageList implements queue.ChannelMessages.
+func (s *Store) ChannelMessageList(ctx context.Context, actionID string) ([]queue.ChannelMessage, error) {
 	if !queue.ValidID(actionID) {
 		return nil, nil
 	}
-	rows, err := s.pool.Query(ctx, slackMessageListSQL, actionID)
+	rows, err := s.pool.Query(ctx, channelMessageListSQL, actionID)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.SlackMessage, error) {
-		var m queue.SlackMessage
-		err := row.Scan(&m.ActionID, &m.Channel, &m.TS, &m.PostedAt)
-		m.PostedAt = m.PostedAt.UTC()
-		return m, err
-	})
+	return pgx.CollectRows(rows, scanChannelMessage)
+}
+
+func scanChannelMessage(row pgx.CollectableRow) (queue.ChannelMessage, error) {
+	var m queue.ChannelMessage
+	err := row.Scan(&m.ActionID, &m.Kind, &m.Address, &m.Ref, &m.SentAt)
+	m.SentAt = m.SentAt.UTC()
+	return m, err
 }

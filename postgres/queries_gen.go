@@ -3,15 +3,15 @@
 package postgres
 
 // (sql/accounts.sql)
-const userCreateSQL = `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
-VALUES ($1, $2, $3, $4, $4, $5) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`
+const userCreateSQL = `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id, telegram_id)
+VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)`
 
 // (sql/accounts.sql)
 const userSetPasswordSQL = `UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1`
 
 // (sql/accounts.sql)
 const userUpdateSQL = `UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id) WHERE id = $1`
+    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id) WHERE id = $1`
 
 // (sql/accounts.sql)
 const userEndSessionsSQL = `DELETE FROM sessions WHERE user_id = $1`
@@ -23,16 +23,22 @@ const userSetRoleSQL = `UPDATE users SET role = $2 WHERE id = $1`
 const userSetSlackIDSQL = `UPDATE users SET slack_id = $2 WHERE id = $1`
 
 // (sql/accounts.sql)
-const userGetBySlackIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE slack_id = $1`
+const userGetBySlackIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE slack_id = $1`
 
 // (sql/accounts.sql)
-const userGetByEmailSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE lower(email) = lower($1)`
+const userSetTelegramIDSQL = `UPDATE users SET telegram_id = $2 WHERE id = $1`
 
 // (sql/accounts.sql)
-const userGetByIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users WHERE id = $1`
+const userGetByTelegramIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE telegram_id = $1`
 
 // (sql/accounts.sql)
-const userListSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '') FROM users ORDER BY email`
+const userGetByEmailSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE lower(email) = lower($1)`
+
+// (sql/accounts.sql)
+const userGetByIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE id = $1`
+
+// (sql/accounts.sql)
+const userListSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users ORDER BY email`
 
 // (sql/accounts.sql)
 const userDeleteSQL = `DELETE FROM users WHERE id = $1`
@@ -197,7 +203,7 @@ const eventListSelect = `SELECT id, action_id::text, kind, actor, channel, at, d
 // SKIP LOCKED lets several processes share the work.
 // (sql/notification.sql)
 const fanOutSQL = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events
-WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated')
+WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated', 'ticket_resolved')
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 // notificationInsertSQL adds one channel's notification of an event, once.
@@ -238,12 +244,18 @@ WHERE n.action_id = $1 ORDER BY n.event_id, n.channel`
 const notificationCountPendingSQL = `SELECT count(*) FROM notifications WHERE state = 'pending'`
 
 // (sql/notification.sql)
-const slackMessageAddSQL = `INSERT INTO slack_messages (action_id, channel, ts, posted_at) VALUES ($1, $2, $3, $4)
+const channelMessageAddSQL = `INSERT INTO channel_messages (action_id, kind, address, ref, sent_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT DO NOTHING`
 
 // (sql/notification.sql)
-const slackMessageListSQL = `SELECT action_id::text, channel, ts, posted_at FROM slack_messages
-WHERE action_id = $1 ORDER BY posted_at, channel, ts`
+const channelMessageListSQL = `SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
+WHERE action_id = $1 ORDER BY sent_at, kind, address, ref`
+
+// channelMessagesOfSQL reads the messages of the fan-out's batch of
+// actions, so that a decision reaches every channel that told of one.
+// (sql/notification.sql)
+const channelMessagesOfSQL = `SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
+WHERE action_id = ANY($1::uuid[]) ORDER BY sent_at, kind, address, ref`
 
 // (sql/overview.sql)
 const sqlPendingByTool = `SELECT tool, count(*), min(created_at) FROM actions

@@ -24,11 +24,73 @@ type Notification struct {
 	Attempt    int // 1 on the first try
 }
 
-// Notifier delivers notifications to one kind of channel ("slack", "email", "webhook").
+// Notifier delivers notifications to one kind of channel: what the outbox's sender calls.
 // Notify returns nil once the channel accepted the notification; any error is retried with
 // backoff. A *RetryAfterError asks for the retry no earlier than its delay (Slack's 429).
+// A channel kind implements Channel; maintenance.ChannelNotifier makes it a Notifier.
 type Notifier interface {
 	Notify(ctx context.Context, n Notification) error
+}
+
+// Channel is one kind of notification channel (slack, email, webhook, teams, telegram,
+// pagerduty), as the outbox drives it: each kind is one package that renders a
+// notification into its own message type M, sends it, and brings what it sent up to date
+// once the action is decided. The outbox keeps the rest (what was sent, retries, the race
+// between a message and the decision), so a new channel is one package and its settings.
+type Channel[M any] interface {
+	// Render builds what n says from the action as it is now: the message Send posts or
+	// Update writes over what was sent.
+	Render(n Notification) (M, error)
+	// Send delivers m as a new message. A message the kind can bring up to date later comes
+	// back with its Ref (Slack's ts, Telegram's message id, PagerDuty's dedup key), which the
+	// outbox records; a zero Sent is a message that stays as it is (an email).
+	Send(ctx context.Context, n Notification, m M) (Sent, error)
+	// Update tells of n (a decision, an outcome or a ticket's resolution) where the channel
+	// told of the action before: sent are the messages recorded for the action in n's
+	// channel, oldest first, perhaps none. A kind that edits rewrites them all (and sends m
+	// anew when there are none); one that cannot change what it sent sends m as a new
+	// message. Whatever it sends anew it returns, as Send does.
+	Update(ctx context.Context, n Notification, sent []ChannelMessage, m M) (Sent, error)
+}
+
+// Sent is what a channel says of a message it sent: where (Address, as the kind names its
+// destination) and the handle that updates it (Ref); a zero Ref keeps no record.
+type Sent struct {
+	Address, Ref string
+}
+
+// ChannelMessage is a message a channel sent for an action and brings up to date once the
+// action is decided: Slack's posts (ts), Telegram's messages (message_id), PagerDuty's
+// incidents (dedup key). Any server process may update it, so it is stored.
+type ChannelMessage struct {
+	ActionID string
+	Kind     string // slack, telegram, pagerduty
+	// Address is where it went, as classify.Channel.Address names it: the Slack channel id,
+	// the Telegram chat id, or the channel's name for kinds whose address is a credential.
+	Address string
+	Ref     string
+	SentAt  time.Time
+}
+
+// ChannelMessages records the messages sent for actions.
+type ChannelMessages interface {
+	// ChannelMessageAdd records m once (adding it again, a repeated notification, keeps
+	// one); ErrNotFound for an unknown action.
+	ChannelMessageAdd(ctx context.Context, m ChannelMessage) error
+	// ChannelMessageList returns the action's messages, oldest first.
+	ChannelMessageList(ctx context.Context, actionID string) ([]ChannelMessage, error)
+}
+
+// Reports reports whether a notification of type typ reports how something ended (a
+// decision, an outcome, a ticket's resolution), which a channel tells by bringing up to
+// date what it sent (Channel.Update), rather than asking for attention (pending, reminder,
+// escalated, ticket.opened), which it tells with a new message (Channel.Send).
+func Reports(typ string) bool {
+	switch typ {
+	case classify.EventActionPending, classify.EventActionReminder, classify.EventActionEscalated, classify.EventTicketOpened:
+		return false
+	}
+	return true
 }
 
 // RetryAfterError is a delivery failure whose receiver said when to try again.
@@ -42,21 +104,6 @@ func (e *RetryAfterError) Error() string {
 }
 
 func (e *RetryAfterError) Unwrap() error { return e.Err }
-
-// SlackMessage is one message posted to Slack for an action; every one of them is updated
-// when the action is decided.
-type SlackMessage struct {
-	ActionID string
-	Channel  string // Slack channel id
-	TS       string // the ts chat.postMessage returned
-	PostedAt time.Time
-}
-
-// SlackMessages records the Slack messages posted for actions.
-type SlackMessages interface {
-	SlackMessageAdd(ctx context.Context, m SlackMessage) error
-	SlackMessageList(ctx context.Context, actionID string) ([]SlackMessage, error)
-}
 
 // NotificationState is where a notification is in its delivery.
 type NotificationState string
@@ -74,7 +121,7 @@ type NotificationRecord struct {
 	ActionID string
 	Type     string // classify.EventTypes
 	Channel  string // the channel's name in the tools file
-	Kind     string // slack, email or webhook
+	Kind     string // the channel's kind: slack, email, webhook, teams, telegram, pagerduty
 	State    NotificationState
 	// Attempts counts claims; a claim is an attempt even when its sender
 	// died before it could say how it went.
@@ -107,8 +154,10 @@ type NotificationFanOutParams struct {
 	Now   time.Time
 	Limit int
 	// Route returns the notifications of one event (the channels that hear
-	// of it); none for an event that tells nobody.
-	Route func(ev Event, a *Action) []NotificationRecord
+	// of it); none for an event that tells nobody. sent are the messages
+	// recorded for the event's action (ChannelMessages), so that a decision
+	// reaches every channel that told of the action.
+	Route func(ev Event, a *Action, sent []ChannelMessage) []NotificationRecord
 }
 
 // NotificationClaimParams take a batch of due notifications for a sender.
@@ -136,7 +185,7 @@ type Outbox interface {
 	// NotificationCountPending counts notifications not yet delivered nor
 	// given up (the queue depth on /metrics).
 	NotificationCountPending(ctx context.Context) (int64, error)
-	SlackMessages
+	ChannelMessages
 }
 
 // The outbox. Every transition already writes an event row in its own
@@ -150,7 +199,8 @@ type Outbox interface {
 // partial index events_fan_out lists the same kinds (the migrations), so
 // that events of other kinds (replays, claims) never enter it.
 var NotifyingEventKinds = []string{EventSubmitted, EventApproved, EventRejected, EventChangesRequested,
-	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated}
+	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated,
+	EventTicketResolved}
 
 // OutcomeEventKind is the event that records an action reaching outcome
 // (done or failed), whoever reported it: the agent, the executor or an
@@ -191,6 +241,8 @@ func NotificationType(ev Event, a *Action) string {
 		return classify.EventActionReminder
 	case EventEscalated:
 		return classify.EventActionEscalated
+	case EventTicketResolved:
+		return classify.EventTicketResolved
 	}
 	return ""
 }

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -171,7 +170,7 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		}
 		if a.State == queue.StatePending && !OneClick(a) {
 			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
-				strings.Join(hiddenParts(a, preview.Of(a)), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
+				strings.Join(hiddenParts(a), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
 		}
 		res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"})
 		if err != nil {

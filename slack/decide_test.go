@@ -75,11 +75,11 @@ func startSlack(t *testing.T, sqlite bool) *slackEnv {
 		Service: queue.Options{WaitRecheck: 2 * time.Second}})
 	st := env.Store
 	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
-	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com", Messages: st})
+	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.notif = map[string]queue.Notifier{"slack": client}
+	e.notif = map[string]queue.Notifier{classify.KindSlack: maintenance.ChannelNotifier[slack.Message](classify.KindSlack, client, st, nil)}
 	if e.in, err = slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, Client: client, Service: e.svc, Actions: st, Staff: st}); err != nil {
 		t.Fatal(err)
 	}
@@ -430,7 +430,7 @@ func TestSlackRefusesUnsignedRequests(t *testing.T) {
 func TestSlackInteractionFromAnotherWorkspaceChangesNothing(t *testing.T) {
 	t.Parallel()
 	slackStores(t, func(t *testing.T, e *slackEnv) {
-		client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com", Messages: e.store})
+		client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com"})
 		if err != nil {
 			t.Fatal(err)
 		}

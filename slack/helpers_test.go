@@ -53,23 +53,25 @@ func blockText(blocks []map[string]any) string {
 }
 
 // messageLog keeps the posted messages as the stores do, in memory: the stores' own
-// behaviour is tested by their conformance suite, not here.
+// behaviour is tested by their conformance suite, not here. now, when set, is the action as
+// ActionGetByID reads it (decided while a message was on its way).
 type messageLog struct {
 	mu   sync.Mutex
-	list []queue.SlackMessage
+	list []queue.ChannelMessage
+	now  *queue.Action
 }
 
-func (l *messageLog) SlackMessageAdd(_ context.Context, m queue.SlackMessage) error {
+func (l *messageLog) ChannelMessageAdd(_ context.Context, m queue.ChannelMessage) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.list = append(l.list, m)
 	return nil
 }
 
-func (l *messageLog) SlackMessageList(_ context.Context, actionID string) ([]queue.SlackMessage, error) {
+func (l *messageLog) ChannelMessageList(_ context.Context, actionID string) ([]queue.ChannelMessage, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var out []queue.SlackMessage
+	var out []queue.ChannelMessage
 	for _, m := range l.list {
 		if m.ActionID == actionID {
 			out = append(out, m)
@@ -78,8 +80,17 @@ func (l *messageLog) SlackMessageList(_ context.Context, actionID string) ([]que
 	return out, nil
 }
 
-func (l *messageLog) all() []queue.SlackMessage {
+func (l *messageLog) ActionGetByID(_ context.Context, id string) (*queue.Action, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return append([]queue.SlackMessage(nil), l.list...)
+	if l.now == nil {
+		return nil, queue.ActionNotFound(id)
+	}
+	return l.now, nil
+}
+
+func (l *messageLog) all() []queue.ChannelMessage {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]queue.ChannelMessage(nil), l.list...)
 }

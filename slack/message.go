@@ -2,7 +2,6 @@ package slack
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -27,28 +26,35 @@ const (
 // decisionBlockID names the actions block that holds the buttons.
 const decisionBlockID = "decision"
 
-// message is what is posted or updated: the notification's fallback line and its blocks.
-type message struct {
+// Message is what is posted or updated: the notification's fallback line and its blocks.
+type Message struct {
 	Text   string
 	Blocks []slackapi.Block
 }
 
 // options are the message as slack-go sends it. The fallback text is escaped like the
 // blocks: Slack reads mrkdwn there too, and a payload's "<!channel>" would ping everyone.
-func (m message) options() []slackapi.MsgOption {
+func (m Message) options() []slackapi.MsgOption {
 	return []slackapi.MsgOption{slackapi.MsgOptionText(m.Text, true), slackapi.MsgOptionBlocks(m.Blocks...)}
 }
 
-// render builds the message for n from the action as it is now: with buttons while it is
+// Render builds the message for n from the action as it is now: with buttons while it is
 // pending, else saying who decided what (the buttons are gone). Approve is offered only when
 // the message shows every field of the payload whole and the action has no warnings;
 // otherwise the message says what it does not show and links to the action page instead, so
 // nobody approves with one click what they could not read.
-func (c *Client) render(n queue.Notification) message {
+func (c *Client) Render(n queue.Notification) (Message, error) {
+	if n.Action == nil {
+		return Message{}, fmt.Errorf("notification %s: no action", n.ID)
+	}
+	return c.render(n), nil
+}
+
+func (c *Client) render(n queue.Notification) Message {
 	a := n.Action
 	p := preview.Of(a)
 	headline := preview.Headline(a)
-	event := eventLabel(n)
+	event := preview.Label(n)
 	blocks := []slackapi.Block{
 		slackapi.NewSectionBlock(mrkdwn(fmt.Sprintf("*%s* · %s\n*%s*", escape(event), toolName(a.Tool), escapeText(headline))), nil, nil),
 	}
@@ -56,7 +62,7 @@ func (c *Client) render(n queue.Notification) message {
 		blocks = append(blocks, slackapi.NewSectionBlock(nil, fields, nil))
 	}
 	pending := a.State == queue.StatePending && n.Type != classify.EventTicketOpened
-	hidden := hiddenParts(a, p)
+	hidden := hiddenParts(a)
 	if pending && len(hidden) > 0 {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(strings.Join(hidden, "; "))+
 			". Review the action in approvals before approving it."), nil, nil))
@@ -81,11 +87,11 @@ func (c *Client) render(n queue.Notification) message {
 			slackapi.NewButtonBlockElement(ButtonReject, a.ID, plain("Reject")).WithStyle(slackapi.StyleDanger),
 			slackapi.NewButtonBlockElement(ButtonRequestChanges, a.ID, plain("Request changes")),
 		))
-		return message{Text: text, Blocks: blocks}
+		return Message{Text: text, Blocks: blocks}
 	}
 	outcome := Outcome(a)
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(outcome), nil, nil))
-	return message{Text: fmt.Sprintf("%s: %s", a.Tool, headline) + " — " + plainOutcome(a), Blocks: blocks}
+	return Message{Text: fmt.Sprintf("%s: %s", a.Tool, headline) + " — " + plainOutcome(a), Blocks: blocks}
 }
 
 // Slack's limits on one section's fields, as the message uses them.
@@ -94,74 +100,17 @@ const (
 	maxFieldRunes = 1800
 )
 
+// room is what a Slack message shows of a preview: Slack allows ten fields of a section,
+// of at most 2000 characters each.
+var room = preview.Room{Fields: maxFields, FieldRunes: maxFieldRunes}
+
 // OneClick reports whether a Slack message may offer to approve a with one click: it shows
 // every field of the payload whole and a has no warnings. The interactions endpoint asks
 // again when Approve is pressed, so a message posted under other rules decides nothing more.
-func OneClick(a *queue.Action) bool { return len(hiddenParts(a, preview.Of(a))) == 0 }
+func OneClick(a *queue.Action) bool { return len(hiddenParts(a)) == 0 }
 
-// hiddenParts says, in words for the message, what it does not show of a whole ("2 more
-// fields (customer_id, topic)", "invisible characters"); nil when it shows everything.
-func hiddenParts(a *queue.Action, p preview.Preview) []string {
-	var out []string
-	if len(a.Spec.Preview) == 0 {
-		out = append(out, "the payload (this tool has no preview)")
-	} else if payload, err := queue.DecodeObject(a.Payload); err != nil {
-		out = append(out, "the payload")
-	} else if hides := a.Spec.PreviewHides(payload); len(hides) > 0 {
-		out = append(out, countOf(len(hides), "more field", "more fields")+" ("+listSome(hides, 5)+")")
-	}
-	if extra := len(p.Fields) - maxFields; extra > 0 {
-		out = append(out, countOf(extra, "more preview field", "more preview fields"))
-	}
-	var cut []string
-	for i, f := range p.Fields {
-		if i < maxFields && utf8.RuneCountInString(f.Value) > maxFieldRunes {
-			cut = append(cut, f.Name)
-		}
-	}
-	if len(cut) > 0 {
-		out = append(out, "the end of "+listSome(cut, 5)+" (cut at "+strconv.Itoa(maxFieldRunes)+" characters)")
-	}
-	if title := strings.TrimSpace(p.Title); title != "" && preview.Headline(a) != title {
-		out = append(out, "the end of the title")
-	}
-	for _, w := range a.Warnings {
-		out = append(out, warningWords(w))
-	}
-	return out
-}
-
-func countOf(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return strconv.Itoa(n) + " " + many
-}
-
-// listSome names the first n of names, and how many more there are.
-func listSome(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
-	}
-	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
-}
-
-// warningWords names a warning for people: invisible_characters is "invisible characters".
-func warningWords(w string) string { return strings.ReplaceAll(w, "_", " ") }
-
-func eventLabel(n queue.Notification) string {
-	switch {
-	case n.Type == classify.EventTicketOpened:
-		return "Ticket opened"
-	case n.Action.State != queue.StatePending:
-		return "Approval request"
-	case n.Type == classify.EventActionReminder:
-		return "Reminder: approval needed"
-	case n.Type == classify.EventActionEscalated:
-		return "Escalated: approval needed"
-	}
-	return "Approval needed"
-}
+// hiddenParts says what a Slack message does not show of a whole (preview.Hidden).
+func hiddenParts(a *queue.Action) []string { return preview.Hidden(a, room) }
 
 // Outcome says in Slack mrkdwn who decided what and when, and how it ended.
 func Outcome(a *queue.Action) string {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/slack/slacktest"
@@ -20,12 +21,16 @@ const channelID = "C0APPROVALS"
 
 var postedAt = time.Date(2026, 3, 4, 5, 0, 0, 0, time.UTC)
 
-func newClient(t *testing.T, f *slacktest.Server, log *messageLog, token string) *slack.Client {
+// newClient is the Slack channel as the outbox drives it, recording its messages in log.
+func newClient(t *testing.T, f *slacktest.Server, log *messageLog, token string) queue.Notifier {
 	t.Helper()
-	c, err := slack.New(slack.Config{
-		BotToken: token, APIURL: f.APIURL(), PublicURL: "https://approvals.example.com/",
-		Messages: log, Now: func() time.Time { return postedAt },
-	})
+	return maintenance.ChannelNotifier[slack.Message](classify.KindSlack, newAPI(t, f, token), log, func() time.Time { return postedAt })
+}
+
+// newAPI is the Slack client itself.
+func newAPI(t *testing.T, f *slacktest.Server, token string) *slack.Client {
+	t.Helper()
+	c, err := slack.New(slack.Config{BotToken: token, APIURL: f.APIURL(), PublicURL: "https://approvals.example.com/"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,7 +102,7 @@ func TestPendingPostsMessageWithButtons(t *testing.T) {
 		t.Errorf("payload text reaches Slack unescaped (a channel-wide mention):\n%s", text)
 	}
 	got := log.all()
-	if len(got) != 1 || got[0] != (queue.SlackMessage{ActionID: a.ID, Channel: channelID, TS: got[0].TS, PostedAt: postedAt}) || got[0].TS == "" {
+	if len(got) != 1 || got[0] != (queue.ChannelMessage{ActionID: a.ID, Kind: classify.KindSlack, Address: channelID, Ref: got[0].Ref, SentAt: postedAt}) || got[0].Ref == "" {
 		t.Fatalf("recorded %+v, want the posted message", got)
 	}
 }
@@ -140,7 +145,7 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	if reminder := f.Calls("chat.postMessage")[1]; !strings.Contains(reminder.Form.Get("text"), "Reminder") || len(buttons(reminder.Blocks())) != 3 {
 		t.Fatalf("reminder text %q buttons %v", reminder.Form.Get("text"), buttons(reminder.Blocks()))
 	}
-	_ = log.SlackMessageAdd(ctx, queue.SlackMessage{ActionID: a.ID, Channel: "C0OTHER", TS: "1.0"})
+	_ = log.ChannelMessageAdd(ctx, queue.ChannelMessage{ActionID: a.ID, Kind: classify.KindSlack, Address: "C0OTHER", Ref: "1.0"})
 
 	approved := decided(a, queue.StateApproved, "user:ann@example.com", "")
 	if err := c.Notify(ctx, notification("n3", classify.EventActionApproved, approved)); err != nil {
@@ -165,7 +170,7 @@ func TestDecisionUpdatesEveryMessage(t *testing.T) {
 	}
 	var want []string
 	for _, m := range log.all()[:2] {
-		want = append(want, m.Channel+"/"+m.TS)
+		want = append(want, m.Address+"/"+m.Ref)
 	}
 	if !slices.Equal(ts, want) {
 		t.Fatalf("updated %v, want exactly the channel's messages %v", ts, want)
@@ -234,7 +239,7 @@ func TestSlackFailures(t *testing.T) {
 			a := pendingAction()
 			n := notification("n1", classify.EventActionPending, a)
 			if tc.method == "chat.update" {
-				_ = log.SlackMessageAdd(context.Background(), queue.SlackMessage{ActionID: a.ID, Channel: channelID, TS: "1.5"})
+				_ = log.ChannelMessageAdd(context.Background(), queue.ChannelMessage{ActionID: a.ID, Kind: classify.KindSlack, Address: channelID, Ref: "1.5"})
 				n = notification("n2", classify.EventActionRejected, decided(a, queue.StateRejected, "user:bob@example.com", "no"))
 			}
 			if tc.method != "" {
@@ -261,7 +266,7 @@ func TestSlackFailures(t *testing.T) {
 func TestOpenNoteModal(t *testing.T) {
 	t.Parallel()
 	f := slacktest.New(t, botToken)
-	c := newClient(t, f, &messageLog{}, botToken)
+	c := newAPI(t, f, botToken)
 	if err := c.OpenNoteModal(context.Background(), "T-1.2.3", slack.ButtonRequestChanges, "0190a-7"); err != nil {
 		t.Fatalf("OpenNoteModal: %v", err)
 	}
@@ -311,7 +316,7 @@ func TestOpenNoteModal(t *testing.T) {
 func TestEphemeral(t *testing.T) {
 	t.Parallel()
 	f := slacktest.New(t, botToken)
-	c := newClient(t, f, &messageLog{}, botToken)
+	c := newAPI(t, f, botToken)
 	if err := c.Ephemeral(context.Background(), f.ResponseURL(), "You may not decide this action."); err != nil {
 		t.Fatalf("Ephemeral: %v", err)
 	}
@@ -327,12 +332,6 @@ func TestEphemeral(t *testing.T) {
 	}
 }
 
-// actionsNow answers the action as it is now: decided while the pending
-// message was on its way.
-type actionsNow struct{ a *queue.Action }
-
-func (r actionsNow) ActionGetByID(context.Context, string) (*queue.Action, error) { return r.a, nil }
-
 // A message posted with buttons for an action that was decided while it
 // was on its way (the decision's update, in another process, found nothing
 // recorded) is updated by its poster to the decided form.
@@ -340,15 +339,8 @@ func TestPostedWhileDecidedIsUpdated(t *testing.T) {
 	t.Parallel()
 	f, log := slacktest.New(t, botToken), &messageLog{}
 	a := pendingAction()
-	c, err := slack.New(slack.Config{
-		BotToken: botToken, APIURL: f.APIURL(), PublicURL: "https://approvals.example.com/",
-		Messages: log, Now: func() time.Time { return postedAt },
-		Actions: actionsNow{decided(a, queue.StateApproved, "user:ann@example.com", "")},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
+	log.now = decided(a, queue.StateApproved, "user:ann@example.com", "")
+	if err := newClient(t, f, log, botToken).Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
 		t.Fatal(err)
 	}
 	posts, updates := f.Calls("chat.postMessage"), f.Calls("chat.update")
@@ -358,7 +350,7 @@ func TestPostedWhileDecidedIsUpdated(t *testing.T) {
 	if len(updates) != 1 || len(buttons(updates[0].Blocks())) != 0 || !strings.Contains(blockText(updates[0].Blocks()), "Approved") {
 		t.Fatalf("the posted message was not updated to the decided form: %d updates", len(updates))
 	}
-	if updates[0].Form.Get("ts") != log.all()[0].TS {
-		t.Fatalf("updated ts %q, recorded %q", updates[0].Form.Get("ts"), log.all()[0].TS)
+	if updates[0].Form.Get("ts") != log.all()[0].Ref {
+		t.Fatalf("updated ts %q, recorded %q", updates[0].Form.Get("ts"), log.all()[0].Ref)
 	}
 }

@@ -11,7 +11,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 )
 
-const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')`
+const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)`
 
 func scanUser(sc scanner) (*accounts.User, error) {
 	var (
@@ -19,7 +19,7 @@ func scanUser(sc scanner) (*accounts.User, error) {
 		role               string
 		created, pwChanged string
 	)
-	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged, &u.SlackID); err != nil {
+	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged, &u.SlackID, &u.TelegramID); err != nil {
 		return nil, err
 	}
 	u.Role = accounts.Role(role)
@@ -68,9 +68,10 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
 		emailTaken = false
-		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
-		VALUES (?, ?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed), slackIDArg(u.SlackID)))
-		if isUniqueViolation(err) && isSlackIDViolation(err) {
+		nu, err = scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id, telegram_id)
+		VALUES (?, ?, ?, ?, ?, ?, ?) RETURNING `+userColumns, u.Email, u.PasswordHash, string(u.Role), fmtTime(created), fmtTime(changed),
+			slackIDArg(u.SlackID), telegramIDArg(u.TelegramID)))
+		if isUniqueViolation(err) && (isSlackIDViolation(err) || isTelegramIDViolation(err)) {
 			var one int
 			switch qerr := tx.QueryRowContext(ctx, `SELECT 1 FROM users WHERE lower(email) = lower(?)`, u.Email).Scan(&one); {
 			case qerr == nil:
@@ -86,6 +87,9 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 	}
 	if isUniqueViolation(err) && isSlackIDViolation(err) {
 		return nil, fmt.Errorf("user %s: slack id %s: %w", u.Email, u.SlackID, accounts.ErrSlackIDTaken)
+	}
+	if isUniqueViolation(err) && isTelegramIDViolation(err) {
+		return nil, fmt.Errorf("user %s: telegram id %d: %w", u.Email, u.TelegramID, accounts.ErrTelegramIDTaken)
 	}
 	if isUniqueViolation(err) {
 		return nil, fmt.Errorf("user %s: %w", u.Email, accounts.ErrExists)
@@ -111,9 +115,13 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
 	err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?, role = ?,
-    slack_id = coalesce(?, slack_id)`, hash, fmtTime(now), string(role), slackIDArg(slackID))
+    slack_id = coalesce(?, slack_id), telegram_id = coalesce(?, telegram_id)`, hash, fmtTime(now), string(role),
+		slackIDArg(slackID), telegramIDArg(p.TelegramID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("update user %d: slack id %s: %w", id, slackID, err)
+	}
+	if errors.Is(err, accounts.ErrTelegramIDTaken) {
+		return fmt.Errorf("update user %d: telegram id %d: %w", id, p.TelegramID, err)
 	}
 	if err != nil {
 		return fmt.Errorf("update user %d: %w", id, err)
@@ -128,6 +136,9 @@ func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) err
 func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set string, args ...any) error {
 	return s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET `+set+` WHERE id = ?`, append(args, id)...))
+		if isUniqueViolation(err) && isTelegramIDViolation(err) {
+			return accounts.ErrTelegramIDTaken
+		}
 		if isUniqueViolation(err) {
 			return accounts.ErrSlackIDTaken
 		}
@@ -186,6 +197,43 @@ func slackIDArg(slackID string) any {
 // and the index of an expression index ("index 'users_email'").
 func isSlackIDViolation(err error) bool {
 	return strings.Contains(err.Error(), "users.slack_id")
+}
+
+// isTelegramIDViolation tells a unique violation of users_telegram_id.
+func isTelegramIDViolation(err error) bool {
+	return strings.Contains(err.Error(), "users.telegram_id")
+}
+
+// UserSetTelegramID sets or clears the user's Telegram id; the partial
+// unique index users_telegram_id keeps one user per id.
+func (s *Store) UserSetTelegramID(ctx context.Context, p accounts.UserSetTelegramIDParams) error {
+	n, err := s.exec(ctx, `UPDATE users SET telegram_id = ? WHERE id = ?`, telegramIDArg(p.TelegramID), p.ID)
+	if isUniqueViolation(err) {
+		return fmt.Errorf("telegram id %d: %w", p.TelegramID, accounts.ErrTelegramIDTaken)
+	}
+	if err == nil && n == 0 {
+		err = accounts.ErrNotFound
+	}
+	if err != nil {
+		return fmt.Errorf("set telegram id of user %d: %w", p.ID, err)
+	}
+	return nil
+}
+
+// telegramIDArg is a Telegram id as stored: NULL when unset (0).
+func telegramIDArg(id int64) any {
+	if id == 0 {
+		return nil
+	}
+	return id
+}
+
+// UserGetByTelegramID finds the user with a Telegram id.
+func (s *Store) UserGetByTelegramID(ctx context.Context, telegramID int64) (*accounts.User, error) {
+	if telegramID == 0 {
+		return nil, fmt.Errorf("no telegram id: %w", accounts.ErrNotFound)
+	}
+	return s.userWhere(ctx, telegramID, `telegram_id = ?`, telegramID)
 }
 
 // UserGetBySlackID finds the user with a Slack id.

@@ -52,7 +52,11 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 			if err != nil {
 				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, err)
 			}
-			for _, r := range route(ev, a) {
+			sent, err := channelMessages(ctx, tx, ev.ActionID)
+			if err != nil {
+				return err
+			}
+			for _, r := range route(ev, a, sent) {
 				if _, err := tx.ExecContext(ctx, `INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)
 	VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (event_id, channel) DO NOTHING`,
 					r.ID, ev.ID, ev.ActionID, r.Type, r.Channel, r.Kind, fmtTime(r.CreatedAt), fmtTime(r.DueAt)); err != nil {
@@ -191,32 +195,39 @@ func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
 	return n, err
 }
 
-// SlackMessageAdd implements queue.SlackMessages.
-func (s *Store) SlackMessageAdd(ctx context.Context, m queue.SlackMessage) error {
-	_, err := s.exec(ctx, `INSERT INTO slack_messages (action_id, channel, ts, posted_at) VALUES (?, ?, ?, ?)
-	ON CONFLICT DO NOTHING`, m.ActionID, m.Channel, m.TS, fmtTime(m.PostedAt))
+// ChannelMessageAdd implements queue.ChannelMessages.
+func (s *Store) ChannelMessageAdd(ctx context.Context, m queue.ChannelMessage) error {
+	_, err := s.exec(ctx, `INSERT INTO channel_messages (action_id, kind, address, ref, sent_at) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING`, m.ActionID, m.Kind, m.Address, m.Ref, fmtTime(m.SentAt))
 	if isForeignKeyViolation(err) {
 		return queue.ActionNotFound(m.ActionID)
 	}
 	return err
 }
 
-// SlackMessageList implements queue.SlackMessages.
-func (s *Store) SlackMessageList(ctx context.Context, actionID string) ([]queue.SlackMessage, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT action_id, channel, ts, posted_at FROM slack_messages
-	WHERE action_id = ? ORDER BY posted_at, channel, ts`, actionID)
+// ChannelMessageList implements queue.ChannelMessages.
+func (s *Store) ChannelMessageList(ctx context.Context, actionID string) ([]queue.ChannelMessage, error) {
+	return channelMessages(ctx, s.read, actionID)
+}
+
+// channelMessagesSQL reads an action's messages, oldest first.
+const channelMessagesSQL = `SELECT action_id, kind, address, ref, sent_at FROM channel_messages
+	WHERE action_id = ? ORDER BY sent_at, kind, address, ref`
+
+func channelMessages(ctx context.Context, q querier, actionID string) ([]queue.ChannelMessage, error) {
+	rows, err := q.QueryContext(ctx, channelMessagesSQL, actionID)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var out []queue.SlackMessage
+	var out []queue.ChannelMessage
 	for rows.Next() {
-		var m queue.SlackMessage
+		var m queue.ChannelMessage
 		var at string
-		if err := rows.Scan(&m.ActionID, &m.Channel, &m.TS, &at); err != nil {
+		if err := rows.Scan(&m.ActionID, &m.Kind, &m.Address, &m.Ref, &at); err != nil {
 			return nil, err
 		}
-		if m.PostedAt, err = parseTime(at); err != nil {
+		if m.SentAt, err = parseTime(at); err != nil {
 			return nil, err
 		}
 		out = append(out, m)

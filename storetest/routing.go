@@ -11,8 +11,61 @@ import (
 )
 
 // routingTests cover what approval routing stores beside the decisions:
-// Slack ids of users and the Slack messages posted for actions.
+// Slack and Telegram ids of users and the messages channels sent for
+// actions.
 var routingTests = []test{
+	{"TelegramIDs", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		ann := createUser(t, s, "ann@example.com", accounts.RoleApprover, at(0))
+		bob := createUser(t, s, "bob@example.com", accounts.RoleApprover, at(0))
+		eq(t, ann.TelegramID, int64(0), "a new user has no Telegram id")
+		if _, err := s.UserGetByTelegramID(ctx, 0); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("Telegram id 0: %v, want ErrNotFound", err)
+		}
+		noErr(t, s.UserSetTelegramID(ctx, accounts.UserSetTelegramIDParams{ID: ann.ID, TelegramID: 5001}), "set ann's Telegram id")
+		got, err := s.UserGetByTelegramID(ctx, 5001)
+		noErr(t, err, "find ann by Telegram id")
+		eq(t, got.Email, "ann@example.com", "found user")
+		eq(t, got.TelegramID, int64(5001), "found user's Telegram id")
+		if err := s.UserSetTelegramID(ctx, accounts.UserSetTelegramIDParams{ID: bob.ID, TelegramID: 5001}); !errors.Is(err, accounts.ErrTelegramIDTaken) {
+			t.Fatalf("a second user with ann's Telegram id: %v, want ErrTelegramIDTaken", err)
+		}
+		// Create and update refuse a taken id whole, and a taken email wins.
+		if _, err := s.UserCreate(ctx, &accounts.User{Email: "cara@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), TelegramID: 5001}); !errors.Is(err, accounts.ErrTelegramIDTaken) {
+			t.Fatalf("create a user with ann's Telegram id: %v, want ErrTelegramIDTaken", err)
+		}
+		if _, err := s.UserGetByEmail(ctx, "cara@example.com"); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("the refused user exists: %v", err)
+		}
+		if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), TelegramID: 5001}); !errors.Is(err, accounts.ErrExists) {
+			t.Fatalf("create ann again with her own Telegram id: %v, want ErrExists", err)
+		}
+		dan, err := s.UserCreate(ctx, &accounts.User{Email: "dan@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+			CreatedAt: at(0), TelegramID: 5004})
+		noErr(t, err, "create dan with a Telegram id")
+		eq(t, dan.TelegramID, int64(5004), "created user's Telegram id")
+		if err := s.UserUpdate(ctx, accounts.UserUpdateParams{ID: bob.ID, PasswordHash: "new", Role: accounts.RoleApprover,
+			TelegramID: 5001, Now: at(time.Minute)}); !errors.Is(err, accounts.ErrTelegramIDTaken) {
+			t.Fatalf("update bob with ann's Telegram id: %v, want ErrTelegramIDTaken", err)
+		}
+		u, err := s.UserGetByEmail(ctx, "bob@example.com")
+		noErr(t, err, "get bob")
+		eq(t, u.PasswordHash, bob.PasswordHash, "a refused update changes nothing")
+		noErr(t, s.UserUpdate(ctx, accounts.UserUpdateParams{ID: bob.ID, PasswordHash: "new", Role: accounts.RoleApprover,
+			TelegramID: 5002, Now: at(time.Minute)}), "update bob's Telegram id")
+		noErr(t, s.UserUpdate(ctx, accounts.UserUpdateParams{ID: bob.ID, PasswordHash: "newer", Role: accounts.RoleApprover,
+			Now: at(time.Minute)}), "update bob without a Telegram id")
+		u, err = s.UserGetByTelegramID(ctx, 5002)
+		noErr(t, err, "bob keeps his Telegram id")
+		eq(t, u.Email, "bob@example.com", "found bob")
+		if err := s.UserSetTelegramID(ctx, accounts.UserSetTelegramIDParams{ID: 999999, TelegramID: 9}); !errors.Is(err, accounts.ErrNotFound) {
+			t.Fatalf("Telegram id of an unknown user: %v, want ErrNotFound", err)
+		}
+		noErr(t, s.UserSetTelegramID(ctx, accounts.UserSetTelegramIDParams{ID: ann.ID}), "clear ann's Telegram id")
+		noErr(t, s.UserSetTelegramID(ctx, accounts.UserSetTelegramIDParams{ID: bob.ID, TelegramID: 5001}), "the cleared id is free again")
+	}},
 	{"SlackIDs", func(t *testing.T, s Store) {
 		ctx := t.Context()
 		ann := createUser(t, s, "ann@example.com", accounts.RoleApprover, at(0))
@@ -69,25 +122,38 @@ var routingTests = []test{
 		noErr(t, err, "get bob")
 		eq(t, u.SlackID, "U1", "UserGetByEmail reads the Slack id")
 	}},
-	{"SlackMessages", func(t *testing.T, s Store) {
+	{"ChannelMessages", func(t *testing.T, s Store) {
 		ctx := t.Context()
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "slack:1", at(0))
-		for _, m := range []queue.SlackMessage{
-			{ActionID: a.ID, Channel: "C2", TS: "2.0", PostedAt: at(2 * time.Second)},
-			{ActionID: a.ID, Channel: "C1", TS: "1.0", PostedAt: at(time.Second)},
-			{ActionID: a.ID, Channel: "C1", TS: "1.0", PostedAt: at(time.Second)}, // a repeated notification
+		for _, m := range []queue.ChannelMessage{
+			{ActionID: a.ID, Kind: classify.KindSlack, Address: "C2", Ref: "2.0", SentAt: at(2 * time.Second)},
+			{ActionID: a.ID, Kind: classify.KindSlack, Address: "C1", Ref: "1.0", SentAt: at(time.Second)},
+			{ActionID: a.ID, Kind: classify.KindSlack, Address: "C1", Ref: "1.0", SentAt: at(time.Second)}, // a repeated notification
+			// The same address and ref of another kind is another message.
+			{ActionID: a.ID, Kind: classify.KindTelegram, Address: "C1", Ref: "1.0", SentAt: at(3 * time.Second)},
+			{ActionID: a.ID, Kind: classify.KindPagerDuty, Address: "pd", Ref: a.ID, SentAt: at(4 * time.Second)},
 		} {
-			noErr(t, s.SlackMessageAdd(ctx, m), "add Slack message")
+			noErr(t, s.ChannelMessageAdd(ctx, m), "add channel message")
 		}
-		list, err := s.SlackMessageList(ctx, a.ID)
-		noErr(t, err, "list Slack messages")
-		eq(t, len(list), 2, "messages")
-		eq(t, list[0].TS, "1.0", "oldest first")
-		timeEq(t, list[1].PostedAt, at(2*time.Second), "posted at")
+		list, err := s.ChannelMessageList(ctx, a.ID)
+		noErr(t, err, "list channel messages")
+		eq(t, len(list), 4, "messages")
+		eq(t, list[0].Ref, "1.0", "oldest first")
+		eq(t, list[0].Kind, classify.KindSlack, "kind")
+		eq(t, list[2].Kind, classify.KindTelegram, "the other kind's message")
+		eq(t, list[3].Address, "pd", "address")
+		timeEq(t, list[1].SentAt, at(2*time.Second), "sent at")
 		for _, id := range []string{queue.NewID(at(0)), "not-a-uuid"} {
-			if err := s.SlackMessageAdd(ctx, queue.SlackMessage{ActionID: id, Channel: "C1", TS: "3.0", PostedAt: at(0)}); !errors.Is(err, queue.ErrNotFound) {
+			if err := s.ChannelMessageAdd(ctx, queue.ChannelMessage{ActionID: id, Kind: classify.KindSlack, Address: "C1", Ref: "3.0", SentAt: at(0)}); !errors.Is(err, queue.ErrNotFound) {
 				t.Fatalf("message for unknown action %q: %v, want ErrNotFound", id, err)
 			}
+		}
+		if err := s.ChannelMessageAdd(ctx, queue.ChannelMessage{ActionID: a.ID, Kind: classify.KindEmail, Address: "x", Ref: "1", SentAt: at(0)}); err == nil {
+			t.Fatal("a message of a kind that updates nothing (email) was stored")
+		}
+		other := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "slack:2", at(0))
+		if list, err := s.ChannelMessageList(ctx, other.ID); err != nil || len(list) != 0 {
+			t.Fatalf("another action's messages: %v (%v), want none", list, err)
 		}
 	}},
 }

@@ -17,11 +17,21 @@ type UsersView struct {
 
 // UserRow is one staff user.
 type UserRow struct {
-	ID        int64
-	Email     string
-	Role      string
-	SlackID   string
-	CreatedAt time.Time
+	ID      int64
+	Email   string
+	Role    string
+	SlackID string
+	// TelegramID is 0 when unset.
+	TelegramID int64
+	CreatedAt  time.Time
+}
+
+// telegramID shows a Telegram id, or nothing when unset.
+func telegramID(id int64) string {
+	if id == 0 {
+		return ""
+	}
+	return strconv.FormatInt(id, 10)
 }
 
 // UserForm keeps what was typed when creating a user fails.

@@ -91,6 +91,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/admin/users/:id/password", d.SetUserPassword, with(admin)...)
 	e.POST("/admin/users/:id/remove", d.RemoveUser, with(admin)...)
 	e.POST("/admin/users/:id/slack", d.SetUserSlackID, with(admin)...)
+	e.POST("/admin/users/:id/telegram", d.SetUserTelegramID, with(admin)...)
 	e.GET("/admin/tokens", d.Tokens, with(admin)...)
 
 	// Deciding in Slack: no session and, deliberately, no CSRF check. The
@@ -98,6 +99,9 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	// cookie, and Slack's signature (checked by the handler before anything
 	// else) is what authenticates it.
 	e.POST("/integrations/slack/interactions", s.slackInteractions)
+	// Deciding in Telegram: the same, authenticated by the secret header
+	// Telegram sends (checked by the handler before anything else).
+	e.POST("/integrations/telegram/webhook", s.telegramWebhook)
 	e.POST("/admin/tokens", d.CreateToken, with(admin)...)
 	e.POST("/admin/tokens/revoke", d.RevokeToken, with(admin)...)
 	return nil
@@ -109,6 +113,15 @@ func (s *Server) slackInteractions(c echo.Context) error {
 		return &queue.Error{Code: queue.CodeNotFound, Detail: "Slack is not configured on this server (APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET)"}
 	}
 	s.cfg.SlackInteractions.ServeHTTP(c.Response(), c.Request())
+	return nil
+}
+
+// telegramWebhook hands Telegram's updates to the configured handler.
+func (s *Server) telegramWebhook(c echo.Context) error {
+	if s.cfg.TelegramWebhook == nil {
+		return &queue.Error{Code: queue.CodeNotFound, Detail: "Telegram is not configured on this server (APPROVALS_TELEGRAM_BOT_TOKEN, APPROVALS_TELEGRAM_SECRET)"}
+	}
+	s.cfg.TelegramWebhook.ServeHTTP(c.Response(), c.Request())
 	return nil
 }
 

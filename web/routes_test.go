@@ -42,6 +42,7 @@ var publicRoutes = map[string]string{
 // (slack/decide_test.go).
 var signedRoutes = map[string]string{
 	"POST /integrations/slack/interactions": "Slack's interactions, signed with the Slack signing secret",
+	"POST /integrations/telegram/webhook":   "Telegram's updates, carrying the webhook's secret header",
 }
 
 // routerRoutes returns every route the server registered, as "METHOD
@@ -265,6 +266,10 @@ func dashRoutes() []dashRoute {
 		{"user slack id", "POST /admin/users/:id/slack", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
 			u := d.AddUser(fmt.Sprintf("slack%d@example.com", n), accounts.RoleApprover)
 			return "/admin/users/" + strconv.FormatInt(u.ID, 10) + "/slack", url.Values{"slack_id": {fmt.Sprintf("U%07d", n)}}
+		}, http.StatusSeeOther, admins},
+		{"user telegram id", "POST /admin/users/:id/telegram", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			u := d.AddUser(fmt.Sprintf("telegram%d@example.com", n), accounts.RoleApprover)
+			return "/admin/users/" + strconv.FormatInt(u.ID, 10) + "/telegram", url.Values{"telegram_id": {strconv.Itoa(7000 + n)}}
 		}, http.StatusSeeOther, admins},
 		{"bulk", "POST /actions/bulk", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
 			return "/actions/bulk", url.Values{"ids": {pending(d, n)}, "decision": {"approve"}, "note": {"fine"}}

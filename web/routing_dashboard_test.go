@@ -54,7 +54,7 @@ func startRoutingDashboard(t *testing.T) (*apptest.Dashboard, map[string]queue.N
 	if err != nil {
 		t.Fatal(err)
 	}
-	return d, map[string]queue.Notifier{"webhook": wh}
+	return d, map[string]queue.Notifier{classify.KindWebhook: maintenance.ChannelNotifier[[]byte](classify.KindWebhook, wh, d.Store, nil)}
 }
 
 // submitTool submits a tool of routingDashTools with its slug and text.
@@ -200,4 +200,36 @@ func TestDashboardUserSlackID(t *testing.T) {
 		t.Fatal("the cleared Slack id still finds ann")
 	}
 	d.Login("ann@example.com").Post(path(bob), url.Values{"slack_id": {"U0BOB"}}).WantStatus(t, http.StatusForbidden)
+}
+
+// An admin sets a user's Telegram id on the users page; a malformed or taken id is a 400
+// naming what is wrong; an empty one clears it; others may not.
+func TestDashboardUserTelegramID(t *testing.T) {
+	t.Parallel()
+	d := apptest.StartDashboard(t, apptest.Options{})
+	d.AddUser("admin@example.com", accounts.RoleAdmin)
+	ann := d.AddUser("ann@example.com", accounts.RoleApprover)
+	bob := d.AddUser("bob@example.com", accounts.RoleApprover)
+	admin := d.Login("admin@example.com")
+	path := func(u *accounts.User) string { return "/admin/users/" + strconv.FormatInt(u.ID, 10) + "/telegram" }
+	admin.Post(path(ann), url.Values{"telegram_id": {"123456789"}}).WantRedirect(t, "/admin/users?done=telegram")
+	admin.Get("/admin/users").WantContains(t, `value="123456789"`)
+	for _, tc := range []struct{ id, want string }{
+		{"@ann", "not a Telegram user id"},
+		{"-5", "not a Telegram user id"},
+		{"99999999999999999999999", "not a Telegram user id"},
+		{"123456789", "belongs to another user"},
+	} {
+		res := admin.Post(path(bob), url.Values{"telegram_id": {tc.id}})
+		res.WantStatus(t, http.StatusBadRequest)
+		res.WantContains(t, tc.want)
+	}
+	if u, err := d.Store.UserGetByTelegramID(context.Background(), 123456789); err != nil || u.Email != "ann@example.com" {
+		t.Fatalf("123456789 is %v (%v), want ann", u, err)
+	}
+	admin.Post(path(ann), url.Values{"telegram_id": {""}}).WantRedirect(t, "/admin/users?done=telegram")
+	if _, err := d.Store.UserGetByTelegramID(context.Background(), 123456789); err == nil {
+		t.Fatal("the cleared Telegram id still finds ann")
+	}
+	d.Login("ann@example.com").Post(path(bob), url.Values{"telegram_id": {"5"}}).WantStatus(t, http.StatusForbidden)
 }

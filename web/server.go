@@ -40,6 +40,10 @@ type Config struct {
 	// (slack.Interactions); nil: Slack is not configured and the
 	// route answers 404 saying so.
 	SlackInteractions http.Handler
+	// TelegramWebhook serves POST /integrations/telegram/webhook
+	// (telegram.Webhook); nil: Telegram is not configured, and the route
+	// answers 404 saying so.
+	TelegramWebhook http.Handler
 	// SessionMaxAge is how long a dashboard sign-in lasts; default 12h.
 	SessionMaxAge time.Duration
 	// SecureCookies marks the session cookie Secure even on plain HTTP (TLS

@@ -12,6 +12,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/telegram"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -33,12 +34,13 @@ func migrateCmd(ctx context.Context, args []string, stdout io.Writer) error {
 
 func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	if len(args) == 0 || args[0] != "add" {
-		return errors.New("usage: approvals user add --email EMAIL --role ROLE [--slack-id U123] [--update] (password on stdin)")
+		return errors.New("usage: approvals user add --email EMAIL --role ROLE [--slack-id U123] [--telegram-id N] [--update] (password on stdin)")
 	}
 	var (
 		c           config
 		email, role string
 		slackID     string
+		telegramID  string
 		update      bool
 	)
 	fs := cli.NewFlags("user add")
@@ -46,6 +48,7 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	fs.StringVar(&email, "email", "", "email address")
 	fs.StringVar(&role, "role", "", "admin, approver, ops or viewer")
 	fs.StringVar(&slackID, "slack-id", "", "the user's Slack member id (U0123ABCD), to decide in Slack")
+	fs.StringVar(&telegramID, "telegram-id", "", "the user's Telegram user id (123456789), to decide in Telegram")
 	fs.BoolVar(&update, "update", false, "update an existing user's password and role")
 	if err := cli.ParseFlags(fs, args[1:]); err != nil {
 		return err
@@ -60,6 +63,10 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	if err := accounts.ValidateSlackID(slackID); err != nil {
 		return fmt.Errorf("--slack-id: %w", err)
+	}
+	tgID, err := accounts.ParseTelegramID(telegramID)
+	if err != nil {
+		return fmt.Errorf("--telegram-id: %w", err)
 	}
 	line, err := bufio.NewReader(stdin).ReadString('\n')
 	if err != nil && !errors.Is(err, io.EOF) {
@@ -79,15 +86,17 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	}
 	defer st.Close()
 	now := time.Now().UTC()
-	// The user and its Slack id are one row written by one statement, so a
-	// taken Slack id creates nothing, however many run at once.
-	_, err = st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now, SlackID: slackID})
+	// The user and its Slack and Telegram ids are one row written by one
+	// statement, so a taken id creates nothing, however many run at once.
+	_, err = st.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: r, CreatedAt: now, SlackID: slackID, TelegramID: tgID})
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
 		return nil
 	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not created", slackID, email)
+	case errors.Is(err, accounts.ErrTelegramIDTaken):
+		return fmt.Errorf("--telegram-id %d belongs to another user already; user %s was not created", tgID, email)
 	case !errors.Is(err, accounts.ErrExists):
 		return err
 	case !update:
@@ -97,11 +106,14 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	if err != nil {
 		return err
 	}
-	// One transaction: a taken Slack id (the one change another user can
-	// refuse) changes nothing.
-	err = st.UserUpdate(ctx, accounts.UserUpdateParams{ID: u.ID, PasswordHash: hash, Role: r, SlackID: slackID, Now: now})
+	// One transaction: a taken Slack or Telegram id (the changes another
+	// user can refuse) changes nothing.
+	err = st.UserUpdate(ctx, accounts.UserUpdateParams{ID: u.ID, PasswordHash: hash, Role: r, SlackID: slackID, TelegramID: tgID, Now: now})
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not changed", slackID, email)
+	}
+	if errors.Is(err, accounts.ErrTelegramIDTaken) {
+		return fmt.Errorf("--telegram-id %d belongs to another user already; user %s was not changed", tgID, email)
 	}
 	if err != nil {
 		return err
@@ -218,4 +230,39 @@ func prefixLines(prefix string, err error) error {
 		lines[i] = prefix + lines[i]
 	}
 	return errors.New(strings.Join(lines, "\n"))
+}
+
+// telegramCmd registers the webhook with Telegram: setWebhook with
+// {APPROVALS_PUBLIC_URL}/integrations/telegram/webhook and the secret that
+// every update must carry.
+func telegramCmd(ctx context.Context, args []string, stdout io.Writer) error {
+	if len(args) == 0 || args[0] != "set-webhook" {
+		return errors.New("usage: approvals telegram set-webhook (APPROVALS_TELEGRAM_BOT_TOKEN, APPROVALS_TELEGRAM_SECRET, APPROVALS_PUBLIC_URL)")
+	}
+	if err := cli.ParseFlags(cli.NewFlags("telegram set-webhook"), args[1:]); err != nil {
+		return err
+	}
+	ch, err := readChannelSettings()
+	if err != nil {
+		return err
+	}
+	if !ch.telegramConfigured() {
+		return errors.New("APPROVALS_TELEGRAM_BOT_TOKEN and APPROVALS_TELEGRAM_SECRET must both be set")
+	}
+	public := strings.TrimRight(env("APPROVALS_PUBLIC_URL"), "/")
+	if public == "" {
+		return errors.New("APPROVALS_PUBLIC_URL must be set: Telegram posts updates to {APPROVALS_PUBLIC_URL}/integrations/telegram/webhook")
+	}
+	c, err := telegram.New(telegram.Config{BotToken: ch.TelegramBotToken, APIURL: ch.TelegramAPIURL, PublicURL: public})
+	if err != nil {
+		return err
+	}
+	hook := public + "/integrations/telegram/webhook"
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := c.SetWebhook(ctx, hook, ch.TelegramSecret); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "Telegram sends the bot's updates to %s\n", hook)
+	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/telegram"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
 )
@@ -61,6 +62,10 @@ type channelSettings struct {
 	SlackTeamID, SlackAppID string
 	SMTPURL                 string // APPROVALS_SMTP_URL (it may carry a password)
 	SMTPFrom                string // APPROVALS_SMTP_FROM
+	TelegramBotToken        string // APPROVALS_TELEGRAM_BOT_TOKEN
+	TelegramSecret          string // APPROVALS_TELEGRAM_SECRET, the webhook's secret header
+	TelegramAPIURL          string // APPROVALS_TELEGRAM_API_URL; Telegram's when empty
+	PagerDutyURL            string // APPROVALS_PAGERDUTY_URL; PagerDuty's when empty
 }
 
 // readChannelSettings reads the channel settings; the secrets (and the SMTP
@@ -74,6 +79,8 @@ func readChannelSettings() (channelSettings, error) {
 		{"APPROVALS_SLACK_BOT_TOKEN", &c.SlackBotToken},
 		{"APPROVALS_SLACK_SIGNING_SECRET", &c.SlackSigningSecret},
 		{"APPROVALS_SMTP_URL", &c.SMTPURL},
+		{"APPROVALS_TELEGRAM_BOT_TOKEN", &c.TelegramBotToken},
+		{"APPROVALS_TELEGRAM_SECRET", &c.TelegramSecret},
 	} {
 		v, err := secretEnv(s.name)
 		if err != nil {
@@ -84,7 +91,22 @@ func readChannelSettings() (channelSettings, error) {
 	c.SlackAPIURL = env("APPROVALS_SLACK_API_URL")
 	c.SlackTeamID, c.SlackAppID = env("APPROVALS_SLACK_TEAM_ID"), env("APPROVALS_SLACK_APP_ID")
 	c.SMTPFrom = env("APPROVALS_SMTP_FROM")
+	c.TelegramAPIURL, c.PagerDutyURL = env("APPROVALS_TELEGRAM_API_URL"), env("APPROVALS_PAGERDUTY_URL")
+	if c.TelegramSecret != "" {
+		if err := telegram.ValidateSecret(c.TelegramSecret); err != nil {
+			return c, err
+		}
+	}
+	for name, v := range map[string]string{"APPROVALS_TELEGRAM_API_URL": c.TelegramAPIURL, "APPROVALS_PAGERDUTY_URL": c.PagerDutyURL} {
+		if u, err := url.Parse(v); v != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+			return c, fmt.Errorf("%s %q is not an absolute http or https URL", name, v)
+		}
+	}
 	return c, nil
+}
+
+func (c channelSettings) telegramConfigured() bool {
+	return c.TelegramBotToken != "" && c.TelegramSecret != ""
 }
 
 func (c channelSettings) slackConfigured() bool {
@@ -246,10 +268,11 @@ func loadTools(path, secret string, ch channelSettings) (*classify.Registry, err
 		return classify.Empty(), nil
 	}
 	return classify.Load(path, classify.Options{
-		WebhookSecretSet: secret != "",
-		WebhookSecret:    secret,
-		SlackConfigured:  ch.slackConfigured(),
-		SMTPConfigured:   ch.smtpConfigured(),
+		WebhookSecretSet:   secret != "",
+		WebhookSecret:      secret,
+		SlackConfigured:    ch.slackConfigured(),
+		SMTPConfigured:     ch.smtpConfigured(),
+		TelegramConfigured: ch.telegramConfigured(),
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/telegram/telegramtest"
 )
 
 func TestParseServeConfigRefuses(t *testing.T) {
@@ -202,5 +203,93 @@ func TestUserAddSlackID(t *testing.T) {
 				t.Fatalf("the refused update changed cara: %+v -> %+v (%v)", cara, after, err)
 			}
 		})
+	}
+}
+
+// The channels of section 17 are judged the same way: a Telegram channel without the bot
+// token and secret, a PagerDuty routing key whose variable is unset, a Teams webhook that is
+// not a URL fail tools check naming the channel (never the Teams URL, a credential); a
+// malformed Telegram secret fails the settings.
+func TestNewChannelSettingsJudgeTheToolsFile(t *testing.T) {
+	dir := t.TempDir()
+	tools := filepath.Join(dir, "tools.yaml")
+	if err := os.WriteFile(tools, []byte(`channels:
+  team-telegram: { telegram: { chat_id: "-100123" } }
+  pager: { pagerduty: { routing_key: "${PD_TEST_KEY}" }, events: [ticket.opened] }
+  team-teams: { teams: { webhook: "not a url/workflows/SECRETPATH" } }
+tools:
+  post:
+    class: at-most-once
+    intent: "p:{id}"
+    approval: { notify: [team-telegram, team-teams], escalate_after: 1h, escalate_notify: [pager] }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	err := toolsCmd(t.Context(), []string{"check", tools}, &out)
+	if err == nil {
+		t.Fatal("tools check without the channels' settings passed")
+	}
+	for _, want := range []string{`channel "team-telegram"`, "APPROVALS_TELEGRAM_BOT_TOKEN", `channel "pager"`, "PD_TEST_KEY is not set",
+		`channel "team-teams"`, "teams.webhook"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("tools check: %v\nlacks %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "SECRETPATH") {
+		t.Errorf("tools check shows the Teams webhook: %v", err)
+	}
+	if err := os.WriteFile(tools, []byte(`channels:
+  team-telegram: { telegram: { chat_id: "-100123" } }
+  pager: { pagerduty: { routing_key: "${PD_TEST_KEY}" }, events: [ticket.opened] }
+  team-teams: { teams: { webhook: "https://prod-01.westus.logic.azure.com/workflows/SECRETPATH" } }
+tools:
+  post:
+    class: at-most-once
+    intent: "p:{id}"
+    approval: { notify: [team-telegram, team-teams], escalate_after: 1h, escalate_notify: [pager] }
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("APPROVALS_TELEGRAM_BOT_TOKEN", "7001234567:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0")
+	t.Setenv("APPROVALS_TELEGRAM_SECRET", "a-secret_1")
+	t.Setenv("PD_TEST_KEY", "R0UTINGKEY0123456789abcdefABCDEF")
+	if err := toolsCmd(t.Context(), []string{"check", tools}, &out); err != nil {
+		t.Fatalf("tools check with the settings: %v", err)
+	}
+	t.Setenv("APPROVALS_TELEGRAM_SECRET", "not allowed: spaces")
+	if _, err := parseServeConfig(nil); err == nil || !strings.Contains(err.Error(), "APPROVALS_TELEGRAM_SECRET") {
+		t.Fatalf("a malformed Telegram secret: %v", err)
+	}
+}
+
+// approvals telegram set-webhook registers {APPROVALS_PUBLIC_URL}/integrations/telegram/webhook
+// with the secret (a Bot API started by the test); without the settings it says which.
+func TestTelegramSetWebhook(t *testing.T) {
+	const token = "7001234567:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw0"
+	bot := telegramtest.New(t, token)
+	var out, errOut strings.Builder
+	if code := run(t.Context(), []string{"telegram", "set-webhook"}, strings.NewReader(""), &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "APPROVALS_TELEGRAM_BOT_TOKEN") {
+		t.Fatalf("without settings: exit %d, %q", code, errOut.String())
+	}
+	t.Setenv("APPROVALS_TELEGRAM_BOT_TOKEN", token)
+	t.Setenv("APPROVALS_TELEGRAM_SECRET", "the-secret_1")
+	t.Setenv("APPROVALS_TELEGRAM_API_URL", bot.URL)
+	t.Setenv("APPROVALS_PUBLIC_URL", "https://approvals.example.com/")
+	out.Reset()
+	errOut.Reset()
+	if code := run(t.Context(), []string{"telegram", "set-webhook"}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("set-webhook: exit %d, %q", code, errOut.String())
+	}
+	calls := bot.Calls("setWebhook")
+	if len(calls) != 1 || calls[0].Params["url"] != "https://approvals.example.com/integrations/telegram/webhook" || calls[0].Params["secret_token"] != "the-secret_1" {
+		t.Fatalf("setWebhook calls %+v", calls)
+	}
+	if !strings.Contains(out.String(), "https://approvals.example.com/integrations/telegram/webhook") {
+		t.Fatalf("output %q", out.String())
+	}
+	bot.FailNext("setWebhook", telegramtest.Failure{Code: 400, Description: "Bad Request: bad webhook: HTTPS url must be provided for webhook"})
+	if code := run(t.Context(), []string{"telegram", "set-webhook"}, strings.NewReader(""), &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "HTTPS url must be provided") || strings.Contains(errOut.String(), token) {
+		t.Fatalf("a refused setWebhook: exit %d, %q", code, errOut.String())
 	}
 }

@@ -19,11 +19,13 @@ const usage = `usage: approvals [command] [flags]
 commands:
   serve                       run the server (the default)
   migrate                     apply database migrations and exit
-  user add --email E --role R [--slack-id U123] [--update]
+  user add --email E --role R [--slack-id U123] [--telegram-id N] [--update]
                               create or update a staff user; password on stdin
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
+  telegram set-webhook        register {APPROVALS_PUBLIC_URL}/integrations/telegram/webhook
+                              with Telegram, with APPROVALS_TELEGRAM_SECRET
   hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
                               APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
@@ -32,10 +34,13 @@ APPROVALS_ADDR (--addr), APPROVALS_TOOLS (--tools), APPROVALS_WEBHOOK_SECRET,
 APPROVALS_SESSION_SECRET, APPROVALS_SWEEP_INTERVAL, APPROVALS_MAX_BODY,
 APPROVALS_PPROF_ADDR (loopback only), APPROVALS_PUBLIC_URL (the base of links
 sent out), APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET,
-APPROVALS_SLACK_API_URL, APPROVALS_SMTP_URL, APPROVALS_SMTP_FROM. Secrets may come
-from a file named by NAME_FILE (APPROVALS_WEBHOOK_SECRET_FILE,
-APPROVALS_SESSION_SECRET_FILE, APPROVALS_SLACK_BOT_TOKEN_FILE,
-APPROVALS_SLACK_SIGNING_SECRET_FILE, APPROVALS_SMTP_URL_FILE).
+APPROVALS_SLACK_API_URL, APPROVALS_SMTP_URL, APPROVALS_SMTP_FROM,
+APPROVALS_TELEGRAM_BOT_TOKEN, APPROVALS_TELEGRAM_SECRET, APPROVALS_TELEGRAM_API_URL,
+APPROVALS_PAGERDUTY_URL. Secrets may come from a file named by NAME_FILE
+(APPROVALS_WEBHOOK_SECRET_FILE, APPROVALS_SESSION_SECRET_FILE,
+APPROVALS_SLACK_BOT_TOKEN_FILE, APPROVALS_SLACK_SIGNING_SECRET_FILE,
+APPROVALS_SMTP_URL_FILE, APPROVALS_TELEGRAM_BOT_TOKEN_FILE,
+APPROVALS_TELEGRAM_SECRET_FILE).
 `
 
 // run is main without the process: tests call it.
@@ -58,6 +63,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = toolsCmd(ctx, args, stdout)
 	case "hook":
 		err = hookCmd(ctx, args, stdin, stdout)
+	case "telegram":
+		err = telegramCmd(ctx, args, stdout)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -123,7 +123,7 @@ func (r *eventReceiver) next(t *testing.T) string {
 // process with no sender) submits and reads with the same tools.
 func notifyDeployment(t *testing.T, bin, tools string, env ...string) *apptest.Deployment {
 	t.Helper()
-	reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true, SlackConfigured: true, SMTPConfigured: true})
+	reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true, SlackConfigured: true, SMTPConfigured: true, TelegramConfigured: true})
 	return apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools, DomainTools: reg,
 		Env: append([]string{"APPROVALS_SWEEP_INTERVAL=200ms", "APPROVALS_WEBHOOK_SECRET=" + processSecret,
 			"APPROVALS_PUBLIC_URL=https://approvals.example.com"}, env...)})

@@ -23,6 +23,7 @@ import (
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/slack"
 	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/telegram"
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
@@ -74,12 +75,13 @@ type Options struct {
 	PasswordGate    *accounts.PasswordGate
 }
 
-// Notifiers are the channels a process delivers to, by kind ("slack",
-// "email", "webhook"), and Slack's interactions endpoint when Slack is
-// configured.
+// Notifiers are the channels a process delivers to, by kind
+// (classify.KindSlack, …), and the endpoints that take decisions back:
+// Slack's interactions and Telegram's webhook, when configured.
 type Notifiers struct {
 	ByKind       map[string]queue.Notifier
 	Interactions *slack.Interactions
+	Telegram     *telegram.Webhook
 }
 
 // App is one assembled server process.
@@ -156,13 +158,16 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 			return nil, err
 		}
 	}
-	var interactions http.Handler
+	var interactions, telegramWebhook http.Handler
 	if notify.Interactions != nil {
 		interactions = notify.Interactions
 	}
+	if notify.Telegram != nil {
+		telegramWebhook = notify.Telegram
+	}
 	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
-		SlackInteractions: interactions,
-		MaxBody:           opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
+		SlackInteractions: interactions, TelegramWebhook: telegramWebhook,
+		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
 		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
 		MCP: mcp,
@@ -261,6 +266,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	a.Service.WaitUpstreamCalls()
 	if a.notify.Interactions != nil {
 		a.notify.Interactions.Wait() // ephemeral Slack replies under way
+	}
+	if a.notify.Telegram != nil {
+		a.notify.Telegram.Wait() // answers to Telegram under way
 	}
 	log.Info("stopped")
 	return nil

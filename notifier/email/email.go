@@ -1,4 +1,5 @@
-// Package email tells approvers of actions by mail over SMTP: the email notification channel.
+// Package email tells approvers of actions by mail over SMTP: the email notification channel
+// (a queue.Channel, which maintenance.ChannelNotifier drives).
 // A message informs and links to the action page; it decides nothing, since a decision needs
 // a signed-in session.
 package email
@@ -153,31 +154,39 @@ func (e *Notifier) threadID(actionID string) string {
 	return "action-" + actionID + "@" + e.domain
 }
 
-// Notify sends one message for n to every address of n.Channel.Email. The server accepting
-// the message for every recipient is delivery; a refused recipient, a refused message or an
-// unreachable server is an error for the outbox to retry.
-func (e *Notifier) Notify(ctx context.Context, n queue.Notification) error {
+// Render builds the message for n (the email channel's queue.Channel message).
+func (e *Notifier) Render(n queue.Notification) (*gomail.Msg, error) { return e.Message(n) }
+
+// Send sends m, one message for n, to every address of n.Channel.Email. The server
+// accepting the message for every recipient is delivery; a refused recipient, a refused
+// message or an unreachable server is an error for the outbox to retry. A sent mail is not
+// recorded: it cannot be changed later.
+func (e *Notifier) Send(ctx context.Context, n queue.Notification, m *gomail.Msg) (queue.Sent, error) {
 	if n.Channel.Email == nil || len(n.Channel.Email.To) == 0 {
-		return fmt.Errorf("email channel %q: no addresses", n.Channel.Name)
-	}
-	m, err := e.Message(n)
-	if err != nil {
-		return err
+		return queue.Sent{}, fmt.Errorf("email channel %q: no addresses", n.Channel.Name)
 	}
 	c, err := e.client()
 	if err != nil {
-		return fmt.Errorf("email via %s: %w", e.cfg.Server, err)
+		return queue.Sent{}, fmt.Errorf("email via %s: %w", e.cfg.Server, err)
 	}
 	if err := c.DialAndSendWithContext(ctx, m); err != nil {
-		return fmt.Errorf("email %s via %s: %w", n.ID, e.cfg.Server, err)
+		return queue.Sent{}, fmt.Errorf("email %s via %s: %w", n.ID, e.cfg.Server, err)
 	}
-	return nil
+	return queue.Sent{}, nil
+}
+
+// Update tells of a decision as mail can: a new message, in the action's thread.
+func (e *Notifier) Update(ctx context.Context, n queue.Notification, _ []queue.ChannelMessage, m *gomail.Msg) (queue.Sent, error) {
+	return e.Send(ctx, n, m)
 }
 
 // Message builds the message for n without sending it.
 func (e *Notifier) Message(n queue.Notification) (*gomail.Msg, error) {
 	if n.Action == nil {
 		return nil, fmt.Errorf("notification %s: no action", n.ID)
+	}
+	if n.Channel.Email == nil || len(n.Channel.Email.To) == 0 {
+		return nil, fmt.Errorf("email channel %q: no addresses", n.Channel.Name)
 	}
 	c := e.content(n)
 	m := gomail.NewMsg()

@@ -1,5 +1,5 @@
 // Package webhook delivers approval events to a URL as signed JSON POSTs: the webhook
-// notification channel. Unlike the webhook executor, a notification is at-least-once: any
+// notification channel (a queue.Channel, which maintenance.ChannelNotifier drives). Unlike the webhook executor, a notification is at-least-once: any
 // failure is returned for the outbox to retry, and the stable webhook-id lets the receiver
 // drop a duplicate.
 package webhook
@@ -88,9 +88,21 @@ func Body(n queue.Notification) ([]byte, error) {
 	})
 }
 
-// Notify posts n to n.Channel.Webhook. A 2xx answer is delivery; any other answer, a
-// redirect, a timeout or a connection error is an error for the outbox to retry.
-func (w *Notifier) Notify(ctx context.Context, n queue.Notification) error {
+// Render is the body posted for n (the webhook channel's queue.Channel message).
+func (w *Notifier) Render(n queue.Notification) ([]byte, error) { return Body(n) }
+
+// Update posts the event of a decision as any other: an event is not changed once sent.
+func (w *Notifier) Update(ctx context.Context, n queue.Notification, _ []queue.ChannelMessage, body []byte) (queue.Sent, error) {
+	return w.Send(ctx, n, body)
+}
+
+// Send posts body, the event n, to n.Channel.Webhook. A 2xx answer is delivery; any other
+// answer, a redirect, a timeout or a connection error is an error for the outbox to retry.
+func (w *Notifier) Send(ctx context.Context, n queue.Notification, body []byte) (queue.Sent, error) {
+	return queue.Sent{}, w.post(ctx, n, body)
+}
+
+func (w *Notifier) post(ctx context.Context, n queue.Notification, body []byte) error {
 	target := n.Channel.Webhook
 	if target == "" {
 		return fmt.Errorf("webhook channel %q: no URL", n.Channel.Name)
@@ -100,10 +112,6 @@ func (w *Notifier) Notify(ctx context.Context, n queue.Notification) error {
 	signer, err := webhooksign.New(n.Channel.Secret)
 	if n.Channel.Secret == "" || err != nil {
 		return fmt.Errorf("webhook channel %q: no usable secret to sign its events with", n.Channel.Name)
-	}
-	body, err := Body(n)
-	if err != nil {
-		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()

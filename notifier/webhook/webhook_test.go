@@ -103,7 +103,7 @@ func TestNotifyPostsSignedEvent(t *testing.T) {
 	t.Parallel()
 	r := newReceiver(t, http.StatusOK)
 	n := sampleNotification(r.srv.URL + "/events")
-	if err := newNotifier(t, 0).Notify(context.Background(), n); err != nil {
+	if err := send(newNotifier(t, 0), n); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
 	got := r.requests()
@@ -153,7 +153,7 @@ func TestNotifyTicketEventCarriesTicket(t *testing.T) {
 	n := sampleNotification(r.srv.URL)
 	n.Type = classify.EventTicketOpened
 	n.Ticket = &queue.Ticket{ID: "17", ActionID: n.Action.ID, Kind: queue.TicketStale, State: queue.TicketOpen, OpenedAt: n.OccurredAt}
-	if err := newNotifier(t, 0).Notify(context.Background(), n); err != nil {
+	if err := send(newNotifier(t, 0), n); err != nil {
 		t.Fatalf("Notify: %v", err)
 	}
 	var env struct {
@@ -188,7 +188,7 @@ func TestNotifyNon2xxIsError(t *testing.T) {
 		t.Run(strconv.Itoa(tc.status), func(t *testing.T) {
 			t.Parallel()
 			r := newReceiver(t, tc.status)
-			err := newNotifier(t, 0).Notify(context.Background(), sampleNotification(r.srv.URL))
+			err := send(newNotifier(t, 0), sampleNotification(r.srv.URL))
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("status %d: %v, want delivered", tc.status, err)
@@ -223,7 +223,7 @@ func TestNotifyTimeoutAndDownKeepCredentialsOut(t *testing.T) {
 			t.Parallel()
 			withCreds := strings.Replace(base, "http://", "http://hook:hunter2@", 1) + "/events?access_token=s3cr3t&team=blue"
 			start := time.Now()
-			err := newNotifier(t, 200*time.Millisecond).Notify(context.Background(), sampleNotification(withCreds))
+			err := send(newNotifier(t, 200*time.Millisecond), sampleNotification(withCreds))
 			if err == nil {
 				t.Fatal("want an error")
 			}
@@ -255,4 +255,14 @@ func TestRedact(t *testing.T) {
 			t.Errorf("Redact(%q) = %q, want %q", tc.in, got, tc.want)
 		}
 	}
+}
+
+// send renders n and sends it, as the outbox does for a webhook channel.
+func send(w *webhook.Notifier, n queue.Notification) error {
+	body, err := w.Render(n)
+	if err != nil {
+		return err
+	}
+	_, err = w.Send(context.Background(), n, body)
+	return err
 }

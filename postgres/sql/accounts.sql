@@ -2,18 +2,18 @@
 -- (accounts.Store).
 
 -- fragment: userColumns
-id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, '')
+id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)
 
 -- name: userCreateSQL
-INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id)
-VALUES ($1, $2, $3, $4, $4, $5) RETURNING {{userColumns}};
+INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id, telegram_id)
+VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING {{userColumns}};
 
 -- name: userSetPasswordSQL
 UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1;
 
 -- name: userUpdateSQL
 UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id) WHERE id = $1;
+    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id) WHERE id = $1;
 
 -- name: userEndSessionsSQL
 DELETE FROM sessions WHERE user_id = $1;
@@ -26,6 +26,12 @@ UPDATE users SET slack_id = $2 WHERE id = $1;
 
 -- name: userGetBySlackIDSQL
 SELECT {{userColumns}} FROM users WHERE slack_id = $1;
+
+-- name: userSetTelegramIDSQL
+UPDATE users SET telegram_id = $2 WHERE id = $1;
+
+-- name: userGetByTelegramIDSQL
+SELECT {{userColumns}} FROM users WHERE telegram_id = $1;
 
 -- name: userGetByEmailSQL
 SELECT {{userColumns}} FROM users WHERE lower(email) = lower($1);

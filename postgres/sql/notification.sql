@@ -1,5 +1,5 @@
--- The outbox's notifications (maintenance.Outbox) and the Slack messages
--- posted for actions.
+-- The outbox's notifications (maintenance.Outbox) and the messages the
+-- channels sent for actions.
 
 -- name: fanOutSQL
 -- fanOutSQL takes the waiting outbox events. Its predicate repeats the
@@ -44,10 +44,16 @@ WHERE n.action_id = $1 ORDER BY n.event_id, n.channel;
 -- name: notificationCountPendingSQL
 SELECT count(*) FROM notifications WHERE state = 'pending';
 
--- name: slackMessageAddSQL
-INSERT INTO slack_messages (action_id, channel, ts, posted_at) VALUES ($1, $2, $3, $4)
+-- name: channelMessageAddSQL
+INSERT INTO channel_messages (action_id, kind, address, ref, sent_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT DO NOTHING;
 
--- name: slackMessageListSQL
-SELECT action_id::text, channel, ts, posted_at FROM slack_messages
-WHERE action_id = $1 ORDER BY posted_at, channel, ts;
+-- name: channelMessageListSQL
+SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
+WHERE action_id = $1 ORDER BY sent_at, kind, address, ref;
+
+-- name: channelMessagesOfSQL
+-- channelMessagesOfSQL reads the messages of the fan-out's batch of
+-- actions, so that a decision reaches every channel that told of one.
+SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
+WHERE action_id = ANY($1::uuid[]) ORDER BY sent_at, kind, address, ref;

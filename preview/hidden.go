@@ -1,0 +1,83 @@
+package preview
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
+
+// Room is how much of a preview a chat message shows: at most Fields fields, each cut at
+// FieldRunes characters. Slack's limits are not Telegram's, so each says its own.
+type Room struct {
+	Fields, FieldRunes int
+}
+
+// Hidden says, in words for a chat message, what a message with room shows not of the
+// action whole ("2 more fields (customer_id, topic)", "invisible characters"); nil when it
+// shows everything and the action has no warnings. A message offers Approve with one click
+// only then (CONTRACT section 12): nobody approves with one click what they could not read.
+func Hidden(a *queue.Action, room Room) []string {
+	p := Of(a)
+	var out []string
+	if len(a.Spec.Preview) == 0 {
+		out = append(out, "the payload (this tool has no preview)")
+	} else if payload, err := queue.DecodeObject(a.Payload); err != nil {
+		out = append(out, "the payload")
+	} else if hides := a.Spec.PreviewHides(payload); len(hides) > 0 {
+		out = append(out, countOf(len(hides), "more field", "more fields")+" ("+listSome(hides, 5)+")")
+	}
+	if extra := len(p.Fields) - room.Fields; extra > 0 {
+		out = append(out, countOf(extra, "more preview field", "more preview fields"))
+	}
+	var cut []string
+	for i, f := range p.Fields {
+		if i < room.Fields && utf8.RuneCountInString(f.Value) > room.FieldRunes {
+			cut = append(cut, f.Name)
+		}
+	}
+	if len(cut) > 0 {
+		out = append(out, "the end of "+listSome(cut, 5)+" (cut at "+strconv.Itoa(room.FieldRunes)+" characters)")
+	}
+	if title := strings.TrimSpace(p.Title); title != "" && Headline(a) != title {
+		out = append(out, "the end of the title")
+	}
+	for _, w := range a.Warnings {
+		out = append(out, strings.ReplaceAll(w, "_", " ")) // invisible_characters: "invisible characters"
+	}
+	return out
+}
+
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
+}
+
+// listSome names the first n of names, and how many more there are.
+func listSome(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+}
+
+// Label is the first words of a chat message about n: what it asks for while the action
+// waits, else "Approval request" (the message then says how it was decided).
+func Label(n queue.Notification) string {
+	switch {
+	case n.Type == classify.EventTicketOpened:
+		return "Ticket opened"
+	case n.Action.State != queue.StatePending:
+		return "Approval request"
+	case n.Type == classify.EventActionReminder:
+		return "Reminder: approval needed"
+	case n.Type == classify.EventActionEscalated:
+		return "Escalated: approval needed"
+	}
+	return "Approval needed"
+}

@@ -1,0 +1,284 @@
+package telegram
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/preview"
+	"github.com/approvals/approvals/queue"
+)
+
+// SecretHeader carries the secret given to setWebhook in every update Telegram sends.
+const SecretHeader = "X-Telegram-Bot-Api-Secret-Token"
+
+// validSecret is what setWebhook accepts as a secret_token.
+var validSecret = regexp.MustCompile(`^[A-Za-z0-9_-]{1,256}$`)
+
+// ValidateSecret checks APPROVALS_TELEGRAM_SECRET as Telegram would.
+func ValidateSecret(s string) error {
+	if !validSecret.MatchString(s) {
+		return errors.New("APPROVALS_TELEGRAM_SECRET must be 1 to 256 characters of A-Z, a-z, 0-9, _ and - (Telegram's secret_token)")
+	}
+	return nil
+}
+
+// Staff maps a Telegram user to a staff user by the id set with approvals user add
+// --telegram-id (or on the admin users page).
+type Staff interface {
+	UserGetByTelegramID(ctx context.Context, telegramID int64) (*accounts.User, error)
+}
+
+// ActionReader reads an action as it is now (the store, queue.Reader).
+type ActionReader interface {
+	ActionGetByID(ctx context.Context, id string) (*queue.Action, error)
+}
+
+// WebhookConfig sets up the webhook.
+type WebhookConfig struct {
+	Secret  string // APPROVALS_TELEGRAM_SECRET
+	Client  *Client
+	Service *queue.Service
+	Actions ActionReader
+	Staff   Staff
+	Logger  *slog.Logger
+}
+
+// Webhook serves POST /integrations/telegram/webhook: the buttons of the approval messages
+// and the replies that give a rejection's reason. It has no session and no CSRF token: the
+// request is Telegram's, and the secret header is what authenticates it.
+type Webhook struct {
+	cfg WebhookConfig
+	// replies counts the answers sent to Telegram after the webhook answered.
+	replies sync.WaitGroup
+}
+
+// NewWebhook checks cfg.
+func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
+	if err := ValidateSecret(cfg.Secret); err != nil {
+		return nil, err
+	}
+	if cfg.Client == nil || cfg.Service == nil || cfg.Actions == nil || cfg.Staff == nil {
+		return nil, errors.New("telegram webhook: Client, Service, Actions and Staff are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	return &Webhook{cfg: cfg}, nil
+}
+
+// maxUpdate bounds what is read of an update.
+const maxUpdate = 1 << 20
+
+// Update is the part of a Bot API update the webhook reads.
+type Update struct {
+	UpdateID      int64          `json:"update_id"`
+	Message       *Msg           `json:"message"`
+	CallbackQuery *CallbackQuery `json:"callback_query"`
+}
+
+// Msg is a message of an update.
+type Msg struct {
+	MessageID int64 `json:"message_id"`
+	From      *User `json:"from"`
+	Chat      struct {
+		ID int64 `json:"id"`
+	} `json:"chat"`
+	Text           string `json:"text"`
+	ReplyToMessage *Msg   `json:"reply_to_message"`
+}
+
+// User is a Telegram user.
+type User struct {
+	ID        int64  `json:"id"`
+	IsBot     bool   `json:"is_bot"`
+	FirstName string `json:"first_name"`
+}
+
+// CallbackQuery is a pressed button.
+type CallbackQuery struct {
+	ID      string `json:"id"`
+	From    User   `json:"from"`
+	Message *Msg   `json:"message"`
+	Data    string `json:"data"`
+}
+
+// ServeHTTP answers 401 (and changes nothing) unless the secret header is the secret; any
+// update with it is answered 200, whatever it asks, because Telegram sends again anything
+// else. What a user is told (a refusal, the question for a reason) goes to Telegram after the
+// answer. A decision takes the same exactly-once path as the dashboard's, so an update sent
+// twice decides nothing twice.
+func (h *Webhook) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		http.Error(w, "POST only", http.StatusMethodNotAllowed)
+		return
+	}
+	if subtle.ConstantTimeCompare([]byte(r.Header.Get(SecretHeader)), []byte(h.cfg.Secret)) != 1 {
+		http.Error(w, "the "+SecretHeader+" header is not this server's secret", http.StatusUnauthorized)
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxUpdate))
+	var u Update
+	if err == nil {
+		err = json.Unmarshal(body, &u)
+	}
+	if err != nil {
+		h.cfg.Logger.Warn("telegram update not understood; nothing changed", "err", err)
+		w.WriteHeader(http.StatusOK)
+		return
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), 10*time.Second)
+	defer cancel()
+	switch {
+	case u.CallbackQuery != nil:
+		h.button(ctx, *u.CallbackQuery)
+	case u.Message != nil && u.Message.ReplyToMessage != nil:
+		h.reply(ctx, *u.Message)
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// Wait waits for the answers under way (shutdown, tests).
+func (h *Webhook) Wait() { h.replies.Wait() }
+
+// later runs fn after the answer, so that a slow Bot API does not hold Telegram's request.
+func (h *Webhook) later(what string, fn func(ctx context.Context) error) {
+	h.replies.Go(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fn(ctx); err != nil {
+			h.cfg.Logger.Warn("telegram: "+what, "err", err)
+		}
+	})
+}
+
+// decider resolves the Telegram user to the staff member who decides, or says why nobody
+// does: roles here, the tool's approvers inside the deciding transaction.
+func (h *Webhook) decider(ctx context.Context, from User) (string, string) {
+	u, err := h.cfg.Staff.UserGetByTelegramID(ctx, from.ID)
+	switch {
+	case errors.Is(err, accounts.ErrNotFound):
+		return "", fmt.Sprintf("Nothing was changed: your Telegram account (id %d) is not linked to an approvals user. Ask an admin to set your Telegram id on the users page.", from.ID)
+	case err != nil:
+		h.cfg.Logger.Warn("telegram: look up user", "telegram_user", from.ID, "err", err)
+		return "", "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
+	case !u.Role.CanDecide():
+		return "", fmt.Sprintf("Nothing was changed: %s has the role %s, and only approvers and admins decide.", u.Email, u.Role)
+	}
+	return "user:" + u.Email, ""
+}
+
+// button handles a pressed button and answers it.
+func (h *Webhook) button(ctx context.Context, q CallbackQuery) {
+	text, alert := h.press(ctx, q)
+	h.later("answer the button", func(ctx context.Context) error {
+		return h.cfg.Client.AnswerCallbackQuery(ctx, q.ID, text, alert)
+	})
+}
+
+// press decides or asks for the reason, and returns what the user is told.
+func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
+	kind, id, _ := strings.Cut(q.Data, ":")
+	if (kind != CallbackApprove && kind != CallbackReject) || !queue.ValidID(id) {
+		return "This button is not one of approvals'.", true
+	}
+	by, refusal := h.decider(ctx, q.From)
+	if refusal != "" {
+		return refusal, true
+	}
+	a, err := h.cfg.Actions.ActionGetByID(ctx, id)
+	if err != nil {
+		return h.refusal(ctx, q.From.ID, id, err), true
+	}
+	if a.State == queue.StatePending && !a.MayDecide(by) {
+		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", strings.TrimPrefix(by, "user:"), a.Tool), true
+	}
+	if kind == CallbackReject {
+		if a.State != queue.StatePending {
+			return fmt.Sprintf("Nothing was changed: the action is %s already.", a.State), true
+		}
+		chatID := strconv.FormatInt(q.From.ID, 10)
+		if q.Message != nil {
+			chatID = strconv.FormatInt(q.Message.Chat.ID, 10)
+		}
+		prompt := fmt.Sprintf(`<a href="tg://user?id=%d">%s</a>, why is “%s” rejected? Reply to this message with the reason; the agent sees it.`+"\n"+reasonMarker+"%s",
+			q.From.ID, esc(q.From.FirstName), esc(preview.Headline(a)), a.ID)
+		h.later("ask for the reason", func(ctx context.Context) error {
+			return h.cfg.Client.call(ctx, "sendMessage", map[string]any{"chat_id": chatID, "text": prompt, "parse_mode": "HTML",
+				"reply_markup": map[string]any{"force_reply": true, "selective": true, "input_field_placeholder": "Why is it rejected?"}}, nil)
+		})
+		return "Reply to the message that asks for the reason.", false
+	}
+	if a.State == queue.StatePending && !OneClick(a) {
+		return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
+			strings.Join(preview.Hidden(a, room), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID), true
+	}
+	res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: id, To: queue.StateApproved, By: by, Note: "via Telegram", Channel: "telegram"})
+	if err != nil {
+		return h.refusal(ctx, q.From.ID, id, err), true
+	}
+	switch {
+	case res.Replayed:
+		return "You had approved this action already; nothing changed.", false
+	case res.Action.State == queue.StatePending:
+		return fmt.Sprintf("Your approval is counted: %d of %d.", len(res.Action.Approvals), res.Action.Spec.Approval.RequiredApprovals()), false
+	}
+	return "Approved.", false
+}
+
+// reasonMarker starts the last line of the message that asks for a reason: the action's id
+// follows it, which the reply decides.
+const reasonMarker = "Action "
+
+var reasonAction = regexp.MustCompile(`(?m)^` + reasonMarker + `([0-9a-f-]{36})\s*$`)
+
+// reply decides with the reason given in a reply to the bot's question; a reply to any
+// other message is not ours, and changes nothing.
+func (h *Webhook) reply(ctx context.Context, m Msg) {
+	to := m.ReplyToMessage
+	if to.From == nil || !to.From.IsBot || to.From.ID != h.cfg.Client.BotID() || m.From == nil {
+		return
+	}
+	match := reasonAction.FindStringSubmatch(to.Text)
+	if match == nil {
+		return
+	}
+	id := match[1]
+	text := ""
+	if by, refusal := h.decider(ctx, *m.From); refusal != "" {
+		text = refusal
+	} else if _, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: id, To: queue.StateRejected, By: by, Note: m.Text, Channel: "telegram"}); err != nil {
+		text = h.refusal(ctx, m.From.ID, id, err)
+	}
+	if text == "" {
+		return // every message of the action is edited to say who rejected it, and why
+	}
+	chatID := strconv.FormatInt(m.Chat.ID, 10)
+	h.later("tell why nothing changed", func(ctx context.Context) error {
+		return h.cfg.Client.call(ctx, "sendMessage", map[string]any{"chat_id": chatID, "text": esc(text), "parse_mode": "HTML",
+			"reply_parameters": map[string]any{"message_id": m.MessageID, "allow_sending_without_reply": true}}, nil)
+	})
+}
+
+// refusal words a failed decision for the user.
+func (h *Webhook) refusal(ctx context.Context, user int64, action string, err error) string {
+	qe := h.cfg.Service.ErrorOf(ctx, err, "telegram_user", user, "action", action)
+	switch qe.Code {
+	case queue.CodeInternal, queue.CodeUnavailable:
+		// The decision may have committed before the failure: say so.
+		return "The outcome is not known: " + qe.Detail + " Check the action page before deciding again."
+	}
+	return "Nothing was changed: " + qe.Detail
+}
