@@ -61,6 +61,32 @@ type User struct {
 	// SlackID is the user's Slack member id (U123…), "" when unset: how a
 	// decision made in Slack is mapped to a staff user.
 	SlackID string
+	// SSOSubject is the identity provider's subject (`sub`) of the user's
+	// last single sign-on; "" when they never signed in that way.
+	SSOSubject string
+	// IdPGroups are the identity provider's groups as of IdPSyncedAt (the
+	// last single sign-on or recheck): the tools file's "idp:" members are
+	// matched against them.
+	IdPGroups   []string
+	IdPSyncedAt *time.Time
+	// SSODeniedAt is when a sign-in attempt (or a recheck) found that the
+	// user's groups map to no role; nil otherwise. Until a single sign-on
+	// succeeds again (or an admin updates them with `approvals user add
+	// --update`) they cannot sign in, and their sessions have ended.
+	SSODeniedAt *time.Time
+}
+
+// SignsInWith lists how the user can sign in: "SSO" once they did so,
+// "password" when they have one.
+func (u *User) SignsInWith() []string {
+	var out []string
+	if u.SSOSubject != "" {
+		out = append(out, "SSO")
+	}
+	if u.PasswordHash != "" {
+		out = append(out, "password")
+	}
+	return out
 }
 
 // Token is an agent's bearer token; only its hash is stored.
@@ -87,6 +113,9 @@ var (
 	// ErrSlackIDTaken refuses a Slack id another user has: one Slack user
 	// maps to one staff user.
 	ErrSlackIDTaken = errors.New("the Slack id belongs to another user")
+	// ErrStateUsed refuses a single sign-on state that finished a sign-in
+	// already.
+	ErrStateUsed = errors.New("the sign-in state was used already")
 )
 
 // Store persists accounts. Like queue.Store, every method takes the context
@@ -104,7 +133,8 @@ type Store interface {
 	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
 	UserCount(ctx context.Context) (int64, error)
 	// UserUpdate sets the user's password (ending their sessions), role
-	// and, unless p.SlackID is "", Slack id, all or nothing:
+	// and, unless p.SlackID is "", Slack id, and lifts an SSO denial
+	// (an admin says who they are), all or nothing:
 	// ErrSlackIDTaken when another user has the id, ErrNotFound for no such
 	// user, and then nothing changed.
 	UserUpdate(ctx context.Context, p UserUpdateParams) error
@@ -112,6 +142,20 @@ type Store interface {
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
 	UserSetSlackID(ctx context.Context, p UserSetSlackIDParams) error
 	UserGetBySlackID(ctx context.Context, slackID string) (*User, error) // ErrNotFound
+	// UserSSOSignIn records a single sign-on of p.Email in one statement:
+	// it creates the user (without a password) or sets the role, the
+	// subject and the IdP groups of the user with that email (in any
+	// case), and lifts an SSO denial.
+	UserSSOSignIn(ctx context.Context, p UserSSOSignInParams) (UserSSOSignInResult, error)
+	// UserSSODeny records that p.Email's IdP groups map to no role: it
+	// stores the groups, sets SSODeniedAt and ends the user's sessions, in
+	// one transaction; ErrNotFound (nothing written) when no user has the
+	// email.
+	UserSSODeny(ctx context.Context, p UserSSODenyParams) (*User, error)
+	// SSOStateUse records that the sign-in state with hash p.Hash finished
+	// a sign-in: ErrStateUsed when it did so before (a replay). The unique
+	// key decides, so of concurrent uses exactly one succeeds.
+	SSOStateUse(ctx context.Context, p SSOStateUseParams) error
 
 	TokenCreate(ctx context.Context, p TokenCreateParams) (*Token, error) // ErrExists for an active name
 	TokenGetByHash(ctx context.Context, hash string) (*Token, error)      // active tokens only
@@ -130,8 +174,9 @@ type Store interface {
 	// (so parallel guesses count against each other) and takes it back
 	// when the password was right.
 	LoginFailureRemove(ctx context.Context, p LoginFailureParams) error
-	// AccountsPrune deletes sessions expired at p.Now and login failures
-	// older than p.FailuresBefore, so neither table grows without bound.
+	// AccountsPrune deletes sessions and used sign-in states expired at
+	// p.Now and login failures older than p.FailuresBefore, so no table
+	// grows without bound.
 	AccountsPrune(ctx context.Context, p AccountsPruneParams) error
 
 	SettingGet(ctx context.Context, key string) (string, error) // ErrNotFound
@@ -170,6 +215,38 @@ type UserUpdateParams struct {
 type UserSetSlackIDParams struct {
 	ID      int64
 	SlackID string
+}
+
+// UserSSOSignInParams are one successful single sign-on.
+type UserSSOSignInParams struct {
+	Email     string // verified by the identity provider
+	Subject   string // the provider's sub
+	Role      Role   // mapped from IdPGroups
+	IdPGroups []string
+	Now       time.Time
+}
+
+// UserSSOSignInResult is the user as stored, and whether this sign-in
+// created them.
+type UserSSOSignInResult struct {
+	User    *User
+	Created bool
+}
+
+// UserSSODenyParams are one sign-in attempt (or recheck) whose groups map
+// to no role.
+type UserSSODenyParams struct {
+	Email     string
+	Subject   string
+	IdPGroups []string
+	Now       time.Time
+}
+
+// SSOStateUseParams name a sign-in state by its hash; the record is kept
+// until ExpiresAt, past which the state's cookie is refused anyway.
+type SSOStateUseParams struct {
+	Hash      string
+	ExpiresAt time.Time
 }
 
 // TokenCreateParams create an agent token; only its hash is stored.

@@ -166,8 +166,10 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
-		if a.State == queue.StatePending && !a.MayDecide(by) {
-			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+		if a.State == queue.StatePending {
+			if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
+				return refusal
+			}
 		}
 		if a.State == queue.StatePending && !OneClick(a) {
 			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
@@ -196,12 +198,26 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	if a.State != queue.StatePending {
 		return fmt.Sprintf("Nothing was changed: the action is %s already (%s).", a.State, decidedBy(a))
 	}
-	if !a.MayDecide(by) {
-		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+	if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
+		return refusal
 	}
 	if err := h.cfg.Client.OpenNoteModal(ctx, in.TriggerID, in.Button, a.ID); err != nil {
 		h.cfg.Logger.Warn("slack interaction: open the note modal", "action", a.ID, "err", err)
 		return "Slack did not open the form for the note; press the button again or decide on the dashboard."
+	}
+	return ""
+}
+
+// mayNotDecide says why by may not decide a, or "" when they may: the rule the decision
+// itself applies (Service.MayDecide), asked before anything is offered.
+func (h *Interactions) mayNotDecide(ctx context.Context, a *queue.Action, by string) string {
+	ok, err := h.cfg.Service.MayDecide(ctx, a, by)
+	if err != nil {
+		h.cfg.Logger.Warn("slack interaction: look up the decider", "action", a.ID, "err", err)
+		return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
+	}
+	if !ok {
+		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
 	}
 	return ""
 }

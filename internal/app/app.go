@@ -140,7 +140,9 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	stopping := make(chan struct{})
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
-		MaxUpstreamCalls: opts.MaxUpstreamCalls}
+		MaxUpstreamCalls: opts.MaxUpstreamCalls,
+		// The accounts tell the rules of deciding who is in which IdP group.
+		Staff: storage.StaffDirectory{Accounts: st}}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}
