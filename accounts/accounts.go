@@ -164,6 +164,10 @@ type Store interface {
 
 	SessionGet(ctx context.Context, p SessionGetParams) (*Session, error) // ErrNotFound when absent or expired
 	SessionSave(ctx context.Context, s *Session) error                    // insert or update
+	// SessionSetData replaces the data of an existing session, keeping its
+	// user and expiry: ErrNotFound when it is gone (a logout meanwhile
+	// stays a logout).
+	SessionSetData(ctx context.Context, p SessionSetDataParams) error
 	SessionDelete(ctx context.Context, id string) error
 
 	LoginFailureAdd(ctx context.Context, p LoginFailureParams) error
@@ -265,6 +269,12 @@ type TokenRevokeParams struct {
 type SessionGetParams struct {
 	ID  string
 	Now time.Time
+}
+
+// SessionSetDataParams replace one session's data.
+type SessionSetDataParams struct {
+	ID   string // the hash of the session id, as stored
+	Data string
 }
 
 // LoginFailureParams are one failed login attempt of a subject.

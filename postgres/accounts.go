@@ -356,6 +356,18 @@ func (s *Store) SessionSave(ctx context.Context, sess *accounts.Session) error {
 	return nil
 }
 
+// SessionSetData implements accounts.Store.
+func (s *Store) SessionSetData(ctx context.Context, p accounts.SessionSetDataParams) error {
+	tag, err := s.pool.Exec(ctx, sessionSetDataSQL, p.ID, p.Data)
+	if err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
 // SessionDelete implements accounts.Store.
 func (s *Store) SessionDelete(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, sessionDeleteSQL, id)

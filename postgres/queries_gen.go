@@ -96,6 +96,9 @@ const sessionSaveSQL = `INSERT INTO sessions (id, user_id, data, created_at, exp
 ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at`
 
 // (sql/accounts.sql)
+const sessionSetDataSQL = `UPDATE sessions SET data = $2 WHERE id = $1`
+
+// (sql/accounts.sql)
 const sessionDeleteSQL = `DELETE FROM sessions WHERE id = $1`
 
 // (sql/accounts.sql)

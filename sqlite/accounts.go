@@ -482,6 +482,18 @@ func (s *Store) SessionSave(ctx context.Context, ss *accounts.Session) error {
 	return nil
 }
 
+// SessionSetData implements accounts.Store.
+func (s *Store) SessionSetData(ctx context.Context, p accounts.SessionSetDataParams) error {
+	n, err := s.exec(ctx, `UPDATE sessions SET data = ? WHERE id = ?`, p.Data, p.ID)
+	if err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	if n == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
 // SessionDelete removes a session; an absent one is not an error.
 func (s *Store) SessionDelete(ctx context.Context, id string) error {
 	if _, err := s.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {

@@ -135,6 +135,21 @@ var ssoTests = []test{
 		noErr(t, err, "read bob")
 		eq(t, got.SSODeniedAt == nil, true, "an admin's update lifts the denial")
 	}},
+	{"SessionSetData", func(t *testing.T, s Store) {
+		ann := createUser(t, s, "ann@example.com", accounts.RoleApprover, at(0))
+		saveSession(t, s, "s-ann", ann.ID, at(0))
+		noErr(t, s.SessionSetData(t.Context(), accounts.SessionSetDataParams{ID: "s-ann", Data: `{"sso_checked":"later"}`}), "set data")
+		got, err := s.SessionGet(t.Context(), accounts.SessionGetParams{ID: "s-ann", Now: at(time.Hour)})
+		noErr(t, err, "read back")
+		eq(t, got.Data, `{"sso_checked":"later"}`, "data")
+		eq(t, got.UserID, ann.ID, "user kept")
+		timeEq(t, got.ExpiresAt, at(24*time.Hour), "expiry kept")
+		// A session gone meanwhile (a logout) stays gone.
+		noErr(t, s.SessionDelete(t.Context(), "s-ann"), "delete")
+		isErr(t, s.SessionSetData(t.Context(), accounts.SessionSetDataParams{ID: "s-ann", Data: "{}"}), accounts.ErrNotFound, "set data of a deleted session")
+		_, err = s.SessionGet(t.Context(), accounts.SessionGetParams{ID: "s-ann", Now: at(time.Hour)})
+		isErr(t, err, accounts.ErrNotFound, "the deleted session after set data")
+	}},
 	{"StateUsedOnce", func(t *testing.T, s Store) {
 		p := accounts.SSOStateUseParams{Hash: "h-1", ExpiresAt: at(10 * time.Minute)}
 		noErr(t, s.SSOStateUse(t.Context(), p), "first use")

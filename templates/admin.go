@@ -22,6 +22,14 @@ type UserRow struct {
 	Role      string
 	SlackID   string
 	CreatedAt time.Time
+	// SignIn says how they sign in: "SSO", "password" or both.
+	SignIn string
+	// IdPGroups are the identity provider's groups as of IdPSyncedAt (the
+	// last single sign-on or recheck); SSODenied says those groups gave
+	// no role.
+	IdPGroups   []string
+	IdPSyncedAt *time.Time
+	SSODenied   bool
 }
 
 // UserForm keeps what was typed when creating a user fails.

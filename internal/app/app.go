@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/storage"
 
 	"github.com/approvals/approvals/queue"
@@ -72,6 +74,12 @@ type Options struct {
 	// same names; zero: their defaults.
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
+	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*);
+	// nil: none. Its RedirectURL is set from PublicURL. SSORecheck and
+	// PasswordLoginOff are the web.Config settings of the same names.
+	SSO              *sso.Config
+	SSORecheck       time.Duration
+	PasswordLoginOff bool
 }
 
 // Notifiers are the channels a process delivers to, by kind ("slack",
@@ -162,11 +170,25 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if notify.Interactions != nil {
 		interactions = notify.Interactions
 	}
+	var provider *sso.Provider
+	if opts.SSO != nil {
+		cfg := *opts.SSO
+		cfg.RedirectURL = strings.TrimRight(opts.PublicURL, "/") + "/auth/oidc/callback"
+		var err error
+		// No request yet: the server starts even when the provider is down.
+		if provider, err = sso.New(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if opts.PasswordLoginOff && provider == nil {
+		return nil, errors.New("APPROVALS_PASSWORD_LOGIN=off needs single sign-on (APPROVALS_OIDC_ISSUER): otherwise nobody could sign in")
+	}
 	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions,
 		MaxBody:           opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
 		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
+		SSO: provider, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff,
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.

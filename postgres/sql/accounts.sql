@@ -91,6 +91,9 @@ SELECT id, user_id, data, created_at, expires_at FROM sessions WHERE id = $1 AND
 INSERT INTO sessions (id, user_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at;
 
+-- name: sessionSetDataSQL
+UPDATE sessions SET data = $2 WHERE id = $1;
+
 -- name: sessionDeleteSQL
 DELETE FROM sessions WHERE id = $1;
 
