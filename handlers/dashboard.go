@@ -54,7 +54,7 @@ type Dashboard struct {
 	SSO       *sso.Provider
 	SSOSealer *sso.Sealer
 	// SSORecheck is how often a single sign-on session is checked again
-	// with the provider (APPROVALS_OIDC_RECHECK); default DefaultSSORecheck.
+	// with the provider (APPROVALS_OIDC_RECHECK); default sso.DefaultRecheck.
 	SSORecheck time.Duration
 	// PasswordLoginOff refuses the password form (APPROVALS_PASSWORD_LOGIN
 	// =off); the setup link still creates the first admin.

@@ -32,10 +32,6 @@ const (
 	ssoIDTokenValue = "sso_id_token" // the ID token, sealed: logout's id_token_hint
 )
 
-// DefaultSSORecheck is how often a single sign-on session is checked again
-// with the provider (APPROVALS_OIDC_RECHECK).
-const DefaultSSORecheck = time.Hour
-
 func (d *Dashboard) flowCookie() string {
 	if d.HostCookies {
 		return hostPrefix + FlowCookie
@@ -45,7 +41,7 @@ func (d *Dashboard) flowCookie() string {
 
 func (d *Dashboard) ssoRecheck() time.Duration {
 	if d.SSORecheck <= 0 {
-		return DefaultSSORecheck
+		return sso.DefaultRecheck
 	}
 	return d.SSORecheck
 }

@@ -54,6 +54,10 @@ type Config struct {
 	Client *http.Client
 }
 
+// DefaultRecheck is how often a single sign-on session is checked again
+// with the provider (APPROVALS_OIDC_RECHECK).
+const DefaultRecheck = time.Hour
+
 // retryDiscoveryAfter paces discovery while the provider cannot be
 // reached: a burst of sign-in attempts asks it once.
 const retryDiscoveryAfter = 2 * time.Second
