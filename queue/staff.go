@@ -58,18 +58,6 @@ func (s *Service) Decider(ctx context.Context, by string) (Decider, error) {
 	return d, nil
 }
 
-// MayDecide reports whether by (user:EMAIL) may decide a under its tool's
-// approval rule, as the decision itself will judge it: what a face asks
-// before it offers a decision (Slack's buttons, say). Roles are checked
-// before.
-func (s *Service) MayDecide(ctx context.Context, a *Action, by string) (bool, error) {
-	d, err := s.Decider(ctx, by)
-	if err != nil {
-		return false, err
-	}
-	return a.MayDecide(d), nil
-}
-
 // StaffEvent is an event about staff rather than an action: a sign-in, or
 // a refused one. It goes to the events log beside the actions' events,
 // with no action, and /audit lists it.

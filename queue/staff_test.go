@@ -63,7 +63,8 @@ func TestIdPGroupsDecide(t *testing.T) {
 			}
 		}
 		for by, want := range map[string]bool{"user:zoe@example.com": true, "user:yan@example.com": false, "user:xia@example.com": false} {
-			if got, err := svc.MayDecide(ctx, one, by); err != nil || got != want {
+			d, err := svc.Decider(ctx, by)
+			if got := one.MayDecide(d); err != nil || got != want {
 				t.Errorf("MayDecide(%s) = %v, %v; want %v", by, got, err, want)
 			}
 		}

@@ -209,14 +209,16 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 }
 
 // mayNotDecide says why by may not decide a, or "" when they may: the rule the decision
-// itself applies (Service.MayDecide), asked before anything is offered.
+// itself applies (Action.MayDecide over Service.Decider), asked before anything is offered.
 func (h *Interactions) mayNotDecide(ctx context.Context, a *queue.Action, by string) string {
-	ok, err := h.cfg.Service.MayDecide(ctx, a, by)
-	if err != nil {
+	d, err := h.cfg.Service.Decider(ctx, by)
+	switch {
+	case err != nil:
 		h.cfg.Logger.Warn("slack interaction: look up the decider", "action", a.ID, "err", err)
 		return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
-	}
-	if !ok {
+	case d.NoAccess:
+		return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", by[len("user:"):])
+	case !a.MayDecide(d):
 		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
 	}
 	return ""
