@@ -211,6 +211,13 @@ func TestSSOSignIn(t *testing.T) {
 			users.WantStatus(t, http.StatusOK)
 			users.WantContains(t, `data-testid="signin-ann@example.com">SSO<`, `data-testid="signin-pat@example.com">password<`,
 				`data-testid="idp-groups-ann@example.com"`, "approvals-admins")
+			// The audit log lists the sign-ins, as staff events of no action.
+			audit := admin.Get("/audit?kind=signed_in")
+			audit.WantStatus(t, http.StatusOK)
+			audit.WantContains(t, "user:ann@example.com", `<span class="subtle">staff</span>`, "via sso")
+			if strings.Contains(audit.Body, `href="/actions/"`) {
+				t.Fatal("a staff event links to an action")
+			}
 		})
 	}
 }
