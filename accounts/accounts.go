@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -298,6 +299,16 @@ type AccountsPruneParams struct {
 // SettingParams are one setting's key and value.
 type SettingParams struct {
 	Key, Value string
+}
+
+// IdPGroupsJSON encodes a user's IdP groups as the stores keep them: a JSON
+// array, [] for none.
+func IdPGroupsJSON(groups []string) string {
+	if len(groups) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(groups)
+	return string(b)
 }
 
 // NewToken returns a new random agent token and the hash to store.

@@ -114,12 +114,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 			return err
 		}
 	}
-	if u == nil {
+	if u == nil || u.PasswordHash == "" {
 		// Spend the same time as a real check, so timing does not reveal
-		// which emails have accounts.
+		// which emails have accounts (or sign in with SSO only).
 		accounts.CheckPassword(dummyHash(), password)
 	}
-	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
+	if u == nil || u.PasswordHash == "" || !accounts.CheckPassword(u.PasswordHash, password) {
 		v.Error = "The email or password is wrong."
 		return d.renderLogin(c, http.StatusUnauthorized, v)
 	}

@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"database/sql"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -17,7 +16,6 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/oidctest"
-	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/storage"
@@ -707,17 +705,7 @@ func TestSSOStartWritesNothing(t *testing.T) {
 			spy := &writeSpy{}
 			e := startSSO(t, apptest.Options{SQLite: onSQLite, WrapAll: func(s storage.Store) storage.Store { spy.Store = s; return spy }},
 				oidctest.Options{})
-			var rows rowCounter
-			if onSQLite {
-				db, err := sql.Open("sqlite", e.App.SQLitePath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
-				rows = sqliteRows(db)
-			} else {
-				rows = postgresRows(e.Store.(*postgres.Store).Pool())
-			}
+			rows := processRows(t, e.App)
 			e.AddUser("pat@example.com", accounts.RoleAdmin)
 			before, writesBefore := rows(t), spy.writes.Load()
 			b := e.Anonymous()

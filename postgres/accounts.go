@@ -37,20 +37,11 @@ func scanUser(row rowScanner, extra ...any) (*accounts.User, error) {
 	return &u, nil
 }
 
-// idpGroupsArg is a list of IdP groups as stored: a JSON array, [] for none.
-func idpGroupsArg(groups []string) string {
-	if len(groups) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(groups)
-	return string(b)
-}
-
 // UserSSOSignIn implements accounts.Store: one upsert on the unique index
 // users_email, so concurrent first sign-ins of one person create one user.
 func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParams) (accounts.UserSSOSignInResult, error) {
 	var created bool
-	u, err := scanUser(s.pool.QueryRow(ctx, userSSOSignInSQL, p.Email, string(p.Role), p.Now, p.Subject, idpGroupsArg(p.IdPGroups)), &created)
+	u, err := scanUser(s.pool.QueryRow(ctx, userSSOSignInSQL, p.Email, string(p.Role), p.Now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups)), &created)
 	if err != nil {
 		return accounts.UserSSOSignInResult{}, fmt.Errorf("single sign-on of %s: %w", p.Email, err)
 	}
@@ -63,7 +54,7 @@ func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (
 	var u *accounts.User
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
 		var err error
-		if u, err = scanUser(tx.QueryRow(ctx, userSSODenySQL, p.Email, p.Subject, idpGroupsArg(p.IdPGroups), p.Now)); err != nil {
+		if u, err = scanUser(tx.QueryRow(ctx, userSSODenySQL, p.Email, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), p.Now)); err != nil {
 			return err
 		}
 		_, err = tx.Exec(ctx, userEndSessionsSQL, u.ID)

@@ -47,15 +47,6 @@ func scanUser(sc scanner) (*accounts.User, error) {
 	return &u, nil
 }
 
-// idpGroupsArg is a list of IdP groups as stored: a JSON array, [] for none.
-func idpGroupsArg(groups []string) string {
-	if len(groups) == 0 {
-		return "[]"
-	}
-	b, _ := json.Marshal(groups)
-	return string(b)
-}
-
 // UserSSOSignIn implements accounts.Store. The single writer serialises
 // the read and the write of the transaction, so concurrent first sign-ins
 // of one person create one user.
@@ -76,7 +67,7 @@ func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParam
 			sso_subject, idp_groups, idp_synced_at) VALUES (?, '', ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (lower(email)) DO UPDATE SET role = excluded.role, sso_subject = excluded.sso_subject,
 			idp_groups = excluded.idp_groups, idp_synced_at = excluded.idp_synced_at, sso_denied_at = NULL
-		RETURNING `+userColumns, p.Email, string(p.Role), now, now, p.Subject, idpGroupsArg(p.IdPGroups), now))
+		RETURNING `+userColumns, p.Email, string(p.Role), now, now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), now))
 		res.User = u
 		return err
 	})
@@ -93,7 +84,7 @@ func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		var err error
 		u, err = scanUser(tx.QueryRowContext(ctx, `UPDATE users SET sso_subject = ?, idp_groups = ?, idp_synced_at = ?, sso_denied_at = ?
-		WHERE lower(email) = lower(?) RETURNING `+userColumns, p.Subject, idpGroupsArg(p.IdPGroups), now, now, p.Email))
+		WHERE lower(email) = lower(?) RETURNING `+userColumns, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), now, now, p.Email))
 		if errors.Is(err, sql.ErrNoRows) {
 			return accounts.ErrNotFound
 		}

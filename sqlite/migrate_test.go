@@ -67,11 +67,48 @@ func readSchema(t *testing.T, db *sql.DB) map[string]schemaObject {
 	return out
 }
 
+// migratedTo opens a new SQLite file migrated up to version, as migrate
+// opens it (one connection, foreign keys off); exec runs a statement on it.
+func migratedTo(t *testing.T, version int64) (string, *sql.DB, *goose.Provider, func(string, ...any) error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(context.Background(), q, args...)
+		return err
+	}
+	return path, db, p, exec
+}
+
 // dumpActions lists every action row, every column, in id order.
 func dumpActions(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
+	return dumpRows(t, db, `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
 		FROM actions ORDER BY id`)
+}
+
+// dumpEvents lists every event row, every column, in id order.
+func dumpEvents(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	return dumpRows(t, db, `SELECT json_array(id, action_id, kind, actor, channel, at, data, fanned_out) FROM events ORDER BY id`)
+}
+
+// dumpRows runs query, which selects one JSON array a row.
+func dumpRows(t *testing.T, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,24 +137,7 @@ func dumpActions(t *testing.T, db *sql.DB) []string {
 func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 11); err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) error {
-		_, err := db.ExecContext(ctx, q, args...)
-		return err
-	}
+	path, db, p, exec := migratedTo(t, 11)
 	const insert = `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
 		created_at, finished_at, claimed_at, claim_deadline, spec) VALUES (?, ?, ?, ?, 1, ?, '{"a":1}', ?, ?, 'agent:bot',
 		'2031-03-14T09:00:00.000000000Z', '2031-03-14T09:00:01.000000000Z', ?, ?, '{"name":"t"}')`
@@ -217,28 +237,6 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	}
 }
 
-// dumpEvents lists every event row, every column, in id order.
-func dumpEvents(t *testing.T, db *sql.DB) []string {
-	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT json_array(id, action_id, kind, actor, channel, at, data, fanned_out) FROM events ORDER BY id`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var row string
-		if err := rows.Scan(&row); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, row)
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
-
 // Migration 00014 rebuilds events so that a staff event may have no
 // action. Up keeps every event, every index and the AUTOINCREMENT counter
 // (an id once handed out, even of a deleted row, is never handed out
@@ -247,24 +245,7 @@ func dumpEvents(t *testing.T, db *sql.DB) []string {
 func TestMigrationSSO(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 13); err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) error {
-		_, err := db.ExecContext(ctx, q, args...)
-		return err
-	}
+	_, db, p, exec := migratedTo(t, 13)
 	if err := exec(`INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
 		VALUES ('01890a5d-0000-7000-8000-000000000001', 't', 'at-most-once', 'k:1', 1, 'pending', '{}', 'agent:bot',
 		'2031-03-14T09:00:00.000000000Z', '{"name":"t"}')`); err != nil {
