@@ -6,12 +6,10 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
-	"github.com/approvals/approvals/classify"
-)
+import "github.com/approvals/approvals/classify"
 
 // ToolsPage shows the registry: each tool with its class and why.
 func ToolsPage(p Page, v ToolsView) templ.Component {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -48,6 +49,7 @@ func TestServeWithSingleSignOn(t *testing.T) {
 	if res.StatusCode != http.StatusConflict || !strings.Contains(string(body), "cannot be reached") {
 		t.Fatalf("a sign-in while the provider is down: %d %s", res.StatusCode, body)
 	}
+	stop(t, p)
 
 	d = apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools, Env: append([]string{"APPROVALS_OIDC_ISSUER=" + idp.URL}, env...)})
 	p = d.Start()
@@ -96,5 +98,20 @@ func TestServeWithSingleSignOn(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusForbidden || !strings.Contains(string(body), "Password sign-in is turned off") {
 		t.Fatalf("a password sign-in with APPROVALS_PASSWORD_LOGIN=off: %d %s", res.StatusCode, body)
+	}
+	stop(t, p)
+}
+
+// stop ends p as an operator does (SIGTERM) and waits for it, so that its
+// database connections are closed before the test drops its schema.
+func stop(t *testing.T, p *apptest.Process) {
+	t.Helper()
+	if err := p.Cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.Exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no exit within 30s of SIGTERM")
 	}
 }
