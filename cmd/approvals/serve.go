@@ -119,7 +119,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 	base := "http://" + browsableAddr(ln.Addr())
 	if cfg.SSO != nil {
 		log.Info("single sign-on", "issuer", cfg.SSO.Issuer, "redirect_uri", cfg.PublicURL+"/auth/oidc/callback",
-			"roles", cfg.SSO.Roles.String(), "password_login", !cfg.PasswordLoginOff)
+			"post_logout_redirect_uri", cfg.PublicURL+"/login", "roles", cfg.SSO.Roles.String(), "password_login", !cfg.PasswordLoginOff)
 	}
 	if link, err := a.Server.SetupURL(ctx, base); err != nil {
 		log.Warn("could not prepare the setup link", "err", err)

@@ -53,7 +53,7 @@ func TestServeWithSingleSignOn(t *testing.T) {
 
 	d = apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools, Env: append([]string{"APPROVALS_OIDC_ISSUER=" + idp.URL}, env...)})
 	p = d.Start()
-	if !strings.Contains(p.Log(), "redirect_uri="+p.URL+"/auth/oidc/callback") {
+	if !strings.Contains(p.Log(), "redirect_uri="+p.URL+"/auth/oidc/callback") || !strings.Contains(p.Log(), "post_logout_redirect_uri="+p.URL+"/login") {
 		t.Fatalf("the start-up log does not name the redirect URI:\n%s", p.Log())
 	}
 	idp.AllowRedirect(p.URL+"/auth/oidc/callback", p.URL+"/login")
