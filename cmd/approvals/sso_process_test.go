@@ -53,8 +53,15 @@ func TestServeWithSingleSignOn(t *testing.T) {
 
 	d = apptest.NewDeployment(t, bin, apptest.DeploymentOptions{Tools: tools, Env: append([]string{"APPROVALS_OIDC_ISSUER=" + idp.URL}, env...)})
 	p = d.Start()
-	if !strings.Contains(p.Log(), "redirect_uri="+p.URL+"/auth/oidc/callback") || !strings.Contains(p.Log(), "post_logout_redirect_uri="+p.URL+"/login") {
-		t.Fatalf("the start-up log does not name the redirect URI:\n%s", p.Log())
+	// The log reaches the test through a pipe, a moment after the server wrote it.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		log := p.Log()
+		if strings.Contains(log, "redirect_uri="+p.URL+"/auth/oidc/callback") && strings.Contains(log, "post_logout_redirect_uri="+p.URL+"/login") {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the start-up log does not name the redirect URIs:\n%s", log)
+		}
 	}
 	idp.AllowRedirect(p.URL+"/auth/oidc/callback", p.URL+"/login")
 	jar, _ := cookiejar.New(nil)
