@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -65,6 +66,32 @@ type User struct {
 	// TelegramID is the user's Telegram user id, 0 when unset: how a
 	// decision made in Telegram is mapped to a staff user.
 	TelegramID int64
+	// SSOSubject is the identity provider's subject (`sub`) of the user's
+	// last single sign-on; "" when they never signed in that way.
+	SSOSubject string
+	// IdPGroups are the identity provider's groups as of IdPSyncedAt (the
+	// last single sign-on or recheck): the tools file's "idp:" members are
+	// matched against them.
+	IdPGroups   []string
+	IdPSyncedAt *time.Time
+	// SSODeniedAt is when a sign-in attempt (or a recheck) found that the
+	// user's groups map to no role; nil otherwise. Until a single sign-on
+	// succeeds again (or an admin updates them with `approvals user add
+	// --update`) they cannot sign in, and their sessions have ended.
+	SSODeniedAt *time.Time
+}
+
+// SignsInWith lists how the user can sign in: "SSO" once they did so,
+// "password" when they have one.
+func (u *User) SignsInWith() []string {
+	var out []string
+	if u.SSOSubject != "" {
+		out = append(out, "SSO")
+	}
+	if u.PasswordHash != "" {
+		out = append(out, "password")
+	}
+	return out
 }
 
 // Token is an agent's bearer token; only its hash is stored.
@@ -93,6 +120,9 @@ var (
 	ErrSlackIDTaken = errors.New("the Slack id belongs to another user")
 	// ErrTelegramIDTaken refuses a Telegram id another user has.
 	ErrTelegramIDTaken = errors.New("the Telegram id belongs to another user")
+	// ErrStateUsed refuses a single sign-on state that finished a sign-in
+	// already.
+	ErrStateUsed = errors.New("the sign-in state was used already")
 )
 
 // Store persists accounts. Like queue.Store, every method takes the context
@@ -112,9 +142,9 @@ type Store interface {
 	UserCount(ctx context.Context) (int64, error)
 	// UserUpdate sets the user's password (ending their sessions), role
 	// and, unless p.SlackID is "" (p.TelegramID 0), Slack id (Telegram id),
-	// all or nothing: ErrSlackIDTaken (ErrTelegramIDTaken) when another
-	// user has the id, ErrNotFound for no such user, and then nothing
-	// changed.
+	// and lifts an SSO denial (an admin says who they are), all or nothing:
+	// ErrSlackIDTaken (ErrTelegramIDTaken) when another user has the id,
+	// ErrNotFound for no such user, and then nothing changed.
 	UserUpdate(ctx context.Context, p UserUpdateParams) error
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
@@ -125,6 +155,20 @@ type Store interface {
 	// such user.
 	UserSetTelegramID(ctx context.Context, p UserSetTelegramIDParams) error
 	UserGetByTelegramID(ctx context.Context, telegramID int64) (*User, error) // ErrNotFound
+	// UserSSOSignIn records a single sign-on of p.Email in one statement:
+	// it creates the user (without a password) or sets the role, the
+	// subject and the IdP groups of the user with that email (in any
+	// case), and lifts an SSO denial.
+	UserSSOSignIn(ctx context.Context, p UserSSOSignInParams) (UserSSOSignInResult, error)
+	// UserSSODeny records that p.Email's IdP groups map to no role: it
+	// stores the groups, sets SSODeniedAt and ends the user's sessions, in
+	// one transaction; ErrNotFound (nothing written) when no user has the
+	// email.
+	UserSSODeny(ctx context.Context, p UserSSODenyParams) (*User, error)
+	// SSOStateUse records that the sign-in state with hash p.Hash finished
+	// a sign-in: ErrStateUsed when it did so before (a replay). The unique
+	// key decides, so of concurrent uses exactly one succeeds.
+	SSOStateUse(ctx context.Context, p SSOStateUseParams) error
 
 	TokenCreate(ctx context.Context, p TokenCreateParams) (*Token, error) // ErrExists for an active name
 	TokenGetByHash(ctx context.Context, hash string) (*Token, error)      // active tokens only
@@ -133,6 +177,10 @@ type Store interface {
 
 	SessionGet(ctx context.Context, p SessionGetParams) (*Session, error) // ErrNotFound when absent or expired
 	SessionSave(ctx context.Context, s *Session) error                    // insert or update
+	// SessionSetData replaces the data of an existing session, keeping its
+	// user and expiry: ErrNotFound when it is gone (a logout meanwhile
+	// stays a logout).
+	SessionSetData(ctx context.Context, p SessionSetDataParams) error
 	SessionDelete(ctx context.Context, id string) error
 
 	LoginFailureAdd(ctx context.Context, p LoginFailureParams) error
@@ -143,8 +191,9 @@ type Store interface {
 	// (so parallel guesses count against each other) and takes it back
 	// when the password was right.
 	LoginFailureRemove(ctx context.Context, p LoginFailureParams) error
-	// AccountsPrune deletes sessions expired at p.Now and login failures
-	// older than p.FailuresBefore, so neither table grows without bound.
+	// AccountsPrune deletes sessions and used sign-in states expired at
+	// p.Now and login failures older than p.FailuresBefore, so no table
+	// grows without bound.
 	AccountsPrune(ctx context.Context, p AccountsPruneParams) error
 
 	SettingGet(ctx context.Context, key string) (string, error) // ErrNotFound
@@ -193,6 +242,38 @@ type UserSetSlackIDParams struct {
 	SlackID string
 }
 
+// UserSSOSignInParams are one successful single sign-on.
+type UserSSOSignInParams struct {
+	Email     string // verified by the identity provider
+	Subject   string // the provider's sub
+	Role      Role   // mapped from IdPGroups
+	IdPGroups []string
+	Now       time.Time
+}
+
+// UserSSOSignInResult is the user as stored, and whether this sign-in
+// created them.
+type UserSSOSignInResult struct {
+	User    *User
+	Created bool
+}
+
+// UserSSODenyParams are one sign-in attempt (or recheck) whose groups map
+// to no role.
+type UserSSODenyParams struct {
+	Email     string
+	Subject   string
+	IdPGroups []string
+	Now       time.Time
+}
+
+// SSOStateUseParams name a sign-in state by its hash; the record is kept
+// until ExpiresAt, past which the state's cookie is refused anyway.
+type SSOStateUseParams struct {
+	Hash      string
+	ExpiresAt time.Time
+}
+
 // TokenCreateParams create an agent token; only its hash is stored.
 type TokenCreateParams struct {
 	Name, Hash string
@@ -209,6 +290,12 @@ type TokenRevokeParams struct {
 type SessionGetParams struct {
 	ID  string
 	Now time.Time
+}
+
+// SessionSetDataParams replace one session's data.
+type SessionSetDataParams struct {
+	ID   string // the hash of the session id, as stored
+	Data string
 }
 
 // LoginFailureParams are one failed login attempt of a subject.
@@ -232,6 +319,16 @@ type AccountsPruneParams struct {
 // SettingParams are one setting's key and value.
 type SettingParams struct {
 	Key, Value string
+}
+
+// IdPGroupsJSON encodes a user's IdP groups as the stores keep them: a JSON
+// array, [] for none.
+func IdPGroupsJSON(groups []string) string {
+	if len(groups) == 0 {
+		return "[]"
+	}
+	b, _ := json.Marshal(groups)
+	return string(b)
 }
 
 // NewToken returns a new random agent token and the hash to store.

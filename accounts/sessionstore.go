@@ -127,30 +127,9 @@ func (s *SessionStore) Save(r *http.Request, w http.ResponseWriter, sess *sessio
 		http.SetCookie(w, sessions.NewCookie(sess.Name(), "", s.cookieOptions(r, -1)))
 		return nil
 	}
-	values := make(map[string]string, len(sess.Values))
-	var userID int64
-	for k, v := range sess.Values {
-		key, ok := k.(string)
-		if !ok {
-			return fmt.Errorf("session value key %v is not a string", k)
-		}
-		if key == SessionUserID {
-			id, ok := v.(int64)
-			if !ok {
-				return fmt.Errorf("session value %s must be an int64", SessionUserID)
-			}
-			userID = id
-			continue
-		}
-		str, ok := v.(string)
-		if !ok {
-			return fmt.Errorf("session value %s is a %T, not a string", key, v)
-		}
-		values[key] = str
-	}
-	data, err := json.Marshal(values)
+	data, userID, err := encodeValues(sess)
 	if err != nil {
-		return fmt.Errorf("encode session: %w", err)
+		return err
 	}
 	if sess.ID == "" {
 		sess.ID = RandomString(32)
@@ -160,7 +139,7 @@ func (s *SessionStore) Save(r *http.Request, w http.ResponseWriter, sess *sessio
 		maxAge = s.opts.MaxAge
 	}
 	now := s.opts.Now().UTC().Truncate(time.Microsecond)
-	row := &Session{ID: HashToken(sess.ID), UserID: userID, Data: string(data), CreatedAt: now, ExpiresAt: now.Add(maxAge)}
+	row := &Session{ID: HashToken(sess.ID), UserID: userID, Data: data, CreatedAt: now, ExpiresAt: now.Add(maxAge)}
 	if err := s.accounts.SessionSave(r.Context(), row); err != nil {
 		return err
 	}
@@ -172,6 +151,52 @@ func (s *SessionStore) Save(r *http.Request, w http.ResponseWriter, sess *sessio
 	sess.IsNew = false
 	http.SetCookie(w, sessions.NewCookie(sess.Name(), encoded, sess.Options))
 	return nil
+}
+
+// encodeValues is what Save stores of sess: the data column (every value
+// but the user id, which has a column of its own) and the user id.
+func encodeValues(sess *sessions.Session) (string, int64, error) {
+	values := make(map[string]string, len(sess.Values))
+	var userID int64
+	for k, v := range sess.Values {
+		key, ok := k.(string)
+		if !ok {
+			return "", 0, fmt.Errorf("session value key %v is not a string", k)
+		}
+		if key == SessionUserID {
+			id, ok := v.(int64)
+			if !ok {
+				return "", 0, fmt.Errorf("session value %s must be an int64", SessionUserID)
+			}
+			userID = id
+			continue
+		}
+		str, ok := v.(string)
+		if !ok {
+			return "", 0, fmt.Errorf("session value %s is a %T, not a string", key, v)
+		}
+		values[key] = str
+	}
+	data, err := json.Marshal(values)
+	if err != nil {
+		return "", 0, fmt.Errorf("encode session: %w", err)
+	}
+	return string(data), userID, nil
+}
+
+// Update writes the values of a stored session again, keeping its user,
+// its expiry and its cookie: ErrNotFound when it ended meanwhile (a logout
+// stays a logout). What a single sign-on's recheck learns is kept this
+// way, in the middle of an event stream too, where no cookie can be set.
+func (s *SessionStore) Update(ctx context.Context, sess *sessions.Session) error {
+	if sess.ID == "" {
+		return ErrNotFound
+	}
+	data, _, err := encodeValues(sess)
+	if err != nil {
+		return err
+	}
+	return s.accounts.SessionSetData(ctx, SessionSetDataParams{ID: HashToken(sess.ID), Data: data})
 }
 
 // PreSessionToken returns the CSRF token of an anonymous visitor (the

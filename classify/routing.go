@@ -141,6 +141,10 @@ type Approval struct {
 	Approvers []string `json:"approvers,omitempty"`
 	// ApproverEmails are the members of Approvers when the action was submitted.
 	ApproverEmails []string `json:"approver_emails,omitempty"`
+	// ApproverIdPGroups are the identity provider's groups the approver groups name
+	// ("idp:support-leads" members, without the prefix): anyone in one of them at their
+	// last sign-in may decide.
+	ApproverIdPGroups []string `json:"approver_idp_groups,omitempty"`
 	// Required distinct approvals (default 1).
 	Required       int           `json:"required"`
 	Notify         []string      `json:"notify,omitempty"`
@@ -148,7 +152,9 @@ type Approval struct {
 	EscalateAfter  time.Duration `json:"escalate_after,omitempty"`
 	EscalateTo     []string      `json:"escalate_to,omitempty"`
 	EscalateEmails []string      `json:"escalate_emails,omitempty"` // members of EscalateTo at submission
-	EscalateNotify []string      `json:"escalate_notify,omitempty"`
+	// EscalateIdPGroups are the identity provider's groups EscalateTo names.
+	EscalateIdPGroups []string `json:"escalate_idp_groups,omitempty"`
+	EscalateNotify    []string `json:"escalate_notify,omitempty"`
 	// Bulk false means each action must be reviewed on its own page: no bulk approval.
 	Bulk *bool `json:"bulk,omitempty"`
 }

@@ -17,8 +17,25 @@ import (
 
 // routing is the groups and channels of a tools file.
 type routing struct {
-	groups   map[string][]string // lower-cased emails, sorted, distinct
+	// groups hold each group's members, sorted and distinct: lower-cased
+	// emails, and identity provider groups as "idp:NAME" (NAME as written).
+	groups   map[string][]string
 	channels map[string]Channel
+}
+
+// IdPPrefix marks a group member that is a group of the identity provider
+// (single sign-on) rather than an email: "idp:support-leads".
+const IdPPrefix = "idp:"
+
+// maxIdPGroupLength bounds an identity provider group's name.
+const maxIdPGroupLength = 256
+
+// Person is a staff member as the rules of deciding see them: the email,
+// and the identity provider's groups as of their last sign-in (none for
+// someone who signs in with a password only).
+type Person struct {
+	Email     string
+	IdPGroups []string
 }
 
 // approvalKeys are the keys of a tool's approval rule.
@@ -146,20 +163,33 @@ func (a *Approval) RequiredApprovals() int {
 // BulkAllowed reports whether actions of the rule may be approved in bulk (the default).
 func (a *Approval) BulkAllowed() bool { return a == nil || a.Bulk == nil || *a.Bulk }
 
-// MayDecide reports whether the staff member with this email may decide an action of the rule;
-// escalated says the action has been escalated, which admits EscalateEmails too. Without
-// approvers every approver and admin may decide: roles are the caller's business.
-func (a *Approval) MayDecide(email string, escalated bool) bool {
+// MayDecide reports whether p may decide an action of the rule: p's email is among the
+// approvers' emails, or one of p's identity provider groups among the approvers' "idp:"
+// groups; escalated says the action has been escalated, which admits the escalation groups'
+// people too. Without approvers every approver and admin may decide: roles are the caller's
+// business.
+func (a *Approval) MayDecide(p Person, escalated bool) bool {
 	if a == nil || len(a.Approvers) == 0 {
 		return true
 	}
-	email = strings.ToLower(email)
-	return slices.Contains(a.ApproverEmails, email) || escalated && slices.Contains(a.EscalateEmails, email)
+	email := strings.ToLower(p.Email)
+	in := func(emails, groups []string) bool {
+		return slices.Contains(emails, email) || slices.ContainsFunc(p.IdPGroups, func(g string) bool { return slices.Contains(groups, g) })
+	}
+	return in(a.ApproverEmails, a.ApproverIdPGroups) || escalated && in(a.EscalateEmails, a.EscalateIdPGroups)
+}
+
+// CountsPeople reports whether the rule's eligible people are a list the tools file names:
+// false when an identity provider group is among them, whose members only the provider knows.
+func (a *Approval) CountsPeople() bool {
+	return a == nil || len(a.ApproverIdPGroups) == 0 && len(a.EscalateIdPGroups) == 0
 }
 
 func (a Approval) clone() Approval {
 	a.Approvers = slices.Clone(a.Approvers)
 	a.ApproverEmails = slices.Clone(a.ApproverEmails)
+	a.ApproverIdPGroups = slices.Clone(a.ApproverIdPGroups)
+	a.EscalateIdPGroups = slices.Clone(a.EscalateIdPGroups)
 	a.Notify = slices.Clone(a.Notify)
 	a.EscalateTo = slices.Clone(a.EscalateTo)
 	a.EscalateEmails = slices.Clone(a.EscalateEmails)
@@ -182,9 +212,9 @@ func parseRouting(groupsNode, channelsNode *yaml.Node, opts Options) (routing, [
 			p := &toolParser{name: "groups", subject: "section"}
 			for name, n := range p.mapping(groupsNode, "", nil) {
 				gp := &toolParser{name: name, line: n.Line, subject: "group"}
-				if members := gp.emails(n, "members"); len(gp.errs) == 0 {
+				if members := gp.members(n, "members"); len(gp.errs) == 0 {
 					if len(members) == 0 {
-						gp.fail("members", n.Line, "a group needs at least one email")
+						gp.fail("members", n.Line, "a group needs at least one member: an email, or an identity provider group as \"idp:NAME\"")
 					}
 					rt.groups[name] = members
 				}
@@ -214,8 +244,34 @@ func parseRouting(groupsNode, channelsNode *yaml.Node, opts Options) (routing, [
 }
 
 // emails reads a list of email addresses, lower-cased, sorted and distinct.
+// members reads a group's members: emails, and identity provider groups
+// written "idp:NAME".
+func (p *toolParser) members(n *yaml.Node, field string) []string {
+	var emails, groups []string
+	for _, m := range p.names(n, field) {
+		if !strings.HasPrefix(m, IdPPrefix) {
+			emails = append(emails, m)
+			continue
+		}
+		name := strings.TrimPrefix(m, IdPPrefix)
+		switch {
+		case strings.TrimSpace(name) == "":
+			p.fail(field, n.Line, "%q names no identity provider group; write it as \"idp:support-leads\"", m)
+		case len(name) > maxIdPGroupLength:
+			p.fail(field, n.Line, "identity provider group %q has %d characters; at most %d are allowed", string([]rune(name)[:40])+"…", len(name), maxIdPGroupLength)
+		default:
+			groups = append(groups, m)
+		}
+	}
+	slices.Sort(groups)
+	return append(p.emailList(emails, n, field), slices.Compact(groups)...)
+}
+
 func (p *toolParser) emails(n *yaml.Node, field string) []string {
-	list := p.names(n, field)
+	return p.emailList(p.names(n, field), n, field)
+}
+
+func (p *toolParser) emailList(list []string, n *yaml.Node, field string) []string {
 	var out []string
 	for _, e := range list {
 		if len(e) > maxEmailLength || strings.Count(e, "@") != 1 || strings.HasPrefix(e, "@") || strings.HasSuffix(e, "@") || strings.ContainsAny(e, " \t\r\n<>,") {
@@ -444,12 +500,13 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 	}
 	fields := p.mapping(n, "approval", approvalKeys)
 	a := &Approval{Required: 1}
-	groups := func(key string) ([]string, []string) {
+	// groups resolves the group names of key to their emails and their
+	// identity provider groups.
+	groups := func(key string) (names, emails, idpGroups []string) {
 		v := fields[key]
 		if v == nil {
-			return nil, nil
+			return nil, nil, nil
 		}
-		var names, members []string
 		for _, g := range p.names(v, "approval."+key) {
 			m, ok := p.routing.groups[g]
 			if !ok {
@@ -457,10 +514,17 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 				continue
 			}
 			names = append(names, g)
-			members = append(members, m...)
+			for _, member := range m {
+				if name, ok := strings.CutPrefix(member, IdPPrefix); ok {
+					idpGroups = append(idpGroups, name)
+				} else {
+					emails = append(emails, member)
+				}
+			}
 		}
-		slices.Sort(members)
-		return names, slices.Compact(members)
+		slices.Sort(emails)
+		slices.Sort(idpGroups)
+		return names, slices.Compact(emails), slices.Compact(idpGroups)
 	}
 	channels := func(key string) []string {
 		v := fields[key]
@@ -479,8 +543,8 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 		}
 		return out
 	}
-	a.Approvers, a.ApproverEmails = groups("approvers")
-	a.EscalateTo, a.EscalateEmails = groups("escalate_to")
+	a.Approvers, a.ApproverEmails, a.ApproverIdPGroups = groups("approvers")
+	a.EscalateTo, a.EscalateEmails, a.EscalateIdPGroups = groups("escalate_to")
 	a.Notify = channels("notify")
 	a.EscalateNotify = channels("escalate_notify")
 	p.duration(fields, "remind_after", "approval.remind_after", &a.RemindAfter)
@@ -503,7 +567,9 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 		}
 	}
 
-	if len(a.Approvers) > 0 {
+	// Who is in an identity provider group only the provider knows: with one
+	// among the eligible, the tools file cannot count them.
+	if len(a.Approvers) > 0 && a.CountsPeople() {
 		eligible := slices.Concat(a.ApproverEmails, a.EscalateEmails)
 		slices.Sort(eligible)
 		if people := len(slices.Compact(eligible)); a.Required > people && fields["required"] != nil {

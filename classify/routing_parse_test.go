@@ -105,13 +105,91 @@ func TestApprovalMayDecide(t *testing.T) {
 		{"dave@example.com", true, false},
 	}
 	for _, tt := range tests {
-		if got := a.MayDecide(tt.email, tt.escalated); got != tt.want {
+		if got := a.MayDecide(Person{Email: tt.email}, tt.escalated); got != tt.want {
 			t.Errorf("MayDecide(%q, escalated %v) = %v, want %v", tt.email, tt.escalated, got, tt.want)
 		}
 	}
 	var none *Approval
-	if !none.MayDecide("anyone@example.com", false) {
+	if !none.MayDecide(Person{Email: "anyone@example.com"}, false) {
 		t.Error("without a rule anyone (with the role) may decide")
+	}
+}
+
+// A group may name identity provider groups beside emails: the snapshot
+// keeps them apart, and a person in one of them (as of their last sign-in)
+// may decide, as an email in the list would.
+func TestApprovalIdPGroups(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, `
+groups:
+  support-leads: [ann@example.com, "idp:support-leads", "idp:Support Leads EU"]
+  night-shift: ["idp:night-shift"]
+tools:
+  send_customer_email:
+    class: at-most-once
+    approval:
+      approvers: [support-leads]
+      required: 5
+      escalate_after: 1h
+      escalate_to: [night-shift]
+`, allSet)
+	a := mustLookup(t, r, "send_customer_email").Approval
+	if got := strings.Join(a.ApproverEmails, ","); got != "ann@example.com" {
+		t.Fatalf("ApproverEmails = %s", got)
+	}
+	if got := strings.Join(a.ApproverIdPGroups, ","); got != "Support Leads EU,support-leads" {
+		t.Fatalf("ApproverIdPGroups = %s", got)
+	}
+	if got := strings.Join(a.EscalateIdPGroups, ","); got != "night-shift" {
+		t.Fatalf("EscalateIdPGroups = %s", got)
+	}
+	if a.CountsPeople() {
+		t.Fatal("CountsPeople() = true with identity provider groups among the approvers")
+	}
+	tests := []struct {
+		name      string
+		p         Person
+		escalated bool
+		want      bool
+	}{
+		{"email listed", Person{Email: "ann@example.com"}, false, true},
+		{"in an idp group", Person{Email: "zoe@example.com", IdPGroups: []string{"staff", "support-leads"}}, false, true},
+		{"idp group names compare exactly", Person{Email: "zoe@example.com", IdPGroups: []string{"Support-Leads"}}, false, false},
+		{"a group name with spaces", Person{Email: "zoe@example.com", IdPGroups: []string{"Support Leads EU"}}, false, true},
+		{"in no group", Person{Email: "zoe@example.com", IdPGroups: []string{"staff"}}, false, false},
+		{"no groups at all", Person{Email: "zoe@example.com"}, false, false},
+		{"escalation group before escalation", Person{Email: "yan@example.com", IdPGroups: []string{"night-shift"}}, false, false},
+		{"escalation group once escalated", Person{Email: "yan@example.com", IdPGroups: []string{"night-shift"}}, true, true},
+		// An email that looks like a group is an email.
+		{"an email is no group", Person{Email: "support-leads"}, false, false},
+	}
+	for _, tt := range tests {
+		if got := a.MayDecide(tt.p, tt.escalated); got != tt.want {
+			t.Errorf("%s: MayDecide(%+v, escalated %v) = %v, want %v", tt.name, tt.p, tt.escalated, got, tt.want)
+		}
+	}
+	// The snapshot keeps the groups across the JSON an action stores.
+	raw, _ := json.Marshal(a)
+	var back Approval
+	if err := json.Unmarshal(raw, &back); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(&back, a) {
+		t.Fatalf("after a JSON round trip %+v, want %+v", back, a)
+	}
+}
+
+func TestIdPGroupMembersRefused(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ member, want string }{
+		{`"idp:"`, `names no identity provider group`},
+		{`"idp:   "`, `names no identity provider group`},
+		{`"idp:` + strings.Repeat("g", 257) + `"`, `at most 256 are allowed`},
+	} {
+		_, err := Parse([]byte("groups:\n  leads: ["+tc.member+"]\ntools:\n  t:\n    class: at-most-once\n"), allSet)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("member %s: err = %v, want one saying %q", tc.member, err, tc.want)
+		}
 	}
 }
 

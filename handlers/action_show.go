@@ -106,8 +106,14 @@ func quorumView(a *queue.Action) templates.QuorumView {
 		return q
 	}
 	people := rule.ApproverEmails
+	q.MayDecideGroups = slices.Clone(rule.ApproverIdPGroups)
 	if a.EscalatedAt != nil {
 		people = append(slices.Clone(people), rule.EscalateEmails...)
+		for _, g := range rule.EscalateIdPGroups {
+			if !slices.Contains(q.MayDecideGroups, g) {
+				q.MayDecideGroups = append(q.MayDecideGroups, g)
+			}
+		}
 	}
 	for _, email := range people {
 		if !a.Approved("user:"+email) && !slices.Contains(q.MayDecide, email) {

@@ -45,7 +45,8 @@ func (d *Dashboard) usersView(c echo.Context, form templates.UserForm) (template
 		v.Roles = append(v.Roles, string(r))
 	}
 	for _, u := range users {
-		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), SlackID: u.SlackID, TelegramID: u.TelegramID, CreatedAt: u.CreatedAt})
+		v.Users = append(v.Users, templates.UserRow{ID: u.ID, Email: u.Email, Role: string(u.Role), SlackID: u.SlackID, TelegramID: u.TelegramID, CreatedAt: u.CreatedAt,
+			SignIn: strings.Join(u.SignsInWith(), ", "), IdPGroups: u.IdPGroups, IdPSyncedAt: u.IdPSyncedAt, SSODenied: u.SSODeniedAt != nil})
 	}
 	return v, nil
 }

@@ -14,7 +14,8 @@ import (
 var eventKinds = []string{queue.EventSubmitted, queue.EventReplayed, queue.EventReused, queue.EventInProgressSeen,
 	queue.EventApproved, queue.EventRejected, queue.EventCancelled, queue.EventExpired,
 	queue.EventClaimed, queue.EventDelivery, queue.EventDeliveryResult, queue.EventCompleted, queue.EventFailed,
-	queue.EventOutcomeConflict, queue.EventTicketOpened, queue.EventTicketResolved}
+	queue.EventOutcomeConflict, queue.EventTicketOpened, queue.EventTicketResolved,
+	queue.EventSignedIn, queue.EventSignInRefused}
 
 const auditPageSize = 100
 

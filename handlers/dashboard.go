@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/subtle"
 	"errors"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strings"
@@ -15,9 +16,11 @@ import (
 	"github.com/a-h/templ"
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/templates"
 )
 
@@ -45,6 +48,24 @@ type Dashboard struct {
 	// sign-in waiting at most 2s for one.
 	Gate     *accounts.PasswordGate
 	gateOnce sync.Once
+	// SSO signs staff in with the company's OpenID provider; nil: single
+	// sign-on is not configured (/auth/oidc/* answer 404). SSOSealer seals
+	// its flow cookie and the tokens a session keeps.
+	SSO       *sso.Provider
+	SSOSealer *sso.Sealer
+	// SSORecheck is how often a single sign-on session is checked again
+	// with the provider (APPROVALS_OIDC_RECHECK); default sso.DefaultRecheck.
+	SSORecheck time.Duration
+	// PasswordLoginOff refuses the password form (APPROVALS_PASSWORD_LOGIN
+	// =off); the setup link still creates the first admin.
+	PasswordLoginOff bool
+	// PublicURL is where browsers reach the dashboard: where the provider
+	// sends them after its logout.
+	PublicURL string
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+	// recheck lets one request of a session ask the provider at a time.
+	recheck singleflight.Group
 	// overview is the overview page's cache.
 	overview OverviewCache
 }
@@ -163,12 +184,19 @@ func (d *Dashboard) sessionUser(ctx context.Context, sess *sessions.Session) (*a
 		return nil, err
 	}
 	// A password change ends every session that signed in before it, even
-	// in a store that did not delete them.
+	// in a store that did not delete them; so does the provider's refusal.
 	authAt, err := time.Parse(time.RFC3339Nano, stringValue(sess, authAtValue))
-	if err != nil || u.PasswordChangedAt.After(authAt) {
+	if err != nil || u.PasswordChangedAt.After(authAt) || u.SSODeniedAt != nil {
 		return nil, nil
 	}
-	return u, nil
+	return d.ssoSessionUser(ctx, sess, u)
+}
+
+func (d *Dashboard) log() *slog.Logger {
+	if d.Logger == nil {
+		return slog.Default()
+	}
+	return d.Logger
 }
 
 // stillSignedIn re-reads the request's session from the database, past

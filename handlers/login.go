@@ -29,6 +29,7 @@ func (d *Dashboard) LoginPage(c echo.Context) error {
 }
 
 func (d *Dashboard) renderLogin(c echo.Context, status int, v templates.LoginView) error {
+	v.SSO, v.Password = d.SSO != nil, !d.PasswordLoginOff
 	p, err := d.page(c, "Sign in", "")
 	if err != nil {
 		return err
@@ -44,6 +45,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 	email := strings.TrimSpace(c.FormValue("email"))
 	password := c.FormValue("password")
 	v := templates.LoginView{Email: email, Next: safeNext(c.FormValue("next"))}
+	if d.PasswordLoginOff {
+		// Refused before anything is read or written: the form is not offered.
+		v.Email = ""
+		v.Error = "Password sign-in is turned off on this server: use Sign in with SSO."
+		return d.renderLogin(c, http.StatusForbidden, v)
+	}
 	if len(email) > maxEmailLen {
 		v.Email = ""
 		v.Error = "The email is longer than 254 characters, which no address may be."
@@ -107,14 +114,20 @@ func (d *Dashboard) Login(c echo.Context) error {
 			return err
 		}
 	}
-	if u == nil {
+	if u == nil || u.PasswordHash == "" {
 		// Spend the same time as a real check, so timing does not reveal
-		// which emails have accounts.
+		// which emails have accounts (or sign in with SSO only).
 		accounts.CheckPassword(dummyHash(), password)
 	}
-	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
+	if u == nil || u.PasswordHash == "" || !accounts.CheckPassword(u.PasswordHash, password) {
 		v.Error = "The email or password is wrong."
 		return d.renderLogin(c, http.StatusUnauthorized, v)
+	}
+	if u.SSODeniedAt != nil {
+		// The right password, for someone the identity provider refused:
+		// an admin lifts that (approvals user add --update), not a password.
+		v.Error = "Your identity provider's groups give you no role in approvals, so you cannot sign in. Ask an admin."
+		return d.renderLogin(c, http.StatusForbidden, v)
 	}
 	// The account's failures end with a right password; the address keeps
 	// its other attempts (another account may be under attack from it).
@@ -124,7 +137,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	if err := d.Accounts.LoginFailureRemove(ctx, accounts.LoginFailureParams{Subject: subjects[1], At: now}); err != nil {
 		return err
 	}
-	if err := d.signIn(c, u); err != nil {
+	if err := d.signIn(c, u, nil); err != nil {
 		return err
 	}
 	if v.Next == "" {
@@ -172,8 +185,9 @@ func (d *Dashboard) forgetAttempt(ctx context.Context, subjects []string, now ti
 }
 
 // signIn turns the request's session into a signed-in one under a new id
-// (so an id planted before login is worthless) with a new CSRF token.
-func (d *Dashboard) signIn(c echo.Context, u *accounts.User) error {
+// (so an id planted before login is worthless) with a new CSRF token and
+// the values of extra (a single sign-on's).
+func (d *Dashboard) signIn(c echo.Context, u *accounts.User, extra map[string]string) error {
 	sess := session(c)
 	if err := d.Sessions.Renew(c.Request().Context(), sess); err != nil {
 		return err
@@ -184,6 +198,9 @@ func (d *Dashboard) signIn(c echo.Context, u *accounts.User) error {
 	sess.Values[accounts.SessionUserID] = u.ID
 	sess.Values[authAtValue] = d.Service.Now().Format(time.RFC3339Nano)
 	sess.Values[csrfValue] = accounts.RandomString(32)
+	for k, v := range extra {
+		sess.Values[k] = v
+	}
 	return sess.Save(c.Request(), c.Response())
 }
 
@@ -193,12 +210,18 @@ var dummyHash = sync.OnceValue(func() string {
 })
 
 // Logout handles POST /logout: the session row is deleted, so the cookie
-// opens nothing any more, in any process.
+// opens nothing any more, in any process. A single sign-on session then
+// goes on to the provider's end_session_endpoint, when it has one, which
+// sends the browser back to the sign-in page.
 func (d *Dashboard) Logout(c echo.Context) error {
 	sess := session(c)
+	next := d.ssoLogoutURL(c.Request().Context(), sess)
 	sess.Options.MaxAge = -1
 	if err := sess.Save(c.Request(), c.Response()); err != nil {
 		return err
+	}
+	if next != "" {
+		return c.Redirect(http.StatusSeeOther, next)
 	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }

@@ -66,6 +66,20 @@ func (s *writeSpy) SettingTake(ctx context.Context, p accounts.SettingParams) (b
 // rowCounter counts the rows of every table of one store's database.
 type rowCounter func(t *testing.T) map[string]int
 
+// processRows counts the rows of a's database, whichever store it runs on.
+func processRows(t *testing.T, a *apptest.App) rowCounter {
+	t.Helper()
+	if a.SQLitePath == "" {
+		return postgresRows(a.Store.(*postgres.Store).Pool())
+	}
+	db, err := sql.Open("sqlite", a.SQLitePath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return sqliteRows(db)
+}
+
 func postgresRows(pool *pgxpool.Pool) rowCounter {
 	return func(t *testing.T) map[string]int {
 		t.Helper()
@@ -136,17 +150,7 @@ func TestAnonymousTrafficWritesNothing(t *testing.T) {
 			spy := &writeSpy{}
 			d := apptest.StartDashboard(t, apptest.Options{SQLite: onSQLite,
 				WrapAll: func(s storage.Store) storage.Store { spy.Store = s; return spy }})
-			var rows rowCounter
-			if onSQLite {
-				db, err := sql.Open("sqlite", d.App.SQLitePath)
-				if err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { _ = db.Close() })
-				rows = sqliteRows(db)
-			} else {
-				rows = postgresRows(d.Store.(*postgres.Store).Pool())
-			}
+			rows := processRows(t, d.App)
 			// A user exists, so the setup link is not what /login offers.
 			d.AddUser("ann@example.com", accounts.RoleAdmin)
 			before, writesBefore := rows(t), spy.writes.Load()

@@ -120,7 +120,7 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.signIn(c, u); err != nil {
+	if err := d.signIn(c, u, nil); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/")

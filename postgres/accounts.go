@@ -2,25 +2,81 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/approvals/approvals/accounts"
 )
 
-func scanUser(row rowScanner) (*accounts.User, error) {
+func scanUser(row rowScanner, extra ...any) (*accounts.User, error) {
 	var u accounts.User
 	var role string
-	if err := row.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID, &u.TelegramID); err != nil {
+	var groups []byte
+	dest := append([]any{&u.ID, &u.Email, &u.PasswordHash, &role, &u.CreatedAt, &u.PasswordChangedAt, &u.SlackID, &u.TelegramID,
+		&u.SSOSubject, &groups, &u.IdPSyncedAt, &u.SSODeniedAt}, extra...)
+	if err := row.Scan(dest...); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil, accounts.ErrNotFound
 		}
 		return nil, err
 	}
 	u.Role = accounts.Role(role)
+	if err := json.Unmarshal(groups, &u.IdPGroups); err != nil {
+		return nil, fmt.Errorf("user %d: idp_groups: %w", u.ID, err)
+	}
+	for _, t := range []**time.Time{&u.IdPSyncedAt, &u.SSODeniedAt} {
+		if *t != nil {
+			utc := (*t).UTC()
+			*t = &utc
+		}
+	}
 	return &u, nil
+}
+
+// UserSSOSignIn implements accounts.Store: one upsert on the unique index
+// users_email, so concurrent first sign-ins of one person create one user.
+func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParams) (accounts.UserSSOSignInResult, error) {
+	var created bool
+	u, err := scanUser(s.pool.QueryRow(ctx, userSSOSignInSQL, p.Email, string(p.Role), p.Now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups)), &created)
+	if err != nil {
+		return accounts.UserSSOSignInResult{}, fmt.Errorf("single sign-on of %s: %w", p.Email, err)
+	}
+	return accounts.UserSSOSignInResult{User: u, Created: created}, nil
+}
+
+// UserSSODeny implements accounts.Store: the update and the end of the
+// user's sessions in one transaction.
+func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (*accounts.User, error) {
+	var u *accounts.User
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if u, err = scanUser(tx.QueryRow(ctx, userSSODenySQL, p.Email, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), p.Now)); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, userEndSessionsSQL, u.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deny single sign-on of %s: %w", p.Email, err)
+	}
+	return u, nil
+}
+
+// SSOStateUse implements accounts.Store: the primary key of sso_states
+// lets one use of a state in.
+func (s *Store) SSOStateUse(ctx context.Context, p accounts.SSOStateUseParams) error {
+	tag, err := s.pool.Exec(ctx, ssoStateUseSQL, p.Hash, p.ExpiresAt)
+	if err != nil {
+		return fmt.Errorf("use sign-in state: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrStateUsed
+	}
+	return nil
 }
 
 // UserCreate implements accounts.Store: one INSERT, refused whole by the
@@ -333,6 +389,18 @@ func (s *Store) SessionSave(ctx context.Context, sess *accounts.Session) error {
 	return nil
 }
 
+// SessionSetData implements accounts.Store.
+func (s *Store) SessionSetData(ctx context.Context, p accounts.SessionSetDataParams) error {
+	tag, err := s.pool.Exec(ctx, sessionSetDataSQL, p.ID, p.Data)
+	if err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	if tag.RowsAffected() == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
 // SessionDelete implements accounts.Store.
 func (s *Store) SessionDelete(ctx context.Context, id string) error {
 	_, err := s.pool.Exec(ctx, sessionDeleteSQL, id)
@@ -375,6 +443,9 @@ func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParam
 	}
 	if _, err := s.pool.Exec(ctx, loginFailurePruneSQL, failuresBefore); err != nil {
 		return fmt.Errorf("prune login failures: %w", err)
+	}
+	if _, err := s.pool.Exec(ctx, ssoStatePruneSQL, now); err != nil {
+		return fmt.Errorf("prune sign-in states: %w", err)
 	}
 	return nil
 }

@@ -274,3 +274,85 @@ VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}
 		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant:\n%s", got, rowsBefore)
 	}
 }
+
+// Migration 00014 adds the users' single sign-on columns and sso_states,
+// and lets an event have no action (a staff event). Up keeps the rows;
+// Down removes the staff events and leaves the schema exactly as it was at
+// 00013.
+func TestMigrationSSO(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	const id = "01890a5d-0000-7000-8000-000000000001"
+	if _, err := pool.Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+VALUES ($1, 't', 'at-most-once', 'k:1', 1, 'pending', '{}', 'agent:bot', '2031-03-14T09:00:00Z', '{"name":"t"}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at) VALUES ($1, 'submitted', 'agent:bot', '2031-03-14T09:00:00Z')`, id); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at)
+VALUES ('ann@example.com', 'h', 'admin', '2031-03-14T09:00:00Z', '2031-03-14T09:00:00Z')`); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() string {
+		var rows string
+		if err := pool.QueryRow(ctx, `SELECT json_build_array((SELECT json_agg(e ORDER BY id) FROM events e WHERE action_id IS NOT NULL),
+			(SELECT json_agg(json_build_array(u.id, u.email, u.role)) FROM users u))::text`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	before, rowsBefore := describeSchema(t, pool), dump()
+
+	if _, err := p.UpTo(ctx, 14); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Up changed the rows:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at, fanned_out) VALUES (NULL, 'signed_in', 'user:ann@example.com', now(), true)`); err != nil {
+		t.Fatalf("a staff event after Up: %v", err)
+	}
+	for _, c := range []struct{ q, check string }{
+		{`UPDATE users SET idp_groups = '{}'`, "users_idp_groups_array"},
+		{`UPDATE users SET idp_synced_at = now()`, "users_idp_synced_with_subject"},
+		{`INSERT INTO sso_states VALUES ('h', now())`, ""},
+		{`INSERT INTO sso_states VALUES ('h', now())`, "sso_states_pkey"},
+	} {
+		_, err := pool.Exec(ctx, c.q)
+		if c.check == "" && err != nil || c.check != "" && (err == nil || !strings.Contains(err.Error(), c.check)) {
+			t.Errorf("%s: %v, want %q", c.q, err, c.check)
+		}
+	}
+
+	if _, err := p.DownTo(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Down changed the rows:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+	var staff int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events`).Scan(&staff); err != nil || staff != 1 {
+		t.Errorf("events after Down: %d (%v), want the action's one", staff, err)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -4,14 +4,38 @@ package postgres
 
 // (sql/accounts.sql)
 const userCreateSQL = `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id, telegram_id)
-VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)`
+VALUES ($1, $2, $3, $4, $4, $5, $6) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at`
 
 // (sql/accounts.sql)
 const userSetPasswordSQL = `UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1`
 
 // (sql/accounts.sql)
 const userUpdateSQL = `UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id) WHERE id = $1`
+    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id), sso_denied_at = NULL WHERE id = $1`
+
+// userSSOSignInSQL creates the user of a first single sign-on (with no
+// password) or refreshes the role and groups of the user with the email;
+// the last column says whether the row is new (xmax is 0 only for a row
+// this statement inserted).
+// (sql/accounts.sql)
+const userSSOSignInSQL = `INSERT INTO users (email, password_hash, role, created_at, password_changed_at, sso_subject, idp_groups, idp_synced_at)
+VALUES ($1, '', $2, $3, $3, $4, $5, $3)
+ON CONFLICT ((lower(email))) DO UPDATE SET role = EXCLUDED.role, sso_subject = EXCLUDED.sso_subject,
+    idp_groups = EXCLUDED.idp_groups, idp_synced_at = EXCLUDED.idp_synced_at, sso_denied_at = NULL
+RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at, xmax = 0`
+
+// (sql/accounts.sql)
+const userSSODenySQL = `UPDATE users SET sso_subject = $2, idp_groups = $3, idp_synced_at = $4, sso_denied_at = $4
+WHERE lower(email) = lower($1) RETURNING id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at`
+
+// (sql/accounts.sql)
+const ssoStateUseSQL = `INSERT INTO sso_states (state_hash, expires_at) VALUES ($1, $2) ON CONFLICT (state_hash) DO NOTHING`
+
+// (sql/accounts.sql)
+const ssoStatePruneSQL = `DELETE FROM sso_states WHERE expires_at <= $1`
 
 // (sql/accounts.sql)
 const userEndSessionsSQL = `DELETE FROM sessions WHERE user_id = $1`
@@ -23,22 +47,27 @@ const userSetRoleSQL = `UPDATE users SET role = $2 WHERE id = $1`
 const userSetSlackIDSQL = `UPDATE users SET slack_id = $2 WHERE id = $1`
 
 // (sql/accounts.sql)
-const userGetBySlackIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE slack_id = $1`
+const userGetBySlackIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at FROM users WHERE slack_id = $1`
 
 // (sql/accounts.sql)
 const userSetTelegramIDSQL = `UPDATE users SET telegram_id = $2 WHERE id = $1`
 
 // (sql/accounts.sql)
-const userGetByTelegramIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE telegram_id = $1`
+const userGetByTelegramIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at FROM users WHERE telegram_id = $1`
 
 // (sql/accounts.sql)
-const userGetByEmailSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE lower(email) = lower($1)`
+const userGetByEmailSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at FROM users WHERE lower(email) = lower($1)`
 
 // (sql/accounts.sql)
-const userGetByIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users WHERE id = $1`
+const userGetByIDSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at FROM users WHERE id = $1`
 
 // (sql/accounts.sql)
-const userListSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0) FROM users ORDER BY email`
+const userListSQL = `SELECT id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at FROM users ORDER BY email`
 
 // (sql/accounts.sql)
 const userDeleteSQL = `DELETE FROM users WHERE id = $1`
@@ -72,6 +101,9 @@ const sessionGetSQL = `SELECT id, user_id, data, created_at, expires_at FROM ses
 // (sql/accounts.sql)
 const sessionSaveSQL = `INSERT INTO sessions (id, user_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at`
+
+// (sql/accounts.sql)
+const sessionSetDataSQL = `UPDATE sessions SET data = $2 WHERE id = $1`
 
 // (sql/accounts.sql)
 const sessionDeleteSQL = `DELETE FROM sessions WHERE id = $1`
@@ -194,9 +226,15 @@ const eventInsertManySQL = `INSERT INTO events (action_id, kind, actor, channel,
 SELECT id, kind, actor, channel, at, data::json
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data)`
 
-// eventListSelect is what eventListSQL adds its WHERE clause to.
+// staffEventInsertSQL appends an event of no action (a sign-in), which
+// notifies nobody.
 // (sql/event.sql)
-const eventListSelect = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events`
+const staffEventInsertSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out) VALUES (NULL, $1, $2, $3, $4, $5, true)`
+
+// eventListSelect is what eventListSQL adds its WHERE clause to; a staff
+// event's action is "".
+// (sql/event.sql)
+const eventListSelect = `SELECT id, coalesce(action_id::text, ''), kind, actor, channel, at, data FROM events`
 
 // fanOutSQL takes the waiting outbox events. Its predicate repeats the
 // partial index events_fan_out's, so the scan reads only that index, and

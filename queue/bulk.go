@@ -86,6 +86,11 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 	if err != nil {
 		return nil, err
 	}
+	// One decider for the whole selection.
+	decider, err := s.Decider(ctx, r.By)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]BulkResult, 0, len(ids))
 	for _, id := range ids {
 		a := known[id]
@@ -96,7 +101,7 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 		case r.Decision == "approve" && !a.Spec.Approval.BulkAllowed():
 			res.Outcome, res.Reason = BulkNotAllowed, "its tool asks for each action to be reviewed on its own page"
 		default:
-			if err := s.bulkDecideOne(ctx, r, &res); err != nil {
+			if err := s.bulkDecideOne(ctx, r, &decider, &res); err != nil {
 				return out, err
 			}
 		}
@@ -105,8 +110,8 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 	return out, nil
 }
 
-func (s *Service) bulkDecideOne(ctx context.Context, r BulkRequest, res *BulkResult) error {
-	d := DecideRequest{ID: res.ID, To: StateApproved, By: r.By, Note: strings.TrimSpace(r.Note)}
+func (s *Service) bulkDecideOne(ctx context.Context, r BulkRequest, decider *Decider, res *BulkResult) error {
+	d := DecideRequest{ID: res.ID, To: StateApproved, By: r.By, Note: strings.TrimSpace(r.Note), decider: decider}
 	var got DriveResult
 	var err error
 	if r.Decision == "approve" {

@@ -23,6 +23,9 @@ type DecideRequest struct {
 	// Channel is where the decision was made: "dashboard" (the default),
 	// "slack", …; it shows in the timeline.
 	Channel string
+	// decider is By as Service.Decider resolved it, when the caller (Bulk)
+	// did so already; nil: Decide resolves it.
+	decider *Decider
 }
 
 func (r DecideRequest) channel() string {
@@ -103,7 +106,7 @@ func (s *Service) approve(ctx context.Context, a *Action, r DecideRequest) (Driv
 		ID: r.ID, To: StateApproved, By: r.By, Note: r.Note, Channel: r.channel(), Now: now,
 		ApprovedPayload: approved, ExpiresAt: now.Add(a.Spec.ExpiresAfter),
 		Event: Event{ActionID: r.ID, Kind: EventApproved, Actor: r.By, Channel: r.channel(), At: now, Data: raw},
-	})
+	}, r.decider)
 }
 
 func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, missing string) (DriveResult, error) {
@@ -118,13 +121,22 @@ func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, mis
 	return s.decide(ctx, ActionDecideParams{
 		ID: r.ID, To: to, By: r.By, Note: note, Channel: r.channel(), Now: now,
 		Event: Event{ActionID: r.ID, Kind: kind, Actor: r.By, Channel: r.channel(), At: now, Data: raw},
-	})
+	}, r.decider)
 }
 
 // decide runs one decision through the store's locked path and turns a
 // refusal into the contract's answer: a replay for the same user's same
-// decision, else already_decided naming who decided and when.
-func (s *Service) decide(ctx context.Context, p ActionDecideParams) (DriveResult, error) {
+// decision, else already_decided naming who decided and when. d is the
+// decider already resolved, or nil.
+func (s *Service) decide(ctx context.Context, p ActionDecideParams, d *Decider) (DriveResult, error) {
+	if d == nil {
+		got, err := s.Decider(ctx, p.By)
+		if err != nil {
+			return DriveResult{}, err
+		}
+		d = &got
+	}
+	p.IdPGroups, p.NoAccess = d.IdPGroups, d.NoAccess
 	res, err := s.store.ActionDecide(ctx, p)
 	got := res.Action
 	if err == nil {
@@ -183,12 +195,16 @@ type Approval struct {
 // ActionDecideParams is one staff decision on a pending action: approve
 // (To approved), reject or request changes.
 type ActionDecideParams struct {
-	ID      string
-	To      State  // StateApproved, StateRejected or StateChangesRequested
-	By      string // user:EMAIL
-	Note    string
-	Channel string
-	Now     time.Time
+	ID string
+	To State  // StateApproved, StateRejected or StateChangesRequested
+	By string // user:EMAIL
+	// IdPGroups and NoAccess are what the staff directory knows of By
+	// (Service.Decider): PlanDecision judges eligibility by them.
+	IdPGroups []string
+	NoAccess  bool
+	Note      string
+	Channel   string
+	Now       time.Time
 	// ApprovedPayload and ExpiresAt are set on the action when the
 	// approval completes the quorum.
 	ApprovedPayload json.RawMessage
@@ -222,10 +238,13 @@ type DecisionPlan struct {
 	Event Event
 }
 
-// MayDecide reports whether the staff member by (user:EMAIL) may decide
-// the action under its tool's approval rule; roles are checked before.
-func (a *Action) MayDecide(by string) bool {
-	return a.Spec.Approval.MayDecide(strings.TrimPrefix(by, "user:"), a.EscalatedAt != nil)
+// MayDecide is the one rule of who may decide the action: d must not be
+// refused by the identity provider, and must be eligible under the tool's
+// approval rule (by email, or by an identity provider group as of their
+// last sign-in; the escalation's people too once escalated). Roles are
+// checked before, by the face.
+func (a *Action) MayDecide(d Decider) bool {
+	return !d.NoAccess && a.Spec.Approval.MayDecide(d.Person(), a.EscalatedAt != nil)
 }
 
 // Approved reports whether by has given one of the action's approvals.
@@ -243,7 +262,12 @@ func PlanDecision(a *Action, p ActionDecideParams) (DecisionPlan, error) {
 	if a.State != StatePending || a.ExpiresAt != nil && !a.ExpiresAt.After(p.Now) {
 		return DecisionPlan{}, fmt.Errorf("decide %s: %w", a.ID, ErrStateMismatch)
 	}
-	if !a.MayDecide(p.By) {
+	d := Decider{By: p.By, IdPGroups: p.IdPGroups, NoAccess: p.NoAccess}
+	if d.NoAccess {
+		return DecisionPlan{}, &Error{Code: CodeForbidden, Action: a,
+			Detail: fmt.Sprintf("%s may not decide: at their last sign-in the identity provider's groups gave them no role", strings.TrimPrefix(p.By, "user:"))}
+	}
+	if !a.MayDecide(d) {
 		return DecisionPlan{}, &Error{Code: CodeForbidden, Action: a,
 			Detail: fmt.Sprintf("%s is not among the approvers of tool %s for action %s", strings.TrimPrefix(p.By, "user:"), a.Tool, a.ID)}
 	}

@@ -110,7 +110,10 @@ func (s *Service) List(ctx context.Context, r ListRequest) ([]*Action, string, e
 // judged here by the same Action.MayDecide the deciding transaction uses,
 // not approximated in SQL; the scan reads pending actions only.
 func (s *Service) listWaitingFor(ctx context.Context, r ListRequest) ([]*Action, string, error) {
-	by := r.WaitingFor
+	by, err := s.Decider(ctx, r.WaitingFor)
+	if err != nil {
+		return nil, "", err
+	}
 	scan := r
 	scan.WaitingFor, scan.State, scan.Limit = "", StatePending, max(r.Limit, 100)
 	var out []*Action
@@ -120,7 +123,7 @@ func (s *Service) listWaitingFor(ctx context.Context, r ListRequest) ([]*Action,
 			return nil, "", err
 		}
 		for _, a := range page {
-			if !a.MayDecide(by) || a.Approved(by) {
+			if !a.MayDecide(by) || a.Approved(by.By) {
 				continue
 			}
 			if len(out) == r.Limit {

@@ -54,6 +54,10 @@ type Options struct {
 	// Upstream calls the upstream MCP tool of an action (the gateway);
 	// without it, tools executed upstream are refused as unavailable.
 	Upstream UpstreamCaller
+	// Staff tells the rules of deciding what they know of a person beyond
+	// the email (their identity provider groups); nil: nothing, so only
+	// the emails of the tools file's groups count.
+	Staff StaffDirectory
 	// Done is closed when the process begins to shut down: every
 	// long-poll then answers at once with the current state of its action.
 	Done <-chan struct{}

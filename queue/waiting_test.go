@@ -51,7 +51,7 @@ func TestListWaitingFor(t *testing.T) {
 					t.Fatalf("%s: %s listed twice", tc.by, a.ID)
 				}
 				seen[a.ID] = true
-				if !a.MayDecide(tc.by) || a.Approved(tc.by) || a.State != queue.StatePending {
+				if !a.MayDecide(queue.Decider{By: tc.by}) || a.Approved(tc.by) || a.State != queue.StatePending {
 					t.Fatalf("%s: %s (%s) does not wait for them", tc.by, a.ID, a.Tool)
 				}
 			}

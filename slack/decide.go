@@ -165,8 +165,10 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
-		if a.State == queue.StatePending && !a.MayDecide(by) {
-			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+		if a.State == queue.StatePending {
+			if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
+				return refusal
+			}
 		}
 		if a.State == queue.StatePending && !OneClick(a) {
 			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
@@ -195,12 +197,28 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	if a.State != queue.StatePending {
 		return fmt.Sprintf("Nothing was changed: the action is %s already (%s).", a.State, decidedBy(a))
 	}
-	if !a.MayDecide(by) {
-		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
+	if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
+		return refusal
 	}
 	if err := h.cfg.Client.OpenNoteModal(ctx, in.TriggerID, in.Button, a.ID); err != nil {
 		h.cfg.Logger.Warn("slack interaction: open the note modal", "action", a.ID, "err", err)
 		return "Slack did not open the form for the note; press the button again or decide on the dashboard."
+	}
+	return ""
+}
+
+// mayNotDecide says why by may not decide a, or "" when they may: the rule the decision
+// itself applies (Action.MayDecide over Service.Decider), asked before anything is offered.
+func (h *Interactions) mayNotDecide(ctx context.Context, a *queue.Action, by string) string {
+	d, err := h.cfg.Service.Decider(ctx, by)
+	switch {
+	case err != nil:
+		h.cfg.Logger.Warn("slack interaction: look up the decider", "action", a.ID, "err", err)
+		return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
+	case d.NoAccess:
+		return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", by[len("user:"):])
+	case !a.MayDecide(d):
+		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
 	}
 	return ""
 }

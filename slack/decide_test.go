@@ -33,6 +33,7 @@ const (
 const slackTools = `
 groups:
   leads: [ann@example.com, bob@example.com, vic@example.com]
+  idp-leads: ["idp:support-leads"]
 channels:
   team-slack: { slack: { channel: C0TEAM } }
   leads-slack: { slack: { channel: C0LEADS } }
@@ -55,6 +56,11 @@ const slackToolsNote = `
     intent: "note:{slug}"
     preview: { title: "{text}" }
     approval: { approvers: [leads], notify: [team-slack] }
+  post_idp_update:
+    class: at-most-once
+    intent: "idp:{slug}"
+    preview: { title: "{text}", slug: "{slug}" }
+    approval: { approvers: [idp-leads], notify: [team-slack] }
 `
 
 // slackEnv is the real web server with Slack interactions on a real store,
@@ -352,6 +358,60 @@ func TestSlackRefusesWhoMayNotDecide(t *testing.T) {
 		}
 		if got := e.action(a.ID); got.State != queue.StatePending || len(got.Approvals) != 0 {
 			t.Fatalf("refused decisions changed the action: %s, %d approvals", got.State, len(got.Approvals))
+		}
+	})
+}
+
+// A tool whose approvers are an identity provider group: in Slack, as on
+// the dashboard, its members (as of their last single sign-on) decide,
+// others are told they are not among the approvers, and someone the
+// provider has refused since decides nothing.
+func TestSlackIdPGroupDecides(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		now := time.Now().UTC()
+		for _, p := range []struct{ email, slackID, group string }{
+			{"zoe@example.com", "U0ZOE", "support-leads"},
+			{"yan@example.com", "U0YAN", "staff"},
+		} {
+			res, err := e.store.UserSSOSignIn(t.Context(), accounts.UserSSOSignInParams{Email: p.email, Subject: "sub-" + p.email,
+				Role: accounts.RoleApprover, IdPGroups: []string{p.group}, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.store.UserSetSlackID(t.Context(), accounts.UserSetSlackIDParams{ID: res.User.ID, SlackID: p.slackID}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := e.submit("post_idp_update", "idp")
+		for _, button := range []string{"approve", "reject"} {
+			e.press("U0YAN", button, a.ID)
+			if r := e.ephemerals(); len(r) == 0 || !strings.Contains(r[len(r)-1], "yan@example.com is not among the approvers") {
+				t.Fatalf("%s by the outsider: replies %q", button, r)
+			}
+		}
+		if n := len(e.slack.Calls("views.open")); n != 0 {
+			t.Fatalf("a modal was opened for someone outside the IdP group (%d)", n)
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending {
+			t.Fatalf("after the outsider: %s", got.State)
+		}
+		e.press("U0ZOE", "approve", a.ID)
+		if got := e.action(a.ID); got.State != queue.StateApproved || *got.DecidedBy != "user:zoe@example.com" {
+			t.Fatalf("after the IdP group's member: %s by %v", got.State, got.DecidedBy)
+		}
+		// Refused by the provider at a later sign-in: nothing more.
+		if _, err := e.store.UserSSODeny(t.Context(), accounts.UserSSODenyParams{Email: "zoe@example.com", Subject: "sub-zoe@example.com",
+			IdPGroups: []string{"support-leads"}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		b := e.submit("post_idp_update", "idp-2")
+		e.press("U0ZOE", "approve", b.ID)
+		if r := e.ephemerals(); !strings.Contains(r[len(r)-1], "gave no role") {
+			t.Fatalf("a denied member: replies %q", r)
+		}
+		if got := e.action(b.ID); got.State != queue.StatePending {
+			t.Fatalf("after a denied member pressed approve: %s", got.State)
 		}
 	})
 }

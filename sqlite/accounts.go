@@ -3,6 +3,7 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -11,15 +12,19 @@ import (
 	"github.com/approvals/approvals/accounts"
 )
 
-const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)`
+const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+	coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at`
 
 func scanUser(sc scanner) (*accounts.User, error) {
 	var (
 		u                  accounts.User
 		role               string
 		created, pwChanged string
+		groups             string
+		synced, denied     sql.NullString
 	)
-	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged, &u.SlackID, &u.TelegramID); err != nil {
+	if err := sc.Scan(&u.ID, &u.Email, &u.PasswordHash, &role, &created, &pwChanged, &u.SlackID, &u.TelegramID,
+		&u.SSOSubject, &groups, &synced, &denied); err != nil {
 		return nil, err
 	}
 	u.Role = accounts.Role(role)
@@ -30,7 +35,83 @@ func scanUser(sc scanner) (*accounts.User, error) {
 	if u.PasswordChangedAt, err = parseTime(pwChanged); err != nil {
 		return nil, err
 	}
+	if err := json.Unmarshal([]byte(groups), &u.IdPGroups); err != nil {
+		return nil, fmt.Errorf("user %d: idp_groups: %w", u.ID, err)
+	}
+	if u.IdPSyncedAt, err = parseNullTime(synced); err != nil {
+		return nil, err
+	}
+	if u.SSODeniedAt, err = parseNullTime(denied); err != nil {
+		return nil, err
+	}
 	return &u, nil
+}
+
+// UserSSOSignIn implements accounts.Store. The single writer serialises
+// the read and the write of the transaction, so concurrent first sign-ins
+// of one person create one user.
+func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParams) (accounts.UserSSOSignInResult, error) {
+	var res accounts.UserSSOSignInResult
+	now := fmtTime(p.Now)
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		var one int
+		switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM users WHERE lower(email) = lower(?)`, p.Email).Scan(&one); {
+		case errors.Is(err, sql.ErrNoRows):
+			res.Created = true
+		case err != nil:
+			return err
+		default:
+			res.Created = false
+		}
+		u, err := scanUser(tx.QueryRowContext(ctx, `INSERT INTO users (email, password_hash, role, created_at, password_changed_at,
+			sso_subject, idp_groups, idp_synced_at) VALUES (?, '', ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (lower(email)) DO UPDATE SET role = excluded.role, sso_subject = excluded.sso_subject,
+			idp_groups = excluded.idp_groups, idp_synced_at = excluded.idp_synced_at, sso_denied_at = NULL
+		RETURNING `+userColumns, p.Email, string(p.Role), now, now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), now))
+		res.User = u
+		return err
+	})
+	if err != nil {
+		return accounts.UserSSOSignInResult{}, fmt.Errorf("single sign-on of %s: %w", p.Email, err)
+	}
+	return res, nil
+}
+
+// UserSSODeny implements accounts.Store.
+func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (*accounts.User, error) {
+	var u *accounts.User
+	now := fmtTime(p.Now)
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		var err error
+		u, err = scanUser(tx.QueryRowContext(ctx, `UPDATE users SET sso_subject = ?, idp_groups = ?, idp_synced_at = ?, sso_denied_at = ?
+		WHERE lower(email) = lower(?) RETURNING `+userColumns, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), now, now, p.Email))
+		if errors.Is(err, sql.ErrNoRows) {
+			return accounts.ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, u.ID)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("deny single sign-on of %s: %w", p.Email, err)
+	}
+	return u, nil
+}
+
+// SSOStateUse implements accounts.Store: the primary key of sso_states
+// lets one use of a state in.
+func (s *Store) SSOStateUse(ctx context.Context, p accounts.SSOStateUseParams) error {
+	n, err := s.exec(ctx, `INSERT INTO sso_states (state_hash, expires_at) VALUES (?, ?) ON CONFLICT (state_hash) DO NOTHING`,
+		p.Hash, fmtTime(p.ExpiresAt))
+	if err != nil {
+		return fmt.Errorf("use sign-in state: %w", err)
+	}
+	if n == 0 {
+		return accounts.ErrStateUsed
+	}
+	return nil
 }
 
 func (s *Store) userWhere(ctx context.Context, what any, where string, arg any) (*accounts.User, error) {
@@ -115,7 +196,7 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
 	err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?, role = ?,
-    slack_id = coalesce(?, slack_id), telegram_id = coalesce(?, telegram_id)`, hash, fmtTime(now), string(role),
+    slack_id = coalesce(?, slack_id), telegram_id = coalesce(?, telegram_id), sso_denied_at = NULL`, hash, fmtTime(now), string(role),
 		slackIDArg(slackID), telegramIDArg(p.TelegramID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("update user %d: slack id %s: %w", id, slackID, err)
@@ -440,6 +521,18 @@ func (s *Store) SessionSave(ctx context.Context, ss *accounts.Session) error {
 	return nil
 }
 
+// SessionSetData implements accounts.Store.
+func (s *Store) SessionSetData(ctx context.Context, p accounts.SessionSetDataParams) error {
+	n, err := s.exec(ctx, `UPDATE sessions SET data = ? WHERE id = ?`, p.Data, p.ID)
+	if err != nil {
+		return fmt.Errorf("update session: %w", err)
+	}
+	if n == 0 {
+		return accounts.ErrNotFound
+	}
+	return nil
+}
+
 // SessionDelete removes a session; an absent one is not an error.
 func (s *Store) SessionDelete(ctx context.Context, id string) error {
 	if _, err := s.exec(ctx, `DELETE FROM sessions WHERE id = ?`, id); err != nil {
@@ -494,6 +587,9 @@ func (s *Store) AccountsPrune(ctx context.Context, p accounts.AccountsPruneParam
 	}
 	if _, err := s.exec(ctx, `DELETE FROM login_failures WHERE at < ?`, fmtTime(failuresBefore)); err != nil {
 		return fmt.Errorf("prune login failures: %w", err)
+	}
+	if _, err := s.exec(ctx, `DELETE FROM sso_states WHERE expires_at <= ?`, fmtTime(now)); err != nil {
+		return fmt.Errorf("prune sign-in states: %w", err)
 	}
 	return nil
 }

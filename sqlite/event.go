@@ -34,6 +34,17 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	return nil
 }
 
+// StaffEventInsert implements queue.Store: an event of no action, which
+// notifies nobody.
+func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
+	_, err := s.exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out) VALUES (NULL, ?, ?, ?, ?, ?, 1)`,
+		ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", ev.Kind, err)
+	}
+	return nil
+}
+
 // EventList returns events matching p, newest first.
 func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue.Event, error) {
 	var (
@@ -60,7 +71,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	if limit <= 0 {
 		limit = 100
 	}
-	query := `SELECT id, action_id, kind, actor, channel, at, data FROM events`
+	query := `SELECT id, coalesce(action_id, ''), kind, actor, channel, at, data FROM events`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}

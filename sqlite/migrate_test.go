@@ -67,11 +67,48 @@ func readSchema(t *testing.T, db *sql.DB) map[string]schemaObject {
 	return out
 }
 
+// migratedTo opens a new SQLite file migrated up to version, as migrate
+// opens it (one connection, foreign keys off); exec runs a statement on it.
+func migratedTo(t *testing.T, version int64) (string, *sql.DB, *goose.Provider, func(string, ...any) error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(context.Background(), q, args...)
+		return err
+	}
+	return path, db, p, exec
+}
+
 // dumpActions lists every action row, every column, in id order.
 func dumpActions(t *testing.T, db *sql.DB) []string {
 	t.Helper()
-	rows, err := db.QueryContext(t.Context(), `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
+	return dumpRows(t, db, `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
 		FROM actions ORDER BY id`)
+}
+
+// dumpEvents lists every event row, every column, in id order.
+func dumpEvents(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	return dumpRows(t, db, `SELECT json_array(id, action_id, kind, actor, channel, at, data, fanned_out) FROM events ORDER BY id`)
+}
+
+// dumpRows runs query, which selects one JSON array a row.
+func dumpRows(t *testing.T, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,24 +137,7 @@ func dumpActions(t *testing.T, db *sql.DB) []string {
 func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(ctx, 11); err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) error {
-		_, err := db.ExecContext(ctx, q, args...)
-		return err
-	}
+	path, db, p, exec := migratedTo(t, 11)
 	const insert = `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
 		created_at, finished_at, claimed_at, claim_deadline, spec) VALUES (?, ?, ?, ?, 1, ?, '{"a":1}', ?, ?, 'agent:bot',
 		'2031-03-14T09:00:00.000000000Z', '2031-03-14T09:00:01.000000000Z', ?, ?, '{"name":"t"}')`
@@ -214,5 +234,86 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	a, err := s.ActionGetByID(ctx, "01890a5d-0000-7000-8000-000000000001")
 	if err != nil || a.State != queue.StateRecorded || a.Error == nil || *a.Error != "not found" {
 		t.Fatalf("the old recording through the store: %+v, %v", a, err)
+	}
+}
+
+// Migration 00014 rebuilds events so that a staff event may have no
+// action. Up keeps every event, every index and the AUTOINCREMENT counter
+// (an id once handed out, even of a deleted row, is never handed out
+// again), and lets an event without an action in; Down removes those and
+// leaves the schema as it was but for the rebuilt table's quoted name.
+func TestMigrationSSO(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, db, p, exec := migratedTo(t, 13)
+	if err := exec(`INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+		VALUES ('01890a5d-0000-7000-8000-000000000001', 't', 'at-most-once', 'k:1', 1, 'pending', '{}', 'agent:bot',
+		'2031-03-14T09:00:00.000000000Z', '{"name":"t"}')`); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if err := exec(`INSERT INTO events (action_id, kind, actor, at, data, fanned_out) VALUES ('01890a5d-0000-7000-8000-000000000001', 'submitted', 'agent:bot', ?, ?, ?)`,
+			"2031-03-14T09:00:0"+string(rune('0'+i))+".000000000Z", `{"n":`+string(rune('0'+i))+`}`, i%2); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The last id is deleted: the counter must still remember it.
+	if err := exec(`DELETE FROM events WHERE id = 3`); err != nil {
+		t.Fatal(err)
+	}
+	before, rowsBefore := readSchema(t, db), dumpEvents(t, db)
+
+	if _, err := p.UpTo(ctx, 14); err != nil {
+		t.Fatal(err)
+	}
+	after := readSchema(t, db)
+	for _, name := range []string{"events_action", "events_kind", "events_fan_out", "users_email", "users_slack_id", "sessions_user"} {
+		if after[name] != before[name] {
+			t.Errorf("after Up, %s is\n%+v\nwant\n%+v", name, after[name], before[name])
+		}
+	}
+	if !strings.Contains(after["events"].sql, "action_id  TEXT    REFERENCES actions (id),") {
+		t.Errorf("events after Up: %s", after["events"].sql)
+	}
+	if got := dumpEvents(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+		t.Errorf("Up changed the events:\n%s\nwant\n%s", got, rowsBefore)
+	}
+	var broken int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&broken); err != nil || broken != 0 {
+		t.Errorf("foreign key check after Up: %d broken, %v", broken, err)
+	}
+	if err := exec(`INSERT INTO events (action_id, kind, actor, at, fanned_out) VALUES (NULL, 'signed_in', 'user:ann@example.com', '2031', 1)`); err != nil {
+		t.Fatalf("an event without an action after Up: %v", err)
+	}
+	var id int64
+	if err := db.QueryRowContext(ctx, `SELECT max(id) FROM events`).Scan(&id); err != nil || id != 4 {
+		t.Fatalf("the first id after Up is %d (%v), want 4: ids are never handed out twice", id, err)
+	}
+	// The new users columns have their checks.
+	if err := exec(`INSERT INTO users (email, password_hash, role, created_at, password_changed_at, idp_groups) VALUES ('a@x', '', 'viewer', '1', '1', '{}')`); err == nil ||
+		!strings.Contains(err.Error(), "users_idp_groups_array") {
+		t.Errorf("idp_groups that are no array: %v, want refused by users_idp_groups_array", err)
+	}
+
+	if _, err := p.DownTo(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	down := readSchema(t, db)
+	for name, o := range before {
+		got := down[name]
+		// The rename quotes the rebuilt table's name.
+		got.sql = strings.Replace(got.sql, `CREATE TABLE "events"`, `CREATE TABLE events`, 1)
+		if got != o {
+			t.Errorf("after Down, %s is\n%+v\nwant\n%+v", name, got, o)
+		}
+	}
+	if len(down) != len(before) {
+		t.Errorf("after Down, %d schema objects, want %d", len(down), len(before))
+	}
+	if got := dumpEvents(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+		t.Errorf("Down did not leave the action's events alone:\n%s\nwant\n%s", got, rowsBefore)
+	}
+	if _, err := p.Up(ctx); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -53,6 +53,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Event", eventTests},
 		{"Ticket", ticketTests},
 		{"Accounts", accountTests},
+		{"SSO", ssoTests},
 		{"Subscribe", subscribeTests},
 		{"Concurrency", concurrencyTests},
 		{"Bulk", bulkTests},

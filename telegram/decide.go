@@ -202,8 +202,20 @@ func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 	if err != nil {
 		return h.refusal(ctx, q.From.ID, id, err), true
 	}
-	if a.State == queue.StatePending && !a.MayDecide(by) {
-		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", strings.TrimPrefix(by, "user:"), a.Tool), true
+	if a.State == queue.StatePending {
+		// The rule the decision itself applies (Action.MayDecide over
+		// Service.Decider, which counts IdP groups), asked before anything
+		// is offered.
+		d, err := h.cfg.Service.Decider(ctx, by)
+		switch {
+		case err != nil:
+			h.cfg.Logger.Warn("telegram: look up the decider", "action", a.ID, "err", err)
+			return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard.", true
+		case d.NoAccess:
+			return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", strings.TrimPrefix(by, "user:")), true
+		case !a.MayDecide(d):
+			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", strings.TrimPrefix(by, "user:"), a.Tool), true
+		}
 	}
 	if kind == CallbackReject {
 		if a.State != queue.StatePending {

@@ -57,6 +57,9 @@ type QuorumView struct {
 	// approved); Anyone means the tool names no approvers.
 	MayDecide []string
 	Anyone    bool
+	// MayDecideGroups are the identity provider groups whose members may
+	// decide too (as of their last sign-in).
+	MayDecideGroups []string
 }
 
 // RevisionView is a revision asked for by a change request.

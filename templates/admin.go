@@ -24,6 +24,14 @@ type UserRow struct {
 	// TelegramID is 0 when unset.
 	TelegramID int64
 	CreatedAt  time.Time
+	// SignIn says how they sign in: "SSO", "password" or both.
+	SignIn string
+	// IdPGroups are the identity provider's groups as of IdPSyncedAt (the
+	// last single sign-on or recheck); SSODenied says those groups gave
+	// no role.
+	IdPGroups   []string
+	IdPSyncedAt *time.Time
+	SSODenied   bool
 }
 
 // telegramID shows a Telegram id, or nothing when unset.

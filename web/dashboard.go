@@ -13,6 +13,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/static"
 	"github.com/approvals/approvals/templates"
 )
@@ -22,8 +23,8 @@ import (
 const sessionSecretSetting = "session_secret"
 
 // registerDashboard registers every route of the staff dashboard (staff
-// sign in with a password; roles decide who approves, resolves tickets
-// and administers) and its static files. Middleware order on a route: load the
+// sign in with a password or with single sign-on; roles decide who
+// approves, resolves tickets and administers) and its static files. Middleware order on a route: load the
 // session, require a signed-in user, check the CSRF token of a
 // state-changing request, then the role.
 func (s *Server) registerDashboard(e *echo.Echo) error {
@@ -52,6 +53,15 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 		// https: the prefix follows the public URL, not SecureCookies.
 		HostCookies: s.cfg.httpsOnly(),
 		Gate:        s.cfg.PasswordGate,
+		SSO:         s.cfg.SSO, SSORecheck: s.cfg.SSORecheck, PasswordLoginOff: s.cfg.PasswordLoginOff,
+		PublicURL: s.cfg.PublicURL, Logger: s.log,
+	}
+	if s.cfg.SSO != nil {
+		// The flow cookie and the sealed tokens use the session secret,
+		// so every process opens what another sealed.
+		if d.SSOSealer, err = sso.NewSealer(secret); err != nil {
+			return fmt.Errorf("web: %w", err)
+		}
 	}
 	s.dashboard = d
 
@@ -63,6 +73,11 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/logout", d.Logout, anyone...)
 	e.GET("/setup", d.SetupPage, anyone...)
 	e.POST("/setup", d.Setup, anyone...)
+	// Single sign-on: the link on the login page, and where the provider
+	// sends the browser back (GET requests: no CSRF token, the state is
+	// what ties the callback to the browser).
+	e.GET("/auth/oidc/login", d.SSOLogin, anyone...)
+	e.GET("/auth/oidc/callback", d.SSOCallback, anyone...)
 
 	staff := []echo.MiddlewareFunc{d.LoadSession, d.RequireUser, d.CheckCSRF}
 	with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc {

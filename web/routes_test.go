@@ -33,6 +33,8 @@ var publicRoutes = map[string]string{
 	"POST /logout":             "sign-out (CSRF-checked)",
 	"GET /setup":               "one-time first-admin link",
 	"POST /setup":              "one-time first-admin link (CSRF-checked)",
+	"GET /auth/oidc/login":     "Sign in with SSO: the way to the provider (404 while single sign-on is not configured)",
+	"GET /auth/oidc/callback":  "where the provider sends the browser back (state-checked, rate-limited)",
 }
 
 // signedRoutes are authenticated by a request signature instead of a

@@ -19,6 +19,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/sso"
 )
 
 // Config is what a server needs.
@@ -74,6 +75,13 @@ type Config struct {
 	// when shutdown starts (http.Server.RegisterOnShutdown), so that
 	// Shutdown does not wait for open browser tabs.
 	Done <-chan struct{}
+	// SSO is the OpenID provider staff sign in with; nil: no single
+	// sign-on (/auth/oidc/* answer 404). SSORecheck is how often a single
+	// sign-on session is checked again with it (default 1h).
+	SSO        *sso.Provider
+	SSORecheck time.Duration
+	// PasswordLoginOff refuses password sign-in (APPROVALS_PASSWORD_LOGIN=off).
+	PasswordLoginOff bool
 }
 
 // Server is one HTTP server of approvals.
@@ -115,7 +123,7 @@ func New(cfg Config) (*Server, error) {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
 	e.Use(bodyReadTimeout(cfg.BodyReadTimeout))
-	e.Use(securityHeaders)
+	e.Use(s.securityHeaders)
 	if cfg.httpsOnly() {
 		e.Use(strictTransport)
 	}
@@ -176,11 +184,17 @@ func (s *Server) ready(c echo.Context) error {
 }
 
 // securityHeaders applies to every response: no inline script, no framing,
-// no sniffing.
-func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+// no sniffing. Forms lead to this site only, and with single sign-on to
+// the provider too: logout is a form, and the browser holds the redirect
+// to the provider's end_session_endpoint to form-action.
+func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'")
+		formAction := "'self'"
+		if s.cfg.SSO != nil {
+			formAction += " " + strings.Join(s.cfg.SSO.FormActionOrigins(), " ")
+		}
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action "+formAction)
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("Referrer-Policy", "same-origin")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -8,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +17,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/telegram"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
@@ -48,6 +51,78 @@ type config struct {
 	// sender before another process may take it (a sender that died);
 	// one send is given half of it.
 	OutboxLease time.Duration
+	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*),
+	// nil without APPROVALS_OIDC_ISSUER; SSORecheck is
+	// APPROVALS_OIDC_RECHECK; PasswordLoginOff is
+	// APPROVALS_PASSWORD_LOGIN=off.
+	SSO              *sso.Config
+	SSORecheck       time.Duration
+	PasswordLoginOff bool
+}
+
+// readSSOSettings reads single sign-on's settings; the client secret may
+// come from APPROVALS_OIDC_CLIENT_SECRET_FILE. Without an issuer there is
+// no single sign-on, and the other OIDC settings are refused rather than
+// silently ignored.
+func readSSOSettings(c *config) error {
+	switch v := strings.ToLower(strings.TrimSpace(env("APPROVALS_PASSWORD_LOGIN"))); v {
+	case "", "on":
+	case "off":
+		c.PasswordLoginOff = true
+	default:
+		return fmt.Errorf("APPROVALS_PASSWORD_LOGIN %q must be on or off", env("APPROVALS_PASSWORD_LOGIN"))
+	}
+	c.SSORecheck = sso.DefaultRecheck
+	if v := env("APPROVALS_OIDC_RECHECK"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Minute {
+			return fmt.Errorf("APPROVALS_OIDC_RECHECK %q is not a Go duration of at least 1m, such as 1h", v)
+		}
+		c.SSORecheck = d
+	}
+	secret, err := secretEnv("APPROVALS_OIDC_CLIENT_SECRET")
+	if err != nil {
+		return err
+	}
+	issuer := strings.TrimSpace(env("APPROVALS_OIDC_ISSUER"))
+	if issuer == "" {
+		for _, name := range []string{"APPROVALS_OIDC_CLIENT_ID", "APPROVALS_OIDC_ROLES", "APPROVALS_OIDC_GROUPS_CLAIM", "APPROVALS_OIDC_SCOPES", "APPROVALS_OIDC_RECHECK"} {
+			if env(name) != "" {
+				return fmt.Errorf("%s is set but APPROVALS_OIDC_ISSUER is not: set the issuer to turn single sign-on on", name)
+			}
+		}
+		if secret != "" {
+			return errors.New("APPROVALS_OIDC_CLIENT_SECRET is set but APPROVALS_OIDC_ISSUER is not: set the issuer to turn single sign-on on")
+		}
+		if c.PasswordLoginOff {
+			return errors.New("APPROVALS_PASSWORD_LOGIN=off needs single sign-on (APPROVALS_OIDC_ISSUER): otherwise nobody could sign in")
+		}
+		return nil
+	}
+	s := &sso.Config{Issuer: issuer, ClientID: strings.TrimSpace(env("APPROVALS_OIDC_CLIENT_ID")), ClientSecret: secret,
+		GroupsClaim: strings.TrimSpace(env("APPROVALS_OIDC_GROUPS_CLAIM"))}
+	roles := env("APPROVALS_OIDC_ROLES")
+	if strings.TrimSpace(roles) == "" {
+		return errors.New("APPROVALS_OIDC_ROLES is required with APPROVALS_OIDC_ISSUER (such as approvals-admins=admin,support=approver): without it the provider's groups give nobody a role")
+	}
+	if s.Roles, err = sso.ParseRoles(roles); err != nil {
+		return fmt.Errorf("APPROVALS_OIDC_ROLES: %w", err)
+	}
+	if v := env("APPROVALS_OIDC_SCOPES"); v != "" {
+		s.Scopes = strings.Fields(strings.ReplaceAll(v, ",", " "))
+		if !slices.Contains(s.Scopes, "openid") {
+			return fmt.Errorf("APPROVALS_OIDC_SCOPES %q must include openid", v)
+		}
+	}
+	// The rest (the issuer's shape, the client id) is sso.New's to judge,
+	// at start, with the redirect URI the public URL gives.
+	probe := *s
+	probe.RedirectURL = c.PublicURL + "/auth/oidc/callback"
+	if _, err := sso.New(probe); err != nil {
+		return err
+	}
+	c.SSO = s
+	return nil
 }
 
 // channelSettings are what the notification channels need. The tools file
@@ -180,6 +255,9 @@ func parseServeConfig(args []string) (config, error) {
 		}
 	} else {
 		c.PublicURL = "http://" + linkHost(c.Addr)
+	}
+	if err := readSSOSettings(&c); err != nil {
+		return c, err
 	}
 	c.SweepInterval = 30 * time.Second
 	if v := env("APPROVALS_SWEEP_INTERVAL"); v != "" {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
@@ -292,4 +293,68 @@ func TestTelegramSetWebhook(t *testing.T) {
 	if code := run(t.Context(), []string{"telegram", "set-webhook"}, strings.NewReader(""), &out, &errOut); code == 0 || !strings.Contains(errOut.String(), "HTTPS url must be provided") || strings.Contains(errOut.String(), token) {
 		t.Fatalf("a refused setWebhook: exit %d, %q", code, errOut.String())
 	}
+}
+
+// The single sign-on settings: refused with a message naming the setting,
+// the client secret from a file, the defaults.
+func TestParseSSOSettings(t *testing.T) {
+	base := map[string]string{"APPROVALS_OIDC_ISSUER": "https://login.example.com", "APPROVALS_OIDC_CLIENT_ID": "approvals",
+		"APPROVALS_OIDC_ROLES": "approvals-admins=admin,support=approver"}
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want string
+	}{
+		{"roles missing", map[string]string{"APPROVALS_OIDC_ROLES": ""}, "APPROVALS_OIDC_ROLES is required"},
+		{"bad roles", map[string]string{"APPROVALS_OIDC_ROLES": "support=boss"}, "APPROVALS_OIDC_ROLES"},
+		{"client id missing", map[string]string{"APPROVALS_OIDC_CLIENT_ID": ""}, "APPROVALS_OIDC_CLIENT_ID"},
+		{"plain http issuer", map[string]string{"APPROVALS_OIDC_ISSUER": "http://login.example.com"}, "must be https"},
+		{"bad recheck", map[string]string{"APPROVALS_OIDC_RECHECK": "soon"}, "APPROVALS_OIDC_RECHECK"},
+		{"tiny recheck", map[string]string{"APPROVALS_OIDC_RECHECK": "10s"}, "at least 1m"},
+		{"bad password login", map[string]string{"APPROVALS_PASSWORD_LOGIN": "no"}, "must be on or off"},
+		{"scopes without openid", map[string]string{"APPROVALS_OIDC_SCOPES": "email groups"}, "must include openid"},
+		{"no issuer, password off", map[string]string{"APPROVALS_OIDC_ISSUER": "", "APPROVALS_OIDC_CLIENT_ID": "", "APPROVALS_OIDC_ROLES": "",
+			"APPROVALS_PASSWORD_LOGIN": "off"}, "APPROVALS_PASSWORD_LOGIN=off needs single sign-on"},
+		{"no issuer, a client id", map[string]string{"APPROVALS_OIDC_ISSUER": "", "APPROVALS_OIDC_ROLES": ""}, "APPROVALS_OIDC_CLIENT_ID is set but APPROVALS_OIDC_ISSUER is not"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range base {
+				t.Setenv(k, v)
+			}
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			_, err := parseServeConfig(nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("err = %v; want one saying %q", err, tc.want)
+			}
+		})
+	}
+
+	t.Run("accepted", func(t *testing.T) {
+		for k, v := range base {
+			t.Setenv(k, v)
+		}
+		f := filepath.Join(t.TempDir(), "secret")
+		if err := os.WriteFile(f, []byte("client-secret\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		t.Setenv("APPROVALS_OIDC_CLIENT_SECRET_FILE", f)
+		t.Setenv("APPROVALS_PASSWORD_LOGIN", "OFF")
+		t.Setenv("APPROVALS_PUBLIC_URL", "https://approvals.example.com/")
+		c, err := parseServeConfig(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.SSO == nil || c.SSO.ClientSecret != "client-secret" || c.SSO.GroupsClaim != "" || c.SSO.Scopes != nil ||
+			c.SSO.Roles.String() != "approvals-admins=admin,support=approver" || !c.PasswordLoginOff || c.SSORecheck != time.Hour {
+			t.Fatalf("config %+v, SSO %+v", c, c.SSO)
+		}
+	})
+	t.Run("off by default", func(t *testing.T) {
+		c, err := parseServeConfig(nil)
+		if err != nil || c.SSO != nil || c.PasswordLoginOff {
+			t.Fatalf("config %+v, %v", c, err)
+		}
+	})
 }

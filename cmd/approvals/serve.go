@@ -105,6 +105,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
 		MaxStreams: cfg.MaxStreams, MaxUpstreamCalls: cfg.MaxUpstreamCalls,
 		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
+		SSO: cfg.SSO, SSORecheck: cfg.SSORecheck, PasswordLoginOff: cfg.PasswordLoginOff,
 		Notifiers: func(svc *queue.Service, st storage.Store) (app.Notifiers, error) {
 			return newNotifiers(cfg, svc, st, log)
 		}})
@@ -116,6 +117,10 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		return err
 	}
 	base := "http://" + browsableAddr(ln.Addr())
+	if cfg.SSO != nil {
+		log.Info("single sign-on", "issuer", cfg.SSO.Issuer, "redirect_uri", cfg.PublicURL+"/auth/oidc/callback",
+			"post_logout_redirect_uri", cfg.PublicURL+"/login", "roles", cfg.SSO.Roles.String(), "password_login", !cfg.PasswordLoginOff)
+	}
 	if link, err := a.Server.SetupURL(ctx, base); err != nil {
 		log.Warn("could not prepare the setup link", "err", err)
 	} else if link != "" {

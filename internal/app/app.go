@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strings"
 	"sync"
 	"time"
 
@@ -22,6 +23,7 @@ import (
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/slack"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/telegram"
 
@@ -73,6 +75,12 @@ type Options struct {
 	// same names; zero: their defaults.
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
+	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*);
+	// nil: none. Its RedirectURL is set from PublicURL. SSORecheck and
+	// PasswordLoginOff are the web.Config settings of the same names.
+	SSO              *sso.Config
+	SSORecheck       time.Duration
+	PasswordLoginOff bool
 }
 
 // Notifiers are the channels a process delivers to, by kind
@@ -142,7 +150,9 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	stopping := make(chan struct{})
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
-		MaxUpstreamCalls: opts.MaxUpstreamCalls}
+		MaxUpstreamCalls: opts.MaxUpstreamCalls,
+		// The accounts tell the rules of deciding who is in which IdP group.
+		Staff: storage.StaffDirectory{Accounts: st}}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}
@@ -165,11 +175,25 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if notify.Telegram != nil {
 		telegramWebhook = notify.Telegram
 	}
+	var provider *sso.Provider
+	if opts.SSO != nil {
+		cfg := *opts.SSO
+		cfg.RedirectURL = strings.TrimRight(opts.PublicURL, "/") + "/auth/oidc/callback"
+		var err error
+		// No request yet: the server starts even when the provider is down.
+		if provider, err = sso.New(cfg); err != nil {
+			return nil, err
+		}
+	}
+	if opts.PasswordLoginOff && provider == nil {
+		return nil, errors.New("APPROVALS_PASSWORD_LOGIN=off needs single sign-on (APPROVALS_OIDC_ISSUER): otherwise nobody could sign in")
+	}
 	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions, TelegramWebhook: telegramWebhook,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
 		BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
+		SSO: provider, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff,
 		MCP: mcp,
 		// Live dashboard streams end when shutdown begins, so Shutdown
 		// does not wait for open browser tabs.

@@ -28,6 +28,7 @@ import (
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sqlite"
+	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/storage"
 )
 
@@ -73,6 +74,12 @@ type Options struct {
 	MaxStreams      int
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
+	// SSO, SSORecheck and PasswordLoginOff are the app.Options of the
+	// same names; with SSO and no PublicURL, the public URL is the
+	// process's own (the provider sends browsers back there).
+	SSO              *sso.Config
+	SSORecheck       time.Duration
+	PasswordLoginOff bool
 }
 
 // App is one running process.
@@ -172,16 +179,22 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 		// 2s. TestLoginPasswordGate sets its own gate to test the refusal.
 		opts.PasswordGate = accounts.NewPasswordGate(4, 2*time.Minute)
 	}
-	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
-		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
-		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
-		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
-		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	publicURL := opts.PublicURL
+	if publicURL == "" && opts.SSO != nil {
+		publicURL = "http://" + ln.Addr().String()
+	}
+	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
+		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
+		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
+		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
+		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
+		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff})
 	if err != nil {
+		ln.Close()
 		t.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())

@@ -175,6 +175,10 @@ func (e *Env) open() {
 	if so.WaitRecheck == 0 {
 		so.WaitRecheck = time.Minute
 	}
+	if so.Staff == nil {
+		// As in a server process: the accounts tell who is in which IdP group.
+		so.Staff = storage.StaffDirectory{Accounts: e.Store}
+	}
 	e.done = make(chan struct{})
 	so.Done = e.done
 	e.Service = queue.NewService(e.store, e.Tools, so)

@@ -2,7 +2,8 @@
 -- (accounts.Store).
 
 -- fragment: userColumns
-id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0)
+id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
+    coalesce(sso_subject, ''), idp_groups, idp_synced_at, sso_denied_at
 
 -- name: userCreateSQL
 INSERT INTO users (email, password_hash, role, created_at, password_changed_at, slack_id, telegram_id)
@@ -13,7 +14,28 @@ UPDATE users SET password_hash = $2, password_changed_at = $3 WHERE id = $1;
 
 -- name: userUpdateSQL
 UPDATE users SET password_hash = $2, password_changed_at = $3, role = $4,
-    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id) WHERE id = $1;
+    slack_id = coalesce($5, slack_id), telegram_id = coalesce($6, telegram_id), sso_denied_at = NULL WHERE id = $1;
+
+-- name: userSSOSignInSQL
+-- userSSOSignInSQL creates the user of a first single sign-on (with no
+-- password) or refreshes the role and groups of the user with the email;
+-- the last column says whether the row is new (xmax is 0 only for a row
+-- this statement inserted).
+INSERT INTO users (email, password_hash, role, created_at, password_changed_at, sso_subject, idp_groups, idp_synced_at)
+VALUES ($1, '', $2, $3, $3, $4, $5, $3)
+ON CONFLICT ((lower(email))) DO UPDATE SET role = EXCLUDED.role, sso_subject = EXCLUDED.sso_subject,
+    idp_groups = EXCLUDED.idp_groups, idp_synced_at = EXCLUDED.idp_synced_at, sso_denied_at = NULL
+RETURNING {{userColumns}}, xmax = 0;
+
+-- name: userSSODenySQL
+UPDATE users SET sso_subject = $2, idp_groups = $3, idp_synced_at = $4, sso_denied_at = $4
+WHERE lower(email) = lower($1) RETURNING {{userColumns}};
+
+-- name: ssoStateUseSQL
+INSERT INTO sso_states (state_hash, expires_at) VALUES ($1, $2) ON CONFLICT (state_hash) DO NOTHING;
+
+-- name: ssoStatePruneSQL
+DELETE FROM sso_states WHERE expires_at <= $1;
 
 -- name: userEndSessionsSQL
 DELETE FROM sessions WHERE user_id = $1;
@@ -74,6 +96,9 @@ SELECT id, user_id, data, created_at, expires_at FROM sessions WHERE id = $1 AND
 -- name: sessionSaveSQL
 INSERT INTO sessions (id, user_id, data, created_at, expires_at) VALUES ($1, $2, $3, $4, $5)
 ON CONFLICT (id) DO UPDATE SET user_id = EXCLUDED.user_id, data = EXCLUDED.data, expires_at = EXCLUDED.expires_at;
+
+-- name: sessionSetDataSQL
+UPDATE sessions SET data = $2 WHERE id = $1;
 
 -- name: sessionDeleteSQL
 DELETE FROM sessions WHERE id = $1;
