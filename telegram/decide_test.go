@@ -36,6 +36,7 @@ const (
 const tools = `
 groups:
   leads: [ann@example.com, bob@example.com, vic@example.com]
+  idp-leads: ["idp:support-leads"]
 channels:
   team-telegram: { telegram: { chat_id: "-1001234567890" } }
 tools:
@@ -54,6 +55,11 @@ tools:
     intent: "note:{slug}"
     preview: { title: "{text}" }
     approval: { approvers: [leads], notify: [team-telegram] }
+  post_idp_update:
+    class: at-most-once
+    intent: "idp:{slug}"
+    preview: { title: "{text}", slug: "{slug}" }
+    approval: { approvers: [idp-leads], notify: [team-telegram] }
 `
 
 // env is the real web server with the Telegram webhook on a real store, its outbox driven
@@ -307,6 +313,58 @@ func TestTelegramRefusesWhoMayNotDecide(t *testing.T) {
 		}
 		if told := e.press(bob, qmsg, "approve:"+q.ID); told != "Approved." || e.action(q.ID).State != queue.StateApproved {
 			t.Fatalf("second of two: told %q, %s", told, e.action(q.ID).State)
+		}
+	})
+}
+
+// A tools-file group naming an IdP group ("idp:support-leads") decides in
+// Telegram as on the dashboard: a member of that IdP group as of their last
+// sign-in may approve, an approver outside it is told why and changes
+// nothing, and a member the provider later refused may no longer decide.
+func TestTelegramIdPGroupDecides(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, e *env) {
+		now := time.Now().UTC()
+		const zoe, yan int64 = 2001, 2002
+		for _, p := range []struct {
+			email, group string
+			id           int64
+		}{{"zoe@example.com", "support-leads", zoe}, {"yan@example.com", "staff", yan}} {
+			res, err := e.store.UserSSOSignIn(t.Context(), accounts.UserSSOSignInParams{Email: p.email, Subject: "sub-" + p.email,
+				Role: accounts.RoleApprover, IdPGroups: []string{p.group}, Now: now})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := e.store.UserSetTelegramID(t.Context(), accounts.UserSetTelegramIDParams{ID: res.User.ID, TelegramID: p.id}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		a := e.submit("post_idp_update", "idp")
+		msg := e.message(a)
+		for _, data := range []string{"approve:" + a.ID, "reject:" + a.ID} {
+			if told := e.press(yan, msg, data); !strings.Contains(told, "yan@example.com is not among the approvers") {
+				t.Fatalf("%s by the outsider: told %q", data, told)
+			}
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending {
+			t.Fatalf("after the outsider: %s", got.State)
+		}
+		if told := e.press(zoe, msg, "approve:"+a.ID); told != "Approved." {
+			t.Fatalf("the IdP group's member: told %q", told)
+		}
+		if got := e.action(a.ID); got.State != queue.StateApproved || *got.DecidedBy != "user:zoe@example.com" {
+			t.Fatalf("after the IdP group's member: %s by %v", got.State, got.DecidedBy)
+		}
+		if _, err := e.store.UserSSODeny(t.Context(), accounts.UserSSODenyParams{Email: "zoe@example.com", Subject: "sub-zoe@example.com",
+			IdPGroups: []string{"support-leads"}, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+		b := e.submit("post_idp_update", "idp-2")
+		if told := e.press(zoe, e.message(b), "approve:"+b.ID); !strings.Contains(told, "gave no role") {
+			t.Fatalf("a denied member: told %q", told)
+		}
+		if got := e.action(b.ID); got.State != queue.StatePending {
+			t.Fatalf("after a denied member pressed approve: %s", got.State)
 		}
 	})
 }
