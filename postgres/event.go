@@ -64,7 +64,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	for rows.Next() {
 		var ev queue.Event
 		var data []byte
-		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data); err != nil {
+		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
 		ev.At = ev.At.UTC()

@@ -60,7 +60,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	if limit <= 0 {
 		limit = 100
 	}
-	query := `SELECT id, action_id, kind, actor, channel, at, data FROM events`
+	query := `SELECT id, coalesce(action_id, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -79,7 +79,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 			at   string
 			data sql.NullString
 		)
-		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
+		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
 		if ev.At, err = parseTime(at); err != nil {

@@ -13,4 +13,4 @@ FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $
 
 -- name: eventListSelect
 -- eventListSelect is what eventListSQL adds its WHERE clause to.
-SELECT id, action_id::text, kind, actor, channel, at, data FROM events;
+SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events;
