@@ -14,6 +14,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web"
 	"github.com/approvals/approvals/webhooksign"
@@ -47,6 +48,9 @@ type config struct {
 	// sender before another process may take it (a sender that died);
 	// one send is given half of it.
 	OutboxLease time.Duration
+	// AuditLease is how long the audit sealer's lease lasts unrenewed: how
+	// long sealing pauses when the process holding it dies.
+	AuditLease time.Duration
 }
 
 // channelSettings are what the notification channels need. The tools file
@@ -192,6 +196,14 @@ func parseServeConfig(args []string) (config, error) {
 			return c, fmt.Errorf("APPROVALS_OUTBOX_LEASE %q is not a Go duration of at least 2s, such as 1m", v)
 		}
 		c.OutboxLease = d
+	}
+	c.AuditLease = maintenance.DefaultSealLease
+	if v := env("APPROVALS_AUDIT_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return c, fmt.Errorf("APPROVALS_AUDIT_LEASE %q is not a Go duration of at least 1s, such as 10s", v)
+		}
+		c.AuditLease = d
 	}
 	c.MaxBody = 256 << 10
 	if v := env("APPROVALS_MAX_BODY"); v != "" {
