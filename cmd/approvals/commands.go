@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,7 +86,8 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
-		return nil
+		return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventUserAdded, Subject: accounts.UserSubject(email),
+			At: now, Data: userData(r, "", slackID)})
 	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not created", slackID, email)
 	case !errors.Is(err, accounts.ErrExists):
@@ -107,6 +109,33 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		return err
 	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
+	return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventUserUpdated, Subject: accounts.UserSubject(email),
+		At: now, Data: userData(r, u.Role, slackID)})
+}
+
+// userData is the data of a user_added or user_updated event: the role
+// (and the one before), the Slack id when one was given, and, for an
+// update, that the password changed.
+func userData(role, previous accounts.Role, slackID string) json.RawMessage {
+	d := map[string]any{"role": role}
+	if previous != "" {
+		d["previous_role"], d["password_changed"] = previous, true
+	}
+	if slackID != "" {
+		d["slack_id"] = slackID
+	}
+	return accounts.StaffData(d)
+}
+
+// recordCLIEvent records a change a command made, by the operating
+// system's user (cliActor) on the cli channel. It runs after the change
+// committed: if recording fails the change stands, and the command says so
+// and fails.
+func recordCLIEvent(ctx context.Context, st accounts.Store, ev accounts.StaffEvent) error {
+	ev.Actor, ev.Channel = cliActor(), accounts.ChannelCLI
+	if err := accounts.RecordStaffEvent(ctx, st, ev); err != nil {
+		return fmt.Errorf("the change was made, but its audit event was not recorded: %w", err)
+	}
 	return nil
 }
 
@@ -140,7 +169,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			return err
 		}
-		return nil
+		return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventTokenRevoked, Subject: accounts.TokenSubject(name), At: now})
 	}
 	token, hash := accounts.NewToken()
 	if _, err := st.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: now}); err != nil {
@@ -150,7 +179,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, token)
-	return nil
+	return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventTokenCreated, Subject: accounts.TokenSubject(name), At: now})
 }
 
 func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
