@@ -113,6 +113,10 @@ func (d *Dashboard) Login(c echo.Context) error {
 		accounts.CheckPassword(dummyHash(), password)
 	}
 	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
+		if err := accounts.RecordLogin(ctx, d.Accounts, accounts.Login{Email: normalized, Method: accounts.LoginPassword,
+			Refused: accounts.LoginBadCredentials, Addr: c.RealIP(), At: d.Service.Now()}); err != nil {
+			return err
+		}
 		v.Error = "The email or password is wrong."
 		return d.renderLogin(c, http.StatusUnauthorized, v)
 	}
@@ -122,6 +126,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 		return err
 	}
 	if err := d.Accounts.LoginFailureRemove(ctx, accounts.LoginFailureParams{Subject: subjects[1], At: now}); err != nil {
+		return err
+	}
+	// Recorded before the session opens: a sign-in that cannot be
+	// recorded does not happen.
+	if err := accounts.RecordLogin(ctx, d.Accounts, accounts.Login{Email: u.Email, Method: accounts.LoginPassword,
+		Addr: c.RealIP(), At: d.Service.Now()}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u); err != nil {
@@ -199,6 +209,11 @@ func (d *Dashboard) Logout(c echo.Context) error {
 	sess.Options.MaxAge = -1
 	if err := sess.Save(c.Request(), c.Response()); err != nil {
 		return err
+	}
+	if u := currentUser(c); u != nil {
+		if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventLogout, Subject: accounts.UserSubject(u.Email)}); err != nil {
+			return err
+		}
 	}
 	return c.Redirect(http.StatusSeeOther, "/login")
 }

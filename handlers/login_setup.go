@@ -120,6 +120,10 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventUserAdded, Actor: actor(u), Subject: accounts.UserSubject(u.Email),
+		Channel: accounts.ChannelSetup, At: now, Data: accounts.StaffData(map[string]string{"role": string(u.Role)})}); err != nil {
+		return err
+	}
 	if err := d.signIn(c, u); err != nil {
 		return err
 	}
