@@ -130,29 +130,33 @@ func check(e Entry, last Anchor, back []Entry, peek func(int) []Entry) *Problem 
 		}
 		return &Problem{want, Changed, fmt.Sprintf("%sthe event (id %d) is not what was sealed: its content does not match its hash", e.Where, e.EventID)}
 	}
-	// The entry is intact but does not follow the one before it.
+	// The entry is intact but does not follow the one before it: it
+	// follows a later entry (a reordering), or an entry stands where none
+	// was sealed (the next one follows the last good one; or two follow
+	// one), or one is missing.
+	ahead := peek(window)
+	for _, o := range ahead {
+		if e.PrevHash == o.Hash {
+			return &Problem{want, Reordered, fmt.Sprintf("%sthe entry after seq %d follows seq %d, which comes after it", e.Where, last.Seq, o.Seq)}
+		}
+	}
 	if n := len(back); n > 0 {
 		p := back[n-1]
+		if len(ahead) > 0 && ahead[0].PrevHash == p.Hash {
+			return &Problem{want, Inserted, fmt.Sprintf("%sthe entry after seq %d (event id %d, seq %d) was never sealed there: the one after it follows seq %d",
+				e.Where, last.Seq, e.EventID, e.Seq, p.Seq)}
+		}
 		if e.PrevHash == p.PrevHash {
-			// p and e both follow the entry before p: one was inserted. The
-			// one the next entry follows is the sealed one (a copy: the second).
-			if a := peek(1); e.Hash != p.Hash && len(a) > 0 && a[0].PrevHash == e.Hash {
-				return &Problem{p.Seq, Inserted, fmt.Sprintf("%sthe event at seq %d (id %d) was never sealed there: seq %d follows seq %d",
-					p.Where, p.Seq, p.EventID, e.Seq, p.Seq-1)}
-			}
-			return &Problem{want, Inserted, fmt.Sprintf("%sthe entry after seq %d (event id %d) follows seq %d, as seq %d does: it was never sealed there",
-				e.Where, last.Seq, e.EventID, p.Seq-1, p.Seq)}
+			// p and e both follow the entry before p, and the chain goes on
+			// from e: p was never sealed there.
+			return &Problem{p.Seq, Inserted, fmt.Sprintf("%sthe event at seq %d (id %d) was never sealed there: seq %d follows seq %d",
+				p.Where, p.Seq, p.EventID, e.Seq, p.Seq-1)}
 		}
 		for j := n - 2; j >= 0; j-- {
 			if e.PrevHash == back[j].Hash {
 				return &Problem{back[j].Seq + 1, Inserted, fmt.Sprintf("%sseq %d follows seq %d: the %d entries between were never sealed",
 					e.Where, e.Seq, back[j].Seq, n-1-j)}
 			}
-		}
-	}
-	for _, o := range peek(window) {
-		if e.PrevHash == o.Hash {
-			return &Problem{want, Reordered, fmt.Sprintf("%sthe entry after seq %d follows seq %d, which comes after it", e.Where, last.Seq, o.Seq)}
 		}
 	}
 	detail := fmt.Sprintf("%sthe sealed event at seq %d is missing: the next entry does not follow seq %d", e.Where, want, last.Seq)

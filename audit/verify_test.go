@@ -67,6 +67,8 @@ func TestVerifyNamesTheFirstBadSeq(t *testing.T) {
 			return renumber(slices.Insert(c, 4, forged))
 		}, 5, Inserted},
 		{"a link copied after itself", func(c []Entry) []Entry { return slices.Insert(c, 5, c[4]) }, 6, Inserted},
+		{"an earlier link copied further on", func(c []Entry) []Entry { return slices.Insert(c, 5, c[3]) }, 6, Inserted},
+		{"two links far apart swapped", func(c []Entry) []Entry { c[3], c[8] = c[8], c[3]; return renumber(c) }, 4, Reordered},
 		{"two links swapped", func(c []Entry) []Entry { c[4], c[5] = c[5], c[4]; return renumber(c) }, 5, Reordered},
 		{"two events swapped under their links", func(c []Entry) []Entry {
 			c[4].Event, c[5].Event = c[5].Event, c[4].Event
