@@ -235,6 +235,12 @@ func (a *App) Metric(t testing.TB, series string) float64 {
 	if a.MetricsURL != "" {
 		base = a.MetricsURL
 	}
+	return ScrapeMetric(t, base, series)
+}
+
+// ScrapeMetric is App.Metric for the server at base (a Process, say).
+func ScrapeMetric(t testing.TB, base, series string) float64 {
+	t.Helper()
 	res, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)
