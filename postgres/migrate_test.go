@@ -15,7 +15,10 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/postgres/pgtest"
@@ -272,5 +275,88 @@ VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}
 	}
 	if got := dump(); got != rowsBefore {
 		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+}
+
+// Migration 00016 adds the audit chain. On a schema at 00012 holding
+// events, Up rewrites no row: the old events keep their ids and get txid 0,
+// so the sealer seals them first, in id order, before every event written
+// after it; a staff event needs a subject and no action. Down leaves the
+// schema as it was at 00012.
+func TestMigrationAudit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	pool, err := pgxpool.New(ctx, u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	const id = "01890a5d-0000-7000-8000-000000000001"
+	if _, err := pool.Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'agent:bot', '2031-03-14T09:00:00Z', '{"name":"send_email"}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"submitted", "reminder", "approved"} {
+		if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at) VALUES ($1, $2, 'system', '2031-03-14T09:00:01Z')`, id, kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := describeSchema(t, pool)
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	var zero int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE txid = '0' AND subject IS NULL`).Scan(&zero); err != nil || zero != 3 {
+		t.Fatalf("old events with txid 0: %d, %v", zero, err)
+	}
+	for _, q := range []string{
+		`INSERT INTO events (kind, actor, at) VALUES ('login', 'x', now())`,
+		`INSERT INTO events (action_id, subject, kind, actor, at) VALUES ('` + id + `', 'user:x', 'login', 'x', now())`,
+	} {
+		if _, err := pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "events_owner") {
+			t.Errorf("%s: %v, want refused by events_owner", q, err)
+		}
+	}
+
+	// The store seals the old events first, then the new ones.
+	st := pgtest.OpenURL(t, u)
+	if err := st.StaffEventInsert(ctx, accounts.StaffEvent{Kind: "login", Actor: "user:ann@example.com",
+		Subject: "user:ann@example.com", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	apptest.SealAll(t, st)
+	links, err := st.AuditChainList(ctx, audit.ChainListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, l := range links {
+		kinds = append(kinds, l.Event.Kind)
+	}
+	if got := strings.Join(kinds, " "); got != "submitted reminder approved login" {
+		t.Fatalf("sealed in the order %s, want the old events first", got)
+	}
+	if links[0].Event.Action == nil || string(links[0].Event.Action.Payload) != `{"a":1}` {
+		t.Fatalf("the old submitted event's submission: %+v", links[0].Event.Action)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.DownTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
 	}
 }
