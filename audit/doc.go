@@ -1,4 +1,4 @@
-// Package audit is the tamper-evident log (CONTRACT section 16): every
+// Package audit is the tamper-evident log (docs/audit.md): every
 // event (an action's timeline, decisions, logins, token and user changes)
 // is sealed in one hash chain, in seal order, with a gapless seq and
 //

@@ -1,5 +1,5 @@
 -- +goose Up
--- The tamper-evident audit log (CONTRACT section 16, docs/audit.md).
+-- The tamper-evident audit log (docs/audit.md).
 
 -- Staff events (logins, token and user changes) belong to no action: they
 -- name what they are about in subject instead. NOT VALID: every existing
