@@ -39,7 +39,7 @@ func TestAuditPageShowsTheChain(t *testing.T) {
 			t.Parallel()
 			d := apptest.StartDashboard(t, apptest.Options{SQLite: sqlite})
 			b := d.SignIn("ann@example.com", accounts.RoleViewer) // a login event
-			d.SubmitEmail("c-1", "Hello", "Hi")                 // a submitted event
+			d.SubmitEmail("c-1", "Hello", "Hi")                   // a submitted event
 
 			f := chainFacts(t, b.Get("/audit"))
 			if f["chain-seq"] != "No event sealed yet" || f["chain-unsealed"] != "2 events waiting to be sealed No process holds the sealer's lease." ||
@@ -172,7 +172,7 @@ func TestSetupRecordsTheFirstAdmin(t *testing.T) {
 	}
 	token := strings.TrimPrefix(link, d.URL+"/setup?token=")
 	b := d.Anonymous()
-	b.Get("/setup?token=" + token).WantStatus(t, http.StatusOK)
+	b.Get("/setup?token="+token).WantStatus(t, http.StatusOK)
 	b.Post("/setup", url.Values{"token": {token}, "email": {"first@example.com"}, "password": {"long enough password"}}).WantRedirect(t, "/")
 	evs, err := d.Store.EventList(t.Context(), queue.EventListParams{Kind: accounts.EventUserAdded, Limit: 10})
 	if err != nil || len(evs) != 1 {

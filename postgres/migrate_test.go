@@ -151,6 +151,24 @@ func migrateThreeAtOnce(t *testing.T, wantSchema string) {
 
 // describeSchema lists the current schema's columns, constraints and
 // indexes, with the schema's name left out so two schemas compare.
+// migrationProvider connects to u and returns the pool and a goose
+// provider of the store's migrations on it, to step through them.
+func migrationProvider(t *testing.T, u string) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, p
+}
+
 func describeSchema(t *testing.T, pool *pgxpool.Pool) string {
 	t.Helper()
 	rows, err := pool.Query(t.Context(), `
@@ -190,22 +208,12 @@ ORDER BY 1`)
 func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, pgtest.URL(t))
 	if _, err := p.UpTo(ctx, 11); err != nil {
 		t.Fatal(err)
 	}
 	const recorded, done = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002"
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
     created_at, finished_at, claimed_at, claim_deadline, spec)
 VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}',
@@ -287,17 +295,7 @@ func TestMigrationAudit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	u := pgtest.URL(t)
-	pool, err := pgxpool.New(ctx, u)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, u)
 	if _, err := p.UpTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}

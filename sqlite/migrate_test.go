@@ -71,6 +71,24 @@ func readSchema(t *testing.T, db *sql.DB) map[string]schemaObject {
 	return out
 }
 
+// migrationProvider opens the file at path on one connection with foreign
+// keys off, as migrate does, and a goose provider of the store's
+// migrations on it, to step through them.
+func migrationProvider(t *testing.T, path string) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p
+}
+
 // dumpActions lists every action row, every column, in id order.
 func dumpActions(t *testing.T, db *sql.DB) []string {
 	t.Helper()
@@ -105,16 +123,7 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := migrationProvider(t, path)
 	if _, err := p.UpTo(ctx, 11); err != nil {
 		t.Fatal(err)
 	}
@@ -232,16 +241,7 @@ func TestMigrationAudit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, p := migrationProvider(t, path)
 	if _, err := p.UpTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}
@@ -320,16 +320,7 @@ func TestMigrationAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	db2, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db2.Close() })
-	db2.SetMaxOpenConns(1)
-	p2, err := goose.NewProvider(goose.DialectSQLite3, db2, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	db2, p2 := migrationProvider(t, path)
 	if _, err := p2.DownTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}

@@ -178,10 +178,7 @@ func (c *storeCollector) unsealed() (int64, bool) {
 	if !ok {
 		return 0, false
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	n, err := b.AuditUnsealedCount(ctx)
-	return n, err == nil
+	return countNow(b.AuditUnsealedCount)
 }
 
 // queued returns the outbox depth when the store counts it. It is not
@@ -192,9 +189,15 @@ func (c *storeCollector) queued() (int64, bool) {
 	if !ok {
 		return 0, false
 	}
+	return countNow(d.NotificationCountPending)
+}
+
+// countNow runs one count of a scrape, bounded; false when it failed (the
+// series is then left out of the scrape).
+func countNow(count func(context.Context) (int64, error)) (int64, bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	n, err := d.NotificationCountPending(ctx)
+	n, err := count(ctx)
 	return n, err == nil
 }
 
