@@ -318,24 +318,30 @@ var auditTests = []test{
 		for i := range 3 {
 			submitNew(t, s, classify.AtMostOnce, "send_customer_email", fmt.Sprintf("audit:f%d", i), at(0))
 		}
-		list := awaitSealable(t, s, 3)
+		awaitSealable(t, s, 3)
 		head, err := s.AuditHeadGet(t.Context())
 		noErr(t, err, "head")
-		eq(t, len(list.Events), 3, "sealable events")
+		// Each racer seals a different prefix, as sealers that read at
+		// different moments would, with that prefix's cursor.
+		var prefixes []audit.SealableList
+		for n := 1; n <= 3; n++ {
+			list, err := s.AuditSealableList(t.Context(), audit.SealableListParams{After: head.Cursor, Limit: n})
+			noErr(t, err, "sealable")
+			eq(t, len(list.Events), n, "sealable events")
+			prefixes = append(prefixes, list)
+		}
 		var won atomic.Int64
 		race(8, func(i int) {
-			// Each racer seals a different prefix, as sealers that read at
-			// different moments would.
-			evs := list.Events[:1+i%3]
-			links := make([]audit.Link, len(evs))
+			list := prefixes[i%3]
+			links := make([]audit.Link, len(list.Events))
 			prev := head.Hash
-			for j, ev := range evs {
+			for j, ev := range list.Events {
 				h := audit.Next(prev, ev)
 				links[j] = audit.Link{Seq: int64(j + 1), EventID: ev.ID, PrevHash: prev, Hash: h}
 				prev = h
 			}
 			ok, err := s.AuditChainAppend(t.Context(), audit.ChainAppendParams{Holder: "a", Lease: time.Minute, Seq: head.Seq,
-				Links: links, Cursor: audit.Cursor{TxID: list.Cursor.TxID, ID: evs[len(evs)-1].ID}})
+				Links: links, Cursor: list.Cursor})
 			if err != nil {
 				t.Errorf("append: %v", err)
 			}
