@@ -287,7 +287,9 @@ func TestSealerKilledMidSealIsTakenOver(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	awaitAllSealed(t, conn, 30*time.Second)
+	// Within the 2s lease of APPROVALS_AUDIT_LEASE (and well before the
+	// default 10s would have run out).
+	awaitAllSealed(t, conn, 7*time.Second)
 	checkOneChain(t, conn)
 	var holder string
 	if err := conn.QueryRow(t.Context(), `SELECT holder FROM audit_head`).Scan(&holder); err != nil {
