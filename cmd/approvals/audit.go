@@ -113,8 +113,12 @@ func auditExport(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if out != "" {
 		where = " to " + out
 	}
-	fmt.Fprintf(info, "exported %d events (seq %d to %d)%s; checkpoint at seq %d signed by public key %s\n",
-		rep.Events, since+1, cp.Seq, where, cp.Seq, audit.PublicKeyString(key.Public().(ed25519.PublicKey)))
+	what := fmt.Sprintf("exported %d events (seq %d to %d)", rep.Events, since+1, cp.Seq)
+	if rep.Events == 0 {
+		what = fmt.Sprintf("no events after seq %d", since)
+	}
+	fmt.Fprintf(info, "%s%s; checkpoint at seq %d signed by public key %s\n",
+		what, where, cp.Seq, audit.PublicKeyString(key.Public().(ed25519.PublicKey)))
 	if rep.Unsealed > 0 {
 		fmt.Fprintf(info, "%d events are not sealed yet and wait for the next export\n", rep.Unsealed)
 	}
@@ -227,7 +231,11 @@ func verifyExport(file, publicKey, after string, stdout io.Writer) error {
 		return fmt.Errorf("%s: %w", file, rep.Problem)
 	}
 	cp := rep.Checkpoint
-	fmt.Fprintf(stdout, "%s verified: seq %d to %d, checkpoint signed at %s\n", file, rep.From.Seq+1, cp.Seq, audit.FormatTime(cp.At))
+	what := fmt.Sprintf("seq %d to %d", rep.From.Seq+1, cp.Seq)
+	if cp.Seq == rep.From.Seq {
+		what = fmt.Sprintf("no events after seq %d", cp.Seq)
+	}
+	fmt.Fprintf(stdout, "%s verified: %s, checkpoint signed at %s\n", file, what, audit.FormatTime(cp.At))
 	if !rep.Continued && rep.From.Seq > 0 {
 		fmt.Fprintf(stdout, "it continues seq %d: pass --after with the export before it to check that it does\n", rep.From.Seq)
 	}

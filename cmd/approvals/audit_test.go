@@ -312,6 +312,20 @@ func TestAuditExportAndVerifyOffline(t *testing.T) {
 	if code, out, _ := auditRun(t, bin, nil, "audit", "verify", more, "--public-key", pub); code != 0 || !strings.Contains(out, "pass --after") {
 		t.Fatalf("verify a continuation alone: exit %d\n%s", code, out)
 	}
+	// Nothing new: a checkpoint alone, continuing the last one.
+	none := filepath.Join(dir, "none.jsonl")
+	if code, out, errOut := auditRun(t, bin, keyEnv, "audit", "export", "--database-url", db.url, "--since", "11", "--out", none); code != 0 ||
+		!strings.Contains(out, "no events after seq 11") {
+		t.Fatalf("export with nothing new: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, out, errOut := auditRun(t, bin, nil, "audit", "verify", none, "--public-key", pub, "--after", more); code != 0 ||
+		!strings.Contains(out, "no events after seq 11") {
+		t.Fatalf("verify an export of nothing new: exit %d\n%s%s", code, out, errOut)
+	}
+	if code, _, errOut := auditRun(t, bin, nil, "audit", "verify", none, "--public-key", pub, "--after", full); code != 1 ||
+		!strings.Contains(errOut, "seq 11: ") {
+		t.Fatalf("an export of nothing after seq 11 verified as continuing seq 10: exit %d, %s", code, errOut)
+	}
 
 	lines := strings.SplitAfter(strings.TrimSuffix(string(b), "\n"), "\n")
 	for _, tc := range []struct {
