@@ -142,11 +142,6 @@ type Store interface {
 	// this call deleted it: of concurrent callers exactly one takes a
 	// one-time token.
 	SettingTake(ctx context.Context, p SettingParams) (bool, error)
-
-	// StaffEventInsert writes a staff event (RecordStaffEvent) to the
-	// events table, with no action, as already fanned out: no channel
-	// hears of staff events.
-	StaffEventInsert(ctx context.Context, ev StaffEvent) error
 }
 
 // UserSetPasswordParams set one user's password hash.

@@ -62,7 +62,7 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventTokenCreated, Subject: accounts.TokenSubject(name), At: now}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventTokenCreated, Subject: queue.TokenSubject(name)}); err != nil {
 		return err
 	}
 	v.Name, v.CreatedName, v.CreatedToken = "", name, token
@@ -80,7 +80,7 @@ func (d *Dashboard) RevokeToken(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventTokenRevoked, Subject: accounts.TokenSubject(name), At: now}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventTokenRevoked, Subject: queue.TokenSubject(name)}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/tokens?done=revoked")

@@ -104,8 +104,8 @@ func (d *Dashboard) CreateUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventUserAdded, Subject: accounts.UserSubject(email), At: now,
-		Data: accounts.StaffData(map[string]string{"role": string(role)})}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserAdded, Subject: queue.UserSubject(email),
+		Data: map[string]any{"role": string(role)}}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=created")
@@ -157,8 +157,8 @@ func (d *Dashboard) ChangeUserRole(c echo.Context) error {
 	if err := d.Accounts.UserSetRole(c.Request().Context(), accounts.UserSetRoleParams{ID: u.ID, Role: role}); err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventRoleChanged, Subject: accounts.UserSubject(u.Email),
-		Data: accounts.StaffData(map[string]string{"from": string(u.Role), "to": string(role)})}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventRoleChanged, Subject: queue.UserSubject(u.Email),
+		Data: map[string]any{"from": string(u.Role), "to": string(role)}}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=role")
@@ -181,8 +181,8 @@ func (d *Dashboard) RemoveUser(c echo.Context) error {
 	case err != nil:
 		return err
 	default:
-		if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventUserRemoved, Subject: accounts.UserSubject(u.Email),
-			Data: accounts.StaffData(map[string]string{"role": string(u.Role)})}); err != nil {
+		if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserRemoved, Subject: queue.UserSubject(u.Email),
+			Data: map[string]any{"role": string(u.Role)}}); err != nil {
 			return err
 		}
 	}
@@ -204,7 +204,7 @@ func (d *Dashboard) SetUserPassword(c echo.Context) error {
 	if err := d.Accounts.UserSetPassword(c.Request().Context(), accounts.UserSetPasswordParams{ID: u.ID, PasswordHash: hash, Now: now}); err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventPasswordChanged, Subject: accounts.UserSubject(u.Email), At: now}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventPasswordChanged, Subject: queue.UserSubject(u.Email)}); err != nil {
 		return err
 	}
 	if u.ID == currentUser(c).ID {
@@ -234,8 +234,8 @@ func (d *Dashboard) SetUserSlackID(c echo.Context) error {
 	case err != nil:
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventSlackIDChanged, Subject: accounts.UserSubject(u.Email),
-		Data: accounts.StaffData(map[string]string{"from": u.SlackID, "to": id})}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventSlackIDChanged, Subject: queue.UserSubject(u.Email),
+		Data: map[string]any{"from": u.SlackID, "to": id}}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=slack")

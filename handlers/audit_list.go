@@ -7,7 +7,6 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
@@ -18,7 +17,7 @@ import (
 var eventKinds = append([]string{queue.EventSubmitted, queue.EventReplayed, queue.EventReused, queue.EventInProgressSeen,
 	queue.EventApproved, queue.EventRejected, queue.EventCancelled, queue.EventExpired,
 	queue.EventClaimed, queue.EventDelivery, queue.EventDeliveryResult, queue.EventCompleted, queue.EventFailed,
-	queue.EventOutcomeConflict, queue.EventTicketOpened, queue.EventTicketResolved}, accounts.StaffEventKinds...)
+	queue.EventOutcomeConflict, queue.EventTicketOpened, queue.EventTicketResolved}, queue.StaffEventKinds...)
 
 // AuditReader is what the audit page reads of the audit chain.
 type AuditReader interface {

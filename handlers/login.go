@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
 
@@ -113,8 +114,10 @@ func (d *Dashboard) Login(c echo.Context) error {
 		accounts.CheckPassword(dummyHash(), password)
 	}
 	if u == nil || !accounts.CheckPassword(u.PasswordHash, password) {
-		if err := accounts.RecordLogin(ctx, d.Accounts, accounts.Login{Email: normalized, Method: accounts.LoginPassword,
-			Refused: accounts.LoginBadCredentials, Addr: c.RealIP(), At: d.Service.Now()}); err != nil {
+		// Which of the two it was stays unsaid, as on the page.
+		if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
+			Subject: queue.UserSubject(normalized), Channel: "password",
+			Data: map[string]any{"reason": "bad_credentials", "address": ClientSubject(c.RealIP())}}); err != nil {
 			return err
 		}
 		v.Error = "The email or password is wrong."
@@ -130,8 +133,8 @@ func (d *Dashboard) Login(c echo.Context) error {
 	}
 	// Recorded before the session opens: a sign-in that cannot be
 	// recorded does not happen.
-	if err := accounts.RecordLogin(ctx, d.Accounts, accounts.Login{Email: u.Email, Method: accounts.LoginPassword,
-		Addr: c.RealIP(), At: d.Service.Now()}); err != nil {
+	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: actor(u),
+		Subject: queue.UserSubject(u.Email), Channel: "password", Data: map[string]any{"address": ClientSubject(c.RealIP())}}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u); err != nil {
@@ -211,7 +214,7 @@ func (d *Dashboard) Logout(c echo.Context) error {
 		return err
 	}
 	if u := currentUser(c); u != nil {
-		if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventLogout, Subject: accounts.UserSubject(u.Email)}); err != nil {
+		if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventSignedOut, Subject: queue.UserSubject(u.Email)}); err != nil {
 			return err
 		}
 	}

@@ -120,8 +120,8 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := d.recordStaff(c, accounts.StaffEvent{Kind: accounts.EventUserAdded, Actor: actor(u), Subject: accounts.UserSubject(u.Email),
-		Channel: accounts.ChannelSetup, At: now, Data: accounts.StaffData(map[string]string{"role": string(u.Role)})}); err != nil {
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserAdded, Actor: actor(u), Subject: queue.UserSubject(u.Email),
+		Channel: "setup", Data: map[string]any{"role": string(u.Role)}}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u); err != nil {

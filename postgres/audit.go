@@ -9,7 +9,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 )
 
@@ -225,10 +224,4 @@ func (s *Store) AuditVerificationSave(ctx context.Context, v audit.Verification)
 		return fmt.Errorf("record the audit verification: %w", err)
 	}
 	return nil
-}
-
-// StaffEventInsert implements accounts.Store.
-func (s *Store) StaffEventInsert(ctx context.Context, ev accounts.StaffEvent) error {
-	_, err := s.pool.Exec(ctx, staffEventInsertSQL, ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data))
-	return err
 }

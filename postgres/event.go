@@ -31,6 +31,14 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	return nil
 }
 
+// StaffEventInsert implements queue.Store.
+func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
+	if _, err := s.pool.Exec(ctx, staffEventInsertSQL, ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+		return fmt.Errorf("record %s event: %w", ev.Kind, err)
+	}
+	return nil
+}
+
 // eventInserts merges the event inserts of a batch into one.
 type eventInserts struct{}
 

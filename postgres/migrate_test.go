@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
@@ -286,17 +285,18 @@ VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}
 	}
 }
 
-// Migration 00016 adds the audit chain. On a schema at 00012 holding
+// Migration 00016 adds the audit chain. On a schema just before it holding
 // events, Up rewrites no row: the old events keep their ids and get txid 0,
 // so the sealer seals them first, in id order, before every event written
-// after it; a staff event needs a subject and no action. Down leaves the
-// schema as it was at 00012.
+// after it; a staff event has no action, and only a staff event a
+// subject. Down leaves the schema as it was before.
 func TestMigrationAudit(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	u := pgtest.URL(t)
 	pool, p := migrationProvider(t, u)
-	if _, err := p.UpTo(ctx, 12); err != nil {
+	// 15: every migration before this one (here 00012 is the last).
+	if _, err := p.UpTo(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
 	const id = "01890a5d-0000-7000-8000-000000000001"
@@ -317,18 +317,14 @@ VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'a
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE txid = '0' AND subject IS NULL`).Scan(&zero); err != nil || zero != 3 {
 		t.Fatalf("old events with txid 0: %d, %v", zero, err)
 	}
-	for _, q := range []string{
-		`INSERT INTO events (kind, actor, at) VALUES ('login', 'x', now())`,
-		`INSERT INTO events (action_id, subject, kind, actor, at) VALUES ('` + id + `', 'user:x', 'login', 'x', now())`,
-	} {
-		if _, err := pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "events_owner") {
-			t.Errorf("%s: %v, want refused by events_owner", q, err)
-		}
+	q := `INSERT INTO events (action_id, subject, kind, actor, at) VALUES ('` + id + `', 'user:x', 'signed_in', 'x', now())`
+	if _, err := pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "events_subject_staff_only") {
+		t.Errorf("an event with an action and a subject: %v, want refused by events_subject_staff_only", err)
 	}
 
 	// The store seals the old events first, then the new ones.
 	st := pgtest.OpenURL(t, u)
-	if err := st.StaffEventInsert(ctx, accounts.StaffEvent{Kind: "login", Actor: "user:ann@example.com",
+	if err := st.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com",
 		Subject: "user:ann@example.com", At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -341,7 +337,7 @@ VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'a
 	for _, l := range links {
 		kinds = append(kinds, l.Event.Kind)
 	}
-	if got := strings.Join(kinds, " "); got != "submitted reminder approved login" {
+	if got := strings.Join(kinds, " "); got != "submitted reminder approved signed_in" {
 		t.Fatalf("sealed in the order %s, want the old events first", got)
 	}
 	if links[0].Event.Action == nil || string(links[0].Event.Action.Payload) != `{"a":1}` {
@@ -351,7 +347,7 @@ VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'a
 		t.Fatal(err)
 	}
 
-	if _, err := p.DownTo(ctx, 12); err != nil {
+	if _, err := p.DownTo(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
 	if got := describeSchema(t, pool); got != before {

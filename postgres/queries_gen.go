@@ -212,10 +212,6 @@ ORDER BY e.txid, e.id LIMIT $1`
 // (sql/audit.sql)
 const auditVerificationSaveSQL = `UPDATE audit_head SET verified_at = $1, verified_seq = $2, verified_ok = $3, verified_detail = $4 WHERE id = 1`
 
-// A staff event notifies nobody: written as fanned out.
-// (sql/audit.sql)
-const staffEventInsertSQL = `INSERT INTO events (subject, kind, actor, channel, at, data, fanned_out) VALUES ($1, $2, $3, $4, $5, $6::json, true)`
-
 // decideLockSQL reads the action with its current ticket and locks its
 // row: twenty concurrent approvals of one action queue on the lock and
 // each sees the ones before it.
@@ -263,7 +259,14 @@ const eventInsertManySQL = `INSERT INTO events (action_id, kind, actor, channel,
 SELECT id, kind, actor, channel, at, data::json
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data)`
 
-// eventListSelect is what eventListSQL adds its WHERE clause to.
+// staffEventInsertSQL appends an event of no action about a subject (a
+// sign-in, a user or token change), which notifies nobody.
+// (sql/event.sql)
+const staffEventInsertSQL = `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, nullif($1, ''), $2, $3, $4, $5, $6::json, true)`
+
+// eventListSelect is what eventListSQL adds its WHERE clause to; a staff
+// event's action is "", an action's event's subject "".
 // (sql/event.sql)
 const eventListSelect = `SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events`
 

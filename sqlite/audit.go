@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 )
 
@@ -251,11 +250,4 @@ func (s *Store) AuditVerificationSave(ctx context.Context, v audit.Verification)
 		return fmt.Errorf("record the audit verification: %w", err)
 	}
 	return nil
-}
-
-// StaffEventInsert implements accounts.Store.
-func (s *Store) StaffEventInsert(ctx context.Context, ev accounts.StaffEvent) error {
-	_, err := s.exec(ctx, `INSERT INTO events (subject, kind, actor, channel, at, data, fanned_out) VALUES (?, ?, ?, ?, ?, ?, 1)`,
-		ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
-	return err
 }

@@ -34,6 +34,18 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	return nil
 }
 
+// StaffEventInsert implements queue.Store: an event of no action about a
+// subject, which notifies nobody.
+func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
+	_, err := s.exec(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+	VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, 1)`,
+		ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
+	if err != nil {
+		return fmt.Errorf("record %s event: %w", ev.Kind, err)
+	}
+	return nil
+}
+
 // EventList returns events matching p, newest first.
 func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue.Event, error) {
 	var (

@@ -11,7 +11,6 @@ import (
 
 	"github.com/pressly/goose/v3"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/queue"
@@ -231,18 +230,19 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 }
 
 // Migration 00016 rebuilds events so that a staff event may have no
-// action. On a database at 00012 with events (one a notification names,
+// action. On a database just before it with events (one a notification names,
 // one deleted, so that AUTOINCREMENT's mark is past the last id), Up keeps
 // every event row and id, the notification's reference and the mark, and
 // makes the three indexes of events again unchanged; the store then seals
 // the old events and the new ones in id order. Down keeps the action
-// events and the NOT NULL.
+// events and the NOT NULL, as before.
 func TestMigrationAudit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "a.db")
 	db, p := migrationProvider(t, path)
-	if _, err := p.UpTo(ctx, 12); err != nil {
+	// 15: every migration before this one (here 00012 is the last).
+	if _, err := p.UpTo(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
 	exec := func(q string, args ...any) {
@@ -296,7 +296,7 @@ func TestMigrationAudit(t *testing.T) {
 	_ = db.Close()
 
 	s := openTestStore(t, path)
-	if err := s.StaffEventInsert(ctx, accounts.StaffEvent{Kind: "login", Actor: "user:ann@example.com", Subject: "user:ann@example.com",
+	if err := s.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com", Subject: "user:ann@example.com",
 		At: time.Now()}); err != nil {
 		t.Fatal(err)
 	}
@@ -313,7 +313,7 @@ func TestMigrationAudit(t *testing.T) {
 	for _, l := range links {
 		got = append(got, fmt.Sprintf("%d:%s", l.EventID, l.Event.Kind))
 	}
-	if strings.Join(got, " ") != "1:submitted 2:reminder 3:approved 5:login" {
+	if strings.Join(got, " ") != "1:submitted 2:reminder 3:approved 5:signed_in" {
 		t.Fatalf("sealed %v, want the old events in id order, then the new one with id 5", got)
 	}
 	if err := s.Close(); err != nil {
@@ -321,7 +321,7 @@ func TestMigrationAudit(t *testing.T) {
 	}
 
 	db2, p2 := migrationProvider(t, path)
-	if _, err := p2.DownTo(ctx, 12); err != nil {
+	if _, err := p2.DownTo(ctx, 15); err != nil {
 		t.Fatal(err)
 	}
 	var n int

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
@@ -143,12 +142,11 @@ func checkChain(t *testing.T, s Store) []audit.SealedEvent {
 	return links
 }
 
-// staffEvent records a staff event and fails the test otherwise.
+// staffEvent writes a staff event and fails the test otherwise.
 func staffEvent(t *testing.T, s Store, kind, subject string, now time.Time) {
 	t.Helper()
-	noErr(t, accounts.RecordStaffEvent(t.Context(), s, accounts.StaffEvent{Kind: kind, Actor: "user:ann@example.com",
-		Subject: subject, Channel: accounts.ChannelDashboard, At: now, Data: json.RawMessage(`{"role":"approver"}`)}),
-		"record "+kind)
+	noErr(t, s.StaffEventInsert(t.Context(), queue.Event{Kind: kind, Actor: "user:ann@example.com", Subject: subject,
+		Channel: "dashboard", At: now, Data: json.RawMessage(`{"role":"approver"}`), Unrouted: true}), "record "+kind)
 }
 
 var auditTests = []test{
@@ -174,8 +172,8 @@ var auditTests = []test{
 		claim := submitNew(t, s, classify.ExactlyOnce, "refund", "audit:2", at(0))
 		transition(t, s, completeParams(claim.ID, at(2*time.Minute), `{"refund_id":"r-1","amount":12.50}`))
 		submitNew(t, s, classify.AtLeastOnce, "lookup", "", at(0))
-		staffEvent(t, s, accounts.EventUserAdded, accounts.UserSubject("bob@example.com"), at(3*time.Minute))
-		staffEvent(t, s, accounts.EventTokenCreated, accounts.TokenSubject("billing"), at(4*time.Minute))
+		staffEvent(t, s, queue.EventUserAdded, queue.UserSubject("bob@example.com"), at(3*time.Minute))
+		staffEvent(t, s, queue.EventTokenCreated, queue.TokenSubject("billing"), at(4*time.Minute))
 		n, err := s.AuditUnsealedCount(t.Context())
 		noErr(t, err, "count unsealed")
 		eq(t, n, int64(len(allEvents(t, s))), "unsealed before the first round")
@@ -226,28 +224,29 @@ var auditTests = []test{
 		}
 	}},
 	{"StaffEvents", func(t *testing.T, s Store) {
-		staffEvent(t, s, accounts.EventRoleChanged, accounts.UserSubject("bob@example.com"), at(0))
-		noErr(t, accounts.RecordLogin(t.Context(), s, accounts.Login{Email: "eve\x00\x1b@example.com", Method: accounts.LoginPassword,
-			Refused: accounts.LoginBadCredentials, Addr: "192.0.2.7", At: at(time.Minute)}), "record a refused login")
-		if err := accounts.RecordStaffEvent(t.Context(), s, accounts.StaffEvent{Kind: accounts.EventLogin, Actor: "x"}); err == nil {
-			t.Fatal("a staff event without a subject was recorded")
-		}
+		// An event of no action: listed with its subject (or none), by
+		// kind like the actions' events, and sealed like them.
+		staffEvent(t, s, queue.EventRoleChanged, queue.UserSubject("bob@example.com"), at(0))
+		noErr(t, s.StaffEventInsert(t.Context(), queue.Event{ActionID: "ignored", Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
+			Channel: "sso", At: at(time.Minute), Data: json.RawMessage(`{"reason":"no_role"}`), Unrouted: true}), "record a refused sign-in")
 		evs := allEvents(t, s)
 		eq(t, len(evs), 2, "staff events")
 		eq(t, evs[0].ActionID, "", "a staff event's action")
 		eq(t, evs[0].Subject, "user:bob@example.com", "subject")
-		eq(t, evs[0].Kind, accounts.EventRoleChanged, "kind")
+		eq(t, evs[0].Kind, queue.EventRoleChanged, "kind")
+		eq(t, evs[0].Channel, "dashboard", "channel")
+		timeEq(t, evs[0].At, at(0), "at")
 		jsonEq(t, evs[0].Data, []byte(`{"role":"approver"}`), "data")
-		eq(t, evs[1].Kind, accounts.EventLoginRefused, "refused login kind")
-		eq(t, evs[1].Actor, accounts.ActorAnonymous, "refused login actor")
-		eq(t, evs[1].Subject, "user:eve\uFFFD\uFFFD@example.com", "control characters are kept visible, not stored")
-		jsonEq(t, evs[1].Data, []byte(`{"addr":"192.0.2.7","method":"password","reason":"bad_credentials"}`), "refused login data")
-		byKind, err := s.EventList(t.Context(), queue.EventListParams{Kind: accounts.EventRoleChanged, Limit: 10})
+		eq(t, evs[1].ActionID, "", "the action of a staff event given one")
+		eq(t, evs[1].Subject, "", "no subject")
+		byKind, err := s.EventList(t.Context(), queue.EventListParams{Kind: queue.EventRoleChanged, Limit: 10})
 		noErr(t, err, "list by kind")
 		eq(t, len(byKind), 1, "staff events by kind")
 		sealAll(t, s, "a")
 		links := checkChain(t, s)
-		eq(t, links[1].Event.Subject, "user:eve\uFFFD\uFFFD@example.com", "sealed subject")
+		eq(t, links[0].Event.Subject, "user:bob@example.com", "sealed subject")
+		eq(t, links[1].Event.Subject, "", "sealed empty subject")
+		eq(t, links[1].Event.ActionID, "", "sealed empty action")
 	}},
 	{"SealsInRounds", func(t *testing.T, s Store) {
 		for i := range 5 {
@@ -392,8 +391,8 @@ var auditTests = []test{
 					}
 				}
 				if j%4 == 0 {
-					if err := accounts.RecordStaffEvent(t.Context(), s, accounts.StaffEvent{Kind: accounts.EventLogin,
-						Actor: "user:u@example.com", Subject: fmt.Sprintf("user:u%d@example.com", i), At: at(time.Minute)}); err != nil {
+					if err := s.StaffEventInsert(t.Context(), queue.Event{Kind: queue.EventSignedIn, Actor: "user:u@example.com",
+						Subject: fmt.Sprintf("user:u%d@example.com", i), At: at(time.Minute), Unrouted: true}); err != nil {
 						t.Errorf("record: %v", err)
 						return
 					}
@@ -432,7 +431,7 @@ var auditTests = []test{
 		}
 		eq(t, frep.Last.Seq, 8, "verified up to")
 
-		staffEvent(t, s, accounts.EventTokenRevoked, accounts.TokenSubject("old"), at(2*time.Hour))
+		staffEvent(t, s, queue.EventTokenRevoked, queue.TokenSubject("old"), at(2*time.Hour))
 		sealAll(t, s, "a")
 		var more bytes.Buffer
 		_, err = audit.Export(t.Context(), s, &more, audit.ExportParams{Since: 8, Key: key, Now: at(3 * time.Hour)})

@@ -16,7 +16,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	_ "modernc.org/sqlite"
 
-	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
@@ -46,8 +45,8 @@ func newAuditDB(t *testing.T, kind string) *auditDB {
 		apptest.Approve(t, e.Service, a.ID)
 	}
 	for _, name := range []string{"billing", "support"} {
-		if err := accounts.RecordStaffEvent(t.Context(), e.Store, accounts.StaffEvent{Kind: accounts.EventTokenCreated,
-			Actor: "user:ann@example.com", Subject: accounts.TokenSubject(name), Channel: accounts.ChannelDashboard}); err != nil {
+		if err := e.Service.RecordStaffEvent(t.Context(), queue.StaffEvent{Kind: queue.EventTokenCreated,
+			Actor: "user:ann@example.com", Subject: queue.TokenSubject(name), Channel: "dashboard"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -295,8 +294,8 @@ func TestAuditExportAndVerifyOffline(t *testing.T) {
 	}
 
 	// Later events, exported after the first export's checkpoint.
-	if err := accounts.RecordStaffEvent(t.Context(), db.env.Store, accounts.StaffEvent{Kind: accounts.EventTokenRevoked,
-		Actor: "user:ann@example.com", Subject: accounts.TokenSubject("billing")}); err != nil {
+	if err := db.env.Service.RecordStaffEvent(t.Context(), queue.StaffEvent{Kind: queue.EventTokenRevoked,
+		Actor: "user:ann@example.com", Subject: queue.TokenSubject("billing")}); err != nil {
 		t.Fatal(err)
 	}
 	apptest.SealAll(t, db.env.Store)
@@ -402,7 +401,7 @@ func TestCommandsRecordStaffEvents(t *testing.T) {
 	var got []string
 	for i := len(evs) - 1; i >= 0; i-- {
 		ev := evs[i]
-		if ev.Channel != accounts.ChannelCLI || !strings.HasPrefix(ev.Actor, "cli") || ev.ActionID != "" {
+		if ev.Channel != "cli" || !strings.HasPrefix(ev.Actor, "cli") || ev.ActionID != "" {
 			t.Errorf("event %+v: want a staff event by cli:… on the cli channel", ev)
 		}
 		got = append(got, ev.Kind+" "+ev.Subject+" "+string(ev.Data))

@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +12,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
 )
 
@@ -86,8 +86,8 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
-		return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventUserAdded, Subject: accounts.UserSubject(email),
-			At: now, Data: userData(r, "", slackID)})
+		return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventUserAdded, Subject: queue.UserSubject(email),
+			Data: userData(r, "", slackID)})
 	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not created", slackID, email)
 	case !errors.Is(err, accounts.ErrExists):
@@ -109,14 +109,14 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		return err
 	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
-	return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventUserUpdated, Subject: accounts.UserSubject(email),
-		At: now, Data: userData(r, u.Role, slackID)})
+	return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventUserUpdated, Subject: queue.UserSubject(email),
+		Data: userData(r, u.Role, slackID)})
 }
 
 // userData is the data of a user_added or user_updated event: the role
 // (and the one before), the Slack id when one was given, and, for an
 // update, that the password changed.
-func userData(role, previous accounts.Role, slackID string) json.RawMessage {
+func userData(role, previous accounts.Role, slackID string) map[string]any {
 	d := map[string]any{"role": role}
 	if previous != "" {
 		d["previous_role"], d["password_changed"] = previous, true
@@ -124,16 +124,16 @@ func userData(role, previous accounts.Role, slackID string) json.RawMessage {
 	if slackID != "" {
 		d["slack_id"] = slackID
 	}
-	return accounts.StaffData(d)
+	return d
 }
 
 // recordCLIEvent records a change a command made, by the operating
 // system's user (cliActor) on the cli channel. It runs after the change
 // committed: if recording fails the change stands, and the command says so
 // and fails.
-func recordCLIEvent(ctx context.Context, st accounts.Store, ev accounts.StaffEvent) error {
-	ev.Actor, ev.Channel = cliActor(), accounts.ChannelCLI
-	if err := accounts.RecordStaffEvent(ctx, st, ev); err != nil {
+func recordCLIEvent(ctx context.Context, st queue.Store, ev queue.StaffEvent) error {
+	ev.Actor, ev.Channel = cliActor(), "cli"
+	if err := queue.NewService(st, nil, queue.Options{}).RecordStaffEvent(ctx, ev); err != nil {
 		return fmt.Errorf("the change was made, but its audit event was not recorded: %w", err)
 	}
 	return nil
@@ -169,7 +169,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			return err
 		}
-		return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventTokenRevoked, Subject: accounts.TokenSubject(name), At: now})
+		return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventTokenRevoked, Subject: queue.TokenSubject(name)})
 	}
 	token, hash := accounts.NewToken()
 	if _, err := st.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: now}); err != nil {
@@ -179,7 +179,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, token)
-	return recordCLIEvent(ctx, st, accounts.StaffEvent{Kind: accounts.EventTokenCreated, Subject: accounts.TokenSubject(name), At: now})
+	return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventTokenCreated, Subject: queue.TokenSubject(name)})
 }
 
 func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {

@@ -1,13 +1,15 @@
 -- +goose Up
 -- The tamper-evident audit log (docs/audit.md).
 
--- Staff events (logins, token and user changes) belong to no action: they
--- name what they are about in subject instead. NOT VALID: every existing
--- row has an action and no subject, and checking that would read the whole
--- table under this statement's exclusive lock; new rows are checked.
+-- Staff events (sign-ins, token and user changes) belong to no action:
+-- they name what they are about in subject instead (when more than the
+-- actor is known). NOT VALID: no existing row has a subject, and checking
+-- that would read the whole table under this statement's exclusive lock;
+-- new rows are checked. DROP NOT NULL is a no-op where 00014 (single
+-- sign-on) dropped it already.
 ALTER TABLE events ALTER COLUMN action_id DROP NOT NULL,
     ADD COLUMN subject text,
-    ADD CONSTRAINT events_owner CHECK ((action_id IS NULL) <> (subject IS NULL)) NOT VALID;
+    ADD CONSTRAINT events_subject_staff_only CHECK (action_id IS NULL OR subject IS NULL) NOT VALID;
 
 -- txid is the transaction that wrote the event: the sealer orders events
 -- by (txid, id) and seals an event only once every transaction with a
@@ -60,5 +62,5 @@ INSERT INTO audit_head (id, seq, hash, cursor_txid, cursor_id) VALUES (1, 0, dec
 DROP TABLE audit_head, audit_chain;
 DROP INDEX events_seal_order;
 DELETE FROM events WHERE action_id IS NULL;
-ALTER TABLE events DROP CONSTRAINT events_owner, DROP COLUMN txid, DROP COLUMN subject,
+ALTER TABLE events DROP CONSTRAINT events_subject_staff_only, DROP COLUMN txid, DROP COLUMN subject,
     ALTER COLUMN action_id SET NOT NULL;

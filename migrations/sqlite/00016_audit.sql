@@ -6,7 +6,9 @@
 --
 -- SQLite cannot drop a NOT NULL, so events is rebuilt as actions was in
 -- 00012 (the ALTER TABLE page's twelve steps): create events_new, copy
--- every column, drop events, rename events_new. Migrations run with
+-- every column, drop events, rename events_new. The rebuild must leave
+-- every column and index of events as the migrations before it left them
+-- (TestMigrationAudit compares them). Migrations run with
 -- foreign keys off, so notifications' REFERENCES events names the new
 -- table after the rename, and the store checks them after
 -- (PRAGMA foreign_key_check). The drop takes the indexes of 00001 and
@@ -22,7 +24,7 @@ CREATE TABLE events_new (
     data       TEXT,
     fanned_out INTEGER NOT NULL DEFAULT 0 CHECK (fanned_out IN (0, 1)),
     CONSTRAINT events_data_json CHECK (data IS NULL OR json_valid(data)),
-    CONSTRAINT events_owner CHECK ((action_id IS NULL) <> (subject IS NULL))
+    CONSTRAINT events_subject_staff_only CHECK (action_id IS NULL OR subject IS NULL)
 ) STRICT;
 INSERT INTO events_new (id, action_id, kind, actor, channel, at, data, fanned_out)
 SELECT id, action_id, kind, actor, channel, at, data, fanned_out FROM events;

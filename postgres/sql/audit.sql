@@ -1,6 +1,5 @@
 -- The audit chain (audit.Store): its head, the events that may be sealed,
--- the links; and the staff events (accounts.Store) it seals beside the
--- actions' timelines.
+-- the links.
 
 -- fragment: auditEventColumns
 -- An event as the chain hashes it, with its action's submission for a
@@ -71,7 +70,3 @@ ORDER BY e.txid, e.id LIMIT $1;
 
 -- name: auditVerificationSaveSQL
 UPDATE audit_head SET verified_at = $1, verified_seq = $2, verified_ok = $3, verified_detail = $4 WHERE id = 1;
-
--- name: staffEventInsertSQL
--- A staff event notifies nobody: written as fanned out.
-INSERT INTO events (subject, kind, actor, channel, at, data, fanned_out) VALUES ($1, $2, $3, $4, $5, $6::json, true);
