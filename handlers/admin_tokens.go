@@ -52,13 +52,17 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 		return d.renderTokens(c, 0, v, err)
 	}
 	token, hash := accounts.NewToken()
-	_, err := d.Accounts.TokenCreate(c.Request().Context(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: d.Service.Now()})
+	now := d.Service.Now()
+	_, err := d.Accounts.TokenCreate(c.Request().Context(), accounts.TokenCreateParams{Name: name, Hash: hash, Now: now})
 	if errors.Is(err, accounts.ErrExists) {
 		err := queue.Errorf(queue.CodeInvalidRequest, "an active token named %s exists; revoke it first or choose another name", name)
 		v.Error = err.Detail
 		return d.renderTokens(c, 0, v, err)
 	}
 	if err != nil {
+		return err
+	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventTokenCreated, Subject: queue.TokenSubject(name)}); err != nil {
 		return err
 	}
 	v.Name, v.CreatedName, v.CreatedToken = "", name, token
@@ -68,11 +72,15 @@ func (d *Dashboard) CreateToken(c echo.Context) error {
 // RevokeToken handles POST /admin/tokens/revoke (name).
 func (d *Dashboard) RevokeToken(c echo.Context) error {
 	name := c.FormValue("name")
-	err := d.Accounts.TokenRevoke(c.Request().Context(), accounts.TokenRevokeParams{Name: name, Now: d.Service.Now()})
+	now := d.Service.Now()
+	err := d.Accounts.TokenRevoke(c.Request().Context(), accounts.TokenRevokeParams{Name: name, Now: now})
 	if errors.Is(err, accounts.ErrNotFound) {
 		return queue.Errorf(queue.CodeNotFound, "no active token is named %q", name)
 	}
 	if err != nil {
+		return err
+	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventTokenRevoked, Subject: queue.TokenSubject(name)}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/tokens?done=revoked")

@@ -106,6 +106,10 @@ func (d *Dashboard) CreateUser(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserAdded, Subject: queue.UserSubject(email),
+		Data: map[string]any{"role": string(role)}}); err != nil {
+		return err
+	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=created")
 }
 
@@ -155,6 +159,10 @@ func (d *Dashboard) ChangeUserRole(c echo.Context) error {
 	if err := d.Accounts.UserSetRole(c.Request().Context(), accounts.UserSetRoleParams{ID: u.ID, Role: role}); err != nil {
 		return err
 	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventRoleChanged, Subject: queue.UserSubject(u.Email),
+		Data: map[string]any{"from": string(u.Role), "to": string(role)}}); err != nil {
+		return err
+	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=role")
 }
 
@@ -168,8 +176,17 @@ func (d *Dashboard) RemoveUser(c echo.Context) error {
 	if err := notSelf(c, u, "remove"); err != nil {
 		return d.usersFailed(c, err, templates.UserForm{}, u.ID)
 	}
-	if err := d.Accounts.UserDelete(c.Request().Context(), u.ID); err != nil && !errors.Is(err, accounts.ErrNotFound) {
+	err = d.Accounts.UserDelete(c.Request().Context(), u.ID)
+	switch {
+	case errors.Is(err, accounts.ErrNotFound):
+		// Removed a moment ago, by whoever recorded it.
+	case err != nil:
 		return err
+	default:
+		if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserRemoved, Subject: queue.UserSubject(u.Email),
+			Data: map[string]any{"role": string(u.Role)}}); err != nil {
+			return err
+		}
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=removed")
 }
@@ -187,6 +204,9 @@ func (d *Dashboard) SetUserPassword(c echo.Context) error {
 	}
 	now := d.Service.Now()
 	if err := d.Accounts.UserSetPassword(c.Request().Context(), accounts.UserSetPasswordParams{ID: u.ID, PasswordHash: hash, Now: now}); err != nil {
+		return err
+	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventPasswordChanged, Subject: queue.UserSubject(u.Email)}); err != nil {
 		return err
 	}
 	if u.ID == currentUser(c).ID {
@@ -214,6 +234,10 @@ func (d *Dashboard) SetUserSlackID(c echo.Context) error {
 	case errors.Is(err, accounts.ErrNotFound):
 		return notFound("user", strconv.FormatInt(u.ID, 10))
 	case err != nil:
+		return err
+	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventSlackIDChanged, Subject: queue.UserSubject(u.Email),
+		Data: map[string]any{"from": u.SlackID, "to": id}}); err != nil {
 		return err
 	}
 	return c.Redirect(http.StatusSeeOther, "/admin/users?done=slack")

@@ -32,6 +32,8 @@ type Dashboard struct {
 	// Store is what the pages read directly (queue.Reader).
 	Store    queue.Reader
 	Accounts accounts.Store
+	// Audit is the audit chain's state, shown on the audit page.
+	Audit    AuditReader
 	Sessions *accounts.SessionStore
 	Assets   templates.Assets
 	// MaxBody caps form bodies.

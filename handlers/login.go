@@ -13,6 +13,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
 
@@ -120,6 +121,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 		accounts.CheckPassword(dummyHash(), password)
 	}
 	if u == nil || u.PasswordHash == "" || !accounts.CheckPassword(u.PasswordHash, password) {
+		// Which of the two it was stays unsaid, as on the page.
+		if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
+			Subject: queue.UserSubject(normalized), Channel: "password",
+			Data: map[string]any{"reason": "bad_credentials", "address": ClientSubject(c.RealIP())}}); err != nil {
+			return err
+		}
 		v.Error = "The email or password is wrong."
 		return d.renderLogin(c, http.StatusUnauthorized, v)
 	}
@@ -135,6 +142,12 @@ func (d *Dashboard) Login(c echo.Context) error {
 		return err
 	}
 	if err := d.Accounts.LoginFailureRemove(ctx, accounts.LoginFailureParams{Subject: subjects[1], At: now}); err != nil {
+		return err
+	}
+	// Recorded before the session opens: a sign-in that cannot be
+	// recorded does not happen.
+	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: actor(u),
+		Subject: queue.UserSubject(u.Email), Channel: "password", Data: map[string]any{"address": ClientSubject(c.RealIP())}}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u, nil); err != nil {
@@ -219,6 +232,11 @@ func (d *Dashboard) Logout(c echo.Context) error {
 	sess.Options.MaxAge = -1
 	if err := sess.Save(c.Request(), c.Response()); err != nil {
 		return err
+	}
+	if u := currentUser(c); u != nil {
+		if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventSignedOut, Subject: queue.UserSubject(u.Email)}); err != nil {
+			return err
+		}
 	}
 	if next != "" {
 		return c.Redirect(http.StatusSeeOther, next)

@@ -120,6 +120,10 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventUserAdded, Actor: actor(u), Subject: queue.UserSubject(u.Email),
+		Channel: "setup", Data: map[string]any{"role": string(u.Role)}}); err != nil {
+		return err
+	}
 	if err := d.signIn(c, u, nil); err != nil {
 		return err
 	}

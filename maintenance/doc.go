@@ -1,10 +1,10 @@
 // Package maintenance is the background work every server process runs
 // beside the domain, as River keeps its rescuer and cleaners in
-// internal/maintenance: the outbox's fan-out and sender (outbox.go) and
-// the sweeper (sweep.go: expiry, stale-claim tickets, reminders and
-// escalations). The rules stay in queue and in the stores' conditional
-// statements, so any number of processes may run all of it on one
-// database.
+// internal/maintenance: the outbox's fan-out and sender (outbox.go), the
+// sweeper (sweep.go: expiry, stale-claim tickets, reminders and
+// escalations) and the audit chain's sealer (seal.go). The rules stay in
+// queue, audit and the stores' conditional statements, so any number of
+// processes may run all of it on one database.
 package maintenance
 
 import (

@@ -33,7 +33,7 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 
 // StaffEventInsert implements queue.Store.
 func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
-	if _, err := s.pool.Exec(ctx, staffEventInsertSQL, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+	if _, err := s.pool.Exec(ctx, staffEventInsertSQL, ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
 		return fmt.Errorf("record %s event: %w", ev.Kind, err)
 	}
 	return nil
@@ -72,7 +72,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	for rows.Next() {
 		var ev queue.Event
 		var data []byte
-		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data); err != nil {
+		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
 		ev.At = ev.At.UTC()

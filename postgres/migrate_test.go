@@ -15,7 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 	"github.com/pressly/goose/v3"
 
+	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/postgres/pgtest"
@@ -354,5 +356,95 @@ VALUES ('ann@example.com', 'h', 'admin', '2031-03-14T09:00:00Z', '2031-03-14T09:
 	}
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// describeSchema lists the current schema's columns, constraints and
+// indexes, with the schema's name left out so two schemas compare.
+// migrationProvider connects to u and returns the pool and a goose
+// provider of the store's migrations on it, to step through them.
+func migrationProvider(t *testing.T, u string) (*pgxpool.Pool, *goose.Provider) {
+	t.Helper()
+	pool, err := pgxpool.New(t.Context(), u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pool, p
+}
+
+// Migration 00016 adds the audit chain. On a schema just before it holding
+// events, Up rewrites no row: the old events keep their ids and get txid 0,
+// so the sealer seals them first, in id order, before every event written
+// after it; a staff event has no action, and only a staff event a
+// subject. Down leaves the schema as it was before.
+func TestMigrationAudit(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	pool, p := migrationProvider(t, u)
+	// 15: every migration before this one (here 00012 is the last).
+	if _, err := p.UpTo(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	const id = "01890a5d-0000-7000-8000-000000000001"
+	if _, err := pool.Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'agent:bot', '2031-03-14T09:00:00Z', '{"name":"send_email"}')`, id); err != nil {
+		t.Fatal(err)
+	}
+	for _, kind := range []string{"submitted", "reminder", "approved"} {
+		if _, err := pool.Exec(ctx, `INSERT INTO events (action_id, kind, actor, at) VALUES ($1, $2, 'system', '2031-03-14T09:00:01Z')`, id, kind); err != nil {
+			t.Fatal(err)
+		}
+	}
+	before := describeSchema(t, pool)
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	var zero int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM events WHERE txid = '0' AND subject IS NULL`).Scan(&zero); err != nil || zero != 3 {
+		t.Fatalf("old events with txid 0: %d, %v", zero, err)
+	}
+	q := `INSERT INTO events (action_id, subject, kind, actor, at) VALUES ('` + id + `', 'user:x', 'signed_in', 'x', now())`
+	if _, err := pool.Exec(ctx, q); err == nil || !strings.Contains(err.Error(), "events_subject_staff_only") {
+		t.Errorf("an event with an action and a subject: %v, want refused by events_subject_staff_only", err)
+	}
+
+	// The store seals the old events first, then the new ones.
+	st := pgtest.OpenURL(t, u)
+	if err := st.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com",
+		Subject: "user:ann@example.com", At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	apptest.SealAll(t, st)
+	links, err := st.AuditChainList(ctx, audit.ChainListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, l := range links {
+		kinds = append(kinds, l.Event.Kind)
+	}
+	if got := strings.Join(kinds, " "); got != "submitted reminder approved signed_in" {
+		t.Fatalf("sealed in the order %s, want the old events first", got)
+	}
+	if links[0].Event.Action == nil || string(links[0].Event.Action.Payload) != `{"a":1}` {
+		t.Fatalf("the old submitted event's submission: %+v", links[0].Event.Action)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.DownTo(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
 	}
 }

@@ -179,6 +179,77 @@ LEFT JOIN LATERAL (
 // (sql/action.sql)
 const actionCountByStateSQL = `SELECT state, count(*) FROM actions GROUP BY state`
 
+// The lease is judged on the database's clock, which every process
+// sharing it shares.
+// (sql/audit.sql)
+const auditHeadGetSQL = `SELECT seq, hash, cursor_txid::text, cursor_id, sealed_at, coalesce(holder, ''),
+    coalesce((extract(epoch FROM lease_until - clock_timestamp()) * 1000)::bigint, 0),
+    verified_at, coalesce(verified_seq, 0), coalesce(verified_ok, false), coalesce(verified_detail, '')
+FROM audit_head WHERE id = 1`
+
+// The events after the cursor in seal order (txid, id), up to the oldest
+// transaction still running when this statement's snapshot was taken
+// (pg_snapshot_xmin of that snapshot): every transaction with a smaller id
+// has ended and is visible to this very snapshot, and no transaction can
+// be given a smaller id again, so no event can ever join those below it
+// (docs/audit.md). A later transaction that committed first waits here for
+// the older one. It reads committed rows and takes no lock.
+// (sql/audit.sql)
+const auditSealableListSQL = `SELECT e.id, coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
+    coalesce(e.channel, ''), coalesce(e.at, 'epoch'), e.data,
+    a.id IS NOT NULL, coalesce(a.tool, ''), coalesce(a.class, ''), coalesce(a.intent_key, ''),
+    coalesce(a.attempt, 0), a.payload, coalesce(a.requested_by, ''), e.txid::text
+FROM events e LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
+WHERE (e.txid, e.id) > ($1::text::xid8, $2) AND e.txid < pg_snapshot_xmin(pg_current_snapshot())
+ORDER BY e.txid, e.id LIMIT $3`
+
+// Moves the head from seq $1 and takes or renews the lease, only if the
+// head is still there and the lease is $6's or free: of two sealers that
+// read one head, the second finds it moved (its update waits for the
+// first's row lock, then reads the row again) and appends nothing.
+// (sql/audit.sql)
+const auditHeadAdvanceSQL = `UPDATE audit_head SET seq = $2, hash = coalesce($3, hash), cursor_txid = $4::text::xid8, cursor_id = $5,
+    sealed_at = CASE WHEN $2 > seq THEN clock_timestamp() ELSE sealed_at END,
+    holder = $6, lease_until = clock_timestamp() + $7::float8 * interval '1 millisecond'
+WHERE id = 1 AND seq = $1
+    AND (holder = $6 OR holder IS NULL OR lease_until IS NULL OR lease_until <= clock_timestamp())`
+
+// (sql/audit.sql)
+const auditChainInsertSQL = `INSERT INTO audit_chain (seq, event_id, prev_hash, hash)
+SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bytea[])`
+
+// A link whose event row is gone reads with found false.
+// (sql/audit.sql)
+const auditChainListSQL = `SELECT c.seq, c.event_id, c.prev_hash, c.hash, e.id IS NOT NULL, coalesce(e.id, 0), coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
+    coalesce(e.channel, ''), coalesce(e.at, 'epoch'), e.data,
+    a.id IS NOT NULL, coalesce(a.tool, ''), coalesce(a.class, ''), coalesce(a.intent_key, ''),
+    coalesce(a.attempt, 0), a.payload, coalesce(a.requested_by, '')
+FROM audit_chain c LEFT JOIN events e ON e.id = c.event_id
+    LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
+WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`
+
+// A range of events_seal_order.
+// (sql/audit.sql)
+const auditUnsealedCountSQL = `SELECT count(*) FROM audit_head h JOIN events e ON (e.txid, e.id) > (h.cursor_txid, h.cursor_id) WHERE h.id = 1`
+
+// Events at or before the cursor that are not in the chain, each with the
+// seq of the first sealed event after it. It reads the whole table, as the
+// verification that calls it reads the whole chain.
+// (sql/audit.sql)
+const auditStrayListSQL = `SELECT e.id, coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
+    coalesce(e.channel, ''), coalesce(e.at, 'epoch'), e.data,
+    a.id IS NOT NULL, coalesce(a.tool, ''), coalesce(a.class, ''), coalesce(a.intent_key, ''),
+    coalesce(a.attempt, 0), a.payload, coalesce(a.requested_by, ''),
+    coalesce((SELECT c.seq FROM events f JOIN audit_chain c ON c.event_id = f.id
+              WHERE (f.txid, f.id) > (e.txid, e.id) ORDER BY f.txid, f.id LIMIT 1), 0)
+FROM audit_head h JOIN events e ON (e.txid, e.id) <= (h.cursor_txid, h.cursor_id)
+    LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
+WHERE h.id = 1 AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.event_id = e.id)
+ORDER BY e.txid, e.id LIMIT $1`
+
+// (sql/audit.sql)
+const auditVerificationSaveSQL = `UPDATE audit_head SET verified_at = $1, verified_seq = $2, verified_ok = $3, verified_detail = $4 WHERE id = 1`
+
 // decideLockSQL reads the action with its current ticket and locks its
 // row: twenty concurrent approvals of one action queue on the lock and
 // each sees the ones before it.
@@ -226,15 +297,16 @@ const eventInsertManySQL = `INSERT INTO events (action_id, kind, actor, channel,
 SELECT id, kind, actor, channel, at, data::json
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data)`
 
-// staffEventInsertSQL appends an event of no action (a sign-in), which
-// notifies nobody.
+// staffEventInsertSQL appends an event of no action about a subject (a
+// sign-in, a user or token change), which notifies nobody.
 // (sql/event.sql)
-const staffEventInsertSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out) VALUES (NULL, $1, $2, $3, $4, $5, true)`
+const staffEventInsertSQL = `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, nullif($1, ''), $2, $3, $4, $5, $6::json, true)`
 
 // eventListSelect is what eventListSQL adds its WHERE clause to; a staff
-// event's action is "".
+// event's action is "", an action's event's subject "".
 // (sql/event.sql)
-const eventListSelect = `SELECT id, coalesce(action_id::text, ''), kind, actor, channel, at, data FROM events`
+const eventListSelect = `SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events`
 
 // fanOutSQL takes the waiting outbox events. Its predicate repeats the
 // partial index events_fan_out's, so the scan reads only that index, and

@@ -193,15 +193,21 @@ func OperatorError(note string) string { return "resolved by operator: " + note 
 // complete or fail resolved.
 const LateReportNote = "late report from the agent"
 
-// Event is one entry of an action's append-only timeline.
+// Event is one entry of an action's append-only timeline, or a staff
+// event (a login, a token or user change: accounts.StaffEvent), which
+// belongs to no action and names its Subject instead. Every event is
+// sealed in the audit chain (package audit).
 type Event struct {
-	ID       int64           `json:"id"`
-	ActionID string          `json:"action_id"`
-	Kind     string          `json:"kind"`
-	Actor    string          `json:"actor"`
-	Channel  string          `json:"channel,omitempty"`
-	At       time.Time       `json:"at"`
-	Data     json.RawMessage `json:"data,omitempty"`
+	ID       int64  `json:"id"`
+	ActionID string `json:"action_id,omitempty"`
+	// Subject is what a staff event is about (user:EMAIL, token:NAME); ""
+	// for an action's event.
+	Subject string          `json:"subject,omitempty"`
+	Kind    string          `json:"kind"`
+	Actor   string          `json:"actor"`
+	Channel string          `json:"channel,omitempty"`
+	At      time.Time       `json:"at"`
+	Data    json.RawMessage `json:"data,omitempty"`
 	// Unrouted marks an event that notifies no channel, as the Service
 	// judged when it wrote it (Service.unrouted): the store writes it as
 	// already fanned out, so the outbox never reads it. False leaves the

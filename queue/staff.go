@@ -3,8 +3,10 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 
 	"github.com/approvals/approvals/classify"
 )
@@ -58,13 +60,18 @@ func (s *Service) Decider(ctx context.Context, by string) (Decider, error) {
 	return d, nil
 }
 
-// StaffEvent is an event about staff rather than an action: a sign-in, or
-// a refused one. It goes to the events log beside the actions' events,
-// with no action, and /audit lists it.
+// StaffEvent is an event about staff rather than an action: a sign-in or
+// a refused one, a sign-out, a change of a user or an agent token. It goes
+// to the events log beside the actions' events, with no action and the
+// subject it is about, is sealed into the audit chain like every other
+// event (package audit), and /audit lists it.
 type StaffEvent struct {
-	Kind    string // EventSignedIn, EventSignInRefused
-	Actor   string // user:EMAIL, or "anonymous" before anyone is known
-	Channel string // how: "sso", "password"
+	Kind  string // EventSignedIn, EventUserAdded, …
+	Actor string // user:EMAIL, cli:OSUSER, or "anonymous" before anyone is known
+	// Subject is what it is about (UserSubject, TokenSubject); "" when
+	// nothing is known beyond the actor.
+	Subject string
+	Channel string // how or where: "password", "sso", "dashboard", "cli", "setup"
 	Data    map[string]any
 }
 
@@ -72,12 +79,48 @@ type StaffEvent struct {
 const (
 	EventSignedIn      = "signed_in"
 	EventSignInRefused = "sign_in_refused"
+	EventSignedOut     = "signed_out"
+	EventUserAdded     = "user_added"
+	// EventUserUpdated is approvals user add --update: password, role and
+	// Slack id at once.
+	EventUserUpdated     = "user_updated"
+	EventUserRemoved     = "user_removed"
+	EventRoleChanged     = "role_changed"
+	EventPasswordChanged = "password_changed"
+	EventSlackIDChanged  = "slack_id_changed"
+	EventTokenCreated    = "token_created"
+	EventTokenRevoked    = "token_revoked"
 )
 
+// StaffEventKinds lists every staff event kind (the audit page's filter).
+var StaffEventKinds = []string{EventSignedIn, EventSignInRefused, EventSignedOut, EventUserAdded, EventUserUpdated,
+	EventUserRemoved, EventRoleChanged, EventPasswordChanged, EventSlackIDChanged, EventTokenCreated, EventTokenRevoked}
+
+// ActorAnonymous is the actor of a refused sign-in by someone not yet
+// known: nobody proved who they are.
+const ActorAnonymous = "anonymous"
+
+// UserSubject names a staff user as a staff event's subject.
+func UserSubject(email string) string { return "user:" + email }
+
+// TokenSubject names an agent token as a staff event's subject.
+func TokenSubject(name string) string { return "token:" + name }
+
 // RecordStaffEvent writes a staff event to the events log, now. It is the
-// one place staff events are recorded, so that the audit log sees every
-// sign-in, whichever way it came.
+// one place staff events are recorded (the password and SSO sign-ins, the
+// dashboard's user and token pages, the commands), each right after the
+// change it records committed, so that the audit log sees every one.
+// Actor, subject and channel keep their printable characters (a control
+// character or a byte that is not UTF-8 becomes U+FFFD): a refused sign-in
+// records whatever address was typed, and every store must keep it.
 func (s *Service) RecordStaffEvent(ctx context.Context, ev StaffEvent) error {
+	ev.Actor, ev.Subject, ev.Channel = printable(ev.Actor), printable(ev.Subject), printable(ev.Channel)
+	switch {
+	case ev.Kind == "":
+		return errors.New("record a staff event: no kind")
+	case ev.Actor == "":
+		return fmt.Errorf("record %s: no actor", ev.Kind)
+	}
 	var data json.RawMessage
 	if len(ev.Data) > 0 {
 		var err error
@@ -85,6 +128,16 @@ func (s *Service) RecordStaffEvent(ctx context.Context, ev StaffEvent) error {
 			return fmt.Errorf("record %s: %w", ev.Kind, err)
 		}
 	}
-	return s.store.StaffEventInsert(ctx, Event{Kind: ev.Kind, Actor: ev.Actor, Channel: ev.Channel,
+	return s.store.StaffEventInsert(ctx, Event{Subject: ev.Subject, Kind: ev.Kind, Actor: ev.Actor, Channel: ev.Channel,
 		At: s.Now(), Data: data, Unrouted: true})
+}
+
+// printable keeps s's printable characters, putting U+FFFD for the rest.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return '\uFFFD'
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 }

@@ -109,8 +109,8 @@ type Store interface {
 	// EventInsert appends an event that changes no state (a replay, a refusal).
 	EventInsert(ctx context.Context, ev Event) error
 	// StaffEventInsert appends an event of no action (ev.ActionID is
-	// ignored): a sign-in or a refused one (Service.RecordStaffEvent). It
-	// notifies no channel.
+	// ignored) about ev.Subject: a sign-in or a refused one, a user or
+	// token change (Service.RecordStaffEvent). It notifies no channel.
 	StaffEventInsert(ctx context.Context, ev Event) error
 
 	// TicketOpenStale opens one stale ticket for every in_progress action

@@ -34,11 +34,12 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	return nil
 }
 
-// StaffEventInsert implements queue.Store: an event of no action, which
-// notifies nobody.
+// StaffEventInsert implements queue.Store: an event of no action about a
+// subject, which notifies nobody.
 func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
-	_, err := s.exec(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out) VALUES (NULL, ?, ?, ?, ?, ?, 1)`,
-		ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
+	_, err := s.exec(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+	VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, 1)`,
+		ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
 	if err != nil {
 		return fmt.Errorf("record %s event: %w", ev.Kind, err)
 	}
@@ -71,7 +72,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 	if limit <= 0 {
 		limit = 100
 	}
-	query := `SELECT id, coalesce(action_id, ''), kind, actor, channel, at, data FROM events`
+	query := `SELECT id, coalesce(action_id, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, ` AND `)
 	}
@@ -90,7 +91,7 @@ func (s *Store) EventList(ctx context.Context, p queue.EventListParams) ([]queue
 			at   string
 			data sql.NullString
 		)
-		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
+		if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
 			return nil, fmt.Errorf("list events: %w", err)
 		}
 		if ev.At, err = parseTime(at); err != nil {

@@ -9,6 +9,10 @@ import (
 
 	"github.com/pressly/goose/v3"
 
+	"fmt"
+	"time"
+
+	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/migrations"
 	"github.com/approvals/approvals/queue"
 )
@@ -315,5 +319,129 @@ func TestMigrationSSO(t *testing.T) {
 	}
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// migrationProvider opens the file at path on one connection with foreign
+// keys off, as migrate does, and a goose provider of the store's
+// migrations on it, to step through them.
+func migrationProvider(t *testing.T, path string) (*sql.DB, *goose.Provider) {
+	t.Helper()
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1)
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, p
+}
+
+// Migration 00016 rebuilds events so that a staff event may have no
+// action. On a database just before it with events (one a notification names,
+// one deleted, so that AUTOINCREMENT's mark is past the last id), Up keeps
+// every event row and id, the notification's reference and the mark, and
+// makes the three indexes of events again unchanged; the store then seals
+// the old events and the new ones in id order. Down keeps the action
+// events and the NOT NULL, as before.
+func TestMigrationAudit(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, p := migrationProvider(t, path)
+	// 15: every migration before this one (here 00012 is the last).
+	if _, err := p.UpTo(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := db.ExecContext(ctx, q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	const id = "01890a5d-0000-7000-8000-000000000001"
+	exec(`INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+		VALUES (?, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'agent:bot', '2031-03-14T09:00:00.000000000Z', '{"name":"t"}')`, id)
+	for _, kind := range []string{"submitted", "reminder", "approved", "gone"} {
+		exec(`INSERT INTO events (action_id, kind, actor, at, fanned_out) VALUES (?, ?, 'system', '2031-03-14T09:00:01.000000000Z', 1)`, id, kind)
+	}
+	exec(`DELETE FROM events WHERE kind = 'gone'`)
+	exec(`INSERT INTO notifications (id, event_id, action_id, type, channel, kind, created_at, due_at)
+		VALUES ('n-1', 2, ?, 'action.reminder', 'ops', 'email', '2031', '2031')`, id)
+	dumpEvents := func() string {
+		var s string
+		if err := db.QueryRowContext(ctx, `SELECT json_group_array(json_array(id, action_id, kind, actor, channel, at, data, fanned_out))
+			FROM (SELECT * FROM events ORDER BY id)`).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	before, rowsBefore := readSchema(t, db), dumpEvents()
+
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	if got := dumpEvents(); got != rowsBefore {
+		t.Errorf("Up changed the events:\n%s\nwant\n%s", got, rowsBefore)
+	}
+	after := readSchema(t, db)
+	for _, name := range []string{"events_action", "events_kind", "events_fan_out", "notifications"} {
+		if after[name] != before[name] {
+			t.Errorf("after Up, %s is\n%+v\nwant\n%+v", name, after[name], before[name])
+		}
+	}
+	var broken int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&broken); err != nil || broken != 0 {
+		t.Errorf("foreign key check after Up: %d broken, %v", broken, err)
+	}
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM events, pragma_foreign_key_list('notifications') f WHERE f."table" = 'events'`).Scan(&broken); err != nil || broken == 0 {
+		t.Errorf("notifications no longer reference events: %v", err)
+	}
+	var mark int64
+	if err := db.QueryRowContext(ctx, `SELECT seq FROM sqlite_sequence WHERE name = 'events'`).Scan(&mark); err != nil || mark != 4 {
+		t.Errorf("AUTOINCREMENT's mark for events after Up: %d, %v; want 4", mark, err)
+	}
+	_ = db.Close()
+
+	s := openTestStore(t, path)
+	if err := s.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com", Subject: "user:ann@example.com",
+		At: time.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		if _, err := audit.Seal(ctx, s, audit.SealParams{Holder: "t", Lease: time.Minute, Limit: 100}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	links, err := s.AuditChainList(ctx, audit.ChainListParams{Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range links {
+		got = append(got, fmt.Sprintf("%d:%s", l.EventID, l.Event.Kind))
+	}
+	if strings.Join(got, " ") != "1:submitted 2:reminder 3:approved 5:signed_in" {
+		t.Fatalf("sealed %v, want the old events in id order, then the new one with id 5", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db2, p2 := migrationProvider(t, path)
+	if _, err := p2.DownTo(ctx, 15); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	// 00014 (single sign-on) made room for staff events: going down to 15
+	// keeps them, and only the subject goes.
+	if err := db2.QueryRowContext(ctx, `SELECT count(*) FROM events`).Scan(&n); err != nil || n != 4 {
+		t.Errorf("events after Down: %d, %v; want the three action events and the staff event", n, err)
+	}
+	if err := db2.QueryRowContext(ctx, `SELECT count(*) FROM pragma_table_info('events') WHERE name = 'subject'`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("events.subject after Down: %d, %v", n, err)
 	}
 }

@@ -62,6 +62,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ActionDecide", decideTests},
 		{"Routing", routingTests},
 		{"ReturnedEqualsStored", returnedTests},
+		{"Audit", auditTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -44,6 +44,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 		Service:  s.cfg.Service,
 		Store:    s.cfg.Store,
 		Accounts: s.cfg.Accounts,
+		Audit:    s.cfg.Audit,
 		Sessions: store,
 		Assets:   templates.Assets{CSS: static.URL("app.css"), HTMX: static.URL("htmx.min.js"), App: static.URL("app.js")},
 		MaxBody:  s.cfg.MaxBody,

@@ -28,8 +28,10 @@ type Config struct {
 	// Store is what the faces read directly: the service's own storage.
 	Store    queue.Reader
 	Accounts accounts.Store
-	Metrics  *Metrics
-	Logger   *slog.Logger
+	// Audit is the audit chain's state (the audit page).
+	Audit   handlers.AuditReader
+	Metrics *Metrics
+	Logger  *slog.Logger
 	// MaxBody caps request bodies, default 256 KiB.
 	MaxBody int64
 	// SessionSecret signs dashboard cookies; empty: generated once and kept
@@ -103,6 +105,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = NewMetrics(cfg.Store)
+	}
+	if ar, ok := cfg.Accounts.(handlers.AuditReader); ok && cfg.Audit == nil {
+		cfg.Audit = ar // one database keeps both
 	}
 	svc := cfg.Service
 	cfg.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

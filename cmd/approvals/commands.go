@@ -12,6 +12,7 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/telegram"
 	"github.com/approvals/approvals/upstream"
 )
@@ -92,7 +93,8 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 	switch {
 	case err == nil:
 		fmt.Fprintf(stdout, "created user %s (%s)\n", email, r)
-		return nil
+		return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventUserAdded, Subject: queue.UserSubject(email),
+			Data: userData(r, "", slackID)})
 	case errors.Is(err, accounts.ErrSlackIDTaken):
 		return fmt.Errorf("--slack-id %s belongs to another user already; user %s was not created", slackID, email)
 	case errors.Is(err, accounts.ErrTelegramIDTaken):
@@ -119,6 +121,33 @@ func userCmd(ctx context.Context, args []string, stdin io.Reader, stdout io.Writ
 		return err
 	}
 	fmt.Fprintf(stdout, "updated user %s (%s); their sessions have ended\n", email, r)
+	return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventUserUpdated, Subject: queue.UserSubject(email),
+		Data: userData(r, u.Role, slackID)})
+}
+
+// userData is the data of a user_added or user_updated event: the role
+// (and the one before), the Slack id when one was given, and, for an
+// update, that the password changed.
+func userData(role, previous accounts.Role, slackID string) map[string]any {
+	d := map[string]any{"role": role}
+	if previous != "" {
+		d["previous_role"], d["password_changed"] = previous, true
+	}
+	if slackID != "" {
+		d["slack_id"] = slackID
+	}
+	return d
+}
+
+// recordCLIEvent records a change a command made, by the operating
+// system's user (cliActor) on the cli channel. It runs after the change
+// committed: if recording fails the change stands, and the command says so
+// and fails.
+func recordCLIEvent(ctx context.Context, st queue.Store, ev queue.StaffEvent) error {
+	ev.Actor, ev.Channel = cliActor(), "cli"
+	if err := queue.NewService(st, nil, queue.Options{}).RecordStaffEvent(ctx, ev); err != nil {
+		return fmt.Errorf("the change was made, but its audit event was not recorded: %w", err)
+	}
 	return nil
 }
 
@@ -152,7 +181,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			}
 			return err
 		}
-		return nil
+		return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventTokenRevoked, Subject: queue.TokenSubject(name)})
 	}
 	token, hash := accounts.NewToken()
 	if _, err := st.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: hash, Now: now}); err != nil {
@@ -162,7 +191,7 @@ func tokenCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		return err
 	}
 	fmt.Fprintln(stdout, token)
-	return nil
+	return recordCLIEvent(ctx, st, queue.StaffEvent{Kind: queue.EventTokenCreated, Subject: queue.TokenSubject(name)})
 }
 
 func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/telegram"
@@ -58,6 +59,9 @@ type config struct {
 	SSO              *sso.Config
 	SSORecheck       time.Duration
 	PasswordLoginOff bool
+	// AuditLease is how long the audit sealer's lease lasts unrenewed: how
+	// long sealing pauses when the process holding it dies.
+	AuditLease time.Duration
 }
 
 // readSSOSettings reads single sign-on's settings; the client secret may
@@ -292,6 +296,14 @@ func parseServeConfig(args []string) (config, error) {
 			return c, fmt.Errorf("APPROVALS_OUTBOX_LEASE %q is not a Go duration of at least 2s, such as 1m", v)
 		}
 		c.OutboxLease = d
+	}
+	c.AuditLease = maintenance.DefaultSealLease
+	if v := env("APPROVALS_AUDIT_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			return c, fmt.Errorf("APPROVALS_AUDIT_LEASE %q is not a Go duration of at least 1s, such as 10s", v)
+		}
+		c.AuditLease = d
 	}
 	c.MaxBody = 256 << 10
 	if v := env("APPROVALS_MAX_BODY"); v != "" {

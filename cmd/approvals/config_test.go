@@ -27,6 +27,8 @@ func TestParseServeConfigRefuses(t *testing.T) {
 		{"stray argument", "", "", []string{"extra"}, `unexpected argument "extra"`},
 		{"whsec_ secret that is not base64", "APPROVALS_WEBHOOK_SECRET", "whsec_not base64!", nil, "APPROVALS_WEBHOOK_SECRET"},
 		{"bad sweep interval", "APPROVALS_SWEEP_INTERVAL", "soon", nil, "APPROVALS_SWEEP_INTERVAL"},
+		{"audit lease not a duration", "APPROVALS_AUDIT_LEASE", "long", nil, "APPROVALS_AUDIT_LEASE"},
+		{"audit lease under a second", "APPROVALS_AUDIT_LEASE", "500ms", nil, "APPROVALS_AUDIT_LEASE"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.env != "" {

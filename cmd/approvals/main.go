@@ -26,6 +26,11 @@ commands:
   tools check [FILE]          validate a tools file and show each tool's class
   telegram set-webhook        register {APPROVALS_PUBLIC_URL}/integrations/telegram/webhook
                               with Telegram, with APPROVALS_TELEGRAM_SECRET
+  audit keygen                print a new APPROVALS_AUDIT_KEY and its public key
+  audit export [--since SEQ] [--out FILE]
+                              write the sealed events as JSON Lines with a signed checkpoint
+  audit verify [FILE --public-key KEY [--after PREVIOUS_EXPORT]]
+                              check the audit chain in the database, or an export offline
   hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
                               APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
@@ -36,11 +41,12 @@ APPROVALS_PPROF_ADDR (loopback only), APPROVALS_PUBLIC_URL (the base of links
 sent out), APPROVALS_SLACK_BOT_TOKEN, APPROVALS_SLACK_SIGNING_SECRET,
 APPROVALS_SLACK_API_URL, APPROVALS_SMTP_URL, APPROVALS_SMTP_FROM,
 APPROVALS_TELEGRAM_BOT_TOKEN, APPROVALS_TELEGRAM_SECRET, APPROVALS_TELEGRAM_API_URL,
-APPROVALS_PAGERDUTY_URL. Secrets may come from a file named by NAME_FILE
+APPROVALS_PAGERDUTY_URL, APPROVALS_AUDIT_LEASE, APPROVALS_AUDIT_KEY (audit export),
+APPROVALS_AUDIT_PUBLIC_KEY (audit verify). Secrets may come from a file named by NAME_FILE
 (APPROVALS_WEBHOOK_SECRET_FILE, APPROVALS_SESSION_SECRET_FILE,
 APPROVALS_SLACK_BOT_TOKEN_FILE, APPROVALS_SLACK_SIGNING_SECRET_FILE,
 APPROVALS_SMTP_URL_FILE, APPROVALS_TELEGRAM_BOT_TOKEN_FILE,
-APPROVALS_TELEGRAM_SECRET_FILE).
+APPROVALS_TELEGRAM_SECRET_FILE, APPROVALS_OIDC_CLIENT_SECRET_FILE, APPROVALS_AUDIT_KEY_FILE).
 `
 
 // run is main without the process: tests call it.
@@ -65,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = hookCmd(ctx, args, stdin, stdout)
 	case "telegram":
 		err = telegramCmd(ctx, args, stdout)
+	case "audit":
+		err = auditCmd(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return 0

@@ -104,7 +104,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 		SessionSecret: cfg.SessionSecret, WebhookSecret: cfg.WebhookSecret, SweepInterval: cfg.SweepInterval,
 		PublicURL: cfg.PublicURL, TrustedProxies: cfg.TrustedProxies, MetricsAddr: cfg.MetricsAddr, Waiters: cfg.Waiters,
 		MaxStreams: cfg.MaxStreams, MaxUpstreamCalls: cfg.MaxUpstreamCalls,
-		Upstreams: upstreams, OutboxLease: cfg.OutboxLease,
+		Upstreams: upstreams, OutboxLease: cfg.OutboxLease, AuditLease: cfg.AuditLease,
 		SSO: cfg.SSO, SSORecheck: cfg.SSORecheck, PasswordLoginOff: cfg.PasswordLoginOff,
 		Notifiers: func(svc *queue.Service, st storage.Store) (app.Notifiers, error) {
 			return newNotifiers(cfg, svc, st, log)

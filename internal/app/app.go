@@ -81,6 +81,12 @@ type Options struct {
 	SSO              *sso.Config
 	SSORecheck       time.Duration
 	PasswordLoginOff bool
+	// SealInterval is how often the audit sealer looks for new events
+	// (maintenance.SealerConfig); zero: the default; negative: no sealer
+	// runs (tests seal by hand, App.Sealer). AuditLease is the sealer's
+	// lease (APPROVALS_AUDIT_LEASE); zero: the default.
+	SealInterval time.Duration
+	AuditLease   time.Duration
 }
 
 // Notifiers are the channels a process delivers to, by kind
@@ -97,11 +103,12 @@ type App struct {
 	Server  *web.Server
 	Service *queue.Service
 	Metrics *web.Metrics
-	// Sweeper and Outbox are the background work beside the service
-	// (expiry, tickets, reminders; notifications); tests drive them by
-	// hand at a moment of their choosing.
+	// Sweeper, Outbox and Sealer are the background work beside the
+	// service (expiry, tickets, reminders; notifications; the audit
+	// chain); tests drive them by hand at a moment of their choosing.
 	Sweeper *maintenance.Sweeper
 	Outbox  *maintenance.Outbox
+	Sealer  *maintenance.Sealer
 	// dispatcher delivers approved actions of webhook tools; every process
 	// runs one, and the claim decides which delivers each action.
 	dispatcher *executor.Webhook
@@ -188,7 +195,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if opts.PasswordLoginOff && provider == nil {
 		return nil, errors.New("APPROVALS_PASSWORD_LOGIN=off needs single sign-on (APPROVALS_OIDC_ISSUER): otherwise nobody could sign in")
 	}
-	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Metrics: metrics, Logger: log,
+	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Audit: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions, TelegramWebhook: telegramWebhook,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
@@ -217,7 +224,9 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		stopping: stopping,
 		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
 		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
-			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification})}
+			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification}),
+		Sealer: maintenance.NewSealer(st, maintenance.SealerConfig{Lease: opts.AuditLease,
+			Interval: max(opts.SealInterval, 0), Logger: log})}
 	if opts.Upstreams != nil {
 		// Approved at-most-once upstream calls, claimed like webhook deliveries.
 		a.upstreamExec = executor.NewUpstream(queue.NewDispatch(svc), opts.Upstreams, executor.UpstreamConfig{Logger: log})
@@ -304,6 +313,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
 	wg.Go(func() { a.Outbox.Run(ctx) })
+	if a.opts.SealInterval >= 0 {
+		// Every process runs one; the lease lets one seal at a time.
+		wg.Go(func() { a.Sealer.Run(ctx) })
+	}
 	if a.upstreamExec != nil {
 		wg.Go(func() { a.upstreamExec.Run(ctx) })
 	}

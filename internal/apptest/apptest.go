@@ -56,6 +56,9 @@ type Options struct {
 	// Sweep runs the background sweeper every Sweep; 0: none, a test
 	// sweeps by hand (App.Sweeper) when it has moved the clock.
 	Sweep time.Duration
+	// Seal runs the audit sealer every Seal; 0: none, a test seals by
+	// hand (App.Sealer), so that many parallel processes do not poll.
+	Seal time.Duration
 	// MaxBody, WebhookSecret, SessionSecret and LoginLimits are the
 	// process settings of the same names.
 	MaxBody       int64
@@ -172,6 +175,10 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	if sweep == 0 {
 		sweep = -1
 	}
+	seal := opts.Seal
+	if seal == 0 {
+		seal = -1
+	}
 	if opts.PasswordGate == nil {
 		// Tests sign many users in at once, and bcrypt under -race on a
 		// loaded machine is slow: the same four slots as in production,
@@ -188,7 +195,7 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 		publicURL = "http://" + ln.Addr().String()
 	}
 	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
-		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep,
+		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep, SealInterval: seal,
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
 		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
@@ -241,6 +248,12 @@ func (a *App) Metric(t testing.TB, series string) float64 {
 	if a.MetricsURL != "" {
 		base = a.MetricsURL
 	}
+	return ScrapeMetric(t, base, series)
+}
+
+// ScrapeMetric is App.Metric for the server at base (a Process, say).
+func ScrapeMetric(t testing.TB, base, series string) float64 {
+	t.Helper()
 	res, err := http.Get(base + "/metrics")
 	if err != nil {
 		t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/maintenance"
@@ -284,4 +285,29 @@ func Deref[T any](p *T) any {
 		return nil
 	}
 	return *p
+}
+
+// SealAll seals every event stored so far into the audit chain, as the
+// sealer of a process would, and fails the test after 30 s. On PostgreSQL
+// an event waits until every older transaction has ended, including other
+// tests' on the same server.
+func SealAll(t testing.TB, st audit.Store) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if _, err := audit.Seal(context.Background(), st, audit.SealParams{Holder: "apptest", Lease: time.Second, Limit: 1000}); err != nil {
+			t.Fatalf("seal: %v", err)
+		}
+		n, err := st.AuditUnsealedCount(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d events left unsealed after 30s", n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

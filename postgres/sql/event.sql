@@ -12,11 +12,12 @@ SELECT id, kind, actor, channel, at, data::json
 FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data);
 
 -- name: staffEventInsertSQL
--- staffEventInsertSQL appends an event of no action (a sign-in), which
--- notifies nobody.
-INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out) VALUES (NULL, $1, $2, $3, $4, $5, true);
+-- staffEventInsertSQL appends an event of no action about a subject (a
+-- sign-in, a user or token change), which notifies nobody.
+INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, nullif($1, ''), $2, $3, $4, $5, $6::json, true);
 
 -- name: eventListSelect
 -- eventListSelect is what eventListSQL adds its WHERE clause to; a staff
--- event's action is "".
-SELECT id, coalesce(action_id::text, ''), kind, actor, channel, at, data FROM events;
+-- event's action is "", an action's event's subject "".
+SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events;
