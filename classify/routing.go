@@ -84,7 +84,7 @@ type Approval struct {
 	// Grants are the limits of the grants approvers may create on the tool (nil: the
 	// defaults). Neither reaches an action's snapshot: both are judged at submission or at
 	// the grant, with the file then in force.
-	Policy []Rule        `json:"-"`
+	Policy []Rule       `json:"-"`
 	Grants *GrantLimits `json:"-"`
 	// Rule and Decision, in an action's snapshot, name the policy rule that decided the
 	// action at its submission and what it decided; a human rule's required and approvers
