@@ -61,6 +61,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ActionDecide", decideTests},
 		{"Routing", routingTests},
 		{"ReturnedEqualsStored", returnedTests},
+		{"Policy", policyTests},
+		{"Grant", grantTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
