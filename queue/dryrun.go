@@ -56,6 +56,9 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 		return DryRunResult{Outcome: DryRunReplay, Action: held}, nil
 	}
 	a.ID = ""
+	if a.Warnings == nil {
+		a.Warnings = []string{} // as a store answers it
+	}
 	rule := a.DecidedByRule()
 	switch a.State {
 	case StateApproved:

@@ -17,7 +17,8 @@ from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedE
                      IntentKeyReusedError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
                      MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
                      OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
-                     TooManyWaitersError, UnauthorizedError, UnavailableError, UpstreamUnavailableError)
+                     TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
+                     UpstreamUnavailableError)
 from .guard import guard
 
 __all__ = [
@@ -26,6 +27,6 @@ __all__ = [
     "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
     "NotFoundError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
-    "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyWaitersError",
+    "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
     "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
 ]

@@ -82,6 +82,10 @@ class TooManyWaitersError(ApprovalsError):
     pass
 
 
+class TooManyUpstreamCallsError(ApprovalsError):
+    """The server is making as many upstream calls as it may; nothing was done."""
+
+
 ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "invalid_request": InvalidRequestError,
     "invalid_payload": InvalidPayloadError,
@@ -99,6 +103,7 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "upstream_unavailable": UpstreamUnavailableError,
     "method_not_allowed": MethodNotAllowedError,
     "too_many_waiters": TooManyWaitersError,
+    "too_many_upstream_calls": TooManyUpstreamCallsError,
 }
 
 # Every code the OpenAPI document lists has its class (a drift fails at import).

@@ -50,6 +50,8 @@ export class UnavailableError extends ApprovalsError {}
 export class UpstreamUnavailableError extends ApprovalsError {}
 export class MethodNotAllowedError extends ApprovalsError {}
 export class TooManyWaitersError extends ApprovalsError {}
+/** The server is making as many upstream calls as it may; nothing was done (429, Retry-After). */
+export class TooManyUpstreamCallsError extends ApprovalsError {}
 
 // Every code the OpenAPI document lists must have its class: when the
 // document gains a code, this object stops compiling.
@@ -70,6 +72,7 @@ const classes: Record<ProblemCode, typeof ApprovalsError> = {
   upstream_unavailable: UpstreamUnavailableError,
   method_not_allowed: MethodNotAllowedError,
   too_many_waiters: TooManyWaitersError,
+  too_many_upstream_calls: TooManyUpstreamCallsError,
 };
 
 /** The typed error of a problem answer; an unknown code is a plain ApprovalsError. */
