@@ -122,7 +122,11 @@ func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]que
 // insertGrant creates the grant of an approval in its transaction, with its
 // event.
 func insertGrant(ctx context.Context, tx pgx.Tx, g *queue.Grant, ev queue.Event) error {
-	fields, err := json.Marshal(g.Fields)
+	fields := []byte("[]")
+	var err error
+	if len(g.Fields) > 0 {
+		fields, err = json.Marshal(g.Fields)
+	}
 	if err != nil {
 		return err
 	}

@@ -104,7 +104,11 @@ func insertGrant(ctx context.Context, q querier, g *queue.Grant) error {
 	if err := storableTimes(&g.CreatedAt, &g.ExpiresAt); err != nil {
 		return err
 	}
-	fields, err := json.Marshal(g.Fields)
+	fields := []byte("[]")
+	var err error
+	if len(g.Fields) > 0 {
+		fields, err = json.Marshal(g.Fields)
+	}
 	if err != nil {
 		return err
 	}
