@@ -6,12 +6,10 @@ package templates
 
 //lint:file-ignore SA4006 This context is only used if a nested component is present.
 
-import (
-	"github.com/a-h/templ"
-	templruntime "github.com/a-h/templ/runtime"
+import "github.com/a-h/templ"
+import templruntime "github.com/a-h/templ/runtime"
 
-	"github.com/approvals/approvals/classify"
-)
+import "github.com/approvals/approvals/classify"
 
 // AuditPage is the event log of every action, newest first.
 func AuditPage(p Page, v AuditView) templ.Component {

@@ -191,6 +191,9 @@ func warningText(w string) string {
 	case queue.WarningInvisibleCharacters:
 		return "invisible characters"
 	}
+	if rule, ok := strings.CutPrefix(w, queue.WarningPolicyError+":"); ok {
+		return "policy rule " + rule + " failed"
+	}
 	return strings.ReplaceAll(w, "_", " ")
 }
 
@@ -203,6 +206,9 @@ func warningHelp(w string) string {
 	case queue.WarningInvisibleCharacters:
 		return "The payload holds invisible characters (bidirectional controls, zero-width or format characters, tag characters, variation selectors), which can make text read differently from what is sent; each is marked below as [U+…]."
 	}
+	if rule, ok := strings.CutPrefix(w, queue.WarningPolicyError+":"); ok {
+		return "The expression of policy rule " + rule + " could not be evaluated for this payload (the timeline's submitted event says why), so the rule did not match: a person decides."
+	}
 	return ""
 }
 
@@ -213,4 +219,17 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// FormatDuration writes d as a Go duration without zero units: 8h, 15m,
+// 1h30m (time.ParseDuration reads it back).
+func FormatDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }
