@@ -140,10 +140,10 @@ func (d *Dashboard) grantOffer(a *queue.Action) *templates.GrantOffer {
 	g := &templates.GrantOffer{MaxUses: limits.MaxUses, Agent: a.RequestedBy}
 	for _, dur := range grantDurations {
 		if dur < limits.Max {
-			g.Durations = append(g.Durations, templates.FormatDuration(dur))
+			g.Durations = append(g.Durations, classify.FormatDuration(dur))
 		}
 	}
-	g.Durations = append(g.Durations, templates.FormatDuration(limits.Max))
+	g.Durations = append(g.Durations, classify.FormatDuration(limits.Max))
 	if payload, err := queue.DecodeObject(a.Payload); err == nil {
 		g.Fields = grantFields(payload, "", 0)
 	}

@@ -37,6 +37,9 @@ type Config struct {
 	// recorded: a decision whose update ran (in another process) before
 	// the message was recorded could not update it, so the poster does.
 	Actions ActionReader
+	// Tools, when set, is the tools file in force: a message offers
+	// "Approve + similar" only for a tool whose grants it allows.
+	Tools func() *classify.Registry
 }
 
 // ActionReader reads an action as it is now (the store, queue.Reader).
@@ -53,6 +56,7 @@ type Client struct {
 	actions   ActionReader
 	publicURL string
 	now       func() time.Time
+	tools     func() *classify.Registry
 }
 
 // New checks cfg and returns a Client.
@@ -91,6 +95,7 @@ func New(cfg Config) (*Client, error) {
 		actions:   cfg.Actions,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
 		now:       cfg.Now,
+		tools:     cfg.Tools,
 	}
 	if c.now == nil {
 		c.now = time.Now

@@ -27,7 +27,7 @@ func grantsText(t classify.Tool) string {
 	if err != nil {
 		return "none: " + err.Error()
 	}
-	s := "allowed, for up to " + FormatDuration(l.Max)
+	s := "allowed, for up to " + classify.FormatDuration(l.Max)
 	if l.MaxUses > 0 {
 		s += " and " + strconv.Itoa(l.MaxUses) + " actions each"
 	}

@@ -35,7 +35,8 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		n.ByKind["email"] = e
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: st})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Messages: st, Actions: st,
+			Tools: svc.Registry})
 		if err != nil {
 			return n, err
 		}
