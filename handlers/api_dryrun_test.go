@@ -137,6 +137,14 @@ func TestSubmitDecidedByPolicyOverHTTP(t *testing.T) {
 		if r.Status != http.StatusCreated || len(r.Action(t).Warnings) != 1 || r.Action(t).Warnings[0] != "policy_error:internal-recipient" {
 			t.Fatalf("a rule that cannot be evaluated: %d %s", r.Status, r.Body)
 		}
+		for series, want := range map[string]float64{
+			`approvals_policy_decisions_total{decision="approve",rule="internal-recipient",tool="send_customer_email"}`: 1,
+			`approvals_policy_decisions_total{decision="reject",rule="no-crypto",tool="issue_refund"}`:                  1,
+		} {
+			if got := e.App.Metric(t, series); got != want {
+				t.Errorf("%s = %v, want %v", series, got, want)
+			}
+		}
 		var tools struct {
 			Tools []struct {
 				Name   string `json:"name"`
