@@ -24,6 +24,10 @@ commands:
   token create --name NAME    create an agent token; prints it once
   token revoke --name NAME    revoke an agent token
   tools check [FILE]          validate a tools file and show each tool's class
+  policy test [--since 720h] FILE
+                              try the file's policy rules on the stored submissions of the
+                              window: what each rule would have decided, and where people
+                              decided otherwise; writes nothing
   hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
                               APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
@@ -56,6 +60,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(ctx, args, stdout)
+	case "policy":
+		err = policyCmd(ctx, args, stdout)
 	case "hook":
 		err = hookCmd(ctx, args, stdin, stdout)
 	case "help", "-h", "--help":
