@@ -122,22 +122,8 @@ func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]que
 // insertGrant creates the grant of an approval in its transaction, with its
 // event.
 func insertGrant(ctx context.Context, tx pgx.Tx, g *queue.Grant, ev queue.Event) error {
-	fields := []byte("[]")
-	var err error
-	if len(g.Fields) > 0 {
-		fields, err = json.Marshal(g.Fields)
-	}
-	if err != nil {
-		return err
-	}
-	var agent, maxUses any
-	if g.Agent != "" {
-		agent = g.Agent
-	}
-	if g.MaxUses > 0 {
-		maxUses = g.MaxUses
-	}
-	_, err = tx.Exec(ctx, decideGrantSQL, g.ID, g.Tool, agent, string(fields), g.GrantedBy, g.ActionID,
+	fields, agent, maxUses := g.StoredColumns()
+	_, err := tx.Exec(ctx, decideGrantSQL, g.ID, g.Tool, agent, fields, g.GrantedBy, g.ActionID,
 		g.CreatedAt, g.ExpiresAt, maxUses, ev.Kind, ev.Channel, jsonArg(ev.Data))
 	return err
 }

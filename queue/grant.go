@@ -82,6 +82,24 @@ func (g *Grant) Matches(tool, requestedBy string, payload map[string]any) bool {
 	return true
 }
 
+// StoredColumns are the grant's fields as the stores keep them: the fields
+// as a JSON array ([] for none), and the agent and use limit, nil (NULL)
+// for any agent and no limit.
+func (g *Grant) StoredColumns() (fields string, agent, maxUses any) {
+	fields = "[]"
+	if len(g.Fields) > 0 {
+		b, _ := json.Marshal(g.Fields) // paths and raw JSON values: cannot fail
+		fields = string(b)
+	}
+	if g.Agent != "" {
+		agent = g.Agent
+	}
+	if g.MaxUses > 0 {
+		maxUses = g.MaxUses
+	}
+	return fields, agent, maxUses
+}
+
 // UsesLeft returns how many more actions the grant may approve, and false
 // for a grant without a limit.
 func (g *Grant) UsesLeft() (int, bool) {

@@ -104,23 +104,9 @@ func insertGrant(ctx context.Context, q querier, g *queue.Grant) error {
 	if err := storableTimes(&g.CreatedAt, &g.ExpiresAt); err != nil {
 		return err
 	}
-	fields := []byte("[]")
-	var err error
-	if len(g.Fields) > 0 {
-		fields, err = json.Marshal(g.Fields)
-	}
-	if err != nil {
-		return err
-	}
-	var agent, maxUses any
-	if g.Agent != "" {
-		agent = g.Agent
-	}
-	if g.MaxUses > 0 {
-		maxUses = g.MaxUses
-	}
-	_, err = q.ExecContext(ctx, `INSERT INTO grants (id, tool, agent, fields, granted_by, action_id, created_at, expires_at, max_uses)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.ID, g.Tool, agent, string(fields), g.GrantedBy, g.ActionID,
+	fields, agent, maxUses := g.StoredColumns()
+	_, err := q.ExecContext(ctx, `INSERT INTO grants (id, tool, agent, fields, granted_by, action_id, created_at, expires_at, max_uses)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.ID, g.Tool, agent, fields, g.GrantedBy, g.ActionID,
 		fmtTime(g.CreatedAt), fmtTime(g.ExpiresAt), maxUses)
 	return err
 }

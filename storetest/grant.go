@@ -298,15 +298,7 @@ var grantTests = []test{
 	{"ConcurrentUsesNeverExceedTheLimit", func(t *testing.T, s Store) {
 		g := grantAction(t, s, "grant:race:0", at(0), func(g *queue.Grant) { g.MaxUses, g.Fields = 3, nil })
 		const n = 20
-		got := make([]*queue.Action, n)
-		errs := make([]error, n)
-		race(n, func(i int) {
-			a := newAction(classify.AtMostOnce, "send_customer_email", fmt.Sprintf("grant:race:%d", i+1), at(time.Minute))
-			var res queue.ActionSubmitResult
-			res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a),
-				Grant: &queue.GrantTry{Now: at(time.Minute), ExpiresAt: at(time.Hour)}})
-			got[i] = res.Holder
-		})
+		got, errs := raceGrantTries(t, s, "grant:race", n)
 		approved := 0
 		for i := range n {
 			noErr(t, errs[i], fmt.Sprintf("submitter %d", i))
@@ -327,15 +319,7 @@ var grantTests = []test{
 	{"ConcurrentWithoutLimitAllApproved", func(t *testing.T, s Store) {
 		g := grantAction(t, s, "grant:free:0", at(0), nil)
 		const n = 12
-		got := make([]*queue.Action, n)
-		errs := make([]error, n)
-		race(n, func(i int) {
-			a := newAction(classify.AtMostOnce, "send_customer_email", fmt.Sprintf("grant:free:%d", i+1), at(time.Minute))
-			var res queue.ActionSubmitResult
-			res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a),
-				Grant: &queue.GrantTry{Now: at(time.Minute), ExpiresAt: at(61 * time.Minute)}})
-			got[i] = res.Holder
-		})
+		got, errs := raceGrantTries(t, s, "grant:free", n)
 		for i := range n {
 			noErr(t, errs[i], fmt.Sprintf("submitter %d", i))
 			eq(t, got[i].GrantID, g.ID, fmt.Sprintf("submitter %d: grant", i))
@@ -370,6 +354,22 @@ var grantTests = []test{
 			Payload: json.RawMessage(`{"customer_id":"c-1"}`), Now: at(2 * time.Minute)})
 		eq(t, errorsIsNotFound(err), true, "used up: not found")
 	}},
+}
+
+// raceGrantTries submits n new pending actions (keys prefix:1…n) at once,
+// at(1m), each letting a grant approve it until at(61m), and returns what
+// each submission answered.
+func raceGrantTries(t *testing.T, s Store, prefix string, n int) ([]*queue.Action, []error) {
+	got := make([]*queue.Action, n)
+	errs := make([]error, n)
+	race(n, func(i int) {
+		a := newAction(classify.AtMostOnce, "send_customer_email", fmt.Sprintf("%s:%d", prefix, i+1), at(time.Minute))
+		var res queue.ActionSubmitResult
+		res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a),
+			Grant: &queue.GrantTry{Now: at(time.Minute), ExpiresAt: at(61 * time.Minute)}})
+		got[i] = res.Holder
+	})
+	return got, errs
 }
 
 func grantIDs(list []*queue.Grant) []string {
