@@ -75,7 +75,7 @@ func PolicyNote(r *classify.Rule) string { return r.Name + ": " + r.When }
 
 // GrantNote is the decision_note, and the note of the approval, of an action
 // the grant id of grantedBy approved. The PostgreSQL store builds the same
-// text in SQL (grantApprovalNote in sql/submit.sql).
+// text in SQL (the fragment grantNote in sql/submit.sql).
 func GrantNote(id, grantedBy string) string { return "grant " + id + " of " + grantedBy }
 
 // routeAtSubmission sets what the policy's verdict and the class make of the

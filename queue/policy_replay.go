@@ -166,6 +166,6 @@ func (out PolicyReplay) sorted(byTool map[string]*ToolReplay) PolicyReplay {
 		out.Tools = append(out.Tools, *tr)
 	}
 	slices.SortFunc(out.Tools, func(a, b ToolReplay) int { return strings.Compare(a.Tool, b.Tool) })
-	slices.Reverse(out.Disagreements) // read newest first: oldest first is easier to follow
+	slices.Reverse(out.Disagreements) // they were read newest first
 	return out
 }
