@@ -157,4 +157,15 @@ type Approval struct {
 	EscalateNotify    []string `json:"escalate_notify,omitempty"`
 	// Bulk false means each action must be reviewed on its own page: no bulk approval.
 	Bulk *bool `json:"bulk,omitempty"`
+	// Policy is the tool's rules, in order: the first that matches a submission decides.
+	// Grants are the limits of the grants approvers may create on the tool (nil: the
+	// defaults). Neither reaches an action's snapshot: both are judged at submission or at
+	// the grant, with the file then in force.
+	Policy []Rule       `json:"-"`
+	Grants *GrantLimits `json:"-"`
+	// Rule and Decision, in an action's snapshot, name the policy rule that decided the
+	// action at its submission and what it decided; a human rule's required and approvers
+	// are then this rule's.
+	Rule     string   `json:"rule,omitempty"`
+	Decision Decision `json:"decision,omitempty"`
 }

@@ -39,7 +39,7 @@ type Person struct {
 }
 
 // approvalKeys are the keys of a tool's approval rule.
-var approvalKeys = []string{"approvers", "bulk", "escalate_after", "escalate_notify", "escalate_to", "notify", "remind_after", "required"}
+var approvalKeys = []string{"approvers", "bulk", "escalate_after", "escalate_notify", "escalate_to", "grants", "notify", "policy", "remind_after", "required"}
 
 // maxEmailLength is the longest address SMTP carries (RFC 5321 path limit).
 const maxEmailLength = 254
@@ -495,8 +495,10 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 		p.fail("approval", n.Line, "must be a mapping of keys (%s), found %s", strings.Join(approvalKeys, ", "), nodeKind(n))
 		return nil
 	}
-	if t.Class.Valid() && t.Class != AtMostOnce {
-		p.fail("approval", n.Line, "an approval rule is allowed only on at-most-once tools; this tool is %s: %s", t.Class, t.Reason)
+	// An exactly-once tool takes one too: its policy may send some calls to a person (a
+	// human rule), who is then routed and told as on an at-most-once tool.
+	if t.Class == AtLeastOnce {
+		p.fail("approval", n.Line, "an approval rule (and so a policy) is not allowed on at-least-once tools, which nobody approves; this tool is %s: %s", t.Class, t.Reason)
 	}
 	fields := p.mapping(n, "approval", approvalKeys)
 	a := &Approval{Required: 1}
@@ -567,6 +569,15 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 		}
 	}
 
+	if v := fields["policy"]; v != nil && !isNull(v) {
+		a.Policy = p.policy(v, t)
+	}
+	if v := fields["grants"]; v != nil && !isNull(v) {
+		a.Grants = p.grants(v)
+		if t.Class == ExactlyOnce && a.Grants != nil && !a.Grants.Disabled {
+			p.fail("approval.grants", v.Line, "grants approve at-most-once actions only: an exactly-once call that no rule sends to a person is claimed at once")
+		}
+	}
 	// Who is in an identity provider group only the provider knows: with one
 	// among the eligible, the tools file cannot count them.
 	if len(a.Approvers) > 0 && a.CountsPeople() {

@@ -264,7 +264,7 @@ func TestParseRejectsBadRouting(t *testing.T) {
 		{"escalate_after alone", tool("      escalate_after: 1h\n"), allSet, []string{`"approval.escalate_after"`}},
 		{"bad duration", tool("      remind_after: soon\n"), allSet, []string{`"approval.remind_after"`}},
 		{"bulk not bool", tool("      bulk: maybe\n"), allSet, []string{`"approval.bulk"`}},
-		{"not at-most-once", "tools:\n  t:\n    class: exactly-once\n    approval: { required: 1 }\n", allSet, []string{`tool "t"`, `"approval"`, "only on at-most-once"}},
+		{"at-least-once", "tools:\n  t:\n    class: at-least-once\n    approval: { required: 1 }\n", allSet, []string{`tool "t"`, `"approval"`, "not allowed on at-least-once tools"}},
 		{"slack unconfigured", tool("      notify: [slack]\n"), Options{SMTPConfigured: true}, []string{`channel "slack"`, "APPROVALS_SLACK_BOT_TOKEN"}},
 		{"smtp unconfigured", tool("      notify: [mail]\n"), Options{SlackConfigured: true}, []string{`channel "mail"`, "APPROVALS_SMTP_URL"}},
 		{"webhook unsigned", "channels:\n  hook: { webhook: \"http://x/y\" }\ntools: {}\n", Options{}, []string{`channel "hook"`, `field "secret"`, "its own secret"}},

@@ -83,8 +83,22 @@ func Unregistered(name string) Tool {
 // HasWebhook reports whether approvals delivers the tool's approved actions itself.
 func (t *Tool) HasWebhook() bool { return t.Executor != nil && t.Executor.Webhook != "" }
 
-// Guidance is Guidance(t.Class) plus, for an at-most-once tool, what happens after approval.
+// Guidance is Guidance(t.Class) plus, for an at-most-once tool, what happens after approval,
+// and for a tool with a policy, what its rules may do.
 func (t *Tool) Guidance() string {
+	g := t.classGuidance()
+	if t.HasPolicy() {
+		g += " " + policyGuidance
+	}
+	return g
+}
+
+// policyGuidance is what a tool's policy means for the agent calling it.
+const policyGuidance = "Its policy (the rules list_tools shows) decides some calls at once: approved means it may be executed now " +
+	"(execute_action, unless approvals executes it itself); rejected is final and decision_note says why; pending waits for a person, " +
+	"also for a call that would otherwise be claimed at once."
+
+func (t *Tool) classGuidance() string {
 	if t.Upstream != "" {
 		return t.upstreamGuidance()
 	}

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -26,12 +28,53 @@ func (d *Dashboard) ApproveAction(c echo.Context) error {
 		}
 		edited = json.RawMessage(form.Payload)
 	}
-	res, err := d.Service.Decide(c.Request().Context(), queue.DecideRequest{ID: id, To: queue.StateApproved, By: actor(currentUser(c)),
-		Note: form.Note, Payload: edited})
-	if err != nil {
-		return d.decisionFailed(c, id, err, form, "approve")
+	verb, notice := "approve", "Approved."
+	var grant *queue.GrantRequest
+	if c.FormValue("grant_for") != "" {
+		verb, notice = "grant", "Approved, and similar actions are allowed: see Grants."
+		form.Grant = templates.GrantForm{For: c.FormValue("grant_for"), Uses: c.FormValue("grant_uses"),
+			Agent: c.FormValue("grant_agent"), Fields: c.Request().Form["grant_fields"]}
+		var err error
+		if grant, err = grantRequest(form.Grant); err != nil {
+			return d.decisionFailed(c, id, err, form, verb)
+		}
 	}
-	return d.decided(c, res.Action, "Approved.")
+	res, err := d.Service.Decide(c.Request().Context(), queue.DecideRequest{ID: id, To: queue.StateApproved, By: actor(currentUser(c)),
+		Note: form.Note, Payload: edited, Grant: grant})
+	if err != nil {
+		return d.decisionFailed(c, id, err, form, verb)
+	}
+	return d.decided(c, res.Action, notice)
+}
+
+// grantRequest reads "Approve and allow similar": grant_for (a Go
+// duration), grant_uses (optional, at least 1), grant_agent (this or any)
+// and grant_fields (payload paths); the Service checks them against the
+// tool's limits.
+func grantRequest(f templates.GrantForm) (*queue.GrantRequest, error) {
+	d, err := time.ParseDuration(f.For)
+	if err != nil || d <= 0 {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "grant_for must be a Go duration such as 8h, not %q", f.For)
+	}
+	g := &queue.GrantRequest{For: d, Fields: f.Fields}
+	if f.Uses != "" {
+		n, err := strconv.Atoi(f.Uses)
+		if err != nil || n < 1 {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "grant_uses must be a whole number of at least 1, not %q", f.Uses)
+		}
+		g.Uses = n
+	}
+	switch f.Agent {
+	case "", "this":
+	case "any":
+		g.AnyAgent = true
+	default:
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "grant_agent must be this or any, not %q", f.Agent)
+	}
+	if len(f.Fields) > queue.MaxGrantFields {
+		return nil, queue.Errorf(queue.CodeInvalidRequest, "grant_fields names %d fields; at most %d", len(f.Fields), queue.MaxGrantFields)
+	}
+	return g, nil
 }
 
 // checkEditedPayload refuses what PostgreSQL's jsonb cannot store before
@@ -92,6 +135,8 @@ func (d *Dashboard) decisionFailed(c echo.Context, id string, err error, form te
 		switch verb {
 		case "approve":
 			form.ApproveError = qe.Detail
+		case "grant":
+			form.Grant.Error = qe.Detail
 		case "request_changes":
 			form.ChangesError = qe.Detail
 		default:

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
 	"slices"
 	"strconv"
+	"strings"
+	"time"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -60,6 +63,11 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	for _, e := range events {
 		v.Events = append(v.Events, eventView(e, v.ShowURLPaths))
 	}
+	v.Decider = deciderView(a, events)
+	if v.CanDecide && a.State == queue.StatePending {
+		v.Grant = d.grantOffer(a)
+		v.Form.Grant.For = defaultGrantFor(v.Grant)
+	}
 	// At-least-once keys are informational: they tie no attempts together.
 	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
 		attempts, err := d.Store.ActionList(ctx, queue.ActionListParams{IntentKey: a.IntentKey, Limit: 200})
@@ -91,6 +99,91 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 		}
 	}
 	return v, nil
+}
+
+// deciderView is what decided the action at its submission, from the
+// events that recorded it: a policy rule (with its expression, as it was
+// then) or a grant (with the person who granted it).
+func deciderView(a *queue.Action, events []queue.Event) *templates.DeciderView {
+	if a.DecidedByRule() == "" && a.GrantID == "" {
+		return nil
+	}
+	for _, e := range events {
+		var data struct {
+			Rule, Expression, Note, Grant string
+			Decision                      string
+			GrantedBy                     string `json:"granted_by"`
+		}
+		_ = json.Unmarshal(e.Data, &data)
+		switch {
+		case e.Channel == queue.PolicyChannel && data.Rule != "":
+			return &templates.DeciderView{Rule: data.Rule, Expression: data.Expression, Decision: data.Decision, Note: data.Note}
+		case e.Channel == queue.GrantChannel && e.Kind == queue.EventApproved && data.Grant != "":
+			return &templates.DeciderView{GrantID: data.Grant, GrantedBy: data.GrantedBy}
+		}
+	}
+	return nil
+}
+
+// grantDurations are the grant lengths the form offers, cut at the tool's
+// grants.max (which is offered too).
+var grantDurations = []time.Duration{15 * time.Minute, time.Hour, 4 * time.Hour, 8 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
+
+// grantOffer is "Approve and allow similar" for a pending action whose
+// tool takes grants (in the tools file now in force), or nil.
+func (d *Dashboard) grantOffer(a *queue.Action) *templates.GrantOffer {
+	tool, _ := d.Service.Registry().Lookup(a.Tool)
+	limits, err := tool.GrantLimits()
+	if err != nil || a.ApprovalsRequired > 1 {
+		return nil
+	}
+	g := &templates.GrantOffer{MaxUses: limits.MaxUses, Agent: a.RequestedBy}
+	for _, dur := range grantDurations {
+		if dur < limits.Max {
+			g.Durations = append(g.Durations, classify.FormatDuration(dur))
+		}
+	}
+	g.Durations = append(g.Durations, classify.FormatDuration(limits.Max))
+	if payload, err := queue.DecodeObject(a.Payload); err == nil {
+		g.Fields = grantFields(payload, "", 0)
+	}
+	return g
+}
+
+// defaultGrantFor is 8h, or the longest the tool allows when shorter.
+func defaultGrantFor(g *templates.GrantOffer) string {
+	if g == nil || len(g.Durations) == 0 {
+		return ""
+	}
+	for _, d := range g.Durations {
+		if d == "8h" {
+			return d
+		}
+	}
+	return g.Durations[len(g.Durations)-1]
+}
+
+// grantFields are the payload's fields a grant may hold fixed: every value
+// that is not an object, by its dotted path, objects followed three deep
+// (arrays are compared whole).
+func grantFields(obj map[string]any, prefix string, depth int) []templates.Field {
+	var out []templates.Field
+	for _, k := range slices.Sorted(maps.Keys(obj)) {
+		if k == "" || strings.Contains(k, ".") || strings.Trim(k, "0123456789") == "" {
+			continue // not addressable by a dotted path
+		}
+		path := prefix + k
+		if sub, ok := obj[k].(map[string]any); ok && depth < 2 {
+			out = append(out, grantFields(sub, path+".", depth+1)...)
+			continue
+		}
+		b, _ := json.Marshal(obj[k])
+		out = append(out, templates.Field{Name: path, Value: string(b)})
+		if len(out) >= queue.MaxGrantFields*2 {
+			break
+		}
+	}
+	return out
 }
 
 // quorumView says who approved so far and who may still decide: the

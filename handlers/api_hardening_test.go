@@ -150,8 +150,9 @@ func TestNumbersAndDepthRefused(t *testing.T) {
 
 // TestUnknownQueryParametersRefused: every agent endpoint refuses a query
 // parameter it does not read (400 invalid_request naming it) and does
-// nothing, so ?dry_run=true from a newer client is never a real submission
-// or claim; the parameters each endpoint reads still work, and a bad token
+// nothing, so a parameter of a newer client (?dry_run=true on any other
+// endpoint) is never a real submission or claim; the parameters each
+// endpoint reads still work, and a bad token
 // is still 401 first. On both stores.
 func TestUnknownQueryParametersRefused(t *testing.T) {
 	t.Parallel()
@@ -162,7 +163,8 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 			submit := apptest.RefundBody("o-query", 1)
 			held := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-held", 1)).Action(t)
 			cases := []struct{ method, path, param string }{
-				{"POST", "/api/v1/actions?dry_run=true", "dry_run"},
+				{"POST", "/api/v1/actions?dry-run=true", "dry-run"},
+				{"POST", "/api/v1/actions?dry_run=true&dry_run=true", "dry_run"},
 				{"GET", "/api/v1/actions?intent_key=k&dry_run=1", "dry_run"},
 				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&until=done", "until"},
 				{"GET", "/api/v1/actions/" + held.ID + "?wait=1s&wait=2s", "wait"},
@@ -190,7 +192,7 @@ func TestUnknownQueryParametersRefused(t *testing.T) {
 					t.Errorf("%s %s: %d %s, want 400 invalid_request naming %s", tc.method, tc.path, r.Status, r.Body, tc.param)
 				}
 			}
-			if r := e.Do(e.URL, "not-a-token", "POST", "/api/v1/actions?dry_run=true", submit); r.Status != http.StatusUnauthorized {
+			if r := e.Do(e.URL, "not-a-token", "POST", "/api/v1/actions?dry-run=true", submit); r.Status != http.StatusUnauthorized {
 				t.Fatalf("a bad token with an unknown parameter: %d, want 401", r.Status)
 			}
 			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})

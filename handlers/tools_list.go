@@ -2,9 +2,11 @@ package handlers
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
 
@@ -15,7 +17,19 @@ func (d *Dashboard) ToolsList(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, http.StatusOK, templates.ToolsPage(p, templates.ToolsView{Tools: reg.Tools(), Hash: reg.Hash, ShowURLPaths: isAdmin(c)}))
+	now := d.Service.Now()
+	hits, err := d.Store.PolicyHits(c.Request().Context(), queue.PolicyHitsParams{Day: now.Add(-24 * time.Hour), Week: now.Add(-7 * 24 * time.Hour)})
+	if err != nil {
+		return err
+	}
+	byRule := map[string]map[string]queue.PolicyHit{}
+	for _, h := range hits {
+		if byRule[h.Tool] == nil {
+			byRule[h.Tool] = map[string]queue.PolicyHit{}
+		}
+		byRule[h.Tool][h.Rule] = h
+	}
+	return render(c, http.StatusOK, templates.ToolsPage(p, templates.ToolsView{Tools: reg.Tools(), Hash: reg.Hash, ShowURLPaths: isAdmin(c), Hits: byRule}))
 }
 
 // isAdmin reports whether the signed-in user is an admin, who sees URLs

@@ -75,7 +75,7 @@ func refusalAdvice(e *queue.Error, agent string) string {
 		switch {
 		case a == nil:
 			return "Do not act; read the action later with get_action."
-		case a.Class == classify.AtMostOnce: // a repeated execute_action
+		case a.Gated(): // a repeated execute_action
 			return nextStep(a, agent)
 		case a.Agent() == agent:
 			return fmt.Sprintf("Do not perform the effect because of this answer. If the claim comes from your own earlier call for this intent "+
@@ -188,7 +188,7 @@ func inProgress(a *queue.Action, mine bool) string {
 		return fmt.Sprintf("approvals is delivering it (since %s): never send it yourself. Follow it with get_action (wait) until it is done or failed.", stamp(a.ClaimedAt))
 	case !mine:
 		return fmt.Sprintf("It is in progress for %s since %s: do not act on it. Read it later with get_action (wait).", a.RequestedBy, stamp(a.ClaimedAt))
-	case a.Class == classify.AtMostOnce:
+	case a.Gated():
 		return fmt.Sprintf("You took it for execution at %s. If you sent its approved_payload, call complete_action with id %s and the result; "+
 			"if you definitely did not send it, call fail_action. Never send it a second time: a new execute_action is never permission to send.",
 			stamp(a.ClaimedAt), a.ID)
@@ -206,12 +206,20 @@ func submitted(res queue.SubmitResult, agent string) string {
 	case res.Replayed:
 		fmt.Fprintf(&b, "Nothing new was done: intent %q is already held by %s, created at %s, returned as it is stored. %s",
 			a.IntentKey, describe(a), stamp(&a.CreatedAt), nextStep(a, agent))
+	case a.State == queue.StateApproved:
+		fmt.Fprintf(&b, "Approved at once by %s: it may be executed now, without waiting for anyone. %s", decider(a), nextStep(a, agent))
+	case a.State == queue.StateRejected:
+		fmt.Fprintf(&b, "Rejected at once by %s", decider(a))
+		if a.DecisionNote != nil && *a.DecisionNote != "" {
+			fmt.Fprintf(&b, " with the reason %q", *a.DecisionNote)
+		}
+		fmt.Fprintf(&b, ": %s is rejected and nothing was done. Do not try again for this intent: tell the user why.", describe(a))
+	case a.State == queue.StatePending:
+		fmt.Fprintf(&b, "Submitted for approval as %s. %s", describe(a), nextStep(a, agent))
 	case a.Class == classify.ExactlyOnce:
 		fmt.Fprintf(&b, "You hold the claim on intent %q: %s is in_progress. Perform the effect exactly once now, then call complete_action "+
 			"with id %s and the result, or fail_action if it definitely did not happen. If you lose track of this call, call find_actions "+
 			"with intent_key %q before anything else; never call %s again blindly.", a.IntentKey, describe(a), a.ID, a.IntentKey, a.Tool)
-	case a.Class == classify.AtMostOnce:
-		fmt.Fprintf(&b, "Submitted for approval as %s. %s", describe(a), nextStep(a, agent))
 	default:
 		fmt.Fprintf(&b, "Recorded as %s: perform the effect yourself. Repeating it is harmless.", describe(a))
 	}
@@ -221,6 +229,25 @@ func submitted(res queue.SubmitResult, agent string) string {
 		}
 	}
 	return b.String()
+}
+
+// decider names what decided an action at its submission: a policy rule,
+// with its expression, or a grant, with the person who granted it.
+func decider(a *queue.Action) string {
+	if id := queue.GrantIDOf(a.DecidedBy); id != "" {
+		by := "a person"
+		if len(a.Approvals) > 0 {
+			by = a.Approvals[0].By
+		}
+		return fmt.Sprintf("grant %s (given by %s for actions like this one)", id, by)
+	}
+	if r := a.DecidedByRule(); r != "" {
+		if a.State == queue.StateApproved && a.DecisionNote != nil {
+			return fmt.Sprintf("policy rule %s (%s)", r, strings.TrimPrefix(*a.DecisionNote, r+": "))
+		}
+		return "policy rule " + r
+	}
+	return who(a.DecidedBy)
 }
 
 func who(s *string) string {

@@ -161,10 +161,10 @@ func (s *server) addActionTools(ms *mcp.Server) {
 		{"find_actions", "List the actions of an intent key, newest first. Call it first whenever a tool call timed out or failed: it shows " +
 			"whether the call reached approvals, which state the intent is in and who holds it, so an effect is never repeated blindly.",
 			findActionsSchema, true, s.findActions},
-		{"list_tools", "List the guarded tools with their class, intent template, the check operators use to verify an effect, and the " +
-			"guidance to follow for each.",
+		{"list_tools", "List the guarded tools with their class, intent template, the check operators use to verify an effect, the " +
+			"guidance to follow for each, and each tool's policy rules (what is approved, rejected or sent to a person at once).",
 			emptySchema, true, s.listTools},
-		{"execute_action", "Take an approved at-most-once action for execution (approved -> in_progress). It succeeds once and returns the " +
+		{"execute_action", "Take an approved action for execution (approved -> in_progress): an at-most-once one, or an exactly-once one that its tool's policy sent to a person. It succeeds once and returns the " +
 			"action whose approved_payload is what to send: send it exactly once, then call complete_action or fail_action. A later " +
 			"call answers in_progress, which is never permission to send. Actions whose tool has a webhook executor are delivered by " +
 			"approvals itself.",

@@ -34,7 +34,9 @@ func upstreamAnswer(res queue.SubmitResult, agent string) (*mcp.CallToolResult, 
 // upstreamSubmitted says what a call of an upstream tool did.
 func upstreamSubmitted(res queue.SubmitResult, agent string) string {
 	a := res.Action
-	if res.Replayed || a.Class == classify.AtMostOnce {
+	if res.Replayed || a.Gated() {
+		// Nothing was called within the submission: it waits for an
+		// approval, or a policy rule decided it.
 		return submitted(res, agent)
 	}
 	where := fmt.Sprintf("upstream %s's tool %s", a.Spec.Upstream, a.Spec.UpstreamTool)

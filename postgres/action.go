@@ -24,18 +24,22 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 		payload, approved, result, spec, warnings []byte
 		approvals                                 []byte
 		tID, tKind, tState, tBy, tOutcome, tNote  *string
+		grantID                                   *string
 		tOpened, tResolved                        *time.Time
 	)
 	err := row.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
 		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
 		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
-		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt,
+		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt, &grantID,
 		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
 	if err != nil {
 		return nil, err
 	}
 	a.Class = classify.Class(class)
 	a.State = queue.State(state)
+	if grantID != nil {
+		a.GrantID = *grantID
+	}
 	a.Payload = json.RawMessage(payload)
 	a.ApprovedPayload = nullableJSON(approved)
 	a.Result = nullableJSON(result)
@@ -193,6 +197,13 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 	}
 	if p.Held {
 		where = append(where, heldWhere)
+	}
+	if p.GrantID != "" {
+		if !queue.ValidID(p.GrantID) {
+			where = append(where, "false")
+		} else {
+			where = append(where, "a.grant_id = "+arg(p.GrantID)+"::uuid")
+		}
 	}
 	order, cmp := "DESC", "<"
 	if p.Oldest {

@@ -70,6 +70,11 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (q
 		if _, err := tx.Exec(ctx, decideEventSQL, p.ID, ev.Kind, ev.Actor, ev.Channel, p.Now, jsonArg(ev.Data)); err != nil {
 			return err
 		}
+		if p.Grant != nil && outcome == queue.DecideTransitioned && p.To == queue.StateApproved {
+			if err := insertGrant(ctx, tx, p.Grant, p.GrantEvent); err != nil {
+				return err
+			}
+		}
 		a, err = scanAction(tx.QueryRow(ctx, actionGetByIDSQL, p.ID))
 		return err
 	})

@@ -277,6 +277,84 @@ VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}
 	}
 }
 
+// Migration 00013 (policies and grants) admits every class but
+// at-least-once in the approval states, adds actions.grant_id, the grants
+// table and two indexes. On a schema at 00012, Up keeps the rows as they
+// were; the new CHECKs hold; Down ends an exactly-once action a person
+// decides as cancelled and leaves the schema exactly as it was at 00012.
+func TestMigrationPoliciesAndGrants(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	const mail, refund, gated = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002", "01890a5d-0000-7000-8000-000000000003"
+	_, err = pool.Exec(ctx, `
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, expires_at, spec)
+VALUES ($1, 'send_customer_email', 'at-most-once', 'email:c-1:t', 1, 'pending', '{"a":1}', 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-17T09:00:00Z', '{"name":"send_customer_email"}');
+`, mail)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, requested_by, created_at, finished_at,
+    claimed_at, claim_deadline, spec)
+VALUES ($1, 'issue_refund', 'exactly-once', 'refund:o-1:1', 1, 'done', '{"a":1}', '{"ok":true}', 'agent:bot',
+        '2031-03-14T09:00:00Z', '2031-03-14T09:00:01Z', '2031-03-14T09:00:00Z', '2031-03-14T09:05:00Z', '{"name":"issue_refund"}')`, refund); err != nil {
+		t.Fatal(err)
+	}
+	dump := func() string {
+		var rows string
+		if err := pool.QueryRow(ctx, `SELECT json_agg(to_jsonb(a) - 'grant_id' ORDER BY id)::text FROM actions a`).Scan(&rows); err != nil {
+			t.Fatal(err)
+		}
+		return rows
+	}
+	before, rowsBefore := describeSchema(t, pool), dump()
+	if _, err := p.UpTo(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	if got := dump(); got != rowsBefore {
+		t.Errorf("Up changed the rows:\n%s\nwant:\n%s", got, rowsBefore)
+	}
+	// An exactly-once action may now wait for a person; at-least-once may not.
+	if _, err := pool.Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+		VALUES ($1, 'issue_refund', 'exactly-once', 'refund:o-2:1', 1, 'pending', '{}', 'agent:bot', now(), '{}')`, gated); err != nil {
+		t.Errorf("an exactly-once action pending: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+		VALUES ($1, 'cache', 'at-least-once', '', 1, 'approved', '{}', 'agent:bot', now(), '{}')`, "01890a5d-0000-7000-8000-000000000004"); err == nil {
+		t.Error("an at-least-once action approved: stored")
+	}
+	_, err = pool.Exec(ctx, `INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, max_uses, uses)
+		VALUES ('01890a5d-0000-7000-8000-0000000000aa', 'send_customer_email', 'user:ann@example.com', $1, now(), now() + interval '1 hour', 2, 3)`, mail)
+	if err == nil || !strings.Contains(err.Error(), "grants_uses_within") {
+		t.Errorf("a grant used beyond its limit: %v, want refused by grants_uses_within", err)
+	}
+	if _, err := p.DownTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	var state string
+	if err := pool.QueryRow(ctx, `SELECT state FROM actions WHERE id = $1`, gated).Scan(&state); err != nil || state != "cancelled" {
+		t.Errorf("after Down the pending exactly-once action is %q (%v), want cancelled", state, err)
+	}
+}
+
 // Migration 00014 adds the users' single sign-on columns and sso_states,
 // and lets an event have no action (a staff event). Up keeps the rows;
 // Down removes the staff events and leaves the schema exactly as it was at

@@ -141,6 +141,7 @@ const actionGetByIDSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.at
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
     a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
+    a.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -156,6 +157,7 @@ const actionListSelect = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.at
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
     a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
+    a.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -169,6 +171,7 @@ const actionsByIDSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.atte
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
     a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
+    a.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -258,6 +261,7 @@ const decideLockSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.attem
     a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
     a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
     a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
+    a.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM actions a
 LEFT JOIN LATERAL (
@@ -286,6 +290,16 @@ WHERE id = $1 AND state = 'pending'`
 const decideEventSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data)
 VALUES ($1, $2, $3, $4, $5, $6::json)`
 
+// decideGrantSQL creates the grant an approval asked for and records its
+// event, in the approval's transaction.
+// (sql/decide.sql)
+const decideGrantSQL = `WITH g AS (
+    INSERT INTO grants (id, tool, agent, fields, granted_by, action_id, created_at, expires_at, max_uses)
+    VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)
+)
+INSERT INTO events (action_id, kind, actor, channel, at, data)
+VALUES ($6, $10, $5, $11, $7, $12::json)`
+
 // eventInsertSQL appends one event that changes no state.
 // (sql/event.sql)
 const eventInsertSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`
@@ -307,6 +321,58 @@ VALUES (NULL, nullif($1, ''), $2, $3, $4, $5, $6::json, true)`
 // event's action is "", an action's event's subject "".
 // (sql/event.sql)
 const eventListSelect = `SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events`
+
+// (sql/grant.sql)
+const grantGetByIDSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
+    g.created_at, g.expires_at, coalesce(g.max_uses, 0),
+    CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
+    g.revoked_at, g.revoked_by FROM grants g WHERE g.id = $1`
+
+// grantListSQL lists grants newest first: the active ones at $1 ($2
+// true), the others ($2 false), or all ($2 NULL).
+// (sql/grant.sql)
+const grantListSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
+    g.created_at, g.expires_at, coalesce(g.max_uses, 0),
+    CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
+    g.revoked_at, g.revoked_by FROM grants g
+WHERE $2::boolean IS NULL OR (g.revoked_at IS NULL AND g.expires_at > $1 AND (g.max_uses IS NULL OR g.uses < g.max_uses)) = $2
+ORDER BY g.created_at DESC, g.id DESC LIMIT $3`
+
+// grantFindSQL is the grant a submission ($2 tool, $3 requested_by, $4
+// payload) at $1 would use, as submitSQL picks it (one without a limit
+// first, then the one that expires soonest), read without a lock.
+// (sql/grant.sql)
+const grantFindSQL = `WITH sub AS (
+    SELECT $3::text AS requested_by, $4::text AS payload
+)
+SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
+    g.created_at, g.expires_at, coalesce(g.max_uses, 0),
+    CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
+    g.revoked_at, g.revoked_by FROM grants g, sub
+WHERE g.tool = $2 AND (g.revoked_at IS NULL AND g.expires_at > $1 AND (g.max_uses IS NULL OR g.uses < g.max_uses)) AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
+    SELECT 1 FROM jsonb_array_elements(g.fields) f
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1`
+
+// grantRevokeSQL revokes an unrevoked grant and records the event on its
+// action, in one statement; no row: revoked already, or unknown.
+// (sql/grant.sql)
+const grantRevokeSQL = `WITH upd AS (
+    UPDATE grants SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL
+    RETURNING action_id
+), ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT action_id, $4, $3, $5, $2, $6::json FROM upd
+)
+SELECT count(*) FROM upd`
+
+// policyHitsSQL counts the policy events since $2 (the week) by tool and
+// rule, and those since $1 (the day), reading events_policy.
+// (sql/grant.sql)
+const policyHitsSQL = `SELECT a.tool, substr(e.actor, $3), count(*) FILTER (WHERE e.at >= $1), count(*)
+FROM events e JOIN actions a ON a.id = e.action_id
+WHERE e.channel = 'policy' AND e.at >= $2
+GROUP BY 1, 2 ORDER BY 1, 2`
 
 // fanOutSQL takes the waiting outbox events. Its predicate repeats the
 // partial index events_fan_out's, so the scan reads only that index, and
@@ -429,6 +495,16 @@ const heldWhere = `a.state IN ('pending', 'approved', 'rejected', 'in_progress',
 // valid claims nothing and reads nothing (tok.token_hash must stay
 // qualified, or it would compare the column with itself).
 //
+// A policy rule's decision comes decided ($23-$27: decided_by, decided_at,
+// decision_note, approved_payload, approvals) with its event ($28-$31).
+// With $32 (queue.GrantTry) an active grant that matches the pending
+// action approves it: one without a limit is read in the snapshot; one
+// with a limit is locked (FOR UPDATE rereads it once a concurrent use
+// commits, so its uses are current) and its use counted in the same
+// statement, but only when the insert took the intent. Twenty concurrent
+// submissions against a grant of three uses queue on its row lock, and
+// three are approved.
+//
 // The replay of a holder (rev) is recorded when the submission has the same
 // tool and the same payload text: replayed, or in_progress_refused for an
 // exactly-once claim mid-flight, as queue.Service would. Comparing the
@@ -438,20 +514,61 @@ const heldWhere = `a.state IN ('pending', 'approved', 'rejected', 'in_progress',
 //
 // Rows: the action, its current ticket, created, replay recorded.
 // (sql/submit.sql)
-const submitSQL = `WITH ins AS (
+const submitSQL = `WITH sub AS (
+    SELECT $7::text AS requested_by, $6::text AS payload
+), grant_free AS (
+    SELECT g.id, g.granted_by FROM grants g, sub
+    WHERE $32 AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.max_uses IS NULL
+      AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
+    SELECT 1 FROM jsonb_array_elements(g.fields) f
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+    ORDER BY g.expires_at, g.id LIMIT 1
+), grant_counted AS (
+    SELECT g.id, g.granted_by FROM grants g, sub
+    WHERE $32 AND NOT EXISTS (SELECT 1 FROM grant_free)
+      AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.intent_key = $4 AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once')
+      AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
+      AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
+    SELECT 1 FROM jsonb_array_elements(g.fields) f
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+    ORDER BY g.expires_at, g.id LIMIT 1
+    FOR UPDATE OF g
+), grant_pick AS (
+    SELECT * FROM grant_free UNION ALL SELECT * FROM grant_counted LIMIT 1
+), ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
-        spec, warnings, finished_at)
+        spec, warnings, finished_at, decided_by, decided_at, decision_note, approved_payload,
+        approvals, grant_id)
     SELECT $1, $2, $3, $4,
         CASE WHEN $3 = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(attempt) FROM actions WHERE intent_key = $4 AND class <> 'at-least-once'), 0) + 1 END,
-        $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $20
+        CASE WHEN gp.id IS NULL THEN $5::text ELSE 'approved' END,
+        $6::json, $7, $8, $9, $10, $11, $12,
+        CASE WHEN gp.id IS NULL THEN $13::timestamptz ELSE $33::timestamptz END,
+        $14, $15::json, $16::json, $20,
+        CASE WHEN gp.id IS NULL THEN $23::text ELSE 'grant:' || gp.id END,
+        CASE WHEN gp.id IS NULL THEN $24::timestamptz ELSE $9 END,
+        CASE WHEN gp.id IS NULL THEN $25::text ELSE 'grant ' || gp.id || ' of ' || gp.granted_by END,
+        CASE WHEN gp.id IS NULL THEN $26::json ELSE $6::json END,
+        CASE WHEN gp.id IS NULL THEN $27::json ELSE json_build_array(json_build_object('by', gp.granted_by, 'at', $35::text, 'note', 'grant ' || gp.id || ' of ' || gp.granted_by)) END,
+        gp.id
+    FROM (SELECT 1) one LEFT JOIN grant_pick gp ON true
     WHERE ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
     ON CONFLICT DO NOTHING
     RETURNING *
+), used AS (
+    UPDATE grants g SET uses = g.uses + 1 FROM ins WHERE g.id = ins.grant_id AND g.max_uses IS NOT NULL
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
-    SELECT id, $17, $18, $8, $9, $19, $22 FROM ins
+    SELECT ins.id, e.kind, e.actor, e.channel, ins.created_at, e.data, e.fanned_out
+    FROM ins CROSS JOIN LATERAL (VALUES
+        (1, $17::text, $18::text, $8::text, $19::json, $22::boolean OR ins.grant_id IS NOT NULL),
+        (2, $28::text, $29::text, 'policy', $30::json, $31::boolean),
+        (3, CASE WHEN ins.grant_id IS NOT NULL THEN 'approved' END, 'grant:' || ins.grant_id, 'grant',
+    json_build_object('grant', ins.grant_id::text, 'granted_by', ins.approvals->0->>'by'), $34::boolean)
+    ) e(n, kind, actor, channel, data, fanned_out)
+    WHERE e.kind IS NOT NULL ORDER BY e.n
 ), holder AS (
     SELECT a.* FROM actions a
     WHERE $3 <> 'at-least-once' AND a.intent_key = $4 AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once'
@@ -467,6 +584,7 @@ SELECT ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state
     ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
     ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
     ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
+    ins.grant_id::text,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins
@@ -475,6 +593,7 @@ SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
     h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
+    h.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = $2 AND h.payload::text = $6::text
 FROM holder h
@@ -489,33 +608,67 @@ LEFT JOIN LATERAL (
 // key unless one is held, in the order of the input (the batch's lock
 // order). A submission whose key another of the same batch took gets no
 // row: its holder is invisible to this statement, so it retries on its own,
-// like any submission that lost a race.
+// like any submission that lost a race. So does one whose grant has a
+// limit: its use is counted under the grant's row lock, one submission at a
+// time (submitSQL); a grant without a limit approves in the batch.
 // (sql/submit.sql)
 const submitManySQL = `WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::timestamptz[],
         $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
-        $19::text[], $20::timestamptz[], $21::text[], $22::boolean[]) WITH ORDINALITY
+        $19::text[], $20::timestamptz[], $21::text[], $22::boolean[], $23::text[], $24::timestamptz[],
+        $25::text[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::boolean[],
+        $32::boolean[], $33::timestamptz[], $34::boolean[], $35::text[]) WITH ORDINALITY
     AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
         claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
-        ev_data, finished_at, token_hash, ev_unrouted, n)
+        ev_data, finished_at, token_hash, ev_unrouted, decided_by, decided_at, decision_note,
+        approved_payload, approvals, dec_kind, dec_actor, dec_data, dec_unrouted, grant_try,
+        grant_expires_at, grant_unrouted, grant_at, n)
     WHERE (i.token_hash IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = i.token_hash AND tok.revoked_at IS NULL))
+), pick AS (
+    SELECT i.n, g.id, g.granted_by, g.max_uses IS NOT NULL AS counted
+    FROM input i CROSS JOIN LATERAL (
+        SELECT g.id, g.granted_by, g.max_uses FROM grants g
+        WHERE i.grant_try AND g.tool = i.tool AND g.revoked_at IS NULL AND g.expires_at > i.created_at
+          AND (g.max_uses IS NULL OR g.uses < g.max_uses) AND (g.agent IS NULL OR g.agent = i.requested_by) AND NOT EXISTS (
+    SELECT 1 FROM jsonb_array_elements(g.fields) f
+    WHERE (i.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+        ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1
+    ) g
 ), ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
-        spec, warnings, finished_at)
-    SELECT id, tool, class, intent_key,
-        CASE WHEN class = 'at-least-once' THEN 1 ELSE
+        spec, warnings, finished_at, decided_by, decided_at, decision_note, approved_payload,
+        approvals, grant_id)
+    SELECT i.id, i.tool, i.class, i.intent_key,
+        CASE WHEN i.class = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(a.attempt) FROM actions a WHERE a.intent_key = i.intent_key AND a.class <> 'at-least-once'), 0) + 1 END,
-        state, payload::json, requested_by, channel, created_at, claimed_at, claimed_by,
-        claim_deadline, expires_at, has_webhook, spec::json, warnings::json, finished_at
-    FROM input i ORDER BY n
+        CASE WHEN gp.id IS NULL THEN i.state ELSE 'approved' END,
+        i.payload::json, i.requested_by, i.channel, i.created_at, i.claimed_at, i.claimed_by,
+        i.claim_deadline,
+        CASE WHEN gp.id IS NULL THEN i.expires_at ELSE i.grant_expires_at END,
+        i.has_webhook, i.spec::json, i.warnings::json, i.finished_at,
+        CASE WHEN gp.id IS NULL THEN i.decided_by ELSE 'grant:' || gp.id END,
+        CASE WHEN gp.id IS NULL THEN i.decided_at ELSE i.created_at END,
+        CASE WHEN gp.id IS NULL THEN i.decision_note ELSE 'grant ' || gp.id || ' of ' || gp.granted_by END,
+        CASE WHEN gp.id IS NULL THEN i.approved_payload::json ELSE i.payload::json END,
+        CASE WHEN gp.id IS NULL THEN i.approvals::json ELSE json_build_array(json_build_object('by', gp.granted_by, 'at', i.grant_at, 'note', 'grant ' || gp.id || ' of ' || gp.granted_by)) END,
+        gp.id
+    FROM input i LEFT JOIN pick gp ON gp.n = i.n
+    WHERE NOT coalesce(gp.counted, false)
+    ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
-    SELECT ins.id, i.ev_kind, i.ev_actor, ins.channel, ins.created_at, i.ev_data::json, i.ev_unrouted
-    FROM ins JOIN input i ON i.id = ins.id
+    SELECT ins.id, e.kind, e.actor, e.channel, ins.created_at, e.data, e.fanned_out
+    FROM ins JOIN input i ON i.id = ins.id CROSS JOIN LATERAL (VALUES
+        (1, i.ev_kind, i.ev_actor, ins.channel, i.ev_data::json, i.ev_unrouted OR ins.grant_id IS NOT NULL),
+        (2, i.dec_kind, i.dec_actor, 'policy', i.dec_data::json, i.dec_unrouted),
+        (3, CASE WHEN ins.grant_id IS NOT NULL THEN 'approved' END, 'grant:' || ins.grant_id, 'grant',
+    json_build_object('grant', ins.grant_id::text, 'granted_by', ins.approvals->0->>'by'), i.grant_unrouted)
+    ) e(n, kind, actor, channel, data, fanned_out)
+    WHERE e.kind IS NOT NULL ORDER BY i.n, e.n
 ), holder AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
@@ -533,6 +686,7 @@ SELECT i.n::int - 1, ins.id::text, ins.tool, ins.class, ins.intent_key, ins.atte
     ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
     ins.decision_note, ins.created_at, ins.decided_at, ins.claimed_at, ins.claimed_by,
     ins.finished_at, ins.expires_at, ins.spec, ins.warnings, ins.approvals, ins.escalated_at,
+    ins.grant_id::text,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text,
     true, false
 FROM ins JOIN input i ON i.id = ins.id
@@ -541,6 +695,7 @@ SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.sta
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
     h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
+    h.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
@@ -580,6 +735,7 @@ SELECT h.n::int - 1, h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.sta
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
     h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
+    h.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
@@ -612,6 +768,7 @@ SELECT h.id::text, h.tool, h.class, h.intent_key, h.attempt, h.state, h.payload,
     h.approved_payload, h.result, h.error, h.requested_by, h.channel, h.decided_by,
     h.decision_note, h.created_at, h.decided_at, h.claimed_at, h.claimed_by,
     h.finished_at, h.expires_at, h.spec, h.warnings, h.approvals, h.escalated_at,
+    h.grant_id::text,
     t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
@@ -641,6 +798,7 @@ SELECT upd.id::text, upd.tool, upd.class, upd.intent_key, upd.attempt, upd.state
     upd.approved_payload, upd.result, upd.error, upd.requested_by, upd.channel, upd.decided_by,
     upd.decision_note, upd.created_at, upd.decided_at, upd.claimed_at, upd.claimed_by,
     upd.finished_at, upd.expires_at, upd.spec, upd.warnings, upd.approvals, upd.escalated_at,
+    upd.grant_id::text,
     NULL::text, NULL::text, NULL::text, NULL::timestamptz, NULL::timestamptz, NULL::text, NULL::text, NULL::text
 FROM upd`
 
@@ -764,7 +922,8 @@ const ticketResolvedEventSQL = `INSERT INTO events (action_id, kind, actor, chan
 const movedColumns = `u.id::text, u.tool, u.class, u.intent_key, u.attempt, u.state, u.payload,
     u.approved_payload, u.result, u.error, u.requested_by, u.channel, u.decided_by,
     u.decision_note, u.created_at, u.decided_at, u.claimed_at, u.claimed_by,
-    u.finished_at, u.expires_at, u.spec, u.warnings, u.approvals, u.escalated_at`
+    u.finished_at, u.expires_at, u.spec, u.warnings, u.approvals, u.escalated_at,
+    u.grant_id::text`
 
 // ticketColumns follow the action's in every answer.
 // (sql/transition.sql)

@@ -46,7 +46,7 @@ func TestBuildersGolden(t *testing.T) {
 			build("no filter (newest first, default limit)")(actionListSQL(queue.ActionListParams{})),
 			build("every filter, oldest first, after a cursor")(actionListSQL(queue.ActionListParams{
 				IDs: []string{id, "not-a-uuid"}, IntentKey: "refund:1", IntentKeyPrefix: "refund:%_", State: queue.StatePending,
-				Tool: "issue_refund", ServerExecuted: true, Held: true, Oldest: true, Limit: 10,
+				Tool: "issue_refund", ServerExecuted: true, Held: true, GrantID: id, Oldest: true, Limit: 10,
 				After: &queue.Cursor{CreatedAt: now, ID: id}})),
 			build("page after a cursor, newest first")(actionListSQL(queue.ActionListParams{State: queue.StateApproved,
 				After: &queue.Cursor{CreatedAt: now, ID: id}, Limit: 20})),

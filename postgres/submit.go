@@ -46,11 +46,15 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		warnings = []string{}
 	}
 	warn, _ := json.Marshal(warnings)
+	sub := submitExtras(a, p)
 	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
 		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
 		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), string(spec), string(warn),
-		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted}
-	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard}
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted,
+		a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
+		sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
+		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt}
+	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard, extras: sub}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {
@@ -137,6 +141,37 @@ type submitInput struct {
 	spec, warnings string
 	ev             queue.Event
 	tokenHash      *string // nil: no token check
+	extras         submitExtra
+}
+
+// submitExtra is what a submission adds to the claim for policies and
+// grants: the approvals of a rule's approval, the rule's decision event,
+// and whether a grant may approve it (queue.GrantTry).
+type submitExtra struct {
+	approvals                  string
+	decKind, decActor, decData *string
+	decUnrouted                bool
+	grantTry, grantUnrouted    bool
+	grantExpiresAt             *time.Time
+	grantAt                    string
+}
+
+func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
+	x := submitExtra{approvals: queue.ApprovalsJSON(a.Approvals)}
+	if d := p.Decision; d != nil {
+		kind, actor := d.Kind, d.Actor
+		x.decKind, x.decActor, x.decUnrouted = &kind, &actor, d.Unrouted
+		if d.Data != nil {
+			data := string(d.Data)
+			x.decData = &data
+		}
+	}
+	if g := p.Grant; g != nil && a.State == queue.StatePending {
+		exp := g.ExpiresAt
+		x.grantTry, x.grantUnrouted, x.grantExpiresAt = true, g.ApprovedUnrouted, &exp
+		x.grantAt = g.Now.UTC().Format(time.RFC3339Nano)
+	}
+	return x
 }
 
 // submissions merges the submissions of a batch.
@@ -151,6 +186,11 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		createdAt                                                 = make([]time.Time, n)
 		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		webhooks, unrouted                                        = make([]bool, n), make([]bool, n)
+		decidedBy, notes, approvedPayloads, approvals             = make([]*string, n), make([]*string, n), make([]*string, n), make([]string, n)
+		decKinds, decActors, decData                              = make([]*string, n), make([]*string, n), make([]*string, n)
+		decidedAt, grantExpires                                   = make([]*time.Time, n), make([]*time.Time, n)
+		decUnrouted, grantTry, grantUnrouted                      = make([]bool, n), make([]bool, n), make([]bool, n)
+		grantAt                                                   = make([]string, n)
 	)
 	for i, c := range calls {
 		in := c.arg.(submitInput)
@@ -164,10 +204,19 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 			d := string(in.ev.Data)
 			evData[i] = &d
 		}
+		x := in.extras
+		decidedBy[i], decidedAt[i], notes[i], approvals[i] = a.DecidedBy, a.DecidedAt, a.DecisionNote, x.approvals
+		if a.ApprovedPayload != nil {
+			ap := string(a.ApprovedPayload)
+			approvedPayloads[i] = &ap
+		}
+		decKinds[i], decActors[i], decData[i], decUnrouted[i] = x.decKind, x.decActor, x.decData, x.decUnrouted
+		grantTry[i], grantExpires[i], grantUnrouted[i], grantAt[i] = x.grantTry, x.grantExpiresAt, x.grantUnrouted, x.grantAt
 	}
 	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
-		evActors, evData, finishedAt, tokens, unrouted}
+		evActors, evData, finishedAt, tokens, unrouted, decidedBy, decidedAt, notes, approvedPayloads,
+		approvals, decKinds, decActors, decData, decUnrouted, grantTry, grantExpires, grantUnrouted, grantAt}
 }
 
 // submitted is what submitSQL returns: the holder of the intent and whether

@@ -106,6 +106,9 @@ type Action struct {
 	// EscalatedAt is when the sweep escalated the pending action (nil
 	// before): from then on the rule's EscalateEmails may decide too.
 	EscalatedAt *time.Time `json:"-"`
+	// GrantID is the grant that approved the action at its submission
+	// (decided_by grant:ID), or "".
+	GrantID string `json:"-"`
 }
 
 // Agent returns the token name behind RequestedBy ("agent:NAME").

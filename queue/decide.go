@@ -26,6 +26,10 @@ type DecideRequest struct {
 	// decider is By as Service.Decider resolved it, when the caller (Bulk)
 	// did so already; nil: Decide resolves it.
 	decider *Decider
+	// Grant, approve only: also create a grant of the actions like this
+	// one ("Approve and allow similar"), in the same transaction. A grant
+	// the tool does not allow refuses the whole decision.
+	Grant *GrantRequest
 }
 
 func (r DecideRequest) channel() string {
@@ -102,11 +106,22 @@ func (s *Service) approve(ctx context.Context, a *Action, r DecideRequest) (Driv
 	}
 	now := s.Now()
 	raw, _ := json.Marshal(data)
-	return s.decide(ctx, ActionDecideParams{
+	p := ActionDecideParams{
 		ID: r.ID, To: StateApproved, By: r.By, Note: r.Note, Channel: r.channel(), Now: now,
 		ApprovedPayload: approved, ExpiresAt: now.Add(a.Spec.ExpiresAfter),
 		Event: Event{ActionID: r.ID, Kind: EventApproved, Actor: r.By, Channel: r.channel(), At: now, Data: raw},
-	}, r.decider)
+	}
+	if r.Grant != nil && a.State == StatePending {
+		g, err := s.grantFor(a, r.By, r.Grant, len(data) > 0 && data["approved_payload"] != nil, now)
+		if err != nil {
+			return DriveResult{}, err
+		}
+		gd, _ := json.Marshal(map[string]any{"grant": g.ID, "expires_at": g.ExpiresAt, "max_uses": g.MaxUses,
+			"agent": g.Agent, "fields": g.Fields})
+		p.Grant = g
+		p.GrantEvent = Event{ActionID: r.ID, Kind: EventGrantCreated, Actor: r.By, Channel: r.channel(), At: now, Data: gd}
+	}
+	return s.decide(ctx, p, r.decider)
 }
 
 func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, missing string) (DriveResult, error) {
@@ -213,6 +228,11 @@ type ActionDecideParams struct {
 	// changes_requested); an approval that does not complete the quorum
 	// records an approval_counted event instead.
 	Event Event
+	// Grant, when set, is created in the same transaction when the approval
+	// moves the action to approved, with GrantEvent (grant_created); a
+	// refusal or a replay creates nothing.
+	Grant      *Grant
+	GrantEvent Event
 }
 
 // DecideOutcome says what a decision did.

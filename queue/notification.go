@@ -214,11 +214,11 @@ func OutcomeEventKind(outcome State) string {
 
 // NotificationType is the event type (classify.EventTypes) an event tells
 // channels about, or "" for one that tells nobody (the submission of an
-// action that needs no approval).
+// action that waits for no person).
 func NotificationType(ev Event, a *Action) string {
 	switch ev.Kind {
 	case EventSubmitted:
-		if a.Class == classify.AtMostOnce {
+		if a.WaitsForPerson() {
 			return classify.EventActionPending
 		}
 	case EventApproved:

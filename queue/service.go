@@ -40,6 +40,10 @@ type Options struct {
 	// OnSubmit observes every submission's class and outcome (created,
 	// replayed, intent_key_reused, in_progress, refused), for metrics.
 	OnSubmit func(class classify.Class, outcome string)
+	// OnPolicy observes every decision made at submission: a policy rule's
+	// (decision approve, reject or human) or a grant's (rule "", decision
+	// grant), for metrics.
+	OnPolicy func(tool, rule, decision string)
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration

@@ -27,6 +27,17 @@ type Reader interface {
 	TicketCountOpen(ctx context.Context) (int64, error)
 	// NotificationList returns an action's notifications, oldest first.
 	NotificationList(ctx context.Context, actionID string) ([]NotificationRecord, error)
+	// GrantGetByID returns the grant (Uses counted) or ErrNotFound.
+	GrantGetByID(ctx context.Context, id string) (*Grant, error)
+	// GrantList returns grants matching p, newest first.
+	GrantList(ctx context.Context, p GrantListParams) ([]*Grant, error)
+	// GrantFind returns the grant that would approve the submission p
+	// describes (as GrantTry would pick it), or ErrNotFound; it writes
+	// nothing.
+	GrantFind(ctx context.Context, p GrantFindParams) (*Grant, error)
+	// PolicyHits counts the decisions of each policy rule (events on
+	// channel policy) since p.Week, and of those since p.Day.
+	PolicyHits(ctx context.Context, p PolicyHitsParams) ([]PolicyHit, error)
 	// OverviewStore summarises the queue for GET /overview (overview.go).
 	OverviewStore
 
@@ -113,6 +124,12 @@ type Store interface {
 	// token change (Service.RecordStaffEvent). It notifies no channel.
 	StaffEventInsert(ctx context.Context, ev Event) error
 
+	// GrantRevoke revokes an unrevoked grant in one conditional update and
+	// records p.Event in the same transaction; a grant revoked already is
+	// returned as it is with an error wrapping ErrStateMismatch, an unknown
+	// one is ErrNotFound.
+	GrantRevoke(ctx context.Context, p GrantRevokeParams) (*Grant, error)
+
 	// TicketOpenStale opens one stale ticket for every in_progress action
 	// whose claim deadline is at or before p.Now and that has no open
 	// ticket of that kind, with a ticket_opened event each. Safe to run
@@ -140,6 +157,12 @@ type Store interface {
 type ActionSubmitParams struct {
 	Action *Action
 	Event  Event
+	// Decision, when set, is recorded too: a policy rule's decision of the
+	// new action (approved, rejected, policy_human), inserted only with it.
+	Decision *Event
+	// Grant, when set, lets an active grant that matches the new (pending)
+	// action approve it in the same transaction (GrantTry).
+	Grant *GrantTry
 	// TokenHash, when set, makes the claim conditional on an active agent
 	// token with this hash (Store.SupportsTokenGuard).
 	TokenHash string
@@ -232,6 +255,8 @@ type ActionListParams struct {
 	// Held restricts the list to actions that hold their intent key
 	// (Action.HoldsIntent): with IntentKey, the key's holder if any.
 	Held bool
+	// GrantID restricts the list to the actions that grant approved.
+	GrantID string
 	// Oldest lists oldest first (the approval queue); default newest first.
 	Oldest bool
 	// After continues after this (created_at, id) position in the list order.
@@ -295,6 +320,18 @@ type EventListParams struct {
 	Actor    string
 	BeforeID int64 // keyset: events with id < BeforeID; 0 for the newest
 	Limit    int
+}
+
+// PolicyHitsParams are the two windows of PolicyHits.
+type PolicyHitsParams struct {
+	Day, Week time.Time
+}
+
+// PolicyHit is how often one rule of one tool decided: in the last day and
+// the last week.
+type PolicyHit struct {
+	Tool, Rule string
+	Day, Week  int64
 }
 
 // TicketListParams filters tickets.

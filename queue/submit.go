@@ -73,28 +73,48 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, 
 	return res, err
 }
 
-func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.Tool, registered bool) (SubmitResult, error) {
+// submission is a submission through its checks: the new action as it
+// would be stored, routed by the tool's policy and class, and its events.
+type submission struct {
+	a        *Action
+	ev       Event
+	decision *Event    // a policy rule's decision, if one decided
+	grant    *GrantTry // a grant may approve it (it waits for a person and the tool takes grants)
+	verdict  classify.Verdict
+	// held is the action that holds the intent, when the checks read it
+	// (an upstream tool that cannot be called now).
+	held *Action
+}
+
+// prepare runs the checks of a submission in their documented order
+// (payload, key, the tool's upstream) and builds the action its policy and
+// class make of it. It writes nothing: Submit stores what it returns, and
+// DryRun only reads.
+func (s *Service) prepare(ctx context.Context, req SubmitRequest, tool classify.Tool, registered bool) (*submission, error) {
 	if req.Tool == "" {
-		return SubmitResult{}, Errorf(CodeInvalidRequest, "tool is required")
+		return nil, Errorf(CodeInvalidRequest, "tool is required")
 	}
 	notReady := s.upstreamReady(tool)
-	var derived string
-	if len(tool.Schema) == 0 && tool.Intent == "" {
+	var (
+		derived string
+		payload map[string]any
+	)
+	if len(tool.Schema) == 0 && tool.Intent == "" && !tool.HasPolicy() {
 		// Nothing reads the payload's value: checking it is one JSON
 		// object spares decoding it (a tenth of a replay's server time).
 		if !isJSONObject(req.Payload) {
-			return SubmitResult{}, Errorf(CodeInvalidRequest, "payload must be a JSON object")
+			return nil, Errorf(CodeInvalidRequest, "payload must be a JSON object")
 		}
 	} else {
-		payload, err := DecodeObject(req.Payload)
-		if err != nil {
-			return SubmitResult{}, Errorf(CodeInvalidRequest, "payload must be a JSON object")
+		var err error
+		if payload, err = DecodeObject(req.Payload); err != nil {
+			return nil, Errorf(CodeInvalidRequest, "payload must be a JSON object")
 		}
 		if err := tool.Validate(payload); err != nil {
-			return SubmitResult{}, payloadError(err)
+			return nil, payloadError(err)
 		}
 		if derived, err = tool.DeriveKey(payload); err != nil {
-			return SubmitResult{}, payloadError(err)
+			return nil, payloadError(err)
 		}
 	}
 	var warnings []string
@@ -102,30 +122,35 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	switch {
 	case derived != "":
 		if key != "" && key != derived {
-			return SubmitResult{}, Errorf(CodeIntentKeyMismatch,
+			return nil, Errorf(CodeIntentKeyMismatch,
 				"intent_key %q differs from %q, the key derived from the payload by the template %q of tool %s", key, derived, tool.Intent, tool.Name)
 		}
 		key = derived
 	case key == "" && tool.Class != classify.AtLeastOnce:
 		if !registered {
-			return SubmitResult{}, Errorf(CodeIntentKeyRequired, "tool %s is not registered, so it is at-most-once and needs an explicit intent_key (or Idempotency-Key header) naming the business intent", req.Tool)
+			return nil, Errorf(CodeIntentKeyRequired, "tool %s is not registered, so it is at-most-once and needs an explicit intent_key (or Idempotency-Key header) naming the business intent", req.Tool)
 		}
-		return SubmitResult{}, Errorf(CodeIntentKeyRequired, "tool %s has no intent template: supply intent_key (or the Idempotency-Key header) naming the business intent, e.g. email:{customer_id}:{topic}", req.Tool)
+		return nil, Errorf(CodeIntentKeyRequired, "tool %s has no intent template: supply intent_key (or the Idempotency-Key header) naming the business intent, e.g. email:{customer_id}:{topic}", req.Tool)
 	default:
 		if key != "" {
 			if err := ValidIntentKey(key, "intent_key"); err != nil {
-				return SubmitResult{}, err
+				return nil, err
 			}
 			if classify.LooksRandom(key) {
 				warnings = append(warnings, "intent_key_looks_random")
 			}
 		}
 	}
-	if notReady != nil && !s.intentHeld(ctx, tool, key) {
+	sub := &submission{}
+	if notReady != nil {
 		// Refused only when nothing holds the intent: a retry of an
 		// intent whose call is in progress, done or pending gets the usual
 		// answer (409 in_progress, the replay), never "nothing was done".
-		return SubmitResult{}, notReady
+		held, err := s.heldAction(ctx, tool, key)
+		if err != nil || held == nil {
+			return nil, notReady
+		}
+		sub.held = held
 	}
 	if !registered {
 		warnings = append(warnings, "tool_not_registered")
@@ -135,6 +160,11 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 
 	now := s.Now()
+	verdict, err := s.evaluatePolicy(ctx, tool, payload, req, key, now)
+	if err != nil {
+		return nil, err
+	}
+	warnings = append(warnings, policyWarnings(verdict)...)
 	agent := "agent:" + req.Agent
 	channel := req.Channel
 	if channel == "" {
@@ -146,25 +176,43 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		ApprovalsRequired: tool.Approval.RequiredApprovals(), Approvals: []Approval{},
 		Spec: tool, Channel: channel,
 	}
-	switch tool.Class {
-	case classify.AtMostOnce:
-		a.State = StatePending
-		exp := now.Add(tool.ExpiresAfter)
-		a.ExpiresAt = &exp
-	case classify.ExactlyOnce:
-		a.State = StateInProgress
-		a.ClaimedAt, a.ClaimedBy = &now, &agent
-		if tool.Upstream != "" { // approvals itself makes the call
-			by := DispatcherActor
-			a.ClaimedBy = &by
-		}
-	default:
-		a.State = StateRecorded
-		a.FinishedAt = &now
+	// The snapshot keeps the rule that decided, never the policy itself:
+	// later changes of the file affect new submissions only.
+	if a.Spec.Approval != nil {
+		ap := *a.Spec.Approval
+		ap.Policy, ap.Grants = nil, nil
+		a.Spec.Approval = &ap
 	}
-	ev := Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
-	ev.Unrouted = s.unrouted(ev, a)
-	if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
+	sub.a, sub.verdict = a, verdict
+	sub.decision = s.routeAtSubmission(a, tool, verdict, now)
+	sub.ev = Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
+	if len(verdict.Errors) > 0 {
+		// What went wrong, for the staff who read the timeline.
+		sub.ev.Data, _ = json.Marshal(map[string]any{"policy_errors": verdict.Errors})
+	}
+	sub.ev.Unrouted = s.unrouted(sub.ev, a)
+	if a.State == StatePending && verdict.Rule == nil && tool.GrantsApply() {
+		sub.grant = &GrantTry{Now: now, ExpiresAt: now.Add(tool.ExpiresAfter),
+			ApprovedUnrouted: s.unrouted(Event{Kind: EventApproved}, a)}
+	}
+	return sub, nil
+}
+
+// claimedUpstream reports whether the new action a is one approvals calls
+// upstream within its submission: claimed (exactly-once) or recorded
+// (at-least-once), on a tool with an upstream.
+func claimedUpstream(a *Action) bool {
+	return a.Spec.Upstream != "" && (a.State == StateInProgress || a.State == StateRecorded)
+}
+
+func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.Tool, registered bool) (SubmitResult, error) {
+	sub, err := s.prepare(ctx, req, tool, registered)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	a, ev := sub.a, sub.ev
+	agent, channel, key, now := a.RequestedBy, a.Channel, a.IntentKey, a.CreatedAt
+	if claimedUpstream(a) {
 		// The call happens within the submission: take its slot before
 		// anything is stored, so a refusal has done nothing.
 		release, err := s.acquireUpstreamCall(tool.Name)
@@ -176,13 +224,19 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if req.TokenHash != "" && !s.store.SupportsTokenGuard() {
 		return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
 	}
-	sub, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, TokenHash: req.TokenHash})
+	stored, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, Decision: sub.decision, Grant: sub.grant, TokenHash: req.TokenHash})
 	if err != nil {
 		return SubmitResult{}, err
 	}
-	holder, replayRecorded := sub.Holder, sub.ReplayRecorded
-	if sub.Created {
-		if tool.Upstream != "" && tool.Class != classify.AtMostOnce {
+	holder, replayRecorded := stored.Holder, stored.ReplayRecorded
+	if stored.Created {
+		if r := sub.verdict.Rule; r != nil && s.opts.OnPolicy != nil {
+			s.opts.OnPolicy(tool.Name, r.Name, string(r.Decide))
+		}
+		if holder.GrantID != "" && s.opts.OnPolicy != nil {
+			s.opts.OnPolicy(tool.Name, "", "grant")
+		}
+		if claimedUpstream(holder) {
 			holder = s.callUpstreamNow(ctx, holder)
 		}
 		return SubmitResult{Action: holder, Created: true}, nil
@@ -209,17 +263,29 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	switch kind {
 	case EventReused:
-		what := "payload"
-		if holder.Tool != req.Tool {
-			what = "tool (" + holder.Tool + ")"
-		}
-		return SubmitResult{}, &Error{Code: CodeIntentKeyReused, Action: holder,
-			Detail: fmt.Sprintf("intent %q is held by action %s (state %s) with a different %s; nothing was done", key, holder.ID, holder.State, what)}
+		return SubmitResult{}, reused(holder, req.Tool, key)
 	case EventInProgressSeen:
-		return SubmitResult{}, &Error{Code: CodeInProgress, Action: holder,
-			Detail: fmt.Sprintf("action %s for intent %q is in progress: do not act; read it later", holder.ID, key)}
+		return SubmitResult{}, inProgressHeld(holder, key)
 	}
 	return SubmitResult{Action: holder, Replayed: true}, nil
+}
+
+// reused is the refusal of a submission whose intent holder has another
+// tool or payload.
+func reused(holder *Action, tool, key string) error {
+	what := "payload"
+	if holder.Tool != tool {
+		what = "tool (" + holder.Tool + ")"
+	}
+	return &Error{Code: CodeIntentKeyReused, Action: holder,
+		Detail: fmt.Sprintf("intent %q is held by action %s (state %s) with a different %s; nothing was done", key, holder.ID, holder.State, what)}
+}
+
+// inProgressHeld is the refusal of a submission whose intent holder is an
+// exactly-once claim mid-flight.
+func inProgressHeld(holder *Action, key string) error {
+	return &Error{Code: CodeInProgress, Action: holder,
+		Detail: fmt.Sprintf("action %s for intent %q is in progress: do not act; read it later", holder.ID, key)}
 }
 
 func payloadError(err error) error {
@@ -230,12 +296,15 @@ func payloadError(err error) error {
 	return Errorf(CodeInvalidPayload, "%v", err)
 }
 
-// intentHeld reports whether an action holds key (Action.HoldsIntent),
-// read through the stores' holder index.
-func (s *Service) intentHeld(ctx context.Context, tool classify.Tool, key string) bool {
+// heldAction returns the action that holds key (Action.HoldsIntent), read
+// through the stores' holder index, or nil.
+func (s *Service) heldAction(ctx context.Context, tool classify.Tool, key string) (*Action, error) {
 	if tool.Class == classify.AtLeastOnce || key == "" {
-		return false
+		return nil, nil
 	}
 	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Held: true, Limit: 1})
-	return err == nil && len(list) > 0
+	if err != nil || len(list) == 0 {
+		return nil, err
+	}
+	return list[0], nil
 }

@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	"github.com/approvals/approvals/classify"
 )
 
 // refusal says why a drive call by agent may not touch a: it is another
@@ -55,8 +53,8 @@ func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Acti
 	if err := refusal(a, agent, "execute", false); err != nil {
 		return nil, err
 	}
-	if a.Class != classify.AtMostOnce {
-		return nil, &Error{Code: CodeInvalidTransition, Action: a, Detail: fmt.Sprintf("execute is for at-most-once actions; %s is %s", a.ID, a.Class)}
+	if !a.Gated() {
+		return nil, &Error{Code: CodeInvalidTransition, Action: a, Detail: fmt.Sprintf("execute is for actions that an approval gates (at-most-once, or exactly-once sent to a person by a policy rule); %s is %s, claimed or recorded at its submission", a.ID, a.Class)}
 	}
 	if a.ServerExecuted() {
 		return nil, webhookOnly(a, "execute")

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -158,7 +159,7 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	if !queue.ValidID(in.ActionID) {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
-	if in.Button == ButtonApprove {
+	if in.Button == ButtonApprove || in.Button == ButtonApproveSimilar {
 		// A message posted before the rules of OneClick (or under other settings) may still
 		// carry Approve: it decides only what a message would show whole now.
 		a, err := h.cfg.Actions.ActionGetByID(ctx, in.ActionID)
@@ -174,7 +175,18 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
 				strings.Join(hiddenParts(a), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
 		}
-		res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"})
+		r := queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"}
+		if in.Button == ButtonApproveSimilar {
+			// The same path as the dashboard's grant: the tool's limits
+			// are checked there, and a refusal decides nothing.
+			d, ok := h.cfg.Client.similarFor(a)
+			if !ok {
+				return fmt.Sprintf("Nothing was changed: tool %s takes no grants now; approve this action alone.", a.Tool)
+			}
+			r.Grant = &queue.GrantRequest{For: d}
+			r.Note = "via Slack, with a grant of the similar ones for " + classify.FormatDuration(d)
+		}
+		res, err := h.cfg.Service.Decide(ctx, r)
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}

@@ -81,7 +81,8 @@ func startSlack(t *testing.T, sqlite bool) *slackEnv {
 		Service: queue.Options{WaitRecheck: 2 * time.Second}})
 	st := env.Store
 	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
-	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com"})
+	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com",
+		Tools: env.Service.Registry})
 	if err != nil {
 		t.Fatal(err)
 	}

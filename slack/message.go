@@ -18,6 +18,10 @@ const (
 	ButtonApprove        = "approve"
 	ButtonReject         = "reject"
 	ButtonRequestChanges = "request_changes"
+	// ButtonApproveSimilar approves and grants the actions like it (this
+	// agent, any payload of the tool) for SimilarFor, capped by the tool's
+	// grants.max: the companion of Approve.
+	ButtonApproveSimilar = "approve_similar"
 	// ButtonReview links to the action page in place of Approve; Slack still sends its
 	// click, which changes nothing.
 	ButtonReview = "review"
@@ -83,15 +87,39 @@ func (c *Client) render(n queue.Notification) Message {
 		if len(hidden) > 0 {
 			first = slackapi.NewButtonBlockElement(ButtonReview, a.ID, plain("Review in approvals")).WithURL(link)
 		}
-		blocks = append(blocks, slackapi.NewActionBlock(decisionBlockID, first,
+		buttons := []slackapi.BlockElement{first}
+		if d, ok := c.similarFor(a); ok && len(hidden) == 0 {
+			buttons = append(buttons, slackapi.NewButtonBlockElement(ButtonApproveSimilar, a.ID, plain("Approve + similar for "+classify.FormatDuration(d))))
+		}
+		buttons = append(buttons,
 			slackapi.NewButtonBlockElement(ButtonReject, a.ID, plain("Reject")).WithStyle(slackapi.StyleDanger),
 			slackapi.NewButtonBlockElement(ButtonRequestChanges, a.ID, plain("Request changes")),
-		))
+		)
+		blocks = append(blocks, slackapi.NewActionBlock(decisionBlockID, buttons...))
 		return Message{Text: text, Blocks: blocks}
 	}
 	outcome := Outcome(a)
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(outcome), nil, nil))
 	return Message{Text: fmt.Sprintf("%s: %s", a.Tool, headline) + " — " + plainOutcome(a), Blocks: blocks}
+}
+
+// SimilarFor is how long "Approve + similar" grants, unless the tool's
+// grants.max is shorter.
+const SimilarFor = 8 * time.Hour
+
+// similarFor is the length of the grant "Approve + similar" creates for a,
+// and false when the tool (in the tools file in force) takes no grants or
+// the action needs more than one approval.
+func (c *Client) similarFor(a *queue.Action) (time.Duration, bool) {
+	if c.tools == nil || a.ApprovalsRequired > 1 {
+		return 0, false
+	}
+	tool, _ := c.tools().Lookup(a.Tool)
+	l, err := tool.GrantLimits()
+	if err != nil {
+		return 0, false
+	}
+	return min(SimilarFor, l.Max), true
 }
 
 // Slack's limits on one section's fields, as the message uses them.

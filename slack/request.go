@@ -125,7 +125,7 @@ func ParseInteraction(body []byte) (Interaction, error) {
 		}
 		a := ic.ActionCallback.BlockActions[0]
 		switch a.ActionID {
-		case ButtonApprove, ButtonReject, ButtonRequestChanges:
+		case ButtonApprove, ButtonApproveSimilar, ButtonReject, ButtonRequestChanges:
 		default:
 			return Interaction{}, fmt.Errorf("%w: button %q", ErrUnsupportedInteraction, a.ActionID)
 		}

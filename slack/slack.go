@@ -29,6 +29,9 @@ type Config struct {
 	PublicURL string // APPROVALS_PUBLIC_URL, the base of the link to the action page
 	// HTTPClient sends the requests; nil means a client with a 10 s timeout.
 	HTTPClient *http.Client
+	// Tools, when set, is the tools file in force: a message offers
+	// "Approve + similar" only for a tool whose grants it allows.
+	Tools func() *classify.Registry
 }
 
 // ActionReader reads an action as it is now (the store, queue.Reader).
@@ -42,6 +45,7 @@ type Client struct {
 	api       *slackapi.Client
 	http      *http.Client
 	publicURL string
+	tools     func() *classify.Registry
 }
 
 // New checks cfg and returns a Client.
@@ -74,6 +78,7 @@ func New(cfg Config) (*Client, error) {
 		api:       slackapi.New(cfg.BotToken, slackapi.OptionAPIURL(apiURL), slackapi.OptionHTTPClient(&hc)),
 		http:      &hc,
 		publicURL: strings.TrimRight(cfg.PublicURL, "/"),
+		tools:     cfg.Tools,
 	}, nil
 }
 

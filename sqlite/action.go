@@ -15,7 +15,7 @@ import (
 
 const actionColumns = `id, tool, class, intent_key, attempt, state, payload, approved_payload, result, error,
 	requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
-	finished_at, expires_at, spec, warnings, approvals, escalated_at`
+	finished_at, expires_at, spec, warnings, approvals, escalated_at, grant_id`
 
 type scanner interface{ Scan(dest ...any) error }
 
@@ -32,13 +32,13 @@ type actionRow struct {
 	requestedBy, channel             string
 	decidedBy, note, claimedBy       sql.NullString
 	decidedAt, claimedAt, finishedAt sql.NullString
-	expiresAt, escalatedAt           sql.NullString
+	expiresAt, escalatedAt, grantID  sql.NullString
 }
 
 func (r *actionRow) scan(sc scanner) error {
 	return sc.Scan(&r.id, &r.tool, &r.class, &r.intentKey, &r.attempt, &r.state, &r.payload, &r.approved, &r.result,
 		&r.errText, &r.requestedBy, &r.channel, &r.decidedBy, &r.note, &r.createdAt, &r.decidedAt, &r.claimedAt,
-		&r.claimedBy, &r.finishedAt, &r.expiresAt, &r.spec, &r.warnings, &r.approvals, &r.escalatedAt)
+		&r.claimedBy, &r.finishedAt, &r.expiresAt, &r.spec, &r.warnings, &r.approvals, &r.escalatedAt, &r.grantID)
 }
 
 // action decodes the row.
@@ -54,6 +54,7 @@ func (r *actionRow) action() (*queue.Action, error) {
 	a.DecidedBy = ptrString(r.decidedBy)
 	a.DecisionNote = ptrString(r.note)
 	a.ClaimedBy = ptrString(r.claimedBy)
+	a.GrantID = r.grantID.String
 	var err error
 	if a.CreatedAt, err = parseTime(r.createdAt); err != nil {
 		return nil, err
@@ -213,6 +214,10 @@ func (s *Store) ActionList(ctx context.Context, p queue.ActionListParams) ([]*qu
 	if p.Held {
 		// actions_held_intent's predicate, term for term.
 		where = append(where, `state IN (`+heldStates+`) AND class <> 'at-least-once'`)
+	}
+	if p.GrantID != "" {
+		where = append(where, `grant_id = ?`)
+		args = append(args, p.GrantID)
 	}
 	dir, cmp := "DESC", "<"
 	if p.Oldest {

@@ -65,6 +65,16 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (q
 		if _, err := insertEvent(ctx, tx, ev); err != nil {
 			return err
 		}
+		if p.Grant != nil && outcome == queue.DecideTransitioned && p.To == queue.StateApproved {
+			if err := insertGrant(ctx, tx, p.Grant); err != nil {
+				return err
+			}
+			gev := p.GrantEvent
+			gev.ActionID, gev.At = p.ID, p.Now
+			if _, err := insertEvent(ctx, tx, gev); err != nil {
+				return err
+			}
+		}
 		a, err = getActionWithTicket(ctx, tx, p.ID)
 		return err
 	})

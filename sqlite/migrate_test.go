@@ -71,48 +71,16 @@ func readSchema(t *testing.T, db *sql.DB) map[string]schemaObject {
 	return out
 }
 
-// migratedTo opens a new SQLite file migrated up to version, as migrate
-// opens it (one connection, foreign keys off); exec runs a statement on it.
-func migratedTo(t *testing.T, version int64) (string, *sql.DB, *goose.Provider, func(string, ...any) error) {
-	t.Helper()
-	path := filepath.Join(t.TempDir(), "a.db")
-	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
-	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
-	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := p.UpTo(context.Background(), version); err != nil {
-		t.Fatal(err)
-	}
-	exec := func(q string, args ...any) error {
-		_, err := db.ExecContext(context.Background(), q, args...)
-		return err
-	}
-	return path, db, p, exec
-}
+// columns00012 are the columns of actions from migration 00003 to 00012.
+const columns00012 = `id, tool, class, intent_key, attempt, state, payload, approved_payload, result, error,
+	requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
+	finished_at, expires_at, spec, warnings, approvals, escalated_at, claim_deadline, has_webhook, reminded_at`
 
-// dumpActions lists every action row, every column, in id order.
-func dumpActions(t *testing.T, db *sql.DB) []string {
+// dumpActions lists every action row, every column of columns, in id order.
+func dumpActions(t *testing.T, db *sql.DB, columns string) []string {
 	t.Helper()
-	return dumpRows(t, db, `SELECT json_array(`+actionColumns+`, claim_deadline, has_webhook, reminded_at)
+	rows, err := db.QueryContext(t.Context(), `SELECT json_array(`+columns+`)
 		FROM actions ORDER BY id`)
-}
-
-// dumpEvents lists every event row, every column, in id order.
-func dumpEvents(t *testing.T, db *sql.DB) []string {
-	t.Helper()
-	return dumpRows(t, db, `SELECT json_array(id, action_id, kind, actor, channel, at, data, fanned_out) FROM events ORDER BY id`)
-}
-
-// dumpRows runs query, which selects one JSON array a row.
-func dumpRows(t *testing.T, db *sql.DB, query string) []string {
-	t.Helper()
-	rows, err := db.QueryContext(t.Context(), query)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -141,7 +109,24 @@ func dumpRows(t *testing.T, db *sql.DB, query string) []string {
 func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	path, db, p, exec := migratedTo(t, 11)
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 11); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(ctx, q, args...)
+		return err
+	}
 	const insert = `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
 		created_at, finished_at, claimed_at, claim_deadline, spec) VALUES (?, ?, ?, ?, 1, ?, '{"a":1}', ?, ?, 'agent:bot',
 		'2031-03-14T09:00:00.000000000Z', '2031-03-14T09:00:01.000000000Z', ?, ?, '{"name":"t"}')`
@@ -158,7 +143,7 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	if err := exec(`INSERT INTO events (action_id, kind, actor, at) VALUES ('01890a5d-0000-7000-8000-000000000001', 'failed', 'dispatcher', '2031')`); err != nil {
 		t.Fatal(err)
 	}
-	before, rowsBefore := readSchema(t, db), dumpActions(t, db)
+	before, rowsBefore := readSchema(t, db), dumpActions(t, db, columns00012)
 
 	if _, err := p.UpTo(ctx, 12); err != nil {
 		t.Fatal(err)
@@ -190,7 +175,7 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 			t.Errorf("Up left %s behind", name)
 		}
 	}
-	if got := dumpActions(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+	if got := dumpActions(t, db, columns00012); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
 		t.Errorf("Up changed the rows:\n%s\nwant\n%s", got, rowsBefore)
 	}
 	var broken int
@@ -225,7 +210,7 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	if len(down) != len(before) {
 		t.Errorf("after Down, %d schema objects, want %d", len(down), len(before))
 	}
-	if got := dumpActions(t, db); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+	if got := dumpActions(t, db, columns00012); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
 		t.Errorf("Down did not bring the at-least-once done back to recorded:\n%s\nwant\n%s", got, rowsBefore)
 	}
 
@@ -238,6 +223,92 @@ func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	a, err := s.ActionGetByID(ctx, "01890a5d-0000-7000-8000-000000000001")
 	if err != nil || a.State != queue.StateRecorded || a.Error == nil || *a.Error != "not found" {
 		t.Fatalf("the old recording through the store: %+v, %v", a, err)
+	}
+}
+
+// Migration 00013 rebuilds actions again (one CHECK, the column grant_id)
+// and adds grants. On a database at 00012, Up keeps every row and every
+// index; an exactly-once action may then be pending; Down ends it as
+// cancelled and leaves sqlite_master exactly as it was at 00012.
+func TestMigrationPoliciesAndGrants(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(ctx, q, args...)
+		return err
+	}
+	if err := exec(`INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, expires_at, spec)
+		VALUES ('01890a5d-0000-7000-8000-000000000001', 'send_customer_email', 'at-most-once', 'email:c-1:t', 1, 'pending', '{"a":1}',
+		'agent:bot', '2031-03-14T09:00:00.000000000Z', '2031-03-17T09:00:00.000000000Z', '{"name":"send_customer_email"}')`); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(`INSERT INTO events (action_id, kind, actor, at) VALUES ('01890a5d-0000-7000-8000-000000000001', 'submitted', 'agent:bot', '2031')`); err != nil {
+		t.Fatal(err)
+	}
+	before, rowsBefore := readSchema(t, db), dumpActions(t, db, columns00012)
+	if _, err := p.UpTo(ctx, 13); err != nil {
+		t.Fatal(err)
+	}
+	after := readSchema(t, db)
+	for name, o := range before {
+		if name == "actions" {
+			continue // its CHECK and its new column: below
+		}
+		if after[name] != o {
+			t.Errorf("after Up, %s is\n%+v\nwant\n%+v", name, after[name], o)
+		}
+	}
+	for _, name := range []string{"grants", "grants_active_tool", "grants_created", "actions_grant", "events_policy"} {
+		if _, ok := after[name]; !ok {
+			t.Errorf("Up made no %s", name)
+		}
+	}
+	if got := dumpActions(t, db, columns00012); strings.Join(got, "\n") != strings.Join(rowsBefore, "\n") {
+		t.Errorf("Up changed the rows:\n%s\nwant\n%s", got, rowsBefore)
+	}
+	var broken int
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pragma_foreign_key_check`).Scan(&broken); err != nil || broken != 0 {
+		t.Errorf("foreign key check after Up: %d broken, %v", broken, err)
+	}
+	if err := exec(`INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, spec)
+		VALUES ('01890a5d-0000-7000-8000-000000000002', 'issue_refund', 'exactly-once', 'refund:o-1:1', 1, 'pending', '{}', 'agent:bot',
+		'2031-03-14T09:00:00.000000000Z', '{}')`); err != nil {
+		t.Errorf("an exactly-once action pending: %v", err)
+	}
+	if err := exec(`INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, max_uses, uses)
+		VALUES ('g', 'send_customer_email', 'user:ann@example.com', '01890a5d-0000-7000-8000-000000000001',
+		'2031-03-14T09:00:00.000000000Z', '2031-03-14T10:00:00.000000000Z', 2, 3)`); err == nil || !strings.Contains(err.Error(), "grants_uses_within") {
+		t.Errorf("a grant used beyond its limit: %v, want refused by grants_uses_within", err)
+	}
+	if _, err := p.DownTo(ctx, 12); err != nil {
+		t.Fatal(err)
+	}
+	down := readSchema(t, db)
+	for name, o := range before {
+		if down[name] != o {
+			t.Errorf("after Down, %s is\n%+v\nwant\n%+v", name, down[name], o)
+		}
+	}
+	if len(down) != len(before) {
+		t.Errorf("after Down, %d schema objects, want %d", len(down), len(before))
+	}
+	var state string
+	if err := db.QueryRowContext(ctx, `SELECT state FROM actions WHERE id = '01890a5d-0000-7000-8000-000000000002'`).Scan(&state); err != nil || state != "cancelled" {
+		t.Errorf("after Down the pending exactly-once action is %q (%v), want cancelled", state, err)
 	}
 }
 
@@ -320,6 +391,59 @@ func TestMigrationSSO(t *testing.T) {
 	if _, err := p.Up(ctx); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// migratedTo opens a new SQLite file migrated up to version, as migrate
+// opens it (one connection, foreign keys off); exec runs a statement on it.
+func migratedTo(t *testing.T, version int64) (string, *sql.DB, *goose.Provider, func(string, ...any) error) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_busy_timeout=10000")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	db.SetMaxOpenConns(1) // foreign keys stay off, as in migrate
+	p, err := goose.NewProvider(goose.DialectSQLite3, db, migrations.SQLite(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(context.Background(), version); err != nil {
+		t.Fatal(err)
+	}
+	exec := func(q string, args ...any) error {
+		_, err := db.ExecContext(context.Background(), q, args...)
+		return err
+	}
+	return path, db, p, exec
+}
+
+// dumpRows runs query, which selects one JSON array a row.
+func dumpRows(t *testing.T, db *sql.DB, query string) []string {
+	t.Helper()
+	rows, err := db.QueryContext(t.Context(), query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var row string
+		if err := rows.Scan(&row); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, row)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// dumpEvents lists every event row, every column, in id order.
+func dumpEvents(t *testing.T, db *sql.DB) []string {
+	t.Helper()
+	return dumpRows(t, db, `SELECT json_array(id, action_id, kind, actor, channel, at, data, fanned_out) FROM events ORDER BY id`)
 }
 
 // migrationProvider opens the file at path on one connection with foreign

@@ -243,7 +243,7 @@ func TestSchemaRefusesIllegalRows(t *testing.T) {
 	s := openTestStore(t, filepath.Join(t.TempDir(), "a.db"))
 	cases := map[string]func(a *queue.Action){
 		"recorded exactly-once": func(a *queue.Action) { a.State = queue.StateRecorded },
-		"pending exactly-once":  func(a *queue.Action) { a.State = queue.StatePending },
+		"pending at-least-once": func(a *queue.Action) { a.Class, a.State = classify.AtLeastOnce, queue.StatePending },
 		"unknown state":         func(a *queue.Action) { a.State = "limbo" },
 		"unknown class":         func(a *queue.Action) { a.Class = "twice" },
 		"payload not an object": func(a *queue.Action) { a.Payload = json.RawMessage(`[1]`) },

@@ -17,52 +17,52 @@ import (
 // read. The insert returns the stored row (RETURNING), so a new action is
 // not read again; the row is decoded after the commit, outside the
 // writer, which serialises every write of the store.
+//
+// With p.Grant, a grant that matches the pending action approves it in the
+// same transaction: the writer's lock is held from the first statement, so
+// the grant read, its conditional use and the insert see no other writer.
+// A grant is used only once the insert took the intent.
 func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (queue.ActionSubmitResult, error) {
-	a, ev := p.Action, p.Event
 	if p.TokenHash != "" {
 		// SupportsTokenGuard is false: the caller must look the token up.
 		return queue.ActionSubmitResult{}, errors.New("submit action: this store cannot check agent tokens in its statements")
 	}
-	if a == nil {
+	if p.Action == nil {
 		return queue.ActionSubmitResult{}, errors.New("submit action: nil action")
 	}
-	spec, err := json.Marshal(a.Spec)
+	given := *p.Action
+	spec, err := json.Marshal(given.Spec)
 	if err != nil {
-		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: tool definition: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: tool definition: %w", given.ID, err)
 	}
 	warnings := []byte("[]")
-	if len(a.Warnings) > 0 {
-		if warnings, err = json.Marshal(a.Warnings); err != nil {
-			return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: warnings: %w", a.ID, err)
+	if len(given.Warnings) > 0 {
+		if warnings, err = json.Marshal(given.Warnings); err != nil {
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: warnings: %w", given.ID, err)
 		}
 	}
-	if err := storableTimes(&a.CreatedAt, a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt); err != nil {
-		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+	if err := storableTimes(&given.CreatedAt, given.DecidedAt, given.ClaimedAt, given.FinishedAt, given.ExpiresAt); err != nil {
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
 	}
-	// An exactly-once action is claimed by its submission; the deadline
-	// follows from the snapshot's claim_timeout.
-	var claimedAt, claimDeadline any
-	if a.ClaimedAt != nil {
-		claimedAt = fmtTime(*a.ClaimedAt)
-		claimDeadline = fmtTime(*a.ClaimDeadline())
+	var grantTry *queue.GrantTry
+	if p.Grant != nil && given.State == queue.StatePending {
+		grantTry = p.Grant
+		if err := storableTimes(&grantTry.ExpiresAt); err != nil {
+			return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
+		}
 	}
 	// Recorded (at-least-once) actions hold nothing: attempt 1, always.
 	attemptExpr := `1`
-	if a.Class != classify.AtLeastOnce {
+	if given.Class != classify.AtLeastOnce {
 		attemptExpr = `(SELECT COALESCE(MAX(attempt), 0) + 1 FROM actions WHERE intent_key = ?3 AND class <> 'at-least-once')`
 	}
 	insert := `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, approved_payload, result,
 		error, requested_by, channel, decided_by, decision_note, created_at, decided_at, claimed_at, claimed_by,
-		claim_deadline, finished_at, expires_at, has_webhook, spec, warnings)
+		claim_deadline, finished_at, expires_at, has_webhook, spec, warnings, approvals, grant_id)
 	VALUES (?1, ?2, ?4, ?3, ` + attemptExpr + `, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
-		?18, ?19, ?20, ?21, ?22, ?23)
+		?18, ?19, ?20, ?21, ?22, ?23, ?24, ?25)
 	ON CONFLICT DO NOTHING
 	RETURNING ` + actionColumns
-	args := []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
-		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
-		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
-		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
-		boolInt(a.ServerExecuted()), string(spec), string(warnings)}
 
 	var (
 		row     actionRow
@@ -71,14 +71,42 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	)
 	err = s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		ticket, created = nil, false
-		err := row.scan(tx.QueryRowContext(ctx, insert, args...))
+		a := given // each run starts from the action as given
+		var grant *queue.Grant
+		if grantTry != nil {
+			g, err := findGrant(ctx, tx, queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: grantTry.Now})
+			if err != nil && queue.ErrorCode(err) != queue.CodeNotFound {
+				return err
+			}
+			if g != nil {
+				grant = g
+				queue.GrantApproved(&a, g, grantTry)
+			}
+		}
+		err := row.scan(tx.QueryRowContext(ctx, insert, insertArgs(&a, string(spec), string(warnings))...))
 		if err == nil {
+			ev := p.Event
 			ev.ActionID = a.ID
 			if ev.At.IsZero() {
 				ev.At = a.CreatedAt
 			}
+			if grant != nil {
+				ev.Unrouted = true // it never waited for anyone
+			}
 			if _, err := insertEvent(ctx, tx, ev); err != nil {
 				return err
+			}
+			if d := p.Decision; d != nil {
+				dev := *d
+				dev.ActionID = a.ID
+				if _, err := insertEvent(ctx, tx, dev); err != nil {
+					return err
+				}
+			}
+			if grant != nil {
+				if err := useGrant(ctx, tx, grant, a, grantTry); err != nil {
+					return err
+				}
 			}
 			// A new action has no ticket.
 			created = true
@@ -105,17 +133,17 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		return fmt.Errorf("intent %q: insert refused and no holder found", a.IntentKey)
 	})
 	if err != nil {
-		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
 	}
 	// A new row decodes (storableTimes checked its times; spec and
 	// warnings are json.Marshal's output): an error here is a holder's.
 	holder, err := row.action()
 	if err != nil {
-		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", a.ID, err)
+		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
 	}
 	holder.Ticket = ticket
 	if created {
-		a.Attempt = holder.Attempt
+		p.Action.Attempt = holder.Attempt
 		if holder.State == queue.StatePending {
 			// Only new approvals are announced; nobody waits for a new claim
 			// or a recording (the PostgreSQL store notifies the same).
@@ -125,6 +153,26 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	// The Service records replays: the statement above reads, it does not
 	// write them.
 	return queue.ActionSubmitResult{Holder: holder, Created: created}, nil
+}
+
+// insertArgs are the arguments of ActionSubmit's insert for a.
+func insertArgs(a *queue.Action, spec, warnings string) []any {
+	// An exactly-once action is claimed by its submission; the deadline
+	// follows from the snapshot's claim_timeout.
+	var claimedAt, claimDeadline any
+	if a.ClaimedAt != nil {
+		claimedAt = fmtTime(*a.ClaimedAt)
+		claimDeadline = fmtTime(*a.ClaimDeadline())
+	}
+	var grantID any
+	if a.GrantID != "" {
+		grantID = a.GrantID
+	}
+	return []any{a.ID, a.Tool, a.IntentKey, string(a.Class), string(a.State), string(a.Payload),
+		nullJSON(a.ApprovedPayload), nullJSON(a.Result), nullString(a.Error), a.RequestedBy, a.Channel,
+		nullString(a.DecidedBy), nullString(a.DecisionNote), fmtTime(a.CreatedAt), nullTime(a.DecidedAt),
+		claimedAt, nullString(a.ClaimedBy), claimDeadline, nullTime(a.FinishedAt), nullTime(a.ExpiresAt),
+		boolInt(a.ServerExecuted()), spec, warnings, queue.ApprovalsJSON(a.Approvals), grantID}
 }
 
 // heldActionQuery reads the action holding the intent key ?. Its condition

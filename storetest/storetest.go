@@ -63,6 +63,8 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Routing", routingTests},
 		{"ReturnedEqualsStored", returnedTests},
 		{"Audit", auditTests},
+		{"Policy", policyTests},
+		{"Grant", grantTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

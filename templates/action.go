@@ -2,6 +2,7 @@ package templates
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -45,6 +46,38 @@ type ActionView struct {
 	// Revision is set on an attempt that follows a change request: the
 	// note that asked for it and this payload against the earlier one.
 	Revision *RevisionView
+	// Decider is set when a policy rule or a grant decided the action at
+	// its submission (or a human rule sent it to a person).
+	Decider *DeciderView
+	// Grant offers "Approve and allow similar" when the tool takes grants.
+	Grant *GrantOffer
+}
+
+// DeciderView is what decided an action at its submission, from the
+// events that recorded it.
+type DeciderView struct {
+	// Rule, Expression and Decision of a policy rule; Note a rejection's.
+	Rule, Expression, Decision, Note string
+	// GrantID and GrantedBy of a grant.
+	GrantID, GrantedBy string
+}
+
+// GrantOffer is the "Approve and allow similar" form.
+type GrantOffer struct {
+	// Durations are the choices of grant_for, up to the tool's grants.max.
+	Durations []string
+	// MaxUses is the tool's grants.max_uses (0: no limit).
+	MaxUses int
+	// Fields are the payload's fields a grant may hold fixed.
+	Fields []Field
+	Agent  string // the action's agent
+}
+
+// GrantForm keeps what was chosen when a grant is refused.
+type GrantForm struct {
+	For, Uses, Agent string
+	Fields           []string
+	Error            string
 }
 
 // QuorumView is the approval rule of an action as it stands.
@@ -86,6 +119,7 @@ type DecisionForm struct {
 	RejectError   string
 	ChangesNote   string
 	ChangesError  string
+	Grant         GrantForm
 }
 
 // EventView is one entry of the timeline.
@@ -127,6 +161,9 @@ func upstreamArguments(v ActionView) string {
 
 func actionURL(id string) string { return "/actions/" + id }
 
+// grantsURL links a grant on the grants page.
+func grantsURL(id string) string { return "/grants#grant-" + id }
+
 // decisionSentence says who decided an action and when: "by user:a@b at
 // 2026-01-02 15:04:05 UTC".
 func decisionSentence(a *queue.Action) string {
@@ -135,4 +172,11 @@ func decisionSentence(a *queue.Action) string {
 		s += ": " + *a.DecisionNote
 	}
 	return s
+}
+
+func maxUses(n int) string {
+	if n <= 0 {
+		return ""
+	}
+	return strconv.Itoa(n)
 }

@@ -191,6 +191,9 @@ func warningText(w string) string {
 	case queue.WarningInvisibleCharacters:
 		return "invisible characters"
 	}
+	if rule, ok := strings.CutPrefix(w, queue.WarningPolicyError+":"); ok {
+		return "policy rule " + rule + " failed"
+	}
 	return strings.ReplaceAll(w, "_", " ")
 }
 
@@ -202,6 +205,9 @@ func warningHelp(w string) string {
 		return "The intent key looks like a request id or timestamp: another agent with the same objective would not derive it, so a retry may not be recognised."
 	case queue.WarningInvisibleCharacters:
 		return "The payload holds invisible characters (bidirectional controls, zero-width or format characters, tag characters, variation selectors), which can make text read differently from what is sent; each is marked below as [U+…]."
+	}
+	if rule, ok := strings.CutPrefix(w, queue.WarningPolicyError+":"); ok {
+		return "The expression of policy rule " + rule + " could not be evaluated for this payload (the timeline's submitted event says why), so the rule did not match: a person decides."
 	}
 	return ""
 }

@@ -26,7 +26,7 @@ type Viewer struct {
 type Page struct {
 	Title string
 	// Nav names the current section: queue, search, tickets, overview, audit, tools,
-	// users or tokens.
+	// grants, users or tokens.
 	Nav         string
 	CSRF        string
 	Viewer      *Viewer // nil before login

@@ -1,6 +1,11 @@
 package templates
 
-import "github.com/approvals/approvals/classify"
+import (
+	"strconv"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+)
 
 // ToolsView is the registry.
 type ToolsView struct {
@@ -8,6 +13,25 @@ type ToolsView struct {
 	Hash  string
 	// ShowURLPaths shows URLs whose path is a credential whole (admins).
 	ShowURLPaths bool
+	// Hits are how often each rule decided, by tool and rule.
+	Hits map[string]map[string]queue.PolicyHit
+}
+
+func (v ToolsView) hits(tool, rule string) queue.PolicyHit { return v.Hits[tool][rule] }
+
+func count(n int64) string { return strconv.FormatInt(n, 10) }
+
+// grantsText says whether and how far the tool takes grants.
+func grantsText(t classify.Tool) string {
+	l, err := t.GrantLimits()
+	if err != nil {
+		return "none: " + err.Error()
+	}
+	s := "allowed, for up to " + classify.FormatDuration(l.Max)
+	if l.MaxUses > 0 {
+		s += " and " + strconv.Itoa(l.MaxUses) + " actions each"
+	}
+	return s
 }
 
 func previewNames(t classify.Tool) []string { return sortedKeys(t.Preview) }

@@ -246,6 +246,12 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.StaleTicket("order-" + strings.Repeat("4711", 20))
+	// A grant: its card lists the actions it approved.
+	granting := d.SubmitEmail("grant-"+longID, "Your parcel is late", "Sorry: "+url)
+	if _, err := d.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: granting.ID, By: "user:ann@example.com",
+		Grant: &queue.GrantRequest{For: time.Hour, Fields: []string{"customer_id", "subject"}}}); err != nil {
+		t.Fatal(err)
+	}
 
 	visit(narrowPage{name: "login", open: nav(d.URL + "/login"), ready: "#email"})
 	b.Step("sign in", 30*time.Second, chromedp.SendKeys(chromedp.CSS("#email"), admin), chromedp.SendKeys(chromedp.CSS("#password"), apptest.Password),
@@ -279,6 +285,7 @@ func TestNarrowScreensInBrowser(t *testing.T) {
 	visit(narrowPage{name: "tickets", open: nav(d.URL + "/tickets"), ready: "form.resolve"})
 	visit(narrowPage{name: "audit", open: nav(d.URL + "/audit"), ready: "#kind"})
 	visit(narrowPage{name: "tools", open: nav(d.URL + "/tools"), ready: "#tool-send_customer_email"})
+	visit(narrowPage{name: "grants", open: nav(d.URL + "/grants"), ready: `[data-testid="grant"]`})
 	visit(narrowPage{name: "overview", open: nav(d.URL + "/overview"), ready: `[data-testid="hourly-chart"]`})
 	visit(narrowPage{name: "users", open: nav(d.URL + "/admin/users"), ready: "#new-email"})
 	b.Step("tokens", 20*time.Second, append(nav(d.URL+"/admin/tokens"), chromedp.WaitVisible(chromedp.CSS("#token-name")))...)

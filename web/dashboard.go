@@ -87,6 +87,8 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	decide := d.Allow(accounts.Role.CanDecide, "approve, reject or request changes: approvers and admins do")
 	resolve := d.Allow(accounts.Role.CanResolve, "resolve tickets: ops and admins do")
 	admin := d.Allow(accounts.Role.CanAdminister, "manage users and tokens: admins do")
+	revoke := d.Allow(func(r accounts.Role) bool { return r.CanDecide() || r.CanResolve() },
+		"revoke grants: the approver who granted one, ops and admins do")
 
 	e.GET("/", d.Queue, staff...)
 	e.GET("/events", d.Events, staff...)
@@ -101,6 +103,10 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.GET("/audit", d.AuditList, staff...)
 	e.GET("/overview", d.ShowOverview, staff...)
 	e.GET("/tools", d.ToolsList, staff...)
+	e.GET("/grants", d.GrantList, staff...)
+	// Ops and admins revoke any grant, an approver only their own (the
+	// handler checks which).
+	e.POST("/grants/:id/revoke", d.RevokeGrant, with(revoke)...)
 	e.GET("/admin/users", d.Users, with(admin)...)
 	e.POST("/admin/users", d.CreateUser, with(admin)...)
 	e.POST("/admin/users/:id/role", d.ChangeUserRole, with(admin)...)

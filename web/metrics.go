@@ -19,6 +19,7 @@ type Metrics struct {
 	submissions   *prometheus.CounterVec
 	Deliveries    *prometheus.CounterVec
 	notifications *prometheus.CounterVec
+	policy        *prometheus.CounterVec
 }
 
 // Counts is where the metrics read actions by state and open tickets at
@@ -63,7 +64,11 @@ func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 		Name: "approvals_notifications_total",
 		Help: "Notification attempts by channel kind (slack, email, webhook) and outcome (delivered, retry, failed: given up).",
 	}, []string{"channel", "outcome"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, sc,
+	m.policy = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_policy_decisions_total",
+		Help: "Decisions made at submission, by tool, policy rule and decision (approve, reject, human), and the approvals of grants (rule \"\", decision grant).",
+	}, []string{"tool", "rule", "decision"})
+	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, m.policy, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -71,6 +76,12 @@ func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 // OnSubmit counts one submission; pass it as queue.Options.OnSubmit.
 func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
 	m.submissions.WithLabelValues(string(class), outcome).Inc()
+}
+
+// OnPolicy counts one decision made at submission; pass it as
+// queue.Options.OnPolicy.
+func (m *Metrics) OnPolicy(tool, rule, decision string) {
+	m.policy.WithLabelValues(tool, rule, decision).Inc()
 }
 
 // OnNotification counts one notification attempt; pass it as

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/labstack/echo/v4"
 
@@ -260,6 +261,29 @@ func dashRoutes() []dashRoute {
 		}, http.StatusOK, allStaff},
 		{"audit", "GET /audit", http.MethodGet, fixed("/audit"), http.StatusOK, allStaff},
 		{"tools", "GET /tools", http.MethodGet, fixed("/tools"), http.StatusOK, allStaff},
+		{"grants", "GET /grants", http.MethodGet, fixed("/grants"), http.StatusOK, allStaff},
+		// Another approver's grant: only ops and admins revoke it (its
+		// granting user may too: TestApproveAndAllowSimilar). It holds
+		// its customer fixed, so it approves none of the other routes'
+		// actions.
+		{"grant revoke", "POST /grants/:id/revoke", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			id := pending(d, n)
+			if _, err := d.Service.Decide(context.Background(), queue.DecideRequest{ID: id, To: queue.StateApproved,
+				By: "user:granter@example.com", Grant: &queue.GrantRequest{For: time.Hour, Fields: []string{"customer_id"}}}); err != nil {
+				d.T.Fatal(err)
+			}
+			grants, err := d.Store.GrantList(context.Background(), queue.GrantListParams{Limit: 1000})
+			if err != nil {
+				d.T.Fatal(err)
+			}
+			for _, g := range grants {
+				if g.ActionID == id {
+					return "/grants/" + g.ID + "/revoke", nil
+				}
+			}
+			d.T.Fatalf("no grant of %s among %d", id, len(grants))
+			return "", nil
+		}, http.StatusSeeOther, resolvers},
 		{"tickets", "GET /tickets", http.MethodGet, fixed("/tickets"), http.StatusOK, allStaff},
 		{"overview", "GET /overview", http.MethodGet, fixed("/overview"), http.StatusOK, allStaff},
 		{"request changes", "POST /actions/:id/request-changes", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {

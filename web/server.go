@@ -162,7 +162,7 @@ func (s *Server) routes(e *echo.Echo) error {
 	// Each route names the query parameters it reads; any other is refused
 	// after the token is checked (handlers.OnlyQuery).
 	none := handlers.OnlyQuery()
-	api.POST("/actions", s.api.Submit, hot, none)
+	api.POST("/actions", s.api.Submit, hot, handlers.OnlyQuery("dry_run"))
 	api.GET("/actions", s.api.ListActions, auth, handlers.OnlyQuery("intent_key", "state", "tool", "limit", "cursor"))
 	api.GET("/actions/:id", s.api.GetAction, auth, handlers.OnlyQuery("wait", "state"))
 	api.POST("/actions/:id/execute", s.api.Execute, hot, none)

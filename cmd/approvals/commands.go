@@ -248,6 +248,11 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			reason += "; unavailable: " + t.Unavailable
 		}
 		fmt.Fprintf(stdout, "%-28s %-14s %s\n", t.Name, t.Class, reason)
+		if t.HasPolicy() {
+			for _, r := range t.Approval.Policy {
+				fmt.Fprintf(stdout, "    rule %s: %s when %s\n", r.Name, r.Decide, r.When)
+			}
+		}
 	}
 	return nil
 }

@@ -31,6 +31,10 @@ commands:
                               write the sealed events as JSON Lines with a signed checkpoint
   audit verify [FILE --public-key KEY [--after PREVIOUS_EXPORT]]
                               check the audit chain in the database, or an export offline
+  policy test [--since 720h] FILE
+                              try the file's policy rules on the stored submissions of the
+                              window: what each rule would have decided, and where people
+                              decided otherwise; writes nothing
   hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
                               APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
@@ -67,6 +71,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = tokenCmd(ctx, args, stdout)
 	case "tools":
 		err = toolsCmd(ctx, args, stdout)
+	case "policy":
+		err = policyCmd(ctx, args, stdout)
 	case "hook":
 		err = hookCmd(ctx, args, stdin, stdout)
 	case "telegram":

@@ -42,7 +42,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		n.ByKind[classify.KindEmail] = maintenance.ChannelNotifier[*gomail.Msg](classify.KindEmail, e, st, nil)
 	}
 	if ch.slackConfigured() {
-		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL})
+		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Tools: svc.Registry})
 		if err != nil {
 			return n, err
 		}

@@ -155,7 +155,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	}
 	metrics := web.NewMetrics(st, mopts...)
 	stopping := make(chan struct{})
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, Done: stopping,
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnPolicy: metrics.OnPolicy, Done: stopping,
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
 		MaxUpstreamCalls: opts.MaxUpstreamCalls,
 		// The accounts tell the rules of deciding who is in which IdP group.

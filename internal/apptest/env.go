@@ -311,3 +311,55 @@ func SealAll(t testing.TB, st audit.Store) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// PolicyTools are the tools of the policy and grant tests: the contract's
+// example of section 13 (send_customer_email with three rules and grants of
+// at most 8h and 100 uses, issue_refund exactly-once with two), a tool
+// without grants, one that needs two approvals, and an at-least-once one.
+// The webhook channel ops-events hears of send_customer_email's events.
+const PolicyTools = `
+groups:
+  support-leads: [ann@example.com, bob@example.com]
+  account-managers: [cy@example.com]
+  finance: [fin@example.com]
+channels:
+  ops-events: { webhook: "http://127.0.0.1:9/events", secret: channel-secret-1 }
+tools:
+  send_customer_email:
+    intent: "email:{customer_id}:{topic}"
+    approval:
+      approvers: [support-leads]
+      notify: [ops-events]
+      policy:
+        - name: internal-recipient
+          when: 'payload.to.endsWith("@example.com")'
+          decide: approve
+        - name: legal-topics
+          when: 'payload.topic in ["legal", "lawsuit"]'
+          decide: reject
+          note: "Legal topics go through the legal team."
+        - name: vip-two-people
+          when: 'payload.customer_id.startsWith("vip-")'
+          decide: human
+          required: 2
+          approvers: [support-leads, account-managers]
+      grants: { max: 8h, max_uses: 100 }
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    approval:
+      policy:
+        - { name: large-refund, when: 'double(payload.amount) > 500.0', decide: human, approvers: [finance] }
+        - { name: no-crypto, when: 'payload.currency == "BTC"', decide: reject, note: "No refunds in BTC." }
+  post_update:
+    intent: "post:{topic}"
+    approval:
+      grants: false
+  quorum_mail:
+    intent: "quorum:{id}"
+    approval:
+      required: 2
+      approvers: [support-leads]
+  invalidate_cache:
+    annotations: { idempotentHint: true }
+`

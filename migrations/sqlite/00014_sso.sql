@@ -45,6 +45,8 @@ CREATE INDEX events_kind ON events (kind, id);
 CREATE INDEX events_fan_out ON events (id) WHERE fanned_out = 0 AND kind IN ('submitted', 'approved',
     'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened',
     'reminder', 'escalated');
+-- 00013's index of policy decisions (the tools page's hit counts).
+CREATE INDEX events_policy ON events (at, actor) WHERE channel = 'policy';
 
 -- +goose Down
 -- Staff events go (they have no action to belong to), then the same
@@ -73,6 +75,8 @@ CREATE INDEX events_kind ON events (kind, id);
 CREATE INDEX events_fan_out ON events (id) WHERE fanned_out = 0 AND kind IN ('submitted', 'approved',
     'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened',
     'reminder', 'escalated');
+-- 00013's index of policy decisions (the tools page's hit counts).
+CREATE INDEX events_policy ON events (at, actor) WHERE channel = 'policy';
 DROP TABLE sso_states;
 ALTER TABLE users DROP COLUMN sso_denied_at;
 ALTER TABLE users DROP COLUMN idp_synced_at;

@@ -9,7 +9,8 @@
 {{.}}.id::text, {{.}}.tool, {{.}}.class, {{.}}.intent_key, {{.}}.attempt, {{.}}.state, {{.}}.payload,
     {{.}}.approved_payload, {{.}}.result, {{.}}.error, {{.}}.requested_by, {{.}}.channel, {{.}}.decided_by,
     {{.}}.decision_note, {{.}}.created_at, {{.}}.decided_at, {{.}}.claimed_at, {{.}}.claimed_by,
-    {{.}}.finished_at, {{.}}.expires_at, {{.}}.spec, {{.}}.warnings, {{.}}.approvals, {{.}}.escalated_at
+    {{.}}.finished_at, {{.}}.expires_at, {{.}}.spec, {{.}}.warnings, {{.}}.approvals, {{.}}.escalated_at,
+    {{.}}.grant_id::text
 
 -- fragment: ticketColumns
 t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note

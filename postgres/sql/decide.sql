@@ -31,3 +31,13 @@ WHERE id = $1 AND state = 'pending';
 -- decideEventSQL appends the decision's event.
 INSERT INTO events (action_id, kind, actor, channel, at, data)
 VALUES ($1, $2, $3, $4, $5, $6::json);
+
+-- name: decideGrantSQL
+-- decideGrantSQL creates the grant an approval asked for and records its
+-- event, in the approval's transaction.
+WITH g AS (
+    INSERT INTO grants (id, tool, agent, fields, granted_by, action_id, created_at, expires_at, max_uses)
+    VALUES ($1, $2, $3, $4::jsonb, $5, $6, $7, $8, $9)
+)
+INSERT INTO events (action_id, kind, actor, channel, at, data)
+VALUES ($6, $10, $5, $11, $7, $12::json);

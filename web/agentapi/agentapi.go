@@ -85,6 +85,32 @@ type ToolView struct {
 	Unavailable  string               `json:"unavailable,omitempty"`
 	Annotations  classify.Annotations `json:"annotations"`
 	Schema       json.RawMessage      `json:"schema"`
+	// Policy is the tool's rules, so an agent can know in advance what
+	// will wait for a person.
+	Policy []RuleView `json:"policy"`
+}
+
+// RuleView is one policy rule as agents see it.
+type RuleView struct {
+	Name       string            `json:"name"`
+	Expression string            `json:"expression"`
+	Decision   classify.Decision `json:"decision"`
+	Note       string            `json:"note,omitempty"`
+	Required   int               `json:"required,omitempty"`
+	Approvers  []string          `json:"approvers,omitempty"`
+}
+
+// RuleViews lists the tool's policy rules, in order ([] without any).
+func RuleViews(t classify.Tool) []RuleView {
+	out := []RuleView{}
+	if !t.HasPolicy() {
+		return out
+	}
+	for _, r := range t.Approval.Policy {
+		out = append(out, RuleView{Name: r.Name, Expression: r.When, Decision: r.Decide, Note: r.Note,
+			Required: r.Required, Approvers: r.Approvers})
+	}
+	return out
 }
 
 // ToolViews describes the registry for agents.
@@ -95,7 +121,7 @@ func ToolViews(reg *classify.Registry) []ToolView {
 		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
 			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
 			Annotations: t.Annotations, Schema: t.Schema,
-			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable}
+			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable, Policy: RuleViews(t)}
 		if v.Schema == nil {
 			v.Schema = json.RawMessage("null")
 		}

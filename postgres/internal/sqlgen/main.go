@@ -8,7 +8,8 @@
 // "-- fragment: name" a piece that statements include; the "--" lines
 // right after either are its comment, the lines up to the next block its
 // text (a final ";" is dropped). In the text, {{name}} includes the
-// fragment name, {{name arg}} includes it with {{.}} replaced by arg, and
+// fragment name, {{name arg}} includes it with {{.}} replaced by arg (so a
+// fragment may include another with its own argument: {{other {{.}}}}), and
 // {{heldStates}} and {{notifyingKinds}} are queue.HeldStates and
 // queue.NotifyingEventKinds as SQL literals.
 package main
@@ -158,11 +159,13 @@ func expand(text string, frags map[string]*block, depth int) (string, error) {
 			failed = fmt.Errorf("no fragment %s", name)
 			return m
 		}
-		body, err := expand(f.text, frags, depth+1)
+		// The argument goes in first, so a fragment may pass it on:
+		// {{other {{.}}}}.
+		body, err := expand(strings.ReplaceAll(f.text, "{{.}}", arg), frags, depth+1)
 		if err != nil {
 			failed = err
 		}
-		return strings.ReplaceAll(body, "{{.}}", arg)
+		return body
 	})
 	return text, failed
 }

@@ -17,7 +17,8 @@ from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedE
                      IntentKeyReusedError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
                      MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
                      OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
-                     TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError, UpstreamUnavailableError)
+                     TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
+                     UpstreamUnavailableError)
 from .guard import guard
 
 __all__ = [

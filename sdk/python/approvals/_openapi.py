@@ -31,7 +31,7 @@ Action = TypedDict(
         "finished_at": Optional[str],
         "expires_at": Optional[str],
         "ticket": Optional['Ticket'],
-        "warnings": List[Literal["intent_key_looks_random", "tool_not_registered", "invisible_characters"]],
+        "warnings": List[Union[Literal["intent_key_looks_random", "tool_not_registered", "invisible_characters"], str]],
         "approvals_required": int,
         "approvals": List[Dict[str, Any]],
         "edited_fields": Optional[List[str]],
@@ -84,10 +84,23 @@ Tool = TypedDict(
         "unavailable": str,
         "annotations": Dict[str, Any],
         "schema": Any,
+        "policy": List[Dict[str, Any]],
     },
     total=False,
 )
-TOOL_FIELDS = ("name", "class", "reason", "description", "intent", "check", "guidance", "webhook", "upstream", "upstream_tool", "unavailable", "annotations", "schema",)
+TOOL_FIELDS = ("name", "class", "reason", "description", "intent", "check", "guidance", "webhook", "upstream", "upstream_tool", "unavailable", "annotations", "schema", "policy",)
+
+DryRunResult = TypedDict(
+    'DryRunResult',
+    {
+        "outcome": Literal["approve", "reject", "human", "claim", "record", "replay", "in_progress", "conflict"],
+        "action": 'Action',
+        "rule": str,
+        "grant": str,
+    },
+    total=False,
+)
+DRY_RUN_RESULT_FIELDS = ("outcome", "action", "rule", "grant",)
 
 PROBLEM_CODES = ("invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls",)
 

@@ -83,7 +83,7 @@ class TooManyWaitersError(ApprovalsError):
 
 
 class TooManyUpstreamCallsError(ApprovalsError):
-    pass
+    """The server is making as many upstream calls as it may; nothing was done."""
 
 
 ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {

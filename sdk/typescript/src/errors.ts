@@ -50,6 +50,7 @@ export class UnavailableError extends ApprovalsError {}
 export class UpstreamUnavailableError extends ApprovalsError {}
 export class MethodNotAllowedError extends ApprovalsError {}
 export class TooManyWaitersError extends ApprovalsError {}
+/** The server is making as many upstream calls as it may; nothing was done (429, Retry-After). */
 export class TooManyUpstreamCallsError extends ApprovalsError {}
 
 // Every code the OpenAPI document lists must have its class: when the

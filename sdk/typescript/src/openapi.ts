@@ -20,9 +20,9 @@ export interface Action {
   /** Why a failed action did not happen (for an upstream call, the tool's own text), else null. */
   "error": string | null;
   "requested_by": string;
-  /** user:EMAIL for approve, reject and request changes, agent:NAME for cancel, system for expiry. */
+  /** user:EMAIL for approve, reject and request changes, policy:NAME when a policy rule approved or rejected it at submission, grant:ID when a grant approved it (the granting user is in approvals), agent:NAME for cancel, system for expiry. */
   "decided_by": string | null;
-  /** The reason of a rejection, or what to change when the state is changes_requested. */
+  /** The reason of a rejection (a rule's note for policy:NAME), what to change when the state is changes_requested, a rule's name and expression when it approved, or the grant and its granting user. */
   "decision_note": string | null;
   "created_at": string;
   "decided_at": string | null;
@@ -31,12 +31,12 @@ export interface Action {
   /** Pending: when the approval offer lapses. Approved: approval time plus expires_after. */
   "expires_at": string | null;
   "ticket": null | Ticket;
-  "warnings": Array<"intent_key_looks_random" | "tool_not_registered" | "invisible_characters">;
+  "warnings": Array<"intent_key_looks_random" | "tool_not_registered" | "invisible_characters" | string>;
   /** Distinct approvals the tool's approval rule needs (1 without one). */
   "approvals_required": number;
-  /** The approvals given so far, oldest first; the one that completed the quorum decided. */
+  /** The approvals given so far, oldest first; the one that completed the quorum decided. An action a policy rule approved carries the rule (by policy:NAME), one a grant approved the granting user. */
   "approvals": Array<{
-    /** user:EMAIL */
+    /** user:EMAIL, or policy:NAME for a rule's approval */
     "by": string;
     "at": string;
     "note": string;
@@ -89,6 +89,19 @@ export interface Tool {
   };
   /** The payload's JSON Schema, or null. */
   "schema": unknown;
+  /** The tool's policy rules in order; the first whose expression (CEL) holds for a submission decides. Empty without a policy. */
+  "policy": Array<{
+    "name": string;
+    /** CEL over payload, tool, agent, intent_key, attempt and now. */
+    "expression": string;
+    "decision": "approve" | "reject" | "human";
+    /** What a rejection tells the agent. */
+    "note"?: string;
+    /** A human rule's distinct approvals. */
+    "required"?: number;
+    /** A human rule's approver groups. */
+    "approvers"?: string[];
+  }>;
 }
 
 /** Where an action is in its life. An at-least-once action is recorded, or done or failed when executed through an upstream MCP server; only at-least-once actions are recorded. */
@@ -100,10 +113,28 @@ export type Class = "exactly-once" | "at-least-once" | "at-most-once";
 
 export const ClassValues = ["exactly-once","at-least-once","at-most-once"] as const;
 
+/** What a submission would do (POST /api/v1/actions?dry_run=true); nothing was written. */
+export interface DryRunResult {
+  /** approve: a rule or a grant would approve it at once (rule or grant names which); reject: a rule would reject it (rule); human: a person would decide (rule: the human rule, if one matched); claim: an exactly-once claim would be taken; record: at-least-once, recorded; replay, in_progress, conflict: the intent is held (action) with this tool and payload, by an exactly-once claim mid-flight, or with another tool or payload. */
+  "outcome": "approve" | "reject" | "human" | "claim" | "record" | "replay" | "in_progress" | "conflict";
+  /** The held action for replay, in_progress and conflict; otherwise the action the submission would create, with an empty id (nothing is stored). */
+  "action": Action;
+  /** The policy rule behind approve, reject or human. */
+  "rule"?: string;
+  /** The grant behind approve. */
+  "grant"?: string;
+}
+
 /** The problem codes the API documents. */
 export type ProblemCode = Problem['code'];
 
 export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls"] as const;
+
+/** Query parameters of POST /api/v1/actions. */
+export interface SubmitQuery {
+  /** true: run the submission's checks and answer 200 with what it would do (DryRunResult), writing nothing (no action, no event, no replay record); its errors are a submission's. false or absent: a submission. */
+  "dry_run"?: boolean;
+}
 
 /** Request body of POST /api/v1/actions. */
 export type SubmitBody = {
@@ -111,6 +142,9 @@ export type SubmitBody = {
   "payload": Record<string, unknown>;
   "intent_key"?: string;
 };
+
+/** 200 answer of POST /api/v1/actions. */
+export type SubmitResponse = Action | DryRunResult;
 
 /** Query parameters of GET /api/v1/actions. */
 export interface ListActionsQuery {

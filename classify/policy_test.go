@@ -1,0 +1,351 @@
+package classify
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// policyTool parses a tools file with one tool whose policy is rules (YAML
+// list items) and returns that tool.
+func policyTool(t *testing.T, class string, rules ...string) Tool {
+	t.Helper()
+	src := "groups:\n  finance: [fin@example.com, fay@example.com]\ntools:\n  t:\n    class: " + class + "\n    approval:\n      policy:\n"
+	for _, r := range rules {
+		src += "        - " + r + "\n"
+	}
+	reg, err := Parse([]byte(src), Options{})
+	if err != nil {
+		t.Fatalf("parse:\n%s\n%v", src, err)
+	}
+	tool, _ := reg.Lookup("t")
+	return tool
+}
+
+func decode(t *testing.T, s string) map[string]any {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(s))
+	dec.UseNumber()
+	var m map[string]any
+	if err := dec.Decode(&m); err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+var policyNow = time.Date(2031, 3, 14, 9, 26, 53, 0, time.UTC)
+
+func input(t *testing.T, payload string) PolicyInput {
+	return PolicyInput{Payload: decode(t, payload), Tool: "t", Agent: "support-bot", IntentKey: "email:c-1:welcome",
+		Attempt: 3, Now: policyNow}
+}
+
+// Every variable of the environment, and the string extensions, evaluate
+// as the contract says; each expression is checked both ways.
+func TestPolicyVariables(t *testing.T) {
+	t.Parallel()
+	const payload = `{"to":"Ada@Example.com","amount":600,"price":12.5,"vip":true,"tags":["a","b"],"customer":{"id":"vip-7"},"big":123456789012345678901234567890}`
+	for _, tc := range []struct{ yes, no string }{
+		{`payload.to == "Ada@Example.com"`, `payload.to == "ada@example.com"`},
+		{`payload.amount > 500`, `payload.amount > 600`},
+		{`double(payload.amount) > 500.0`, `double(payload.amount) > 600.0`},
+		{`payload.amount == 600.0`, `payload.amount == 600.5`},
+		{`payload.price < 13`, `payload.price < 12`},
+		{`payload.vip == true`, `payload.vip == false`},
+		{`"b" in payload.tags`, `"c" in payload.tags`},
+		{`payload.customer.id.startsWith("vip-")`, `payload.customer.id.startsWith("std-")`},
+		{`has(payload.customer)`, `has(payload.missing)`},
+		{`payload.big > 1e29`, `payload.big < 1e29`},
+		{`tool == "t"`, `tool == "u"`},
+		{`agent == "support-bot"`, `agent.startsWith("other")`},
+		{`intent_key.startsWith("email:")`, `intent_key == "email:c-2:welcome"`},
+		{`attempt == 3`, `attempt > 3`},
+		{`now > timestamp("2031-01-01T00:00:00Z")`, `now < timestamp("2031-01-01T00:00:00Z")`},
+		{`now.getHours() == 9`, `now.getDayOfWeek() == 0`},
+		// ext.Strings()
+		{`payload.to.lowerAscii().endsWith("@example.com")`, `payload.to.endsWith("@example.com")`},
+		{`payload.to.split("@")[1] == "Example.com"`, `payload.to.split("@").size() == 3`},
+		{`payload.to.indexOf("@") == 3`, `payload.to.contains("example")`},
+		{`payload.to.replace("Ada", "Bob") == "Bob@Example.com"`, `payload.to.upperAscii() == payload.to`},
+		{`payload.to.substring(0, 3) == "Ada"`, `payload.to.trim() != payload.to`},
+		{`["x", "y"].join("-") == "x-y"`, `"%s".format(["a"]) == "b"`},
+	} {
+		tool := policyTool(t, "at-most-once",
+			fmt.Sprintf("{ name: yes, when: %q, decide: approve }", tc.yes))
+		if v := tool.Evaluate(input(t, payload)); v.Rule == nil || len(v.Errors) > 0 {
+			t.Errorf("%s: %+v, want a match", tc.yes, v)
+		}
+		tool = policyTool(t, "at-most-once",
+			fmt.Sprintf("{ name: no, when: %q, decide: approve }", tc.no))
+		if v := tool.Evaluate(input(t, payload)); v.Rule != nil || len(v.Errors) > 0 {
+			t.Errorf("%s: %+v, want no match and no error", tc.no, v)
+		}
+	}
+}
+
+// The first rule that matches decides, in the file's order.
+func TestPolicyFirstMatchDecides(t *testing.T) {
+	t.Parallel()
+	tool := policyTool(t, "at-most-once",
+		`{ name: a, when: 'payload.n > 10', decide: reject, note: "too many" }`,
+		`{ name: b, when: 'payload.n > 5', decide: human, required: 2, approvers: [finance] }`,
+		`{ name: c, when: 'true', decide: approve }`)
+	for n, want := range map[int]string{11: "a", 6: "b", 1: "c"} {
+		v := tool.Evaluate(input(t, fmt.Sprintf(`{"n":%d}`, n)))
+		if v.Rule == nil || v.Rule.Name != want {
+			t.Errorf("n=%d: %+v, want rule %s", n, v.Rule, want)
+		}
+	}
+	b := tool.Approval.Policy[1]
+	if b.Decide != DecideHuman || b.Required != 2 || strings.Join(b.ApproverEmails, ",") != "fay@example.com,fin@example.com" {
+		t.Errorf("human rule: %+v", b)
+	}
+	under := tool.Approval.UnderRule(&b)
+	if under.Rule != "b" || under.Required != 2 || under.Decision != DecideHuman || !under.MayDecide(Person{Email: "fin@example.com"}, false) || under.MayDecide(Person{Email: "x@example.com"}, false) {
+		t.Errorf("the approval under rule b: %+v", under)
+	}
+}
+
+// A human rule's approvers may name an identity provider group ("idp:"):
+// its members decide what the rule sends to a person, as of their last
+// sign-in, and a required count the tools file cannot check is not refused.
+func TestPolicyHumanRuleWithIdPGroup(t *testing.T) {
+	t.Parallel()
+	src := `groups:
+  finance: [fin@example.com, "idp:finance-team"]
+tools:
+  t:
+    class: at-most-once
+    approval:
+      policy:
+        - { name: big, when: 'payload.n > 5', decide: human, required: 3, approvers: [finance] }
+`
+	reg, err := Parse([]byte(src), Options{})
+	if err != nil {
+		t.Fatalf("a required count over an IdP group was refused: %v", err)
+	}
+	tool, _ := reg.Lookup("t")
+	r := tool.Approval.Policy[0]
+	if strings.Join(r.ApproverEmails, ",") != "fin@example.com" || strings.Join(r.ApproverIdPGroups, ",") != "finance-team" {
+		t.Fatalf("the rule's approvers: emails %v, IdP groups %v", r.ApproverEmails, r.ApproverIdPGroups)
+	}
+	under := tool.Approval.UnderRule(&r)
+	for _, tc := range []struct {
+		p    Person
+		want bool
+	}{
+		{Person{Email: "fin@example.com"}, true},
+		{Person{Email: "zoe@example.com", IdPGroups: []string{"staff", "finance-team"}}, true},
+		{Person{Email: "yan@example.com", IdPGroups: []string{"staff"}}, false},
+	} {
+		if got := under.MayDecide(tc.p, false); got != tc.want {
+			t.Errorf("MayDecide(%+v) = %v, want %v", tc.p, got, tc.want)
+		}
+	}
+	// Without an IdP group the count is checked, as for the tool's own approvers.
+	if _, err := Parse([]byte(strings.Replace(src, `, "idp:finance-team"`, "", 1)), Options{}); err == nil ||
+		!strings.Contains(err.Error(), "3 approvals need 3 different people") {
+		t.Fatalf("required 3 of one person: %v", err)
+	}
+}
+
+// An evaluation error (a missing field, a wrong type) is no match, reported
+// with the rule's name; later rules still run. The cost limit is one.
+func TestPolicyRuntimeErrorsNeverMatch(t *testing.T) {
+	t.Parallel()
+	items := make([]string, 3000)
+	for i := range items {
+		items[i] = fmt.Sprint(i)
+	}
+	list, _ := json.Marshal(items)
+	tool := policyTool(t, "at-most-once",
+		`{ name: missing, when: 'payload.amount > 5', decide: approve }`,
+		`{ name: wrong-type, when: 'payload.to.endsWith("@example.com")', decide: approve }`,
+		`{ name: costly, when: 'payload.items.all(x, payload.items.all(y, x == y || x != y))', decide: approve }`,
+		`{ name: fallback, when: 'payload.n == 1', decide: human }`)
+	v := tool.Evaluate(input(t, `{"to":7,"n":1,"items":`+string(list)+`}`))
+	if v.Rule == nil || v.Rule.Name != "fallback" {
+		t.Fatalf("rule %+v, want fallback", v.Rule)
+	}
+	if len(v.Errors) != 3 {
+		t.Fatalf("errors %+v, want missing, wrong-type and costly", v.Errors)
+	}
+	for i, want := range []struct{ rule, text string }{
+		{"missing", "no such key: amount"}, {"wrong-type", "no such overload"}, {"costly", "cost limit exceeded"},
+	} {
+		if v.Errors[i].Rule != want.rule || !strings.Contains(v.Errors[i].Error, want.text) {
+			t.Errorf("error %d: %+v, want rule %s saying %q", i, v.Errors[i], want.rule, want.text)
+		}
+	}
+	// A small list stays well under the limit.
+	v = tool.Evaluate(input(t, `{"to":7,"n":1,"items":["a","b"]}`))
+	if v.Rule == nil || v.Rule.Name != "costly" {
+		t.Fatalf("small list: %+v, want costly to match", v)
+	}
+}
+
+// Expressions that do not compile or type-check, or are not boolean, fail
+// the file naming the tool, the rule and the position.
+func TestPolicyLoadErrors(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rule string
+		want []string
+	}{
+		{`{ name: syntax, when: 'payload.x +', decide: approve }`, []string{`rule "syntax"`, `approval.policy[0].when`, "column 12", "Syntax error"}},
+		{`{ name: typo, when: 'paylod.x == 1', decide: approve }`, []string{`rule "typo"`, "column 1", "undeclared reference to 'paylod'"}},
+		{`{ name: overload, when: 'attempt.startsWith("1")', decide: approve }`, []string{`rule "overload"`, "column 19", "found no matching overload"}},
+		{`{ name: strcmp, when: 'tool == 1', decide: approve }`, []string{`rule "strcmp"`, "column 6", "no matching overload"}},
+		{`{ name: int, when: '1 + 1', decide: approve }`, []string{`rule "int"`, "is int, not a bool"}},
+		{`{ name: dyn, when: 'payload.vip', decide: approve }`, []string{`rule "dyn"`, "is dyn, not a bool", "payload.vip == true"}},
+		{"{ name: multi, when: \"tool == 't' &&\\n  payload.x ==\", decide: approve }", []string{`rule "multi"`, "line 2, column", "of the expression"}},
+		{`{ name: noteless, when: 'true', decide: reject }`, []string{`rule "noteless"`, "needs a note"}},
+		{`{ name: odd, when: 'true', decide: maybe }`, []string{`rule "odd"`, `"maybe" is not a decision`}},
+		{`{ name: crowd, when: 'true', required: 3, approvers: [finance] }`, []string{`rule "crowd"`, "3 approvals need 3 different people"}},
+		{`{ name: ghosts, when: 'true', approvers: [nobody] }`, []string{`rule "ghosts"`, `unknown group "nobody"`}},
+		{`{ name: approver, when: 'true', decide: approve, required: 2 }`, []string{`rule "approver"`, "belong to a human rule"}},
+		{`{ when: 'true' }`, []string{`approval.policy[0]`, "needs a name"}},
+		{`{ name: "bad name", when: 'true' }`, []string{`rule "bad name"`, "letters, digits"}},
+		{`{ name: nowhen }`, []string{`rule "nowhen"`, "needs when"}},
+		{`{ name: x, when: 'true', typo: 1 }`, []string{`unknown key "typo"`}},
+	} {
+		src := "groups:\n  finance: [fin@example.com, fay@example.com]\ntools:\n  mail:\n    approval:\n      policy:\n        - " + tc.rule + "\n"
+		_, err := Parse([]byte(src), Options{})
+		if err == nil {
+			t.Errorf("%s: accepted", tc.rule)
+			continue
+		}
+		for _, w := range append([]string{`tool "mail"`}, tc.want...) {
+			if !strings.Contains(err.Error(), w) {
+				t.Errorf("%s: error %q does not say %q", tc.rule, err, w)
+			}
+		}
+	}
+}
+
+func TestPolicyFileRules(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, src string
+		want      string
+	}{
+		{"at-least-once takes none", "tools:\n  t:\n    class: at-least-once\n    approval:\n      policy:\n        - { name: a, when: 'true' }\n", "not allowed on at-least-once tools"},
+		{"twice", "tools:\n  t:\n    approval:\n      policy:\n        - { name: a, when: 'true' }\n        - { name: a, when: 'false' }\n", "used twice"},
+		{"not a list", "tools:\n  t:\n    approval:\n      policy: { name: a }\n", "must be a list of rules"},
+		{"grants on exactly-once", "tools:\n  t:\n    class: exactly-once\n    approval:\n      grants: { max: 1h }\n", "grants approve at-most-once actions only"},
+		{"grants max", "tools:\n  t:\n    approval:\n      grants: { max: forever }\n", `"approval.grants.max"`},
+		{"grants uses", "tools:\n  t:\n    approval:\n      grants: { max_uses: 0 }\n", "at least 1"},
+		{"grants yes", "tools:\n  t:\n    approval:\n      grants: yes-please\n", "must be false or a mapping"},
+	} {
+		_, err := Parse([]byte(tc.src), Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.name, err, tc.want)
+		}
+	}
+}
+
+func TestGrantLimits(t *testing.T) {
+	t.Parallel()
+	src := `tools:
+  capped:
+    approval:
+      grants: { max: 8h, max_uses: 100 }
+  plain: {}
+  none:
+    approval:
+      grants: false
+  quorum:
+    approval:
+      required: 2
+  refund:
+    class: exactly-once
+    approval:
+      grants: false
+      policy:
+        - { name: large, when: 'true' }
+`
+	reg, err := Parse([]byte(src), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]struct {
+		max  time.Duration
+		uses int
+		err  string
+	}{
+		"capped": {8 * time.Hour, 100, ""},
+		"plain":  {DefaultGrantMax, 0, ""},
+		"none":   {0, 0, "does not allow grants"},
+		"quorum": {0, 0, "needs 2 approvals"},
+		"refund": {0, 0, "grants approve only at-most-once"},
+	} {
+		tool, _ := reg.Lookup(name)
+		l, err := tool.GrantLimits()
+		switch {
+		case want.err != "":
+			if err == nil || !strings.Contains(err.Error(), want.err) || tool.GrantsApply() {
+				t.Errorf("%s: %v, want a refusal saying %q", name, err, want.err)
+			}
+		case err != nil || l.Max != want.max || l.MaxUses != want.uses || !tool.GrantsApply():
+			t.Errorf("%s: %+v %v, want max %s and %d uses", name, l, err, want.max, want.uses)
+		}
+	}
+	unregistered, _ := reg.Lookup("not-in-the-file")
+	if unregistered.GrantsApply() {
+		t.Error("grants apply to a tool outside the file")
+	}
+}
+
+// The snapshot an action keeps carries no policy: only the rule that
+// decided (json tag "rule"), so that a later change of the file affects new
+// submissions only; the compiled program never leaves the registry.
+func TestPolicyStaysOutOfTheSnapshot(t *testing.T) {
+	t.Parallel()
+	tool := policyTool(t, "exactly-once", `{ name: large, when: 'payload.amount > 5' }`)
+	if !tool.HasPolicy() || tool.PolicyUsesAttempt() {
+		t.Fatalf("has policy %v, uses attempt %v", tool.HasPolicy(), tool.PolicyUsesAttempt())
+	}
+	b, err := json.Marshal(tool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), "payload.amount") {
+		t.Fatalf("the snapshot holds the policy: %s", b)
+	}
+	if retry := policyTool(t, "at-most-once", `{ name: retry, when: 'attempt > 2' }`); !retry.PolicyUsesAttempt() {
+		t.Error("a rule reading attempt is not noticed")
+	}
+}
+
+// Compiling is done once per load; an evaluation of a small rule costs
+// microseconds, which BenchmarkPolicyEvaluate measures.
+func BenchmarkPolicyEvaluate(b *testing.B) {
+	src := `tools:
+  t:
+    approval:
+      policy:
+        - { name: internal, when: 'payload.to.endsWith("@example.com")', decide: approve }
+        - { name: legal, when: 'payload.topic in ["legal", "lawsuit"]', decide: reject, note: "no" }
+        - { name: vip, when: 'payload.customer_id.startsWith("vip-")' }
+`
+	reg, err := Parse([]byte(src), Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	tool, _ := reg.Lookup("t")
+	dec := json.NewDecoder(strings.NewReader(`{"customer_id":"c-42","topic":"welcome","to":"ada@customer.org","subject":"Hi","body":"Hello"}`))
+	dec.UseNumber()
+	var payload map[string]any
+	if err := dec.Decode(&payload); err != nil {
+		b.Fatal(err)
+	}
+	in := PolicyInput{Payload: payload, Tool: "t", Agent: "bot", IntentKey: "k", Attempt: 1, Now: policyNow}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := tool.Evaluate(in); v.Rule != nil {
+			b.Fatal("matched")
+		}
+	}
+}

@@ -1,0 +1,129 @@
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// Grants (sql/grant.sql): a submission uses one within its claim
+// (sql/submit.sql); an approval creates one (decide.go).
+
+func scanGrant(row rowScanner) (*queue.Grant, error) {
+	var (
+		g      queue.Grant
+		fields string
+	)
+	if err := row.Scan(&g.ID, &g.Tool, &g.Agent, &fields, &g.GrantedBy, &g.ActionID, &g.CreatedAt, &g.ExpiresAt,
+		&g.MaxUses, &g.Uses, &g.RevokedAt, &g.RevokedBy); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(fields), &g.Fields); err != nil {
+		return nil, fmt.Errorf("grant %s: stored fields: %w", g.ID, err)
+	}
+	if g.Fields == nil {
+		g.Fields = []queue.GrantField{}
+	}
+	utc(&g.CreatedAt)
+	utc(&g.ExpiresAt)
+	utcp(g.RevokedAt)
+	return &g, nil
+}
+
+func grantNotFound(id string) error {
+	return queue.Errorf(queue.CodeNotFound, "grant %s not found", id)
+}
+
+// GrantGetByID implements queue.Reader.
+func (s *Store) GrantGetByID(ctx context.Context, id string) (*queue.Grant, error) {
+	if !queue.ValidID(id) {
+		return nil, grantNotFound(id)
+	}
+	g, err := scanGrant(s.pool.QueryRow(ctx, grantGetByIDSQL, id))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, grantNotFound(id)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("get grant %s: %w", id, err)
+	}
+	return g, nil
+}
+
+// GrantList implements queue.Reader.
+func (s *Store) GrantList(ctx context.Context, p queue.GrantListParams) ([]*queue.Grant, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, grantListSQL, p.Now, p.Active, limit)
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	list, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*queue.Grant, error) { return scanGrant(row) })
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	return list, nil
+}
+
+// GrantFind implements queue.Reader.
+func (s *Store) GrantFind(ctx context.Context, p queue.GrantFindParams) (*queue.Grant, error) {
+	g, err := scanGrant(s.pool.QueryRow(ctx, grantFindSQL, p.Now, p.Tool, p.RequestedBy, string(p.Payload)))
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("find grant: %w", err)
+	}
+	return g, nil
+}
+
+// GrantRevoke implements queue.Store.
+func (s *Store) GrantRevoke(ctx context.Context, p queue.GrantRevokeParams) (*queue.Grant, error) {
+	if !queue.ValidID(p.ID) {
+		return nil, grantNotFound(p.ID)
+	}
+	var n int
+	if err := s.pool.QueryRow(ctx, grantRevokeSQL, p.ID, p.Now, p.By, p.Event.Kind, p.Event.Channel, jsonArg(p.Event.Data)).Scan(&n); err != nil {
+		return nil, fmt.Errorf("revoke grant %s: %w", p.ID, err)
+	}
+	g, err := s.GrantGetByID(ctx, p.ID)
+	if err != nil {
+		return nil, err
+	}
+	if n == 0 {
+		return g, fmt.Errorf("revoke grant %s: %w", p.ID, queue.ErrStateMismatch)
+	}
+	return g, nil
+}
+
+// PolicyHits implements queue.Reader.
+func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]queue.PolicyHit, error) {
+	rows, err := s.pool.Query(ctx, policyHitsSQL, p.Day, p.Week, len(queue.PolicyActorPrefix)+1)
+	if err != nil {
+		return nil, fmt.Errorf("policy hits: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.PolicyHit, error) {
+		var h queue.PolicyHit
+		err := row.Scan(&h.Tool, &h.Rule, &h.Day, &h.Week)
+		return h, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("policy hits: %w", err)
+	}
+	return out, nil
+}
+
+// insertGrant creates the grant of an approval in its transaction, with its
+// event.
+func insertGrant(ctx context.Context, tx pgx.Tx, g *queue.Grant, ev queue.Event) error {
+	fields, agent, maxUses := g.StoredColumns()
+	_, err := tx.Exec(ctx, decideGrantSQL, g.ID, g.Tool, agent, fields, g.GrantedBy, g.ActionID,
+		g.CreatedAt, g.ExpiresAt, maxUses, ev.Kind, ev.Channel, jsonArg(ev.Data))
+	return err
+}

@@ -1,0 +1,96 @@
+package queue
+
+import (
+	"context"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// Outcomes of a dry run (CONTRACT section 14): what a submission would do.
+const (
+	DryRunApprove    = "approve"     // a rule or a grant would approve it at once
+	DryRunReject     = "reject"      // a rule would reject it
+	DryRunHuman      = "human"       // a person would decide it
+	DryRunClaim      = "claim"       // an exactly-once claim would be taken
+	DryRunRecord     = "record"      // an at-least-once action would be recorded
+	DryRunReplay     = "replay"      // the intent is held with this tool and payload
+	DryRunInProgress = "in_progress" // held by an exactly-once claim mid-flight
+	DryRunConflict   = "conflict"    // held with another tool or payload
+)
+
+// DryRunResult says what a submission would do. Action is the held action
+// for replay, in_progress and conflict, else the action the submission
+// would create, with no id: nothing is stored.
+type DryRunResult struct {
+	Outcome string  `json:"outcome"`
+	Action  *Action `json:"action"`
+	// Rule names the policy rule behind approve, reject or human; Grant the
+	// grant behind approve.
+	Rule  string `json:"rule,omitempty"`
+	Grant string `json:"grant,omitempty"`
+}
+
+// DryRun runs a submission's checks and says what it would do, writing
+// nothing: no action, no event, no replay record. Its errors are those of
+// a submission.
+func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, error) {
+	tool, registered := s.Registry().Lookup(req.Tool)
+	sub, err := s.prepare(ctx, req, tool, registered)
+	if err != nil {
+		return DryRunResult{}, err
+	}
+	a := sub.a
+	held := sub.held
+	if held == nil {
+		if held, err = s.heldAction(ctx, tool, a.IntentKey); err != nil {
+			return DryRunResult{}, err
+		}
+	}
+	if held != nil {
+		switch {
+		case held.Tool != req.Tool || !JSONEqual(held.Payload, req.Payload):
+			return DryRunResult{Outcome: DryRunConflict, Action: held}, nil
+		case held.State == StateInProgress && held.Class == classify.ExactlyOnce:
+			return DryRunResult{Outcome: DryRunInProgress, Action: held}, nil
+		}
+		return DryRunResult{Outcome: DryRunReplay, Action: held}, nil
+	}
+	a.ID = ""
+	if a.Warnings == nil {
+		a.Warnings = []string{} // as a store answers it
+	}
+	rule := a.DecidedByRule()
+	switch a.State {
+	case StateApproved:
+		return DryRunResult{Outcome: DryRunApprove, Action: a, Rule: rule}, nil
+	case StateRejected:
+		return DryRunResult{Outcome: DryRunReject, Action: a, Rule: rule}, nil
+	case StateInProgress:
+		return DryRunResult{Outcome: DryRunClaim, Action: a}, nil
+	case StateRecorded:
+		return DryRunResult{Outcome: DryRunRecord, Action: a}, nil
+	}
+	if sub.grant != nil {
+		g, err := s.store.GrantFind(ctx, GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: a.CreatedAt})
+		switch {
+		case err == nil:
+			GrantApproved(a, g, sub.grant)
+			return DryRunResult{Outcome: DryRunApprove, Action: a, Grant: g.ID}, nil
+		case ErrorCode(err) != CodeNotFound:
+			return DryRunResult{}, err
+		}
+	}
+	return DryRunResult{Outcome: DryRunHuman, Action: a, Rule: rule}, nil
+}
+
+// GrantApproved makes the pending action a the one grant g approves, as a
+// store does within the submission (GrantTry): the state, decided_by, note,
+// approvals and expiry. The SQLite store, which picks the grant in Go,
+// stores what it makes.
+func GrantApproved(a *Action, g *Grant, try *GrantTry) {
+	by, note := GrantActorPrefix+g.ID, GrantNote(g.ID, g.GrantedBy)
+	now, exp := try.Now, try.ExpiresAt
+	a.State, a.GrantID, a.DecidedBy, a.DecidedAt, a.DecisionNote = StateApproved, g.ID, &by, &now, &note
+	a.ApprovedPayload, a.ExpiresAt = a.Payload, &exp
+	a.Approvals = []Approval{GrantApproval(g.ID, g.GrantedBy, now)}
+}

@@ -1,0 +1,272 @@
+package queue
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// Grant is an approver's "this, and the next ones like it": until ExpiresAt
+// (and for at most MaxUses actions, when set), a submission of Tool that no
+// policy rule decided, by Agent (any agent when empty), whose payload has
+// the values of Fields, is approved at once.
+type Grant struct {
+	ID   string `json:"id"`
+	Tool string `json:"tool"`
+	// Agent is the requested_by (agent:NAME) the grant is limited to; ""
+	// for any agent.
+	Agent string `json:"agent"`
+	// Fields are the payload fields whose values a submission must repeat;
+	// none: any payload of the tool.
+	Fields    []GrantField `json:"fields"`
+	GrantedBy string       `json:"granted_by"` // user:EMAIL
+	// ActionID is the action whose approval created the grant; it is not
+	// one of its uses.
+	ActionID  string    `json:"action_id"`
+	CreatedAt time.Time `json:"created_at"`
+	ExpiresAt time.Time `json:"expires_at"`
+	// MaxUses is the most actions it approves (0: no limit); Uses how many
+	// it has approved.
+	MaxUses   int        `json:"max_uses"`
+	Uses      int        `json:"uses"`
+	RevokedAt *time.Time `json:"revoked_at"`
+	RevokedBy *string    `json:"revoked_by"`
+}
+
+// GrantField is one payload field a grant holds fixed: Path is dotted
+// ("customer.id"), Value the granting action's value there, as JSON.
+type GrantField struct {
+	Path  string          `json:"path"`
+	Value json.RawMessage `json:"value"`
+}
+
+// Limits of a grant request.
+const (
+	// MaxGrantFields caps the fields one grant may hold fixed.
+	MaxGrantFields = 20
+	// MinGrantFor is the shortest grant: anything shorter is a typo.
+	MinGrantFor = time.Minute
+)
+
+// Active reports whether the grant may approve an action at now.
+func (g *Grant) Active(now time.Time) bool {
+	return g.RevokedAt == nil && g.ExpiresAt.After(now) && (g.MaxUses == 0 || g.Uses < g.MaxUses)
+}
+
+// Matches reports whether the grant covers a submission of tool by
+// requestedBy with payload: the same tool, its agent (if it names one), and
+// every field's value equal as JSON (key order and number spelling do not
+// matter; a missing field matches nothing). It does not look at time or
+// uses (Active). The PostgreSQL store says the same in SQL (grantMatches in
+// sql/grant.sql); the conformance suite holds the two together.
+func (g *Grant) Matches(tool, requestedBy string, payload map[string]any) bool {
+	if g.Tool != tool || g.Agent != "" && g.Agent != requestedBy {
+		return false
+	}
+	for _, f := range g.Fields {
+		v, ok := classify.LookupField(payload, f.Path)
+		if !ok {
+			return false
+		}
+		want, ok := decodeValue(f.Value)
+		if !ok || !valueEqual(v, want) {
+			return false
+		}
+	}
+	return true
+}
+
+// StoredColumns are the grant's fields as the stores keep them: the fields
+// as a JSON array ([] for none), and the agent and use limit, nil (NULL)
+// for any agent and no limit.
+func (g *Grant) StoredColumns() (fields string, agent, maxUses any) {
+	fields = "[]"
+	if len(g.Fields) > 0 {
+		b, _ := json.Marshal(g.Fields) // paths and raw JSON values: cannot fail
+		fields = string(b)
+	}
+	if g.Agent != "" {
+		agent = g.Agent
+	}
+	if g.MaxUses > 0 {
+		maxUses = g.MaxUses
+	}
+	return fields, agent, maxUses
+}
+
+// UsesLeft returns how many more actions the grant may approve, and false
+// for a grant without a limit.
+func (g *Grant) UsesLeft() (int, bool) {
+	if g.MaxUses == 0 {
+		return 0, false
+	}
+	return max(g.MaxUses-g.Uses, 0), true
+}
+
+// GrantRequest asks, with an approval, for a grant of the actions like the
+// approved one (the dashboard's "Approve and allow similar").
+type GrantRequest struct {
+	// For is how long the grant lasts: at most the tool's grants.max.
+	For time.Duration
+	// Uses caps the actions it approves (0: the tool's max_uses, if any).
+	Uses int
+	// AnyAgent extends it to every agent; else only the action's agent.
+	AnyAgent bool
+	// Fields are payload paths whose values later submissions must repeat.
+	Fields []string
+}
+
+// GrantTry asks a store to approve a new pending action by an active grant
+// that matches it, within the submission's transaction: the store picks
+// one (Grant.Active and Grant.Matches), counts the use of a grant with a
+// limit by a conditional update, and stores the action approved (decided_by
+// grant:ID, GrantNote, the granting user in approvals) with an approved
+// event by grant:ID on channel grant, whose data is GrantEventData. The
+// submitted event is then stored as notifying no one: the action never
+// waited. No grant matching, the action is stored pending as it was given.
+type GrantTry struct {
+	// Now is when grants must still be active.
+	Now time.Time
+	// ExpiresAt is the approval's expiry.
+	ExpiresAt time.Time
+	// ApprovedUnrouted says the approved event notifies no channel.
+	ApprovedUnrouted bool
+}
+
+// GrantEventData is the data of the approved event of an action a grant
+// approved; the PostgreSQL store builds the same object in SQL.
+func GrantEventData(grantID, grantedBy string) json.RawMessage {
+	b, _ := json.Marshal(map[string]string{"grant": grantID, "granted_by": grantedBy})
+	return b
+}
+
+// GrantApproval is the approval an action a grant approved carries.
+func GrantApproval(grantID, grantedBy string, at time.Time) Approval {
+	return Approval{By: grantedBy, At: at, Note: GrantNote(grantID, grantedBy), Channel: GrantChannel}
+}
+
+// grantFor builds the grant that approving a creates with r, checked
+// against the tool's grant limits in the tools file now in force (a grant
+// is about later submissions, which that file governs). A refusal is
+// CodeInvalidRequest naming what is wrong, and nothing is decided.
+func (s *Service) grantFor(a *Action, by string, r *GrantRequest, edited bool, now time.Time) (*Grant, error) {
+	tool, _ := s.Registry().Lookup(a.Tool)
+	limits, err := tool.GrantLimits()
+	if err != nil {
+		return nil, Errorf(CodeInvalidRequest, "no grant: %v; approve it without one", err)
+	}
+	switch {
+	case a.ApprovalsRequired > 1:
+		return nil, Errorf(CodeInvalidRequest, "no grant: action %s needs %d approvals, so no single approver may grant the ones like it", a.ID, a.ApprovalsRequired)
+	case edited:
+		return nil, Errorf(CodeInvalidRequest, "no grant with an edited payload: a grant approves later submissions as they are sent; approve the edit alone")
+	case r.For < MinGrantFor:
+		return nil, Errorf(CodeInvalidRequest, "grant_for must be at least %s", MinGrantFor)
+	case r.For > limits.Max:
+		return nil, Errorf(CodeInvalidRequest, "grant_for %s is longer than tool %s allows (grants.max %s)", r.For, a.Tool, limits.Max)
+	case r.Uses < 0:
+		return nil, Errorf(CodeInvalidRequest, "grant_uses must be at least 1")
+	case limits.MaxUses > 0 && r.Uses > limits.MaxUses:
+		return nil, Errorf(CodeInvalidRequest, "grant_uses %d is more than tool %s allows (grants.max_uses %d)", r.Uses, a.Tool, limits.MaxUses)
+	case len(r.Fields) > MaxGrantFields:
+		return nil, Errorf(CodeInvalidRequest, "grant_fields names %d fields; at most %d", len(r.Fields), MaxGrantFields)
+	}
+	payload, err := DecodeObject(a.Payload)
+	if err != nil {
+		return nil, fmt.Errorf("grant for %s: payload: %w", a.ID, err)
+	}
+	g := &Grant{ID: NewID(now), Tool: a.Tool, GrantedBy: by, ActionID: a.ID, CreatedAt: now,
+		ExpiresAt: now.Add(r.For), MaxUses: r.Uses, Fields: []GrantField{}}
+	if g.MaxUses == 0 {
+		g.MaxUses = limits.MaxUses
+	}
+	if !r.AnyAgent {
+		g.Agent = a.RequestedBy
+	}
+	fields := slices.Clone(r.Fields)
+	slices.Sort(fields)
+	for _, path := range slices.Compact(fields) {
+		path = strings.TrimSpace(path)
+		if path == "" {
+			continue
+		}
+		for _, seg := range strings.Split(path, ".") {
+			if seg == "" || strings.Trim(seg, "0123456789") == "" {
+				// A grant compares fields of objects; a number would step
+				// into an array, which the stores read differently.
+				return nil, Errorf(CodeInvalidRequest, "grant_fields: %q is not a path of object fields (a.b.c, no array indexes)", path)
+			}
+		}
+		v, ok := classify.LookupField(payload, path)
+		if !ok {
+			return nil, Errorf(CodeInvalidRequest, "grant_fields: the payload of action %s has no field %q", a.ID, path)
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("grant for %s: field %s: %w", a.ID, path, err)
+		}
+		g.Fields = append(g.Fields, GrantField{Path: path, Value: raw})
+	}
+	return g, nil
+}
+
+// GrantRevokeParams revoke one grant.
+type GrantRevokeParams struct {
+	ID  string
+	By  string // user:EMAIL
+	Now time.Time
+	// Event is recorded on the grant's action (kind grant_revoked).
+	Event Event
+}
+
+// GrantListParams filter the grants: newest first, at most Limit.
+type GrantListParams struct {
+	// Active, when set, lists only the grants active at Now (true) or only
+	// the others (false).
+	Active *bool
+	Now    time.Time
+	Limit  int
+}
+
+// GrantFindParams describe a submission a grant could approve: the dry
+// run's question, read without writing.
+type GrantFindParams struct {
+	Tool        string
+	RequestedBy string
+	Payload     json.RawMessage
+	Now         time.Time
+}
+
+// RevokeGrant revokes a grant at once: no submission after this commits is
+// approved by it. Only its granting user may, unless mayRevokeAny (ops and
+// admins). A grant revoked already is CodeAlreadyDecided.
+func (s *Service) RevokeGrant(ctx context.Context, id, by string, mayRevokeAny bool) (*Grant, error) {
+	g, err := s.store.GrantGetByID(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if !mayRevokeAny && g.GrantedBy != by {
+		return nil, Errorf(CodeForbidden, "grant %s was created by %s; only they, operators and admins revoke it", g.ID, strings.TrimPrefix(g.GrantedBy, "user:"))
+	}
+	now := s.Now()
+	data, _ := json.Marshal(map[string]string{"grant": g.ID})
+	got, err := s.store.GrantRevoke(ctx, GrantRevokeParams{ID: id, By: by, Now: now,
+		Event: Event{ActionID: g.ActionID, Kind: EventGrantRevoked, Actor: by, Channel: "dashboard", At: now, Data: data}})
+	if errors.Is(err, ErrStateMismatch) {
+		return got, &Error{Code: CodeAlreadyDecided, Detail: fmt.Sprintf("grant %s was revoked already, by %s at %s", id, deref(got.RevokedBy), fmtTime(got.RevokedAt))}
+	}
+	return got, err
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "someone"
+	}
+	return *s
+}

@@ -1,0 +1,171 @@
+package queue
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// Trying a policy on the past (approvals policy test): the stored
+// submissions of a window go through the rules of a tools file, as their
+// submission would have, and the report says what each rule would have
+// decided and where the people who decided them disagree. It only reads.
+
+// PolicyReplayParams say which submissions to replay through which rules.
+type PolicyReplayParams struct {
+	// Tools is the file whose rules are tried.
+	Tools *classify.Registry
+	// Since is the start of the window: actions created at or after it.
+	Since time.Time
+	// PageSize is how many actions one read takes (default 500).
+	PageSize int
+}
+
+// PolicyReplay is what the rules would have done to the window's actions.
+type PolicyReplay struct {
+	// Actions counts the window's actions of tools with a policy.
+	Actions int
+	// Tools are those tools, sorted by name, each with every rule in order.
+	Tools []ToolReplay
+	// Disagreements are the actions a rule would have decided otherwise
+	// than the person who did, oldest first.
+	Disagreements []Disagreement
+}
+
+// ToolReplay counts a tool's actions per rule.
+type ToolReplay struct {
+	Tool  string
+	Rules []RuleReplay
+	// None counts the actions no rule would have decided; Errors those for
+	// which a rule could not be evaluated (they count under the rule that
+	// matched after, or None).
+	None, Errors int
+}
+
+// RuleReplay is how many actions one rule would have decided.
+type RuleReplay struct {
+	Rule     string
+	Decision classify.Decision
+	Count    int
+}
+
+// Disagreement is one action a rule would have decided otherwise than a
+// person: approve what they rejected, asked to change or approved only
+// with an edit; reject what they approved.
+type Disagreement struct {
+	ActionID, Tool, Rule string
+	Decision             classify.Decision
+	// By is the person (user:EMAIL); Did what they did: rejected, asked
+	// for changes, approved with an edit, approved.
+	By, Did string
+}
+
+// ReplayPolicy runs the rules of p.Tools over the actions stored since
+// p.Since, newest first by page, through r, which has no method that
+// writes.
+func ReplayPolicy(ctx context.Context, r Reader, p PolicyReplayParams) (PolicyReplay, error) {
+	size := p.PageSize
+	if size <= 0 {
+		size = 500
+	}
+	byTool := map[string]*ToolReplay{}
+	for _, t := range p.Tools.Tools() {
+		if t.HasPolicy() {
+			tr := &ToolReplay{Tool: t.Name}
+			for _, r := range t.Approval.Policy {
+				tr.Rules = append(tr.Rules, RuleReplay{Rule: r.Name, Decision: r.Decide})
+			}
+			byTool[t.Name] = tr
+		}
+	}
+	var out PolicyReplay
+	var after *Cursor
+	for {
+		page, err := r.ActionList(ctx, ActionListParams{After: after, Limit: size})
+		if err != nil {
+			return out, fmt.Errorf("policy test: read actions: %w", err)
+		}
+		for _, a := range page {
+			if a.CreatedAt.Before(p.Since) {
+				return out.sorted(byTool), nil
+			}
+			replayOne(p.Tools, a, byTool, &out)
+		}
+		if len(page) < size {
+			return out.sorted(byTool), nil
+		}
+		last := page[len(page)-1]
+		after = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+func replayOne(reg *classify.Registry, a *Action, byTool map[string]*ToolReplay, out *PolicyReplay) {
+	tool, ok := reg.Lookup(a.Tool)
+	if !ok || !tool.HasPolicy() {
+		return
+	}
+	tr := byTool[a.Tool]
+	out.Actions++
+	payload, err := DecodeObject(a.Payload)
+	if err != nil {
+		tr.Errors++
+		tr.None++
+		return
+	}
+	v := tool.Evaluate(classify.PolicyInput{Payload: payload, Tool: a.Tool, Agent: a.Agent(), IntentKey: a.IntentKey,
+		Attempt: a.Attempt, Now: a.CreatedAt})
+	if len(v.Errors) > 0 {
+		tr.Errors++
+	}
+	if v.Rule == nil {
+		tr.None++
+		return
+	}
+	for i := range tr.Rules {
+		if tr.Rules[i].Rule == v.Rule.Name {
+			tr.Rules[i].Count++
+		}
+	}
+	if did := disagrees(v.Rule.Decide, a); did != "" {
+		out.Disagreements = append(out.Disagreements, Disagreement{ActionID: a.ID, Tool: a.Tool, Rule: v.Rule.Name,
+			Decision: v.Rule.Decide, By: *a.DecidedBy, Did: did})
+	}
+}
+
+// disagrees says what the person who decided a did against the rule's
+// decision, or "" when no person decided it or they agree.
+func disagrees(d classify.Decision, a *Action) string {
+	if a.DecidedBy == nil || !strings.HasPrefix(*a.DecidedBy, "user:") {
+		return ""
+	}
+	approved := a.ApprovedPayload != nil // a person's approval, whatever came after it
+	switch d {
+	case classify.DecideApprove:
+		switch {
+		case a.State == StateRejected:
+			return "rejected"
+		case a.State == StateChangesRequested:
+			return "asked for changes"
+		case approved && !JSONEqual(a.ApprovedPayload, a.Payload):
+			return "approved with an edit"
+		}
+	case classify.DecideReject:
+		if approved {
+			return "approved"
+		}
+	}
+	return ""
+}
+
+func (out PolicyReplay) sorted(byTool map[string]*ToolReplay) PolicyReplay {
+	for _, tr := range byTool {
+		out.Tools = append(out.Tools, *tr)
+	}
+	slices.SortFunc(out.Tools, func(a, b ToolReplay) int { return strings.Compare(a.Tool, b.Tool) })
+	slices.Reverse(out.Disagreements) // they were read newest first
+	return out
+}

@@ -1,0 +1,248 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/approvals/approvals/queue"
+)
+
+// grantColumns is the select list of a grants row g, uses counted: the
+// counter of a grant with a limit, else the actions it approved.
+const grantColumns = `g.id, g.tool, g.agent, g.fields, g.granted_by, g.action_id, g.created_at, g.expires_at, g.max_uses,
+	CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id) ELSE g.uses END,
+	g.revoked_at, g.revoked_by`
+
+func scanGrant(sc scanner) (*queue.Grant, error) {
+	var (
+		g                            queue.Grant
+		agent, revokedAt, revokedBy  sql.NullString
+		fields, createdAt, expiresAt string
+		maxUses                      sql.NullInt64
+	)
+	if err := sc.Scan(&g.ID, &g.Tool, &agent, &fields, &g.GrantedBy, &g.ActionID, &createdAt, &expiresAt, &maxUses,
+		&g.Uses, &revokedAt, &revokedBy); err != nil {
+		return nil, err
+	}
+	g.Agent, g.MaxUses, g.RevokedBy = agent.String, int(maxUses.Int64), ptrString(revokedBy)
+	var err error
+	if g.CreatedAt, err = parseTime(createdAt); err != nil {
+		return nil, err
+	}
+	if g.ExpiresAt, err = parseTime(expiresAt); err != nil {
+		return nil, err
+	}
+	if g.RevokedAt, err = parseNullTime(revokedAt); err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal([]byte(fields), &g.Fields); err != nil {
+		return nil, fmt.Errorf("grant %s: stored fields: %w", g.ID, err)
+	}
+	if g.Fields == nil {
+		g.Fields = []queue.GrantField{}
+	}
+	return &g, nil
+}
+
+// findGrant returns the grant that approves the submission p describes:
+// among the tool's active grants, one without a limit first, then the one
+// that expires soonest (a limited one is used up before it lapses), matched
+// in Go (queue.Grant.Matches). ErrNotFound when none does.
+func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.Grant, error) {
+	rows, err := q.QueryContext(ctx, `SELECT `+grantColumns+` FROM grants g
+		WHERE g.tool = ? AND g.revoked_at IS NULL AND g.expires_at > ? AND (g.max_uses IS NULL OR g.uses < g.max_uses)
+		ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id`, p.Tool, fmtTime(p.Now))
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var payload map[string]any
+	for rows.Next() {
+		g, err := scanGrant(rows)
+		if err != nil {
+			return nil, err
+		}
+		if payload == nil {
+			if payload, err = queue.DecodeObject(p.Payload); err != nil {
+				return nil, fmt.Errorf("grant lookup: payload: %w", err)
+			}
+		}
+		if g.Matches(p.Tool, p.RequestedBy, payload) {
+			return g, nil
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+}
+
+// useGrant counts one use of grant g by the new action a (a grant with a
+// limit, by a conditional update) and records a's approval by it.
+func useGrant(ctx context.Context, q querier, g *queue.Grant, a queue.Action, try *queue.GrantTry) error {
+	if g.MaxUses > 0 {
+		n, err := rowsAffected(q.ExecContext(ctx, `UPDATE grants SET uses = uses + 1
+			WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND uses < max_uses`, g.ID, fmtTime(try.Now)))
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			// The writer's lock was held since the grant was read.
+			return fmt.Errorf("grant %s changed under the write lock", g.ID)
+		}
+	}
+	_, err := insertEvent(ctx, q, queue.Event{ActionID: a.ID, Kind: queue.EventApproved, Actor: queue.GrantActorPrefix + g.ID,
+		Channel: queue.GrantChannel, At: try.Now, Data: queue.GrantEventData(g.ID, g.GrantedBy), Unrouted: try.ApprovedUnrouted})
+	return err
+}
+
+// insertGrant stores a new grant.
+func insertGrant(ctx context.Context, q querier, g *queue.Grant) error {
+	if err := storableTimes(&g.CreatedAt, &g.ExpiresAt); err != nil {
+		return err
+	}
+	fields, agent, maxUses := g.StoredColumns()
+	_, err := q.ExecContext(ctx, `INSERT INTO grants (id, tool, agent, fields, granted_by, action_id, created_at, expires_at, max_uses)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`, g.ID, g.Tool, agent, fields, g.GrantedBy, g.ActionID,
+		fmtTime(g.CreatedAt), fmtTime(g.ExpiresAt), maxUses)
+	return err
+}
+
+func getGrant(ctx context.Context, q querier, id string) (*queue.Grant, error) {
+	g, err := scanGrant(q.QueryRowContext(ctx, `SELECT `+grantColumns+` FROM grants g WHERE g.id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, queue.Errorf(queue.CodeNotFound, "grant %s not found", id)
+	}
+	return g, err
+}
+
+// GrantGetByID implements queue.Reader.
+func (s *Store) GrantGetByID(ctx context.Context, id string) (*queue.Grant, error) {
+	var g *queue.Grant
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		g, err = getGrant(ctx, tx, id)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("get grant: %w", err)
+	}
+	return g, nil
+}
+
+// GrantList implements queue.Reader.
+func (s *Store) GrantList(ctx context.Context, p queue.GrantListParams) ([]*queue.Grant, error) {
+	const active = `(g.revoked_at IS NULL AND g.expires_at > ?1 AND (g.max_uses IS NULL OR g.uses < g.max_uses))`
+	where := `1`
+	if p.Active != nil {
+		where = active
+		if !*p.Active {
+			where = `NOT ` + active
+		}
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var list []*queue.Grant
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, `SELECT `+grantColumns+` FROM grants g WHERE `+where+`
+			ORDER BY g.created_at DESC, g.id DESC LIMIT ?2`, fmtTime(p.Now), limit)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		list = nil
+		for rows.Next() {
+			g, err := scanGrant(rows)
+			if err != nil {
+				return err
+			}
+			list = append(list, g)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("list grants: %w", err)
+	}
+	return list, nil
+}
+
+// GrantFind implements queue.Reader: findGrant, read only.
+func (s *Store) GrantFind(ctx context.Context, p queue.GrantFindParams) (*queue.Grant, error) {
+	var g *queue.Grant
+	err := s.readTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		g, err = findGrant(ctx, tx, p)
+		return err
+	})
+	if err != nil {
+		if queue.ErrorCode(err) == queue.CodeNotFound {
+			return nil, err
+		}
+		return nil, fmt.Errorf("find grant: %w", err)
+	}
+	return g, nil
+}
+
+// GrantRevoke implements queue.Store.
+func (s *Store) GrantRevoke(ctx context.Context, p queue.GrantRevokeParams) (*queue.Grant, error) {
+	var (
+		g        *queue.Grant
+		mismatch bool
+	)
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		mismatch = false
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL`,
+			fmtTime(p.Now), p.By, p.ID))
+		if err != nil {
+			return err
+		}
+		if g, err = getGrant(ctx, tx, p.ID); err != nil {
+			return err
+		}
+		if n == 0 {
+			mismatch = true
+			return nil
+		}
+		ev := p.Event
+		ev.ActionID = g.ActionID
+		_, err = insertEvent(ctx, tx, ev)
+		return err
+	})
+	if err != nil {
+		if queue.ErrorCode(err) == queue.CodeNotFound {
+			return nil, err
+		}
+		return nil, fmt.Errorf("revoke grant %s: %w", p.ID, err)
+	}
+	if mismatch {
+		return g, fmt.Errorf("revoke grant %s: %w", p.ID, queue.ErrStateMismatch)
+	}
+	return g, nil
+}
+
+// PolicyHits implements queue.Reader: the policy events of the last week by
+// tool and rule, read through events_policy.
+func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]queue.PolicyHit, error) {
+	rows, err := s.read.QueryContext(ctx, `SELECT a.tool, substr(e.actor, ?), sum(e.at >= ?), count(*)
+		FROM events e JOIN actions a ON a.id = e.action_id
+		WHERE e.channel = 'policy' AND e.at >= ? GROUP BY 1, 2 ORDER BY 1, 2`,
+		len(queue.PolicyActorPrefix)+1, fmtTime(p.Day), fmtTime(p.Week))
+	if err != nil {
+		return nil, fmt.Errorf("policy hits: %w", err)
+	}
+	defer rows.Close()
+	var out []queue.PolicyHit
+	for rows.Next() {
+		var h queue.PolicyHit
+		if err := rows.Scan(&h.Tool, &h.Rule, &h.Day, &h.Week); err != nil {
+			return nil, fmt.Errorf("policy hits: %w", err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
