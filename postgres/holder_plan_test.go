@@ -17,7 +17,13 @@ import (
 // only when the statement's condition implies the index's whole predicate
 // (the held states and class <> 'at-least-once'); a statement that missed a
 // term would read the holder through another index of intent_key, or
-// scan the table, on every submission.
+// scan the table, on every submission. Sequential scans stay allowed and
+// the table has no statistics, as in a new database before autovacuum's
+// first ANALYZE: there a batch's holder joined to actions was planned as a
+// scan of the whole table, and the connection's cached generic plan kept
+// scanning as the table grew (submissions fell from 7,900/s to 2,900/s
+// within seconds). The lateral probe (holderOf in sql/submit.sql) has
+// nothing cheaper than the index.
 func TestHolderLookupsUseHeldIntentIndex(t *testing.T) {
 	t.Parallel()
 	pool := pgtest.Open(t).Pool()
@@ -30,7 +36,7 @@ func TestHolderLookupsUseHeldIntentIndex(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(t.Context()) }()
-			for _, set := range []string{"SET LOCAL enable_seqscan = off", "SET LOCAL plan_cache_mode = force_generic_plan"} {
+			for _, set := range []string{"SET LOCAL plan_cache_mode = force_generic_plan"} {
 				if _, err := tx.Exec(t.Context(), set); err != nil {
 					t.Fatal(err)
 				}

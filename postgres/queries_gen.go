@@ -673,7 +673,7 @@ const submitManySQL = `WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once'
+    CROSS JOIN LATERAL (SELECT a.* FROM actions a WHERE a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once' LIMIT 1) a
     WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
@@ -723,7 +723,7 @@ const replayLookupManySQL = `WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once'
+    CROSS JOIN LATERAL (SELECT a.* FROM actions a WHERE a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once' LIMIT 1) a
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
@@ -756,7 +756,7 @@ const replayLookupOneSQL = `WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once'
+    CROSS JOIN LATERAL (SELECT a.* FROM actions a WHERE a.intent_key = i.intent_key AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once' LIMIT 1) a
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'

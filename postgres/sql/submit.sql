@@ -198,7 +198,7 @@ WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND {{held}}
+    CROSS JOIN LATERAL ({{holderOf i}}) a
     WHERE i.class <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins WHERE ins.id = i.id)
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
@@ -222,6 +222,18 @@ FROM holder h
 -- grantApprovalsAt is grantApprovals for the batch's row i.
 json_build_array(json_build_object('by', {{.}}.granted_by, 'at', i.grant_at, 'note', {{grantNote {{.}}}}))
 
+-- fragment: holderOf
+-- holderOf is the holder of the intent key of the input row {{.}}: at most
+-- one, as actions_held_intent is unique. A lateral probe per input row, and
+-- LIMIT 1 keeps the planner from flattening it into a join: on a table the
+-- planner has no statistics for yet (a new database until autovacuum's
+-- first ANALYZE), a join of the batch with actions was planned as a scan of
+-- the whole table, and the generic plan the connection cached kept
+-- scanning as the table grew (every new submission paid for every row
+-- before it: docs/performance.md, "A plan for an empty table"). One probe
+-- per row has nothing cheaper than the index.
+SELECT a.* FROM actions a WHERE a.intent_key = {{.}}.intent_key AND {{held}} LIMIT 1
+
 -- fragment: replayLookupInput
 WITH input AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[],
@@ -232,7 +244,7 @@ WITH input AS (
     SELECT i.n, i.tool AS in_tool, i.payload AS in_payload, i.ev_actor, i.channel AS in_channel,
         i.created_at AS in_at, a.*
     FROM input i
-    JOIN actions a ON a.intent_key = i.intent_key AND {{held}}
+    CROSS JOIN LATERAL ({{holderOf i}}) a
 ), rev AS (
     INSERT INTO events (action_id, kind, actor, channel, at)
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
