@@ -71,6 +71,10 @@ type Options struct {
 	// OutboxLease is how long a notification being sent stays with its
 	// sender (maintenance.OutboxConfig.Lease); zero: the default.
 	OutboxLease time.Duration
+	// OutboxPoll paces the outbox (maintenance.OutboxConfig.Poll); zero:
+	// the default; negative: no outbox runs (tests drive it by hand,
+	// App.Outbox, with the notifiers they need).
+	OutboxPoll time.Duration
 	// BodyReadTimeout and PasswordGate are the web.Config settings of the
 	// same names; zero: their defaults.
 	BodyReadTimeout time.Duration
@@ -224,7 +228,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		stopping: stopping,
 		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
 		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
-			Lease: opts.OutboxLease, Logger: log, OnNotification: metrics.OnNotification}),
+			Lease: opts.OutboxLease, Poll: max(opts.OutboxPoll, 0), Logger: log, OnNotification: metrics.OnNotification}),
 		Sealer: maintenance.NewSealer(st, maintenance.SealerConfig{Lease: opts.AuditLease,
 			Interval: max(opts.SealInterval, 0), Logger: log})}
 	if opts.Upstreams != nil {
@@ -312,7 +316,9 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 // finished.
 func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() { a.dispatcher.Run(ctx) })
-	wg.Go(func() { a.Outbox.Run(ctx) })
+	if a.opts.OutboxPoll >= 0 {
+		wg.Go(func() { a.Outbox.Run(ctx) })
+	}
 	if a.opts.SealInterval >= 0 {
 		// Every process runs one; the lease lets one seal at a time.
 		wg.Go(func() { a.Sealer.Run(ctx) })

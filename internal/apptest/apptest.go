@@ -53,6 +53,10 @@ type Options struct {
 	// minute, longer than any test's wait, so that a long-poll test passes
 	// only when the change notification itself wakes the poll.
 	WaitRecheck time.Duration
+	// ManualOutbox: the process runs no outbox of its own (it has no
+	// notifiers here, so one would take the test's notifications and fail
+	// them); the test drives one with the notifiers it needs.
+	ManualOutbox bool
 	// Sweep runs the background sweeper every Sweep; 0: none, a test
 	// sweeps by hand (App.Sweeper) when it has moved the clock.
 	Sweep time.Duration
@@ -179,6 +183,10 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	if seal == 0 {
 		seal = -1
 	}
+	outboxPoll := time.Duration(0)
+	if opts.ManualOutbox {
+		outboxPoll = -1
+	}
 	if opts.PasswordGate == nil {
 		// Tests sign many users in at once, and bcrypt under -race on a
 		// loaded machine is slow: the same four slots as in production,
@@ -199,7 +207,7 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
 		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
-		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff})
+		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff, OutboxPoll: outboxPoll})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
