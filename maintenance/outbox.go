@@ -24,8 +24,19 @@ type OutboxConfig struct {
 	// before another may take it; one delivery is given half of it.
 	// Default 1 minute.
 	Lease time.Duration
-	// Poll paces the fan-out and the sender. Default 1 second.
+	// Poll paces the fan-out and the sender when nothing wakes them
+	// sooner. Default 1 second.
 	Poll time.Duration
+	// Wake, when set, wakes the outbox at once: a signal that this process
+	// committed events a channel may hear of which no state change
+	// announces (a new action: queue.Options.OnEvents). A state change
+	// made by any process sharing the database (store.Subscribe) wakes it
+	// too, so a decision reaches Slack, email or a webhook without waiting
+	// for the poll; a submission in another process waits for the poll.
+	Wake <-chan struct{}
+	// MinGap is the least time between two rounds, so that a stream of
+	// wake-ups under load costs one round per gap. Default 20ms.
+	MinGap time.Duration
 	// Backoff is the first retry delay, doubled per attempt up to
 	// BackoffCap. Defaults 5 seconds and 5 minutes.
 	Backoff, BackoffCap time.Duration
@@ -47,6 +58,9 @@ func (c *OutboxConfig) defaults() {
 	}
 	if c.Poll <= 0 {
 		c.Poll = time.Second
+	}
+	if c.MinGap <= 0 {
+		c.MinGap = 20 * time.Millisecond
 	}
 	if c.Backoff <= 0 {
 		c.Backoff = 5 * time.Second
@@ -90,12 +104,17 @@ func NewOutbox(svc Service, store queue.Store, cfg OutboxConfig) *Outbox {
 	return &Outbox{svc: svc, store: store, cfg: cfg}
 }
 
-// Run fans out and sends until ctx ends. Any number of processes may run
-// it on one database.
+// Run fans out and sends until ctx ends: at once when woken (Wake, or a
+// state change in any process), else every Poll, and never two rounds
+// within MinGap. Any number of processes may run it on one database.
 func (o *Outbox) Run(ctx context.Context) {
 	t := time.NewTicker(o.cfg.Poll)
 	defer t.Stop()
+	sub := o.store.Subscribe()
+	defer sub.Cancel()
+	changes := sub.Changes
 	for {
+		started := time.Now()
 		if _, err := o.FanOut(ctx, o.cfg.Batch); err != nil && ctx.Err() == nil {
 			o.cfg.Logger.Warn("notification fan-out failed", "err", err)
 		}
@@ -106,6 +125,18 @@ func (o *Outbox) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-o.cfg.Wake:
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil // the hub closed: the poll goes on
+			}
+		}
+		if gap := o.cfg.MinGap - time.Since(started); gap > 0 {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(gap):
+			}
 		}
 	}
 }

@@ -498,3 +498,66 @@ func TestFanOutFollowsUpOnWhatWasSent(t *testing.T) {
 		}
 	})
 }
+
+// The outbox does not wait for its poll: a new action that a channel hears
+// of wakes it (queue.Options.OnEvents), and so does a state change made
+// through the store (a decision). With the poll an hour away, only the
+// wake-ups can deliver within the test's deadline.
+func TestOutboxWakesWithoutItsPoll(t *testing.T) {
+	t.Parallel()
+	reg := apptest.ParseTools(t, outboxTools, classify.Options{WebhookSecretSet: true, SlackConfigured: true})
+	for _, sqlite := range []bool{false, true} {
+		t.Run(map[bool]string{false: "postgres", true: "sqlite"}[sqlite], func(t *testing.T) {
+			t.Parallel()
+			wake := make(chan struct{}, 1)
+			e := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, Service: queue.Options{OnEvents: func() {
+				select {
+				case wake <- struct{}{}:
+				default:
+				}
+			}}})
+			hook, slack := &recorder{}, &recorder{}
+			outbox := e.Outbox(maintenance.OutboxConfig{Notifiers: notifiers(hook, slack), Poll: time.Hour, Wake: wake})
+			delivered := func(actionID, typ string) {
+				t.Helper()
+				deadline := time.Now().Add(10 * time.Second)
+				for {
+					hook.mu.Lock()
+					found := false
+					for _, c := range hook.calls {
+						found = found || c.Action != nil && c.Action.ID == actionID && c.Type == typ
+					}
+					hook.mu.Unlock()
+					if found {
+						return
+					}
+					if time.Now().After(deadline) {
+						t.Fatalf("%s of %s not delivered within 10s (the poll is an hour away)", typ, actionID)
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			// Before Run: its first round delivers this one, and then it waits.
+			first := submitTopic(t, e.Service, "send_customer_email", "first")
+			ctx, stop := context.WithCancel(t.Context())
+			done := make(chan struct{})
+			go func() { defer close(done); outbox.Run(ctx) }()
+			t.Cleanup(func() { stop(); <-done })
+			delivered(first.ID, "action.pending")
+
+			a := submitTopic(t, e.Service, "send_customer_email", "woken")
+			delivered(a.ID, "action.pending")
+			// Let a round that a wake-up still owes run out (MinGap is 20ms),
+			// so that only the decision's change can wake the next one.
+			time.Sleep(100 * time.Millisecond)
+			select {
+			case <-wake:
+			default:
+			}
+			if _, err := e.Service.Decide(t.Context(), queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			delivered(a.ID, "action.approved")
+		})
+	}
+}

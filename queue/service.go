@@ -44,6 +44,12 @@ type Options struct {
 	// (decision approve, reject or human) or a grant's (rule "", decision
 	// grant), for metrics.
 	OnPolicy func(tool, rule, decision string)
+	// OnEvents is called after a submission committed a new action whose
+	// events a channel hears of (its submitted event, a rule's decision, a
+	// grant's approval): a change no state-change notification announces.
+	// The process's outbox wakes on it instead of waiting for its poll.
+	// It must not block.
+	OnEvents func()
 	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
 	// lost notification. Default 2s.
 	WaitRecheck time.Duration

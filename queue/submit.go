@@ -86,6 +86,13 @@ type submission struct {
 	held *Action
 }
 
+// routed reports whether a channel hears of an event the submission
+// writes: its submitted event, a rule's decision or a grant's approval.
+func (sub *submission) routed() bool {
+	return !sub.ev.Unrouted || sub.decision != nil && !sub.decision.Unrouted ||
+		sub.grant != nil && !sub.grant.ApprovedUnrouted
+}
+
 // prepare runs the checks of a submission in their documented order
 // (payload, key, the tool's upstream) and builds the action its policy and
 // class make of it. It writes nothing: Submit stores what it returns, and
@@ -235,6 +242,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		}
 		if holder.GrantID != "" && s.opts.OnPolicy != nil {
 			s.opts.OnPolicy(tool.Name, "", "grant")
+		}
+		if s.opts.OnEvents != nil && sub.routed() {
+			s.opts.OnEvents()
 		}
 		if claimedUpstream(holder) {
 			holder = s.callUpstreamNow(ctx, holder)

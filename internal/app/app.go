@@ -159,7 +159,15 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	}
 	metrics := web.NewMetrics(st, mopts...)
 	stopping := make(chan struct{})
+	// A submission that a channel hears of wakes this process's outbox.
+	outboxWake := make(chan struct{}, 1)
 	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnPolicy: metrics.OnPolicy, Done: stopping,
+		OnEvents: func() {
+			select {
+			case outboxWake <- struct{}{}:
+			default: // a wake-up is already waiting
+			}
+		},
 		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
 		MaxUpstreamCalls: opts.MaxUpstreamCalls,
 		// The accounts tell the rules of deciding who is in which IdP group.
@@ -228,7 +236,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		stopping: stopping,
 		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
 		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
-			Lease: opts.OutboxLease, Poll: max(opts.OutboxPoll, 0), Logger: log, OnNotification: metrics.OnNotification}),
+			Lease: opts.OutboxLease, Poll: max(opts.OutboxPoll, 0), Wake: outboxWake, Logger: log, OnNotification: metrics.OnNotification}),
 		Sealer: maintenance.NewSealer(st, maintenance.SealerConfig{Lease: opts.AuditLease,
 			Interval: max(opts.SealInterval, 0), Logger: log})}
 	if opts.Upstreams != nil {
