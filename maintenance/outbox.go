@@ -105,8 +105,9 @@ func NewOutbox(svc Service, store queue.Store, cfg OutboxConfig) *Outbox {
 }
 
 // Run fans out and sends until ctx ends: at once when woken (Wake, or a
-// state change in any process), else every Poll, and never two rounds
-// within MinGap. Any number of processes may run it on one database.
+// state change in any process while the tools file has channels), else
+// every Poll, and never two rounds within MinGap. Any number of processes
+// may run it on one database.
 func (o *Outbox) Run(ctx context.Context) {
 	t := time.NewTicker(o.cfg.Poll)
 	defer t.Stop()
@@ -121,14 +122,25 @@ func (o *Outbox) Run(ctx context.Context) {
 		if _, err := o.SendDue(ctx); err != nil && ctx.Err() == nil {
 			o.cfg.Logger.Warn("notification sender failed", "err", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		case <-o.cfg.Wake:
-		case _, ok := <-changes:
-			if !ok {
-				changes = nil // the hub closed: the poll goes on
+	wait:
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				break wait
+			case <-o.cfg.Wake:
+				break wait
+			case _, ok := <-changes:
+				if !ok {
+					changes = nil // the hub closed: the poll goes on
+					continue
+				}
+				// Without a channel no change notifies anyone: the claim
+				// cycles of a file without channels pay no rounds for them.
+				if len(o.svc.Registry().Channels()) > 0 {
+					break wait
+				}
 			}
 		}
 		if gap := o.cfg.MinGap - time.Since(started); gap > 0 {
