@@ -31,7 +31,7 @@ type gatewayUpstream struct {
 	calls   map[string]int
 }
 
-func newGatewayUpstream(t *testing.T) *gatewayUpstream {
+func newGatewayUpstream(t testing.TB) *gatewayUpstream {
 	u := &gatewayUpstream{arrived: make(chan string, 10), release: make(chan struct{}), calls: map[string]int{}}
 	s := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
 	no := false
