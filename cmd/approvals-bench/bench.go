@@ -55,9 +55,14 @@ type benchConfig struct {
 	Rounds      int
 	Table       string // sqlite-insert: one-index or actions
 	Addr        string // floor-server: where to listen
+	// Waiters scenario: how many long-polls, the server's pid (for its
+	// memory) and how fast to cancel their actions.
+	Waiters    int
+	ServerPID  int
+	CancelRate float64
 }
 
-var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server"}
+var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server", "waiters"}
 
 const benchUsage = `usage: approvals-bench [flags]
 
@@ -70,6 +75,9 @@ scenarios:
   claim   exactly-once submit (201 in_progress) then complete (200): one cycle;
           --tool must be an exactly-once tool without an intent template
   list    GET --path (default /api/v1/actions?state=pending)
+  waiters holds --waiters long-polls on pending actions (one connection each),
+          runs the new-submission load beside them for --duration, then
+          cancels them at --cancel-rate and times each poll's answer
   sweep   times maintenance.Sweeper.Sweep --rounds times on --database-url (no HTTP)
   sqlite-insert
           the yardstick of SQLite submissions (no server): --clients goroutines
@@ -97,6 +105,10 @@ flags:
   --rounds N           sweeps to time (default 20)
   --table T            sqlite-insert: one-index or actions (default one-index)
   --addr ADDR          floor-server: loopback address to listen on (default 127.0.0.1:18300)
+  --waiters N          waiters: long-polls held at once, one connection each (default 10000;
+                       the server needs APPROVALS_MAX_WAITERS=N,N)
+  --server-pid PID     waiters: the server's pid, whose memory is reported
+  --cancel-rate R      waiters: cancellations per second once the load ran (default 2000)
 `
 
 func parseBenchConfig(args []string) (benchConfig, error) {
@@ -116,6 +128,9 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Rounds, "rounds", 20, "sweeps to time")
 	fs.StringVar(&c.Table, "table", "one-index", "sqlite-insert: one-index or actions")
 	fs.StringVar(&c.Addr, "addr", "127.0.0.1:18300", "floor-server: loopback address to listen on")
+	fs.IntVar(&c.Waiters, "waiters", 10000, "waiters: long-polls to hold")
+	fs.IntVar(&c.ServerPID, "server-pid", 0, "waiters: the server's pid, to report its memory")
+	fs.Float64Var(&c.CancelRate, "cancel-rate", 2000, "waiters: cancellations per second")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -282,6 +297,14 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	case "floor-server":
 		return benchFloorServe(ctx, cfg.Addr, stdout)
 	}
+	if cfg.Scenario == "waiters" {
+		return benchWaiters(ctx, cfg, stdout)
+	}
+	return benchCmdLoad(ctx, cfg, stdout)
+}
+
+// benchCmdLoad runs the load scenarios (new, replay, claim, list).
+func benchCmdLoad(ctx context.Context, cfg benchConfig, stdout io.Writer) error {
 	client, err := newBenchClient(cfg)
 	if err != nil {
 		return err
