@@ -229,8 +229,8 @@ func (s *Store) Close() error {
 func (s *Store) listen(ctx context.Context, ready chan struct{}) {
 	defer close(s.done)
 	backoff := 100 * time.Millisecond
-	for ctx.Err() == nil {
-		err := s.listenOnce(ctx, ready)
+	for first := true; ctx.Err() == nil; first = false {
+		err := s.listenOnce(ctx, ready, !first)
 		if ctx.Err() != nil {
 			return
 		}
@@ -244,7 +244,10 @@ func (s *Store) listen(ctx context.Context, ready chan struct{}) {
 	}
 }
 
-func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
+// listenOnce listens until its connection fails. After a reconnect
+// (again), the changes made while no connection listened were never
+// heard: every long-poll is woken to read its action again.
+func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return err
@@ -252,6 +255,9 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}) error {
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return err
+	}
+	if again {
+		s.hub.WakeActions()
 	}
 	select {
 	case <-ready:
@@ -297,6 +303,9 @@ func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
 
 // Subscribe delivers changes made by any process.
 func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
+
+// SubscribeAction delivers the changes of action id only (long-polls).
+func (s *Store) SubscribeAction(id string) queue.Subscription { return s.hub.SubscribeAction(id) }
 
 // SubscribePending also announces new pending actions. The first such
 // subscriber after an idle spell takes the pending mark before it

@@ -4,18 +4,26 @@ import "sync"
 
 // Hub fans changes out to the subscribers of one process. Stores feed it:
 // SQLite after each commit, PostgreSQL from LISTEN, so that changes made by
-// any process reach every waiter.
+// any process reach every waiter. A subscriber of every change (the
+// dashboard's streams, the dispatcher, the outbox) costs each change one
+// send; a subscriber of one action (a long-poll) costs only that action's
+// changes, so ten thousand long-polls do not make every change ten
+// thousand sends.
 type Hub struct {
 	mu     sync.Mutex
 	subs   map[chan Change]struct{}
+	byID   map[string]map[chan Change]struct{}
 	closed bool
 }
 
 // NewHub returns an empty hub.
-func NewHub() *Hub { return &Hub{subs: make(map[chan Change]struct{})} }
+func NewHub() *Hub {
+	return &Hub{subs: make(map[chan Change]struct{}), byID: make(map[string]map[chan Change]struct{})}
+}
 
-// Publish delivers c to every subscriber without blocking. A subscriber whose
-// buffer is full misses it; waiters therefore also re-read on a slow timer.
+// Publish delivers c to every subscriber of all changes and of c's action
+// without blocking. A subscriber whose buffer is full misses it; waiters
+// therefore also re-read on a slow timer.
 func (h *Hub) Publish(c Change) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -23,6 +31,12 @@ func (h *Hub) Publish(c Change) {
 		select {
 		case ch <- c:
 		default:
+		}
+	}
+	for ch := range h.byID[c.ActionID] {
+		select {
+		case ch <- c:
+		default: // one change already waits: the subscriber re-reads the action anyway
 		}
 	}
 }
@@ -50,6 +64,59 @@ func (h *Hub) Subscribe() Subscription {
 	}}
 }
 
+// SubscribeAction registers a subscriber of the changes of action id
+// only, until its Cancel is called or the hub closes. Its buffer holds one
+// change: a waiter re-reads the action on any change, so two changes that
+// arrive together wake it once.
+func (h *Hub) SubscribeAction(id string) Subscription {
+	ch := make(chan Change, 1)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		close(ch)
+		return Subscription{Changes: ch, Cancel: func() {}}
+	}
+	set := h.byID[id]
+	if set == nil {
+		set = make(map[chan Change]struct{}, 1)
+		h.byID[id] = set
+	}
+	set[ch] = struct{}{}
+	var once sync.Once
+	return Subscription{Changes: ch, Cancel: func() {
+		once.Do(func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if set, ok := h.byID[id]; ok {
+				if _, ok := set[ch]; ok {
+					delete(set, ch)
+					close(ch)
+					if len(set) == 0 {
+						delete(h.byID, id)
+					}
+				}
+			}
+		})
+	}}
+}
+
+// WakeActions delivers a change to every subscriber of one action, as if
+// each action had changed: a store calls it when changes may have been
+// lost (PostgreSQL's listener reconnected), so that every long-poll reads
+// its action again at once instead of at its slow recheck.
+func (h *Hub) WakeActions() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for id, set := range h.byID {
+		for ch := range set {
+			select {
+			case ch <- Change{ActionID: id}:
+			default:
+			}
+		}
+	}
+}
+
 // Close closes every subscriber's channel, releasing waiters on shutdown.
 func (h *Hub) Close() {
 	h.mu.Lock()
@@ -58,5 +125,11 @@ func (h *Hub) Close() {
 	for ch := range h.subs {
 		delete(h.subs, ch)
 		close(ch)
+	}
+	for id, set := range h.byID {
+		for ch := range set {
+			close(ch)
+		}
+		delete(h.byID, id)
 	}
 }

@@ -15,7 +15,7 @@ const MaxWait = 60 * time.Second
 // state now), at once for a final state, or at the deadline. It subscribes
 // before reading, so a change between the two is not lost.
 func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
-	sub := s.store.Subscribe()
+	sub := s.store.SubscribeAction(id)
 	defer sub.Cancel()
 	a, err := s.store.ActionGetByID(ctx, id)
 	if err != nil || d <= 0 || a.State.Final() {
@@ -35,12 +35,9 @@ func (s *Service) Wait(ctx context.Context, id string, until State, d time.Durat
 	defer recheck.Stop()
 	for {
 		select {
-		case c, ok := <-sub.Changes:
+		case _, ok := <-sub.Changes: // a change of this action: read it again
 			if !ok { // shutting down: answer with what is stored
 				return s.store.ActionGetByID(ctx, id)
-			}
-			if c.ActionID != id {
-				continue
 			}
 		case <-recheck.C:
 		case <-s.opts.Done:

@@ -50,8 +50,11 @@ type Options struct {
 	// The process's outbox wakes on it instead of waiting for its poll.
 	// It must not block.
 	OnEvents func()
-	// WaitRecheck is the slow timed re-read of a long-poll, a fallback for a
-	// lost notification. Default 2s.
+	// WaitRecheck is the slow timed re-read of a long-poll, a last resort
+	// for a lost notification: a store wakes every long-poll itself when it
+	// may have lost changes (PostgreSQL's listener reconnecting). Default
+	// 15s; each recheck is a read, and at 2s ten thousand long-polls made
+	// 5,000 reads a second.
 	WaitRecheck time.Duration
 	// Waiters cap concurrent long-polls of agents (REST ?wait, MCP waits).
 	Waiters WaiterLimits
@@ -82,7 +85,7 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 		opts.Logger = slog.Default()
 	}
 	if opts.WaitRecheck <= 0 {
-		opts.WaitRecheck = 2 * time.Second
+		opts.WaitRecheck = 15 * time.Second
 	}
 	if reg == nil {
 		reg = classify.Empty()

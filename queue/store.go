@@ -44,6 +44,9 @@ type Reader interface {
 	// Subscribe delivers a Change for every state change made through any
 	// process sharing the database, until the subscription is cancelled.
 	Subscribe() Subscription
+	// SubscribeAction is Subscribe for the changes of one action: what a
+	// long-poll needs, at the cost of that action's changes only.
+	SubscribeAction(id string) Subscription
 	// SubscribePending is Subscribe that also announces, within a second,
 	// new pending actions (possibly without their id): what the live queue
 	// needs. Finding them may cost the store a periodic query, made only

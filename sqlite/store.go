@@ -195,6 +195,9 @@ func (s *Store) Ping(ctx context.Context) error {
 // Subscribe delivers the changes committed through this store.
 func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
 
+// SubscribeAction delivers the changes of action id only (long-polls).
+func (s *Store) SubscribeAction(id string) queue.Subscription { return s.hub.SubscribeAction(id) }
+
 // SubscribePending is Subscribe: inserts are published like every other
 // commit of this process.
 func (s *Store) SubscribePending() queue.Subscription { return s.hub.Subscribe() }
