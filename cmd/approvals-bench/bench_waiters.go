@@ -28,37 +28,25 @@ func benchWaiters(ctx context.Context, cfg benchConfig, out io.Writer) error {
 
 	// 1. The pending actions, submitted by cfg.Clients workers.
 	ids := make([]string, cfg.Waiters)
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	errs := make(chan error, cfg.Clients)
-	for range cfg.Clients {
-		client, err := newBenchClient(cfg)
-		if err != nil {
-			return err
+	err := eachIndex(ctx, cfg, len(ids), func(client *benchClient, i int) bool {
+		key := "bench:" + run + ":wait:" + strconv.Itoa(i)
+		status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(cfg.Tool, key, payloadN(-1, i)), "")
+		if err != nil || status != http.StatusCreated {
+			errs <- fmt.Errorf("submit %d: %d %v %s", i, status, err, snippet(body))
+			return false
 		}
-		wg.Go(func() {
-			defer client.close()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) || ctx.Err() != nil {
-					return
-				}
-				key := "bench:" + run + ":wait:" + strconv.Itoa(i)
-				status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions", submitBody(cfg.Tool, key, payloadN(-1, i)), "")
-				if err != nil || status != http.StatusCreated {
-					errs <- fmt.Errorf("submit %d: %d %v %s", i, status, err, snippet(body))
-					return
-				}
-				var a struct{ ID, State string }
-				if err := json.Unmarshal(body, &a); err != nil || a.State != "pending" {
-					errs <- fmt.Errorf("submit %d answered %s (want a pending action; is %s an at-most-once tool?)", i, snippet(body), cfg.Tool)
-					return
-				}
-				ids[i] = a.ID
-			}
-		})
+		var a struct{ ID, State string }
+		if err := json.Unmarshal(body, &a); err != nil || a.State != "pending" {
+			errs <- fmt.Errorf("submit %d answered %s (want a pending action; is %s an at-most-once tool?)", i, snippet(body), cfg.Tool)
+			return false
+		}
+		ids[i] = a.ID
+		return true
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
 	select {
 	case err := <-errs:
 		return err
@@ -138,33 +126,22 @@ func benchWaiters(ctx context.Context, cfg benchConfig, out io.Writer) error {
 
 	// 4. Cancel them all at cfg.CancelRate, and wait for the polls.
 	start := time.Now()
-	next.Store(0)
 	var cancelErrs atomic.Int64
-	for range cfg.Clients {
-		client, err := newBenchClient(cfg)
-		if err != nil {
-			return err
+	err = eachIndex(ctx, cfg, len(ids), func(client *benchClient, i int) bool {
+		if due := start.Add(time.Duration(float64(i) / cfg.CancelRate * float64(time.Second))); time.Until(due) > 0 {
+			time.Sleep(time.Until(due))
 		}
-		wg.Go(func() {
-			defer client.close()
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= len(ids) || ctx.Err() != nil {
-					return
-				}
-				if due := start.Add(time.Duration(float64(i) / cfg.CancelRate * float64(time.Second))); time.Until(due) > 0 {
-					time.Sleep(time.Until(due))
-				}
-				sent[i].Store(time.Now().UnixNano())
-				status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions/"+ids[i]+"/cancel", nil, "")
-				if err != nil || status != http.StatusOK {
-					cancelErrs.Add(1)
-					samples.LoadOrStore("cancel", fmt.Sprintf("cancel answered %d %v: %s", status, err, snippet(body)))
-				}
-			}
-		})
+		sent[i].Store(time.Now().UnixNano())
+		status, body, err := client.do(ctx, http.MethodPost, "/api/v1/actions/"+ids[i]+"/cancel", nil, "")
+		if err != nil || status != http.StatusOK {
+			cancelErrs.Add(1)
+			samples.LoadOrStore("cancel", fmt.Sprintf("cancel answered %d %v: %s", status, err, snippet(body)))
+		}
+		return true
+	})
+	if err != nil {
+		return err
 	}
-	wg.Wait()
 	done := make(chan struct{})
 	go func() { pw.Wait(); close(done) }()
 	select {
@@ -194,5 +171,30 @@ func benchWaiters(ctx context.Context, cfg benchConfig, out io.Writer) error {
 	samples.Range(func(_, v any) bool { fmt.Fprintf(out, "  sample: %s\n", v); return true })
 	fmt.Fprintf(out, "summary scenario=waiters waiters=%d woken=%d wake_p50_ms=%.1f wake_p99_ms=%.1f wake_max_ms=%.1f errors=%d\n",
 		len(ids), len(lat), q(0.5), q(0.99), q(1), int64(missed)+pollErrs.Load()+cancelErrs.Load())
+	return nil
+}
+
+// eachIndex runs fn for 0..n-1 on cfg.Clients workers, each with a
+// connection of its own, until every index is done, ctx ends or fn
+// returns false; it returns once every worker has stopped.
+func eachIndex(ctx context.Context, cfg benchConfig, n int, fn func(client *benchClient, i int) bool) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for range cfg.Clients {
+		client, err := newBenchClient(cfg)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() {
+			defer client.close()
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= n || ctx.Err() != nil || !fn(client, i) {
+					return
+				}
+			}
+		})
+	}
 	return nil
 }
