@@ -56,6 +56,10 @@ func (r *Registry) Channels() []Channel {
 	return out
 }
 
+// HasChannels reports whether the file defines any channel: cheaper than
+// Channels for a caller that asks on every change.
+func (r *Registry) HasChannels() bool { return r != nil && len(r.channels) > 0 }
+
 // Channel returns the named channel.
 func (r *Registry) Channel(name string) (Channel, bool) {
 	if r == nil {

@@ -138,7 +138,7 @@ func (o *Outbox) Run(ctx context.Context) {
 				}
 				// Without a channel no change notifies anyone: the claim
 				// cycles of a file without channels pay no rounds for them.
-				if len(o.svc.Registry().Channels()) > 0 {
+				if o.svc.Registry().HasChannels() {
 					break wait
 				}
 			}

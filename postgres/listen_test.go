@@ -37,7 +37,8 @@ func TestLongPollWokenAfterTheListenerReconnects(t *testing.T) {
 	var killed int
 	pool := e.Store.(*postgres.Store).Pool()
 	if err := pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-		WHERE pid <> pg_backend_pid() AND query LIKE 'LISTEN %approvals_changes_' || current_schema() || '%'`).Scan(&killed); err != nil || killed != 1 {
+		WHERE datname = current_database() AND pid <> pg_backend_pid()
+		  AND query = 'LISTEN "approvals_changes_' || current_schema() || '"'`).Scan(&killed); err != nil || killed != 1 {
 		t.Fatalf("terminated %d listeners (%v), want 1", killed, err)
 	}
 	if _, err := e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"}); err != nil {

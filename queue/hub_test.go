@@ -56,9 +56,7 @@ func TestHubSubscribeAction(t *testing.T) {
 	if _, ok := <-a.Changes; ok {
 		t.Fatal("Close left an action's subscriber open")
 	}
-	if late := h.SubscribeAction("c"); late.Changes != nil {
-		if _, ok := <-late.Changes; ok {
-			t.Fatal("a subscription after Close is open")
-		}
+	if _, ok := <-h.SubscribeAction("c").Changes; ok {
+		t.Fatal("a subscription after Close is open")
 	}
 }
