@@ -12,9 +12,15 @@ import (
 // Canonical returns the canonical form of one JSON text: RFC 8785 (JCS)
 // with numbers kept exactly as written (doc.go says why and how).
 func Canonical(text []byte) ([]byte, error) {
+	return appendCanonical(make([]byte, 0, len(text)), text)
+}
+
+// appendCanonical appends the canonical form of text to out. On an error
+// it returns nil; out's own bytes are untouched.
+func appendCanonical(out, text []byte) ([]byte, error) {
 	p := parser{s: text}
 	p.space()
-	out, err := p.value(nil, 0)
+	out, err := p.value(out, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -28,11 +34,14 @@ func Canonical(text []byte) ([]byte, error) {
 // canonicalOrString is Canonical, or for a text that is not JSON (which no
 // store admits) the canonical JSON string of that text, so that sealing
 // never stops at one bad row and the verifier reaches the same bytes.
-func canonicalOrString(text []byte) []byte {
-	if out, err := Canonical(text); err == nil {
-		return out
+func canonicalOrString(text []byte) []byte { return appendCanonicalOrString(nil, text) }
+
+// appendCanonicalOrString appends what canonicalOrString returns to out.
+func appendCanonicalOrString(out, text []byte) []byte {
+	if res, err := appendCanonical(out, text); err == nil {
+		return res
 	}
-	return appendString(nil, string(text))
+	return appendString(out, string(text))
 }
 
 // maxDepth bounds nesting; the service refuses deeper than 64 at its edge.
@@ -71,11 +80,15 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 	case c == '[':
 		return p.array(out, depth)
 	case c == '"':
+		start := p.i
+		if _, ok := p.plainStr(); ok {
+			return append(out, p.s[start:p.i]...), nil
+		}
 		s, err := p.str()
 		if err != nil {
 			return nil, err
 		}
-		return appendString(out, s), nil
+		return appendString(out, string(s)), nil
 	case c == '-' || c >= '0' && c <= '9':
 		return p.number(out)
 	default:
@@ -89,27 +102,45 @@ func (p *parser) value(out []byte, depth int) ([]byte, error) {
 	}
 }
 
+// member is one member of an object being written: its name, and where
+// its `"name":value` stands in the output.
 type member struct {
-	key   string
-	value []byte
+	key      []byte
+	from, to int
 }
 
+// object writes the members as they come, each canonical, and reorders
+// them afterwards only when their names were not already in order (most
+// often they are, or the object is small).
 func (p *parser) object(out []byte, depth int) ([]byte, error) {
 	p.i++ // {
-	var members []member
+	start := len(out)
+	out = append(out, '{')
 	p.space()
 	if p.i < len(p.s) && p.s[p.i] == '}' {
 		p.i++
-		return append(out, "{}"...), nil
+		return append(out, '}'), nil
 	}
+	var stack [16]member
+	members, sorted := stack[:0], true
 	for {
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != '"' {
 			return nil, p.fail("expected a member name")
 		}
-		key, err := p.str()
-		if err != nil {
-			return nil, err
+		if len(members) > 0 {
+			out = append(out, ',')
+		}
+		from, keyStart := len(out), p.i
+		key, plain := p.plainStr()
+		if plain {
+			out = append(out, p.s[keyStart:p.i]...)
+		} else {
+			var err error
+			if key, err = p.str(); err != nil {
+				return nil, err
+			}
+			out = appendString(out, string(key))
 		}
 		p.space()
 		if p.i >= len(p.s) || p.s[p.i] != ':' {
@@ -117,11 +148,15 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		}
 		p.i++
 		p.space()
-		v, err := p.value(nil, depth+1)
-		if err != nil {
+		out = append(out, ':')
+		var err error
+		if out, err = p.value(out, depth+1); err != nil {
 			return nil, err
 		}
-		members = append(members, member{key, v})
+		if n := len(members); n > 0 && compareUTF16(members[n-1].key, key) > 0 {
+			sorted = false
+		}
+		members = append(members, member{key, from, len(out)})
 		p.space()
 		if p.i >= len(p.s) {
 			return nil, p.fail("unexpected end in an object")
@@ -136,17 +171,18 @@ func (p *parser) object(out []byte, depth int) ([]byte, error) {
 		p.i++
 		break
 	}
-	// Stable: members of one name (which the service refuses at its edge)
-	// keep their order, so no two different texts share a form.
-	slices.SortStableFunc(members, func(a, b member) int { return compareUTF16(a.key, b.key) })
-	out = append(out, '{')
-	for i, m := range members {
-		if i > 0 {
-			out = append(out, ',')
+	if !sorted {
+		// Stable: members of one name (which the service refuses at its
+		// edge) keep their order, so no two different texts share a form.
+		slices.SortStableFunc(members, func(a, b member) int { return compareUTF16(a.key, b.key) })
+		written := slices.Clone(out[start:])
+		out = out[:start+1]
+		for i, m := range members {
+			if i > 0 {
+				out = append(out, ',')
+			}
+			out = append(out, written[m.from-start:m.to-start]...)
 		}
-		out = appendString(out, m.key)
-		out = append(out, ':')
-		out = append(out, m.value...)
 	}
 	return append(out, '}'), nil
 }
@@ -222,27 +258,53 @@ func (p *parser) number(out []byte) ([]byte, error) {
 	return append(out, p.s[start:p.i]...), nil
 }
 
+// plainStr reads a string that holds no escape and only UTF-8, whose
+// value is then the very bytes between its quotes: it returns them (a
+// slice of the input) and true. For any other string it leaves p.i where
+// it was and returns false: str reads it.
+func (p *parser) plainStr() ([]byte, bool) {
+	for i := p.i + 1; i < len(p.s); {
+		switch c := p.s[i]; {
+		case c == '"':
+			v := p.s[p.i+1 : i]
+			p.i = i + 1
+			return v, true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c < utf8.RuneSelf:
+			i++
+		default:
+			r, size := utf8.DecodeRune(p.s[i:])
+			if r == utf8.RuneError && size == 1 {
+				return nil, false
+			}
+			i += size
+		}
+	}
+	return nil, false
+}
+
 // str reads a string and returns its value. Bytes that are not UTF-8, and
 // escaped surrogates that do not pair, become U+FFFD, as encoding/json
 // decodes them.
-func (p *parser) str() (string, error) {
+func (p *parser) str() ([]byte, error) {
 	p.i++ // "
 	var b []byte
 	for {
 		if p.i >= len(p.s) {
-			return "", p.fail("unterminated string")
+			return nil, p.fail("unterminated string")
 		}
 		c := p.s[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return string(b), nil
+			return b, nil
 		case c < 0x20:
-			return "", p.fail("control character in a string")
+			return nil, p.fail("control character in a string")
 		case c == '\\':
 			r, err := p.escape()
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			b = utf8.AppendRune(b, r)
 		case c < utf8.RuneSelf:
@@ -314,18 +376,29 @@ func (p *parser) hex4() (rune, error) {
 
 // appendString writes s as RFC 8785 does (ECMAScript's JSON.stringify):
 // quote, backslash and control characters escaped, the short escapes where
-// they exist, every other character as itself in UTF-8.
+// they exist, every other character as itself in UTF-8 (a byte that is not
+// UTF-8 as U+FFFD). Runs that need no escape are copied whole.
 func appendString(out []byte, s string) []byte {
 	const hexDigits = "0123456789abcdef"
 	out = append(out, '"')
+	done := 0 // s[:done] is written
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			out = utf8.AppendRune(out, r) // a bad byte becomes U+FFFD
+			if r == utf8.RuneError && size == 1 {
+				out = append(out, s[done:i]...)
+				out = append(out, "\uFFFD"...)
+				done = i + 1
+			}
 			i += size
 			continue
 		}
+		if c >= 0x20 && c != '"' && c != '\\' {
+			i++
+			continue
+		}
+		out = append(out, s[done:i]...)
 		switch c {
 		case '"':
 			out = append(out, '\\', '"')
@@ -342,36 +415,38 @@ func appendString(out []byte, s string) []byte {
 		case '\t':
 			out = append(out, '\\', 't')
 		default:
-			if c < 0x20 {
-				out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
-			} else {
-				out = append(out, c)
-			}
+			out = append(out, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xf])
 		}
 		i++
+		done = i
 	}
+	out = append(out, s[done:]...)
 	return append(out, '"')
 }
 
 // compareUTF16 orders member names by their UTF-16 code units, as RFC 8785
-// sorts them (it differs from byte order only past U+FFFF against
-// U+E000-U+FFFF).
-func compareUTF16(a, b string) int {
-	for a != "" && b != "" {
-		ra, na := utf8.DecodeRuneInString(a)
-		rb, nb := utf8.DecodeRuneInString(b)
-		if ra != rb {
-			ua, ub := units(ra), units(rb)
-			for i := 0; i < len(ua) && i < len(ub); i++ {
-				if ua[i] != ub[i] {
-					return cmp.Compare(ua[i], ub[i])
-				}
-			}
-			return cmp.Compare(len(ua), len(ub))
-		}
-		a, b = a[na:], b[nb:]
+// sorts them. That is byte order (of UTF-8) except past U+FFFF against
+// U+E000-U+FFFF, so only the first runes that differ are decoded.
+func compareUTF16(a, b []byte) int {
+	i := 0
+	for i < len(a) && i < len(b) && a[i] == b[i] {
+		i++
 	}
-	return cmp.Compare(len(a), len(b))
+	if i == len(a) || i == len(b) {
+		return cmp.Compare(len(a), len(b))
+	}
+	for i > 0 && !utf8.RuneStart(a[i]) { // the same rune start in both
+		i--
+	}
+	ra, _ := utf8.DecodeRune(a[i:])
+	rb, _ := utf8.DecodeRune(b[i:])
+	ua, ub := units(ra), units(rb)
+	for j := 0; j < len(ua) && j < len(ub); j++ {
+		if ua[j] != ub[j] {
+			return cmp.Compare(ua[j], ub[j])
+		}
+	}
+	return cmp.Compare(len(ua), len(ub))
 }
 
 func units(r rune) []uint16 {

@@ -3,6 +3,8 @@ package audit
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -29,6 +31,11 @@ func TestCanonical(t *testing.T) {
 		{"a lone surrogate is U+FFFD", `"\ud800x"`, "\"\uFFFDx\""},
 		{"a surrogate pair", `"\ud83d\ude00"`, "\"\U0001F600\""},
 		{"nested objects sort too", `{"z":{"y":1,"x":2},"a":[{"d":1,"c":2}]}`, `{"a":[{"c":2,"d":1}],"z":{"x":2,"y":1}}`},
+		{"members already in order stay as written", `{"a":1,"b":{"c":[1,{"d":"x","e":3}]},"c":"\u00e9"}`,
+			`{"a":1,"b":{"c":[1,{"d":"x","e":3}]},"c":"é"}`},
+		{"escaped names sort by their value", `{"b":1,"\u0061":{"y":"\"","x":2}}`, `{"a":{"x":2,"y":"\""},"b":1}`},
+		{"bytes that are not UTF-8, in names and values", "{\"\xff\":\"v\xfe\",\"a\":1}", "{\"a\":1,\"\uFFFD\":\"v\uFFFD\"}"},
+		{"more members than the parser keeps at hand", manyMembers(false), manyMembers(true)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Canonical([]byte(tc.in))
@@ -44,6 +51,23 @@ func TestCanonical(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyMembers is an object of 40 members, in order or in reverse.
+func manyMembers(sorted bool) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i := range 40 {
+		n := 39 - i
+		if sorted {
+			n = i
+		}
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"k%02d":[%d]`, n, n)
+	}
+	return b.String() + "}"
 }
 
 func TestCanonicalRefusesWhatIsNotJSON(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"hash"
 	"strconv"
 	"time"
 )
@@ -54,7 +55,15 @@ const KindSubmitted = "submitted"
 // null; at is RFC 3339 in UTC with as many fractional digits as the store
 // keeps (trailing zeros dropped).
 func EventJSON(e Event) []byte {
-	out := make([]byte, 0, 256+len(e.Data))
+	n := 256 + len(e.Data)
+	if e.Action != nil {
+		n += len(e.Action.Payload)
+	}
+	return AppendEventJSON(make([]byte, 0, n), e)
+}
+
+// AppendEventJSON appends EventJSON(e) to out.
+func AppendEventJSON(out []byte, e Event) []byte {
 	out = append(out, `{"action":`...)
 	if s := e.Action; s != nil {
 		out = append(out, `{"attempt":`...)
@@ -78,7 +87,9 @@ func EventJSON(e Event) []byte {
 	out = append(out, `,"actor":`...)
 	out = appendString(out, e.Actor)
 	out = append(out, `,"at":`...)
-	out = appendString(out, FormatTime(e.At))
+	out = append(out, '"') // a time needs no escape
+	out = appendTime(out, e.At)
+	out = append(out, '"')
 	out = append(out, `,"channel":`...)
 	out = appendString(out, e.Channel)
 	out = append(out, `,"data":`...)
@@ -93,7 +104,9 @@ func EventJSON(e Event) []byte {
 }
 
 // FormatTime is how an event's time is written in its canonical JSON.
-func FormatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+func FormatTime(t time.Time) string { return string(appendTime(nil, t)) }
+
+func appendTime(out []byte, t time.Time) []byte { return t.UTC().AppendFormat(out, time.RFC3339Nano) }
 
 func appendOptional(out []byte, s string) []byte {
 	if s == "" {
@@ -106,7 +119,7 @@ func appendJSON(out []byte, raw json.RawMessage) []byte {
 	if len(raw) == 0 {
 		return append(out, "null"...)
 	}
-	return append(out, canonicalOrString(raw)...)
+	return appendCanonicalOrString(out, raw)
 }
 
 // Hash is one link of the chain: SHA-256(previous hash || EventJSON).
@@ -151,3 +164,24 @@ func HashAfter(prev Hash, canonical []byte) Hash {
 
 // Next is the hash that follows prev for e.
 func Next(prev Hash, e Event) Hash { return HashAfter(prev, EventJSON(e)) }
+
+// chainer hashes events one after another, reusing its buffer and its
+// digest (the sealer's round hashes a thousand at a time).
+type chainer struct {
+	buf    []byte
+	digest hash.Hash
+}
+
+// next is Next(prev, e).
+func (c *chainer) next(prev Hash, e Event) Hash {
+	if c.digest == nil {
+		c.digest = sha256.New()
+	}
+	c.buf = AppendEventJSON(c.buf[:0], e)
+	c.digest.Reset()
+	c.digest.Write(prev[:])
+	c.digest.Write(c.buf)
+	var out Hash
+	c.digest.Sum(out[:0])
+	return out
+}

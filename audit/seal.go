@@ -48,8 +48,9 @@ func Seal(ctx context.Context, st Store, p SealParams) (SealResult, error) {
 	}
 	links := make([]Link, len(list.Events))
 	prev := head.Hash
+	var c chainer
 	for i, ev := range list.Events {
-		h := Next(prev, ev)
+		h := c.next(prev, ev)
 		links[i] = Link{Seq: head.Seq + int64(i) + 1, EventID: ev.ID, PrevHash: prev, Hash: h}
 		prev = h
 	}
