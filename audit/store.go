@@ -2,6 +2,7 @@ package audit
 
 import (
 	"context"
+	"fmt"
 	"time"
 )
 
@@ -26,7 +27,9 @@ type Store interface {
 	// lease for p.Lease from now (p.Release: it ends now). It reports
 	// whether it did: false when another sealer moved the head or holds
 	// the lease, and then nothing is written. The chain's primary key on
-	// seq refuses a second link of one seq whatever the callers do.
+	// seq refuses a second link of one seq whatever the callers do, and
+	// links that do not follow one another (ChainAppendParams.Check) are
+	// an error.
 	AuditChainAppend(ctx context.Context, p ChainAppendParams) (bool, error)
 	// AuditChainList returns at most p.Limit links after seq p.AfterSeq,
 	// in seq order, each with its event as stored now (nil when the event
@@ -106,6 +109,18 @@ type ChainAppendParams struct {
 	Seq     int64
 	Links   []Link
 	Cursor  Cursor
+}
+
+// Check reports links that do not follow one another: seqs p.Seq+1,
+// p.Seq+2, … and each link's PrevHash the hash of the one before it. A
+// store may then keep a link's event and hash alone (PostgreSQL does).
+func (p ChainAppendParams) Check() error {
+	for i, l := range p.Links {
+		if l.Seq != p.Seq+int64(i)+1 || i > 0 && l.PrevHash != p.Links[i-1].Hash {
+			return fmt.Errorf("link %d (seq %d) does not follow the one before it", i, l.Seq)
+		}
+	}
+	return nil
 }
 
 // ChainListParams page through the chain.

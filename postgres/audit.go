@@ -93,28 +93,39 @@ func (s *Store) AuditSealableList(ctx context.Context, p audit.SealableListParam
 		return audit.SealableList{}, fmt.Errorf("list events to seal: %w", err)
 	}
 	defer rows.Close()
-	var out audit.SealableList
+	// One scan target for every row (each scan writes every field anew).
+	var (
+		r    auditEventScan
+		txid string
+	)
+	dest := append(append([]any{&r.ev.ID}, r.dest()...), &txid)
+	out := audit.SealableList{Events: make([]audit.Event, 0, min(max(p.Limit, 0), 4096))}
 	for rows.Next() {
-		var (
-			r    auditEventScan
-			txid string
-		)
-		if err := rows.Scan(append(append([]any{&r.ev.ID}, r.dest()...), &txid)...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return audit.SealableList{}, fmt.Errorf("list events to seal: %w", err)
 		}
-		ev := r.event()
-		out.Events = append(out.Events, ev)
+		out.Events = append(out.Events, r.event())
+	}
+	if err := rows.Err(); err != nil {
+		return audit.SealableList{}, fmt.Errorf("list events to seal: %w", err)
+	}
+	if n := len(out.Events); n > 0 {
 		if out.Cursor.TxID, err = parseTxID(txid); err != nil {
 			return audit.SealableList{}, err
 		}
-		out.Cursor.ID = ev.ID
+		out.Cursor.ID = out.Events[n-1].ID
 	}
-	return out, rows.Err()
+	return out, nil
 }
 
 // AuditChainAppend implements audit.Store: the head's conditional update,
 // then the links, in one transaction.
 func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams) (bool, error) {
+	// The links are sent as their event ids and hashes alone
+	// (auditChainInsertSQL).
+	if err := p.Check(); err != nil {
+		return false, fmt.Errorf("append to the audit chain after seq %d: %w", p.Seq, err)
+	}
 	head := p.Seq
 	var hash []byte // nil: the hash stays
 	if n := len(p.Links); n > 0 {
@@ -134,13 +145,13 @@ func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams)
 			return err
 		}
 		if len(p.Links) > 0 {
-			n := len(p.Links)
-			seqs, ids, prevs, hashes := make([]int64, n), make([]int64, n), make([][]byte, n), make([][]byte, n)
+			ids, hashes := make([]int64, len(p.Links)), make([]byte, 0, len(p.Links)*len(audit.Hash{}))
 			for i, l := range p.Links {
-				seqs[i], ids[i] = l.Seq, l.EventID
-				prevs[i], hashes[i] = l.PrevHash[:], l.Hash[:]
+				ids[i] = l.EventID
+				hashes = append(hashes, l.Hash[:]...)
 			}
-			if _, err := tx.Exec(ctx, auditChainInsertSQL, seqs, ids, prevs, hashes); err != nil {
+			first := p.Links[0].PrevHash
+			if _, err := tx.Exec(ctx, auditChainInsertSQL, p.Seq, ids, first[:], hashes); err != nil {
 				return err
 			}
 		}

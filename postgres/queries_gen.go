@@ -217,9 +217,16 @@ const auditHeadAdvanceSQL = `UPDATE audit_head SET seq = $2, hash = coalesce($3,
 WHERE id = 1 AND seq = $1
     AND (holder = $6 OR holder IS NULL OR lease_until IS NULL OR lease_until <= clock_timestamp())`
 
+// The links after seq $1, of the events $2 in order: $4 is their hashes end
+// to end, 32 bytes each, and each link's prev_hash is the hash before it,
+// the first's $3 (the head's). One bytea, not an array of them, is what
+// the sealer's round costs least to send.
 // (sql/audit.sql)
 const auditChainInsertSQL = `INSERT INTO audit_chain (seq, event_id, prev_hash, hash)
-SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bytea[], $4::bytea[])`
+SELECT $1::bigint + u.o, u.id,
+    CASE WHEN u.o = 1 THEN $3::bytea ELSE substring($4::bytea FROM (u.o::int - 2) * 32 + 1 FOR 32) END,
+    substring($4::bytea FROM (u.o::int - 1) * 32 + 1 FOR 32)
+FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, o)`
 
 // A link whose event row is gone reads with found false.
 // (sql/audit.sql)

@@ -106,10 +106,13 @@ func (s *Store) AuditSealableList(ctx context.Context, p audit.SealableListParam
 		return audit.SealableList{}, fmt.Errorf("list events to seal: %w", err)
 	}
 	defer rows.Close()
-	var out audit.SealableList
+	// One scan target for every row (each scan writes every field anew,
+	// and database/sql copies what it scans into a []byte).
+	var r auditEventScan
+	dest := r.dest()
+	out := audit.SealableList{Events: make([]audit.Event, 0, min(max(p.Limit, 0), 4096))}
 	for rows.Next() {
-		var r auditEventScan
-		if err := rows.Scan(r.dest()...); err != nil {
+		if err := rows.Scan(dest...); err != nil {
 			return audit.SealableList{}, fmt.Errorf("list events to seal: %w", err)
 		}
 		ev := r.event()
@@ -121,6 +124,9 @@ func (s *Store) AuditSealableList(ctx context.Context, p audit.SealableListParam
 
 // AuditChainAppend implements audit.Store in one write call of the writer.
 func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams) (bool, error) {
+	if err := p.Check(); err != nil {
+		return false, fmt.Errorf("append to the audit chain after seq %d: %w", p.Seq, err)
+	}
 	var ok bool
 	err := s.withTx(ctx, func(ctx context.Context, q querier) error {
 		ok = false

@@ -150,6 +150,26 @@ func staffEvent(t *testing.T, s Store, kind, subject string, now time.Time) {
 }
 
 var auditTests = []test{
+	{"AppendRefusesLinksThatDoNotFollow", func(t *testing.T, s Store) {
+		h1 := audit.HashAfter(audit.Hash{}, []byte(`{"a":1}`))
+		h2 := audit.HashAfter(h1, []byte(`{"a":2}`))
+		for name, links := range map[string][]audit.Link{
+			"a gap in seq":          {{Seq: 1, EventID: 1, Hash: h1}, {Seq: 3, EventID: 2, PrevHash: h1, Hash: h2}},
+			"not after the head":    {{Seq: 2, EventID: 1, Hash: h1}},
+			"a prev_hash elsewhere": {{Seq: 1, EventID: 1, Hash: h1}, {Seq: 2, EventID: 2, PrevHash: h2, Hash: h2}},
+		} {
+			ok, err := s.AuditChainAppend(t.Context(), audit.ChainAppendParams{Holder: "a", Lease: time.Minute, Links: links,
+				Cursor: audit.Cursor{ID: 2}})
+			if err == nil || ok || !strings.Contains(err.Error(), "does not follow") {
+				t.Fatalf("%s: appended %v, err %v; want an error saying the links do not follow", name, ok, err)
+			}
+		}
+		head, err := s.AuditHeadGet(t.Context())
+		noErr(t, err, "head")
+		eq(t, head.Seq, 0, "seq after refused appends")
+		eq(t, head.Holder, "", "holder after refused appends")
+		eq(t, len(chainLinks(t, s)), 0, "links after refused appends")
+	}},
 	{"EmptyChain", func(t *testing.T, s Store) {
 		head, err := s.AuditHeadGet(t.Context())
 		noErr(t, err, "head")

@@ -234,7 +234,7 @@ func forgeLink(t *testing.T, db *auditDB, seq int64) {
 	}
 	var list audit.SealableList
 	deadline := time.Now().Add(30 * time.Second)
-	for list.Events == nil {
+	for len(list.Events) == 0 {
 		if list, err = st.AuditSealableList(ctx, audit.SealableListParams{After: head.Cursor, Limit: 1}); err != nil {
 			t.Fatal(err)
 		}
