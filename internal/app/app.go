@@ -327,7 +327,7 @@ func (a *App) startWorkers(ctx context.Context, wg *sync.WaitGroup) {
 	if a.opts.OutboxPoll >= 0 {
 		wg.Go(func() { a.Outbox.Run(ctx) })
 	}
-	if a.opts.SealInterval >= 0 {
+	if a.opts.SealInterval >= 0 && sealerBuilt {
 		// Every process runs one; the lease lets one seal at a time.
 		wg.Go(func() { a.Sealer.Run(ctx) })
 	}
