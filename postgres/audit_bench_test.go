@@ -24,7 +24,7 @@ func BenchmarkSeal(b *testing.B) {
 	ctx := context.Background()
 	now := time.Now().UTC()
 	a := &queue.Action{ID: queue.NewID(now), Tool: "send_email", Class: classify.AtMostOnce, IntentKey: "seed",
-		Payload: json.RawMessage(`{"to":"customer-1@example.com","subject":"Your refund","body":"Hello, your refund of 12.00 EUR is on its way."}`),
+		Payload:     json.RawMessage(`{"to":"customer-1@example.com","subject":"Your refund","body":"Hello, your refund of 12.00 EUR is on its way."}`),
 		RequestedBy: "agent:support", CreatedAt: now, Channel: "api", State: queue.StatePending,
 		ExpiresAt: &now, Spec: classify.Tool{Name: "send_email", Class: classify.AtMostOnce, Registered: true}}
 	if _, err := st.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: queue.Event{ActionID: a.ID,
