@@ -31,12 +31,10 @@ func appendCanonical(out, text []byte) ([]byte, error) {
 	return out, nil
 }
 
-// canonicalOrString is Canonical, or for a text that is not JSON (which no
-// store admits) the canonical JSON string of that text, so that sealing
-// never stops at one bad row and the verifier reaches the same bytes.
-func canonicalOrString(text []byte) []byte { return appendCanonicalOrString(nil, text) }
-
-// appendCanonicalOrString appends what canonicalOrString returns to out.
+// appendCanonicalOrString appends Canonical(text) to out, or for a text
+// that is not JSON (which no store admits) the canonical JSON string of
+// that text, so that sealing never stops at one bad row and the verifier
+// reaches the same bytes.
 func appendCanonicalOrString(out, text []byte) []byte {
 	if res, err := appendCanonical(out, text); err == nil {
 		return res

@@ -79,8 +79,8 @@ func TestCanonicalRefusesWhatIsNotJSON(t *testing.T) {
 		}
 	}
 	// What is not JSON is hashed as its text, so sealing never stops.
-	if got := string(canonicalOrString([]byte(`{"a":`))); got != `"{\"a\":"` {
-		t.Fatalf("canonicalOrString of broken JSON: %s", got)
+	if got := string(appendCanonicalOrString(nil, []byte(`{"a":`))); got != `"{\"a\":"` {
+		t.Fatalf("appendCanonicalOrString of broken JSON: %s", got)
 	}
 }
 
