@@ -146,16 +146,21 @@ test('guard: at-most-once waits for approval and runs fn once with the approved 
 test('guard: rejection and requested changes throw errors carrying the note; fn is never called', async () => {
   let calls = 0;
   const email = fx.approvals.guard('send_customer_email', async () => ++calls, { waitFor: '30s' });
+  // Each assertion is attached before the decision: the guard may reject
+  // as soon as the decision lands, before the test's own await returns,
+  // and a rejection with no handler yet fails the run.
   let customer = order();
-  let running = email({ customer_id: customer, topic: 'promo', subject: 'Sale' });
+  let rejected = assert.rejects(email({ customer_id: customer, topic: 'promo', subject: 'Sale' }),
+    (e) => e instanceof RejectedError && e.note === 'no promotions this week');
   let pending = await pendingAction(fx.server, `email:${customer}:promo`);
   await fx.staff.reject(pending.id, 'no promotions this week');
-  await assert.rejects(running, (e) => e instanceof RejectedError && e.note === 'no promotions this week');
+  await rejected;
   customer = order();
-  running = email({ customer_id: customer, topic: 'promo', subject: 'Sale' });
+  rejected = assert.rejects(email({ customer_id: customer, topic: 'promo', subject: 'Sale' }),
+    (e) => e instanceof ChangesRequestedError && e.note === 'say which products' && /submit again with the same intent key/.test(e.message));
   pending = await pendingAction(fx.server, `email:${customer}:promo`);
   await fx.staff.requestChanges(pending.id, 'say which products');
-  await assert.rejects(running, (e) => e instanceof ChangesRequestedError && e.note === 'say which products' && /submit again with the same intent key/.test(e.message));
+  await rejected;
   assert.equal(calls, 0);
 });
 
