@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -195,30 +196,6 @@ func (h *API) dryRun(c echo.Context, sb SubmitBody) error {
 	return writeJSON(c, http.StatusOK, res)
 }
 
-// GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.
-func (h *API) GetAction(c echo.Context) error {
-	wait, err := agentapi.ParseWait(c.QueryParam("wait"))
-	if err != nil {
-		return err
-	}
-	until, err := agentapi.ParseState(c.QueryParam("state"))
-	if err != nil {
-		return err
-	}
-	if wait > 0 {
-		release, err := h.Service.AcquireWaiter("agent:" + agent(c))
-		if err != nil {
-			return err
-		}
-		defer release()
-	}
-	a, err := h.Service.Wait(c.Request().Context(), c.Param("id"), until, wait)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, a)
-}
-
 // ListActions handles GET /api/v1/actions.
 func (h *API) ListActions(c echo.Context) error {
 	r, err := agentapi.ParseListRequest(c.QueryParams().Get)
@@ -319,25 +296,30 @@ func (h *API) emptyBody(c echo.Context) ([]byte, error) {
 
 func writeJSON(c echo.Context, status int, v any) error {
 	c.Response().Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
-	if a, ok := v.(*queue.Action); ok && a != nil {
-		bp := actionBuffers.Get().(*[]byte)
-		defer actionBuffers.Put(bp)
-		if b, ok := appendActionJSON((*bp)[:0], a); ok {
-			*bp = append(b, '\n') // as json.Encoder ends a value
-			c.Response().WriteHeader(status)
-			_, err := c.Response().Write(*bp)
-			return err
-		}
-	}
 	c.Response().WriteHeader(status)
-	return jsonEncode(c, v)
+	if a, ok := v.(*queue.Action); ok && a != nil {
+		return writeActionTo(c.Response(), a)
+	}
+	return jsonEncode(c.Response(), v)
+}
+
+// writeActionTo writes the action's JSON as json.Encoder would.
+func writeActionTo(w io.Writer, a *queue.Action) error {
+	bp := actionBuffers.Get().(*[]byte)
+	defer actionBuffers.Put(bp)
+	if b, ok := appendActionJSON((*bp)[:0], a); ok {
+		*bp = append(b, '\n') // as json.Encoder ends a value
+		_, err := w.Write(*bp)
+		return err
+	}
+	return jsonEncode(w, a)
 }
 
 // actionBuffers recycle the buffers actions are encoded into.
 var actionBuffers = sync.Pool{New: func() any { b := make([]byte, 0, 2048); return &b }}
 
-func jsonEncode(c echo.Context, v any) error {
-	enc := json.NewEncoder(c.Response())
+func jsonEncode(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(true)
 	return enc.Encode(v)
 }

@@ -304,8 +304,11 @@ func (s *Store) readPending(ctx context.Context) (int64, time.Time, error) {
 // Subscribe delivers changes made by any process.
 func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
 
-// SubscribeAction delivers the changes of action id only (long-polls).
-func (s *Store) SubscribeAction(id string) queue.Subscription { return s.hub.SubscribeAction(id) }
+// SubscribeAction delivers the changes of action id only (long-polls),
+// calling wake (when not nil) after each; see queue.Hub.SubscribeAction.
+func (s *Store) SubscribeAction(id string, wake func()) queue.Subscription {
+	return s.hub.SubscribeAction(id, wake)
+}
 
 // SubscribePending also announces new pending actions. The first such
 // subscriber after an idle spell takes the pending mark before it

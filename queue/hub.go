@@ -12,13 +12,13 @@ import "sync"
 type Hub struct {
 	mu     sync.Mutex
 	subs   map[chan Change]struct{}
-	byID   map[string]map[chan Change]struct{}
+	byID   map[string]map[chan Change]func()
 	closed bool
 }
 
 // NewHub returns an empty hub.
 func NewHub() *Hub {
-	return &Hub{subs: make(map[chan Change]struct{}), byID: make(map[string]map[chan Change]struct{})}
+	return &Hub{subs: make(map[chan Change]struct{}), byID: make(map[string]map[chan Change]func())}
 }
 
 // Publish delivers c to every subscriber of all changes and of c's action
@@ -33,10 +33,13 @@ func (h *Hub) Publish(c Change) {
 		default:
 		}
 	}
-	for ch := range h.byID[c.ActionID] {
+	for ch, wake := range h.byID[c.ActionID] {
 		select {
 		case ch <- c:
 		default: // one change already waits: the subscriber re-reads the action anyway
+		}
+		if wake != nil {
+			wake()
 		}
 	}
 }
@@ -67,8 +70,11 @@ func (h *Hub) Subscribe() Subscription {
 // SubscribeAction registers a subscriber of the changes of action id
 // only, until its Cancel is called or the hub closes. Its buffer holds one
 // change: a waiter re-reads the action on any change, so two changes that
-// arrive together wake it once.
-func (h *Hub) SubscribeAction(id string) Subscription {
+// arrive together wake it once. wake, when not nil, is called after each
+// delivery and when the hub closes, under the hub's lock, so it must not
+// block: it lets a long-poll that holds no goroutine of its own (a
+// detached one, see Poll) be woken.
+func (h *Hub) SubscribeAction(id string, wake func()) Subscription {
 	ch := make(chan Change, 1)
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -78,10 +84,10 @@ func (h *Hub) SubscribeAction(id string) Subscription {
 	}
 	set := h.byID[id]
 	if set == nil {
-		set = make(map[chan Change]struct{}, 1)
+		set = make(map[chan Change]func(), 1)
 		h.byID[id] = set
 	}
-	set[ch] = struct{}{}
+	set[ch] = wake
 	var once sync.Once
 	return Subscription{Changes: ch, Cancel: func() {
 		once.Do(func() {
@@ -108,10 +114,13 @@ func (h *Hub) WakeActions() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for id, set := range h.byID {
-		for ch := range set {
+		for ch, wake := range set {
 			select {
 			case ch <- Change{ActionID: id}:
 			default:
+			}
+			if wake != nil {
+				wake()
 			}
 		}
 	}
@@ -127,8 +136,11 @@ func (h *Hub) Close() {
 		close(ch)
 	}
 	for id, set := range h.byID {
-		for ch := range set {
+		for ch, wake := range set {
 			close(ch)
+			if wake != nil {
+				wake()
+			}
 		}
 		delete(h.byID, id)
 	}

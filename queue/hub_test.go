@@ -7,7 +7,7 @@ import "testing"
 // both kinds, and a cancelled action leaves no entry behind.
 func TestHubSubscribeAction(t *testing.T) {
 	h := NewHub()
-	all, a, b := h.Subscribe(), h.SubscribeAction("a"), h.SubscribeAction("b")
+	all, a, b := h.Subscribe(), h.SubscribeAction("a", nil), h.SubscribeAction("b", nil)
 	h.Publish(Change{ActionID: "a", State: StateApproved})
 	if c := <-a.Changes; c.ActionID != "a" || c.State != StateApproved {
 		t.Fatalf("a got %+v", c)
@@ -56,7 +56,7 @@ func TestHubSubscribeAction(t *testing.T) {
 	if _, ok := <-a.Changes; ok {
 		t.Fatal("Close left an action's subscriber open")
 	}
-	if _, ok := <-h.SubscribeAction("c").Changes; ok {
+	if _, ok := <-h.SubscribeAction("c", nil).Changes; ok {
 		t.Fatal("a subscription after Close is open")
 	}
 }

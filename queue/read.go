@@ -8,56 +8,6 @@ import (
 	"time"
 )
 
-// MaxWait caps a long-poll.
-const MaxWait = 60 * time.Second
-
-// Wait returns the action once its state differs from until (default: its
-// state now), at once for a final state, or at the deadline. It subscribes
-// before reading, so a change between the two is not lost.
-func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
-	sub := s.store.SubscribeAction(id)
-	defer sub.Cancel()
-	a, err := s.store.ActionGetByID(ctx, id)
-	if err != nil || d <= 0 || a.State.Final() {
-		return a, err
-	}
-	if until == "" {
-		until = a.State
-	}
-	if a.State != until {
-		return a, nil
-	}
-	s.waiters.Add(1)
-	defer s.waiters.Add(-1)
-	deadline := time.NewTimer(d)
-	defer deadline.Stop()
-	recheck := time.NewTicker(s.opts.WaitRecheck)
-	defer recheck.Stop()
-	for {
-		select {
-		case _, ok := <-sub.Changes: // a change of this action: read it again
-			if !ok { // shutting down: answer with what is stored
-				return s.store.ActionGetByID(ctx, id)
-			}
-		case <-recheck.C:
-		case <-s.opts.Done:
-			return s.store.ActionGetByID(ctx, id)
-		case <-deadline.C:
-			return s.store.ActionGetByID(ctx, id)
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-		a, err = s.store.ActionGetByID(ctx, id)
-		if err != nil || a.State != until || a.State.Final() {
-			return a, err
-		}
-	}
-}
-
-// Waiters is the number of long-polls now waiting for a change: subscribed,
-// with the action read. A test (or an operator) sees a poll is held.
-func (s *Service) Waiters() int64 { return s.waiters.Load() }
-
 // ListRequest filters a listing.
 type ListRequest struct {
 	IntentKey       string

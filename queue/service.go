@@ -20,6 +20,8 @@ type Service struct {
 	// waiters counts long-polls that have subscribed, read the action and
 	// now wait for a change (the approvals_waiters gauge).
 	waiters atomic.Int64
+	// polls are the long-polls under way, woken when Options.Done closes.
+	polls pollSet
 	// upstreamCalls are the upstream calls submissions are making
 	// (WaitUpstreamCalls).
 	upstreamCalls sync.WaitGroup
@@ -98,6 +100,12 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 	s.opts.MaxUpstreamCalls = opts.MaxUpstreamCalls
 	s.upstreamSlots = make(chan struct{}, opts.MaxUpstreamCalls)
 	s.reg.Store(reg)
+	if opts.Done != nil {
+		go func() {
+			<-opts.Done
+			s.polls.stop()
+		}()
+	}
 	return s
 }
 

@@ -45,8 +45,10 @@ type Reader interface {
 	// process sharing the database, until the subscription is cancelled.
 	Subscribe() Subscription
 	// SubscribeAction is Subscribe for the changes of one action: what a
-	// long-poll needs, at the cost of that action's changes only.
-	SubscribeAction(id string) Subscription
+	// long-poll needs, at the cost of that action's changes only. wake,
+	// when not nil, is called without blocking after each delivery and
+	// when the subscription closes (Hub.SubscribeAction).
+	SubscribeAction(id string, wake func()) Subscription
 	// SubscribePending is Subscribe that also announces, within a second,
 	// new pending actions (possibly without their id): what the live queue
 	// needs. Finding them may cost the store a periodic query, made only

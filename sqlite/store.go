@@ -195,8 +195,11 @@ func (s *Store) Ping(ctx context.Context) error {
 // Subscribe delivers the changes committed through this store.
 func (s *Store) Subscribe() queue.Subscription { return s.hub.Subscribe() }
 
-// SubscribeAction delivers the changes of action id only (long-polls).
-func (s *Store) SubscribeAction(id string) queue.Subscription { return s.hub.SubscribeAction(id) }
+// SubscribeAction delivers the changes of action id only (long-polls),
+// calling wake (when not nil) after each; see queue.Hub.SubscribeAction.
+func (s *Store) SubscribeAction(id string, wake func()) queue.Subscription {
+	return s.hub.SubscribeAction(id, wake)
+}
 
 // SubscribePending is Subscribe: inserts are published like every other
 // commit of this process.

@@ -306,6 +306,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		log.Warn("shutdown", "err", err)
 	}
 	wg.Wait()
+	// Long-polls the HTTP server handed over (hijacked connections) are
+	// not among what its Shutdown waits for; they answer once
+	// ReleaseWaits, and must before the store closes.
+	a.Service.WaitPolls()
 	// Submissions whose upstream call outlived the HTTP server's wait:
 	// their outcome is recorded before the store closes.
 	a.Service.WaitUpstreamCalls()

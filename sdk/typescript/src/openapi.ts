@@ -163,7 +163,7 @@ export type ListActionsResponse = {
 
 /** Query parameters of GET /api/v1/actions/{id}. */
 export interface GetActionQuery {
-  /** A Go duration, at most 60s. Answers at once for a final state (done, failed, rejected, changes_requested, expired, cancelled, recorded); otherwise waits while the state equals ?state (default: the state now). */
+  /** A Go duration, at most 60s. Answers at once for a final state (done, failed, rejected, changes_requested, expired, cancelled, recorded); otherwise waits while the state equals ?state (default: the state now). Over HTTP/1.1 an answer to a request with wait closes the connection (Connection: close): the server waits off its HTTP handler, so that many waits cost little memory. */
   "wait"?: string;
   "state"?: State;
 }
