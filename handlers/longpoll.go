@@ -52,7 +52,9 @@ func (h *API) GetAction(c echo.Context) error {
 		return err
 	}
 	if conn, answer, ok := h.detach(c); ok {
+		held := h.Service.HoldWait()
 		go func() {
+			defer held()
 			defer conn.Close()
 			defer release()
 			w := &connWaker{woken: queue.NewWaker(), conn: conn}

@@ -155,7 +155,17 @@ func (p *Poll) Wait(ctx context.Context, w Waker) (*Action, error) {
 // with the action read. A test (or an operator) sees a poll is held.
 func (s *Service) Waiters() int64 { return s.waiters.Load() }
 
-// WaitPolls returns once every long-poll has ended. Shutdown calls it
+// HoldWait counts a wait that has left its request's handler (a hijacked
+// connection) until the function it returns is called, so that WaitPolls
+// waits for it before its poll starts too. Call it in the handler: the
+// HTTP server's Shutdown waits for handlers, so every HoldWait comes
+// before the WaitPolls that follows it.
+func (s *Service) HoldWait() (done func()) {
+	s.polls.wg.Add(1)
+	return s.polls.wg.Done
+}
+
+// WaitPolls returns once every long-poll (and every HoldWait) has ended. Shutdown calls it
 // after the HTTP server's, since the server does not count the polls it
 // handed over (hijacked connections): they answer, as every poll does,
 // once Options.Done closes, and must before the store closes.
