@@ -141,7 +141,10 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 	defer rcancel()
 	var err error
 	if a.State == StateRecorded {
-		err = s.recordAtLeastOnce(rctx, a, out)
+		var got *Action
+		if got, err = s.recordAtLeastOnce(rctx, a, out); err == nil && got != nil {
+			return got // the transition returns the action as it left it
+		}
 	} else {
 		if out.Outcome == ExecutionUnknown {
 			s.log.Warn("upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
@@ -185,7 +188,7 @@ func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 // "outcome unknown: ..." as error, not left in_progress for an operator as
 // an exactly-once call is: repeating an at-least-once call is harmless by
 // definition, so the agent may simply call again.
-func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Execution) error {
+func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Execution) (*Action, error) {
 	now := s.Now()
 	info := maps.Clone(out.Details)
 	if info == nil {
@@ -204,7 +207,7 @@ func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Executio
 		p.To, p.Error, p.Result = StateFailed, &msg, out.Result
 		p.Event.Kind = EventFailed
 	default:
-		return fmt.Errorf("record upstream call of %s: unknown outcome %q", a.ID, out.Outcome)
+		return nil, fmt.Errorf("record upstream call of %s: unknown outcome %q", a.ID, out.Outcome)
 	}
 	if len(out.Result) > 0 {
 		info["result"] = out.Result
@@ -216,9 +219,9 @@ func (s *Service) recordAtLeastOnce(ctx context.Context, a *Action, out Executio
 	// Routed like every outcome: channels that listen for action.done or
 	// action.failed hear of it.
 	p.Event.Unrouted = s.unrouted(p.Event, a)
-	_, err := s.store.ActionTransition(ctx, p)
+	got, err := s.store.ActionTransition(ctx, p)
 	if errors.Is(err, ErrStateMismatch) {
-		return fmt.Errorf("record upstream call of %s: %w", a.ID, err)
+		return nil, fmt.Errorf("record upstream call of %s: %w", a.ID, err)
 	}
-	return err
+	return got, err
 }

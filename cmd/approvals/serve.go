@@ -139,6 +139,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 			mux := http.NewServeMux()
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
 			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 			log.Info("pprof listening", "addr", addr)
 			if err := http.ListenAndServe(addr, mux); err != nil {
 				log.Warn("pprof", "err", err)
