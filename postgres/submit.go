@@ -53,7 +53,7 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted,
 		a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
 		sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
-		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt}
+		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
 	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard, extras: sub}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
@@ -150,6 +150,7 @@ type submitInput struct {
 type submitExtra struct {
 	approvals                  string
 	decKind, decActor, decData *string
+	decChannel                 *string
 	decUnrouted                bool
 	grantTry, grantUnrouted    bool
 	grantExpiresAt             *time.Time
@@ -159,8 +160,8 @@ type submitExtra struct {
 func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
 	x := submitExtra{approvals: queue.ApprovalsJSON(a.Approvals)}
 	if d := p.Decision; d != nil {
-		kind, actor := d.Kind, d.Actor
-		x.decKind, x.decActor, x.decUnrouted = &kind, &actor, d.Unrouted
+		kind, actor, channel := d.Kind, d.Actor, d.Channel
+		x.decKind, x.decActor, x.decChannel, x.decUnrouted = &kind, &actor, &channel, d.Unrouted
 		if d.Data != nil {
 			data := string(d.Data)
 			x.decData = &data
@@ -187,7 +188,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
 		webhooks, unrouted                                        = make([]bool, n), make([]bool, n)
 		decidedBy, notes, approvedPayloads, approvals             = make([]*string, n), make([]*string, n), make([]*string, n), make([]string, n)
-		decKinds, decActors, decData                              = make([]*string, n), make([]*string, n), make([]*string, n)
+		decKinds, decActors, decData, decChannels                 = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
 		decidedAt, grantExpires                                   = make([]*time.Time, n), make([]*time.Time, n)
 		decUnrouted, grantTry, grantUnrouted                      = make([]bool, n), make([]bool, n), make([]bool, n)
 		grantAt                                                   = make([]string, n)
@@ -210,13 +211,13 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 			ap := string(a.ApprovedPayload)
 			approvedPayloads[i] = &ap
 		}
-		decKinds[i], decActors[i], decData[i], decUnrouted[i] = x.decKind, x.decActor, x.decData, x.decUnrouted
+		decKinds[i], decActors[i], decData[i], decChannels[i], decUnrouted[i] = x.decKind, x.decActor, x.decData, x.decChannel, x.decUnrouted
 		grantTry[i], grantExpires[i], grantUnrouted[i], grantAt[i] = x.grantTry, x.grantExpiresAt, x.grantUnrouted, x.grantAt
 	}
 	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
 		evActors, evData, finishedAt, tokens, unrouted, decidedBy, decidedAt, notes, approvedPayloads,
-		approvals, decKinds, decActors, decData, decUnrouted, grantTry, grantExpires, grantUnrouted, grantAt}
+		approvals, decKinds, decActors, decData, decUnrouted, grantTry, grantExpires, grantUnrouted, grantAt, decChannels}
 }
 
 // submitted is what submitSQL returns: the holder of the intent and whether

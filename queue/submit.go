@@ -231,6 +231,14 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if req.TokenHash != "" && !s.store.SupportsTokenGuard() {
 		return SubmitResult{}, errors.New("submit: this store cannot check agent tokens in the submission")
 	}
+	// An at-least-once upstream call's start goes on record with the
+	// action, in the submission's own commit, not in one of its own before
+	// the call: durable before the call either way, one commit fewer. Such
+	// a tool takes no policy, so the statement's second event is free.
+	startRecorded := claimedUpstream(a) && a.State == StateRecorded && sub.decision == nil
+	if startRecorded {
+		sub.decision = s.upstreamStart(a)
+	}
 	stored, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, Decision: sub.decision, Grant: sub.grant, TokenHash: req.TokenHash})
 	if err != nil {
 		return SubmitResult{}, err
@@ -247,7 +255,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 			s.opts.OnEvents()
 		}
 		if claimedUpstream(holder) {
-			holder = s.callUpstreamNow(ctx, holder)
+			holder = s.callUpstreamNow(ctx, holder, startRecorded)
 		}
 		return SubmitResult{Action: holder, Created: true}, nil
 	}

@@ -124,6 +124,15 @@ func TestAtLeastOnceUpstreamCallEndsDoneOrFailed(t *testing.T) {
 				want := []string{queue.EventSubmitted, queue.EventDelivery, queue.OutcomeEventKind(a.State)}
 				if len(kinds) != 3 || kinds[0] != want[0] || kinds[1] != want[1] || kinds[2] != want[2] {
 					t.Errorf("%s: events %v, want %v", a.State, kinds, want)
+					continue
+				}
+				// The start, stored with the action by the submission's own
+				// statement, says what was called, as a separate record did.
+				var start map[string]any
+				if err := json.Unmarshal(evs[1].Data, &start); err != nil || evs[1].Channel != queue.UpstreamChannel ||
+					evs[1].Actor != queue.DispatcherActor || start["attempt"] != 1.0 || start["intent_key"] != a.IntentKey ||
+					start["upstream"] == nil || start["upstream_tool"] == nil {
+					t.Errorf("%s: delivery_started %s by %s on %s, want the upstream, its tool, attempt 1 and key %s", a.State, evs[1].Data, evs[1].Actor, evs[1].Channel, a.IntentKey)
 				}
 			}
 

@@ -120,18 +120,21 @@ const storeTimeout = 10 * time.Second
 // and its record outlive the agent's request. A failure to record anything
 // is logged and leaves the action as it is: an exactly-once claim then
 // becomes a stale ticket, an at-least-once action stays recorded.
-func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
+//
+// startRecorded says the submission stored the call's start with the
+// action (upstreamStart); otherwise it is recorded here, before the call.
+func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecorded bool) *Action {
 	s.upstreamCalls.Add(1)
 	defer s.upstreamCalls.Done()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(reqCtx), storeTimeout)
 	defer cancel()
 	target := UpstreamTarget(a)
-	started := maps.Clone(target)
-	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
 	d := NewDispatch(s)
-	if err := d.RecordStart(ctx, a, UpstreamChannel, started); err != nil {
-		s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
-		return a
+	if !startRecorded {
+		if err := d.RecordStart(ctx, a, UpstreamChannel, upstreamStartDetails(a)); err != nil {
+			s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
+			return a
+		}
 	}
 	out := s.opts.Upstream.CallUpstream(a)
 	if out.Details == nil {
@@ -169,6 +172,26 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action) *Action {
 		return a
 	}
 	return got
+}
+
+// upstreamStartDetails is the data of an upstream call's delivery_started
+// event: the target, the attempt and the intent key.
+func upstreamStartDetails(a *Action) map[string]any {
+	started := maps.Clone(UpstreamTarget(a))
+	started["attempt"], started["intent_key"] = a.Attempt, a.IntentKey
+	return started
+}
+
+// upstreamStart is the delivery_started event of the at-least-once
+// upstream call of the new action a, stored with it (every at-least-once
+// action is attempt 1, which the statement sets).
+func (s *Service) upstreamStart(a *Action) *Event {
+	b := *a
+	b.Attempt = 1
+	data, _ := json.Marshal(upstreamStartDetails(&b))
+	ev := Event{Kind: EventDelivery, Actor: DispatcherActor, Channel: UpstreamChannel, At: a.CreatedAt, Data: data}
+	ev.Unrouted = s.unrouted(ev, a)
+	return &ev
 }
 
 // WaitUpstreamCalls waits for the upstream calls that submissions started

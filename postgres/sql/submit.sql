@@ -19,7 +19,10 @@
 -- qualified, or it would compare the column with itself).
 --
 -- A policy rule's decision comes decided ($23-$27: decided_by, decided_at,
--- decision_note, approved_payload, approvals) with its event ($28-$31).
+-- decision_note, approved_payload, approvals) with its event ($28-$31, its
+-- channel $36). The same second event carries an at-least-once upstream
+-- call's delivery_started (queue.ActionSubmitParams.Decision), whose
+-- action is recorded, not decided.
 -- With $32 (queue.GrantTry) an active grant that matches the pending
 -- action approves it: one without a limit is read in the snapshot; one
 -- with a limit is locked (FOR UPDATE rereads it once a concurrent use
@@ -81,7 +84,7 @@ WITH sub AS (
     {{submissionEvents}}
     FROM ins CROSS JOIN LATERAL (VALUES
         (1, $17::text, $18::text, $8::text, $19::json, $22::boolean OR ins.grant_id IS NOT NULL),
-        (2, $28::text, $29::text, 'policy', $30::json, $31::boolean),
+        (2, $28::text, $29::text, $36::text, $30::json, $31::boolean),
         (3, {{grantEvent ins}}, $34::boolean)
     ) e(n, kind, actor, channel, data, fanned_out)
     WHERE e.kind IS NOT NULL ORDER BY e.n
@@ -147,12 +150,12 @@ WITH input AS (
         $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
         $19::text[], $20::timestamptz[], $21::text[], $22::boolean[], $23::text[], $24::timestamptz[],
         $25::text[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::boolean[],
-        $32::boolean[], $33::timestamptz[], $34::boolean[], $35::text[]) WITH ORDINALITY
+        $32::boolean[], $33::timestamptz[], $34::boolean[], $35::text[], $36::text[]) WITH ORDINALITY
     AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
         claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
         ev_data, finished_at, token_hash, ev_unrouted, decided_by, decided_at, decision_note,
         approved_payload, approvals, dec_kind, dec_actor, dec_data, dec_unrouted, grant_try,
-        grant_expires_at, grant_unrouted, grant_at, n)
+        grant_expires_at, grant_unrouted, grant_at, dec_channel, n)
     WHERE (i.token_hash IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = i.token_hash AND tok.revoked_at IS NULL))
 ), pick AS (
     SELECT i.n, g.id, g.granted_by, g.max_uses IS NOT NULL AS counted
@@ -190,7 +193,7 @@ WITH input AS (
     {{submissionEvents}}
     FROM ins JOIN input i ON i.id = ins.id CROSS JOIN LATERAL (VALUES
         (1, i.ev_kind, i.ev_actor, ins.channel, i.ev_data::json, i.ev_unrouted OR ins.grant_id IS NOT NULL),
-        (2, i.dec_kind, i.dec_actor, 'policy', i.dec_data::json, i.dec_unrouted),
+        (2, i.dec_kind, i.dec_actor, i.dec_channel, i.dec_data::json, i.dec_unrouted),
         (3, {{grantEvent ins}}, i.grant_unrouted)
     ) e(n, kind, actor, channel, data, fanned_out)
     WHERE e.kind IS NOT NULL ORDER BY i.n, e.n
