@@ -1,6 +1,10 @@
 package queue
 
-import "testing"
+import (
+	"fmt"
+	"slices"
+	"testing"
+)
 
 // A subscriber of one action gets that action's changes and no other's;
 // a subscriber of all changes gets every one; Cancel and Close release
@@ -58,5 +62,32 @@ func TestHubSubscribeAction(t *testing.T) {
 	}
 	if _, ok := <-h.SubscribeAction("c", nil).Changes; ok {
 		t.Fatal("a subscription after Close is open")
+	}
+}
+
+// An action's subscriber with a wake function is woken, after its change
+// is in its buffer, by each change of its action and no other's, by
+// WakeActions, and when the hub closes; a cancelled one is not.
+func TestHubSubscribeActionWakes(t *testing.T) {
+	h := NewHub()
+	var woken []string
+	var a Subscription
+	a = h.SubscribeAction("a", func() {
+		select {
+		case c, ok := <-a.Changes:
+			woken = append(woken, fmt.Sprintf("%s %v", c.State, ok))
+		default:
+			woken = append(woken, "woken with nothing buffered")
+		}
+	})
+	cancelled := h.SubscribeAction("a", func() { woken = append(woken, "cancelled subscriber woken") })
+	cancelled.Cancel()
+	h.Publish(Change{ActionID: "a", State: StateApproved})
+	h.Publish(Change{ActionID: "b", State: StateApproved})
+	h.WakeActions()
+	h.Close()
+	want := []string{"approved true", " true", " false"}
+	if !slices.Equal(woken, want) {
+		t.Fatalf("wakes %q, want %q", woken, want)
 	}
 }
