@@ -34,12 +34,16 @@ type Poll struct {
 // action, when the process begins to shut down and when the store's
 // subscriptions close; the caller must Close the Poll.
 func (s *Service) StartPoll(ctx context.Context, id string, until State, d time.Duration, wake func()) (*Action, *Poll, error) {
+	if d <= 0 { // a plain read: nothing to subscribe to
+		a, err := s.store.ActionGetByID(ctx, id)
+		return a, nil, err
+	}
 	sub := s.store.SubscribeAction(id, wake)
 	a, err := s.store.ActionGetByID(ctx, id)
 	if until == "" && err == nil {
 		until = a.State
 	}
-	if err != nil || d <= 0 || a.State.Final() || a.State != until {
+	if err != nil || a.State.Final() || a.State != until {
 		sub.Cancel()
 		return a, nil, err
 	}
@@ -108,6 +112,9 @@ func (p *Poll) Close() {
 // ctx's error if ctx ends first. It blocks the calling goroutine; see Poll
 // for the form that does not.
 func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
+	if d <= 0 {
+		return s.store.ActionGetByID(ctx, id)
+	}
 	w := NewWaker()
 	a, p, err := s.StartPoll(ctx, id, until, d, w.Wake)
 	if p == nil {
