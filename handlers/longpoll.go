@@ -57,9 +57,10 @@ func (h *API) GetAction(c echo.Context) error {
 			defer held()
 			defer conn.Close()
 			defer release()
-			w := &connWaker{woken: queue.NewWaker(), conn: conn}
+			// A wake ends the connection's read below at once.
+			wake := func() { _ = conn.SetReadDeadline(aLongTimeAgo) }
 			rctx, cancel := context.WithTimeout(context.Background(), detachedReadTimeout)
-			a, p, err := h.Service.StartPoll(rctx, id, until, wait, w.wake)
+			a, p, err := h.Service.StartPoll(rctx, id, until, wait, wake)
 			cancel()
 			if p != nil {
 				defer p.Close()
@@ -73,37 +74,15 @@ func (h *API) GetAction(c echo.Context) error {
 		return nil
 	}
 	defer release()
-	w := &connWaker{woken: queue.NewWaker()}
-	a, p, err := h.Service.StartPoll(ctx, id, until, wait, w.wake)
-	if p == nil {
-		if err != nil {
-			return err
-		}
-		return writeJSON(c, http.StatusOK, a)
-	}
-	defer p.Close()
-	if a, err = p.Wait(ctx, w.woken); err != nil {
+	a, err := h.Service.Wait(ctx, id, until, wait)
+	if err != nil {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, a)
 }
 
-// connWaker wakes a poll's waiter: the goroutine of a poll waiting in its
-// handler through woken, a detached one by ending its connection's read.
-type connWaker struct {
-	woken queue.Waker
-	conn  net.Conn
-}
-
 // aLongTimeAgo is a read deadline in the past: it ends a read at once.
 var aLongTimeAgo = time.Unix(1, 0)
-
-func (w *connWaker) wake() {
-	w.woken.Wake()
-	if w.conn != nil {
-		_ = w.conn.SetReadDeadline(aLongTimeAgo)
-	}
-}
 
 const (
 	// detachedReadTimeout bounds each read of a detached poll's action,

@@ -54,7 +54,6 @@ func (s *Service) StartPoll(ctx context.Context, id string, until State, d time.
 		sub.Cancel()
 		return a, nil, nil
 	}
-	s.waiters.Add(1)
 	return a, p, nil
 }
 
@@ -102,7 +101,6 @@ func (p *Poll) Check(ctx context.Context) (a *Action, done bool, err error) {
 func (p *Poll) Close() {
 	p.once.Do(func() {
 		p.sub.Cancel()
-		p.s.waiters.Add(-1)
 		p.s.polls.remove(p)
 	})
 }
@@ -160,7 +158,11 @@ func (p *Poll) Wait(ctx context.Context, w Waker) (*Action, error) {
 
 // Waiters is the number of long-polls now waiting for a change: subscribed,
 // with the action read. A test (or an operator) sees a poll is held.
-func (s *Service) Waiters() int64 { return s.waiters.Load() }
+func (s *Service) Waiters() int64 {
+	s.polls.mu.Lock()
+	defer s.polls.mu.Unlock()
+	return int64(len(s.polls.polls))
+}
 
 // HoldWait counts a wait that has left its request's handler (a hijacked
 // connection) until the function it returns is called, so that WaitPolls

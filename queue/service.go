@@ -17,10 +17,8 @@ type Service struct {
 	now   func() time.Time
 	log   *slog.Logger
 	opts  Options
-	// waiters counts long-polls that have subscribed, read the action and
-	// now wait for a change (the approvals_waiters gauge).
-	waiters atomic.Int64
-	// polls are the long-polls under way, woken when Options.Done closes.
+	// polls are the long-polls under way (the approvals_waiters gauge),
+	// woken when Options.Done closes.
 	polls pollSet
 	// upstreamCalls are the upstream calls submissions are making
 	// (WaitUpstreamCalls).
