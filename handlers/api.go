@@ -27,7 +27,7 @@ type API struct {
 	// MaxBody caps request bodies (APPROVALS_MAX_BODY).
 	MaxBody int64
 
-	tokens tokenCache
+	tokens accounts.TokenCache
 }
 
 const agentKey = "approvals.agent"
@@ -64,12 +64,12 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if err != nil {
 			return err
 		}
-		name, ok := h.tokens.get(hash)
+		name, ok := h.tokens.Get(hash)
 		if !ok {
 			if name, err = accounts.AgentByHash(r.Context(), h.Accounts, hash); err != nil {
 				return err
 			}
-			h.tokens.put(hash, name)
+			h.tokens.Put(hash, name)
 			c.Set(agentKey, name)
 			return next(c)
 		}
@@ -87,7 +87,7 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 			}
 			err = err2
 		}
-		h.tokens.remove(hash)
+		h.tokens.Remove(hash)
 		return err
 	}
 }
@@ -104,35 +104,6 @@ func driveContext(c echo.Context) context.Context {
 		ctx = queue.WithTokenGuard(ctx, g)
 	}
 	return ctx
-}
-
-// tokenCache remembers the agent names of tokens seen valid. It is never
-// trusted alone: see HotAuth.
-type tokenCache struct {
-	mu sync.Mutex
-	m  map[string]string
-}
-
-func (t *tokenCache) get(hash string) (string, bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	name, ok := t.m[hash]
-	return name, ok
-}
-
-func (t *tokenCache) put(hash, name string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.m == nil || len(t.m) >= 1024 {
-		t.m = make(map[string]string) // agents are few; start over
-	}
-	t.m[hash] = name
-}
-
-func (t *tokenCache) remove(hash string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.m, hash)
 }
 
 func agent(c echo.Context) string { s, _ := c.Get(agentKey).(string); return s }

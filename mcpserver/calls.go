@@ -23,8 +23,10 @@ type call func(ctx context.Context, agent string, raw json.RawMessage) (*mcp.Cal
 type argumentsCall func(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error)
 
 // handle wraps a call with what every tool needs: the caller, and a refusal
-// the model can read for every error.
-func (s *server) handle(c call) mcp.ToolHandler {
+// the model can read for every error. A guarded call (a submission, a drive
+// call) acts through a statement that checks a token taken from the cache
+// (caller); any other call comes after the token's lookup (tokenCheck).
+func (s *server) handle(c call, guarded bool) mcp.ToolHandler {
 	return func(ctx context.Context, req *mcp.CallToolRequest) (res *mcp.CallToolResult, err error) {
 		// The SDK runs handlers on its own goroutines without recovering, so
 		// a panic here would end the process, not just the call.
@@ -35,10 +37,20 @@ func (s *server) handle(c call) mcp.ToolHandler {
 			}
 		}()
 		agent, ok := agentOf(req)
-		if !ok { // authenticate runs first, so this cannot happen
+		ca := callerOf(req)
+		if !ok || ca == nil { // authenticate runs first, so this cannot happen
 			return s.refuse(ctx, queue.Errorf(queue.CodeUnauthorized, "send an agent token as Authorization: Bearer TOKEN"), "")
 		}
-		if res, err = c(ctx, agent, req.Params.Arguments); err != nil {
+		guard := ""
+		if guarded {
+			guard = ca.guard()
+		}
+		if guard != "" {
+			ctx = queue.WithTokenGuard(ctx, guard)
+		}
+		res, err = c(ctx, agent, req.Params.Arguments)
+		ca.settle(guard, err)
+		if err != nil {
 			return s.refuse(ctx, err, agent)
 		}
 		return res, nil
@@ -67,7 +79,8 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 			return nil, err
 		}
 		res, err := s.svc.Submit(ctx, queue.SubmitRequest{
-			Tool: tool, Payload: sub.Payload, IntentKey: sub.IntentKey, Agent: agent, Channel: Channel})
+			Tool: tool, Payload: sub.Payload, IntentKey: sub.IntentKey, Agent: agent, Channel: Channel,
+			TokenHash: queue.TokenGuard(ctx)})
 		if err != nil {
 			return nil, err
 		}
@@ -75,7 +88,7 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 			return upstreamAnswer(res, agent)
 		}
 		return answer(res.Action, submitted(res, agent))
-	})
+	}, true)
 }
 
 func (s *server) getAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {

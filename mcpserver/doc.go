@@ -11,10 +11,18 @@
 // # Authentication
 //
 // Every request must carry an agent bearer token (Authorization: Bearer
-// TOKEN); without a valid, unrevoked one it is answered 401 before any MCP
-// processing. The token is checked on every request, so a revoked token
-// stops working at once, mid-session too, and the token's agent is the actor
-// of the call it carries.
+// TOKEN); without a valid, unrevoked one it is answered 401, never anything
+// else. The token is checked on every request, so a revoked token stops
+// working at once, mid-session too, and the token's agent is the actor of
+// the call it carries. Where the store can check a token inside the
+// statement that acts (PostgreSQL), a token seen valid before is taken from
+// memory and the check costs no query of its own on the hot path: a call of
+// a guarded tool submits with the token's hash, a drive call moves the
+// action with it, and both refuse a revoked token in that statement. Every
+// other request (initialize, tools/list, a read tool) looks the token up
+// before the SDK handles it, and a request that no statement checked is
+// looked up before its answer leaves; the answer of a cached token is held
+// back until then and replaced by 401 if the token was revoked (caller.go).
 //
 // # Sessions
 //

@@ -76,6 +76,8 @@ type envOptions struct {
 	wrapStore func(queue.Store) queue.Store
 	// maxBody is APPROVALS_MAX_BODY (0: the default).
 	maxBody int64
+	// wrapAll wraps the storage of the whole process (a spy on accounts).
+	wrapAll func(storage.Store) storage.Store
 }
 
 // newEnv starts a server.
@@ -85,7 +87,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if err != nil {
 		t.Fatalf("parse tools: %v", err)
 	}
-	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody})
+	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody, WrapAll: opts.wrapAll})
 	return &env{app: a, svc: a.Service, store: a.Store, url: a.URL + "/mcp"}
 }
 

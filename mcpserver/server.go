@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"context"
 	"log/slog"
 	"math"
 	"net/http"
@@ -16,8 +15,6 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // Channel is recorded on every event an MCP call causes, so staff can see
@@ -50,6 +47,8 @@ const instructions = "approvals guards side effects. Every tool here except the 
 
 type server struct {
 	svc     *queue.Service
+	accts   accounts.Store
+	tokens  accounts.TokenCache // tokens seen valid (caller)
 	log     *slog.Logger
 	maxBody int64 // the most bytes of arguments a call may carry
 
@@ -69,7 +68,7 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody 
 	if maxBody <= 0 {
 		maxBody = defaultMaxBody
 	}
-	s := &server{svc: svc, log: logger, maxBody: maxBody}
+	s := &server{svc: svc, accts: accts, log: logger, maxBody: maxBody}
 	h := mcp.NewStreamableHTTPHandler(s.current, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,
@@ -84,10 +83,10 @@ func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody 
 		MaxRequestBodyBytes:        requestLimit(maxBody),
 	})
 	// RequireBearerToken is how the SDK carries the caller into each call
-	// (CallToolRequest.Extra.TokenInfo); the token itself was checked by
-	// authenticate just before.
+	// (CallToolRequest.Extra.TokenInfo); authenticate found the caller just
+	// before.
 	verified := auth.RequireBearerToken(verifyAgent, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(h)
-	return authenticate(svc, accts, verified)
+	return s.authenticate(verified)
 }
 
 // built is the MCP server of one registry.
@@ -122,6 +121,7 @@ func (s *server) build(reg *classify.Registry) *mcp.Server {
 		// Tools only; a client reads the list anew on each session.
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{}},
 	})
+	guarded := make(map[string]bool)
 	for _, t := range reg.Tools() {
 		if classify.Reserved(t.Name) { // the tools file refuses these; never let one hide a read or drive tool
 			s.log.Error("mcp: skipping a registered tool whose name is reserved", "tool", t.Name)
@@ -133,8 +133,12 @@ func (s *server) build(reg *classify.Registry) *mcp.Server {
 			continue
 		}
 		ms.AddTool(guardedTool(t), s.submit(t.Name))
+		guarded[t.Name] = true
 	}
-	s.addActionTools(ms)
+	s.addActionTools(ms, guarded)
+	// Calls whose statement checks a cached token go straight on; every
+	// other method looks it up first (caller).
+	ms.AddReceivingMiddleware(tokenCheck(guarded))
 	return ms
 }
 
@@ -143,37 +147,6 @@ func version() string {
 		return bi.Main.Version
 	}
 	return "(devel)"
-}
-
-type agentKey struct{}
-
-// authenticate answers 401 (problem details, like the REST API) unless the
-// request carries a valid, unrevoked agent token, and passes the agent's
-// name on in the request context.
-func authenticate(svc *queue.Service, accts accounts.Store, next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		name, err := accounts.AuthenticateAgent(r, accts)
-		if err != nil {
-			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "token lookup"))
-			return
-		}
-		// The endpoint reads no query parameter; one it does not know is
-		// refused, never ignored.
-		if err := agentapi.CheckQuery(r.URL.RawQuery); err != nil {
-			_ = problem.Write(w, svc.ErrorOf(r.Context(), err, "face", "mcp", "step", "query"))
-			return
-		}
-		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), agentKey{}, name)))
-	})
-}
-
-// verifyAgent hands the agent named by authenticate to the SDK.
-func verifyAgent(_ context.Context, _ string, r *http.Request) (*auth.TokenInfo, error) {
-	name, ok := r.Context().Value(agentKey{}).(string)
-	if !ok || name == "" {
-		return nil, auth.ErrInvalidToken
-	}
-	return &auth.TokenInfo{UserID: name}, nil
 }
 
 // agentOf returns the agent behind one tool call.

@@ -145,8 +145,10 @@ func actionAnnotations(readOnly bool) *mcp.ToolAnnotations {
 	return &mcp.ToolAnnotations{ReadOnlyHint: readOnly, IdempotentHint: true, OpenWorldHint: new(false)}
 }
 
-// addActionTools registers the read and drive tools.
-func (s *server) addActionTools(ms *mcp.Server) {
+// addActionTools registers the read and drive tools, and marks the drive
+// tools guarded: their transition checks a cached token
+// (queue.WithTokenGuard).
+func (s *server) addActionTools(ms *mcp.Server, guarded map[string]bool) {
 	for _, t := range []struct {
 		name, description string
 		schema            map[string]any
@@ -185,6 +187,9 @@ func (s *server) addActionTools(ms *mcp.Server) {
 			Description: t.description,
 			InputSchema: t.schema,
 			Annotations: actionAnnotations(t.readOnly),
-		}, s.handle(s.withArguments(t.run)))
+		}, s.handle(s.withArguments(t.run), !t.readOnly))
+		if !t.readOnly {
+			guarded[t.name] = true
+		}
 	}
 }

@@ -37,9 +37,20 @@ func WithTokenGuard(ctx context.Context, tokenHash string) context.Context {
 	return context.WithValue(ctx, tokenGuardKey{}, tokenHash)
 }
 
+// TokenGuard is the token hash WithTokenGuard put in ctx, or "".
+func TokenGuard(ctx context.Context) string {
+	hash, _ := ctx.Value(tokenGuardKey{}).(string)
+	return hash
+}
+
+// SupportsTokenGuard reports whether the store checks a token hash in the
+// statements of submissions and drive calls (SubmitRequest.TokenHash,
+// WithTokenGuard), so that a face may take a token seen valid from memory.
+func (s *Service) SupportsTokenGuard() bool { return s.store.SupportsTokenGuard() }
+
 // driveGuard is the token hash WithTokenGuard put in ctx, if any.
 func (s *Service) driveGuard(ctx context.Context) (string, error) {
-	hash, _ := ctx.Value(tokenGuardKey{}).(string)
+	hash := TokenGuard(ctx)
 	if hash != "" && !s.store.SupportsTokenGuard() {
 		return "", errors.New("this store cannot check agent tokens in its statements; look the token up instead")
 	}
