@@ -87,16 +87,22 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	if !utf8.Valid(body) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is not valid UTF-8")
 	}
+	// The common case in one pass: one JSON object with no NUL escape,
+	// checked and split into its members at once. Everything else takes
+	// the steps below, which say what is wrong.
+	if !bytes.Contains(body, []byte(`\u0000`)) {
+		raw, err := queue.StrictMembers(body)
+		if queue.StrictRefusal(err) {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "body: %v", err)
+		}
+		if err == nil && raw != nil {
+			return checkFields(raw, allowed)
+		}
+	}
 	if err := refuseStrict("body", body); err != nil {
 		return nil, err
 	}
 	var raw map[string]json.RawMessage
-	// The common case in one pass: one JSON object (Unmarshal refuses
-	// anything after it) with no NUL escape. Everything else takes the
-	// steps below, which say what is wrong.
-	if !bytes.Contains(body, []byte(`\u0000`)) && json.Unmarshal(body, &raw) == nil && raw != nil {
-		return checkFields(raw, allowed)
-	}
 	if len(bytes.TrimSpace(body)) == 0 {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "body is empty; send a JSON object")
 	}

@@ -2,10 +2,12 @@ package queue
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -60,12 +62,44 @@ func StrictRefusal(err error) bool {
 //
 // It streams the input with jsontext and builds no value: one pass over
 // the bytes and no allocation per token.
-func CheckStrictJSON(data []byte, outer int) error {
+func CheckStrictJSON(data []byte, outer int) error { return checkStrict(data, outer, nil) }
+
+// StrictMembers is CheckStrictJSON of a request body that should be a JSON
+// object, in the same one pass: on success it also returns the object's
+// members, each name (unescaped) with its value exactly as data writes it
+// (sharing data's bytes), as encoding/json would decode the body into a
+// map[string]json.RawMessage. For valid JSON that is not an object it
+// returns a nil map and no error.
+func StrictMembers(data []byte) (map[string]json.RawMessage, error) {
+	members := make(map[string]json.RawMessage, 4)
+	if err := checkStrict(data, 0, members); err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, nil
+	}
+	return members, nil
+}
+
+// checkStrict is CheckStrictJSON, filling members (when not nil) with the
+// members of a top-level object.
+func checkStrict(data []byte, outer int, members map[string]json.RawMessage) error {
 	// Lone surrogate escapes ("\ud800") and invalid UTF-8 are left to the
 	// checks that already refuse what storage cannot hold: this one agrees
 	// with encoding/json on everything but what it refuses.
-	dec := jsontext.NewDecoder(bytes.NewReader(data), jsontext.AllowInvalidUTF8(true))
+	// A bytes.Buffer is parsed in place, without copying data.
+	dec := decoders.Get().(*jsontext.Decoder)
+	defer func() {
+		dec.Reset(noJSON) // holds on to no request's bytes while pooled
+		decoders.Put(dec)
+	}()
+	dec.Reset(bytes.NewBuffer(data), jsontext.AllowInvalidUTF8(true))
 	maxDepth := MaxJSONDepth - outer
+	var (
+		last    jsontext.Value // the string just read: a name, at odd positions of an object
+		name    string
+		nameEnd int64 = -1 // where the current member's name ends in data
+	)
 	for {
 		switch dec.PeekKind() {
 		case '{', '[':
@@ -90,8 +124,23 @@ func CheckStrictJSON(data []byte, outer int) error {
 		default:
 			// Strings and names (checked for duplicates), literals, and
 			// whatever is not JSON, which the read reports.
-			if _, err := dec.ReadValue(); err != nil {
+			v, err := dec.ReadValue()
+			if err != nil {
 				return strictJSONError(err)
+			}
+			last = v
+		}
+		if members != nil && dec.StackDepth() == 1 {
+			// Inside the top-level object: a name was just read (an odd
+			// count of names and values) or a member's value ended.
+			if kind, n := dec.StackIndex(1); kind == '{' && n > 0 {
+				if n%2 == 1 {
+					name, nameEnd = unquoteName(last), dec.InputOffset()
+				} else if nameEnd >= 0 {
+					v := bytes.TrimLeft(data[nameEnd:dec.InputOffset()], " \t\r\n:")
+					members[name] = json.RawMessage(bytes.TrimRight(v, " \t\r\n"))
+					nameEnd = -1
+				}
 			}
 		}
 		if dec.StackDepth() == 0 {
@@ -105,6 +154,27 @@ func CheckStrictJSON(data []byte, outer int) error {
 		return strictJSONError(err)
 	}
 	return nil
+}
+
+// decoders keeps the decoders of checkStrict with what they allocated for
+// the names of objects.
+var decoders = sync.Pool{New: func() any { return jsontext.NewDecoder(noJSON) }}
+
+// noJSON is what a pooled decoder reads: nothing (a pooled decoder is
+// never read from).
+var noJSON = new(bytes.Buffer)
+
+// unquoteName is the text of a valid JSON string, as encoding/json
+// decodes it (a lone surrogate escape becomes U+FFFD).
+func unquoteName(v jsontext.Value) string {
+	if len(v) >= 2 && bytes.IndexByte(v, '\\') < 0 {
+		return string(v[1 : len(v)-1])
+	}
+	var name string
+	if err := json.Unmarshal(v, &name); err != nil { // cannot happen: the decoder read it as valid
+		return string(v)
+	}
+	return name
 }
 
 // numberOutOfRange says why a JSON number (valid syntax) is out of range,
