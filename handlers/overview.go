@@ -9,15 +9,18 @@ import (
 )
 
 // OverviewMaxAge is how long an OverviewCache keeps an overview: its
-// statements read a day's submissions and a week's decisions, so however
-// many people keep the page open, each process computes it at most once per
-// this period.
+// statements read a week's decisions (the chart only its last hour or two:
+// queue.HourlyRollup), so however many people keep the page open, each
+// process computes it at most once per this period.
 const OverviewMaxAge = 15 * time.Second
 
 // OverviewCache is the overview page's last overview in this process.
 type OverviewCache struct {
 	mu sync.Mutex // held while computing: concurrent views wait for one computation
 	o  *queue.Overview
+	// hours keeps the chart's settled hours, so a computation reads only
+	// the last hour or two of submissions and decisions, not the day's.
+	hours queue.HourlyRollup
 }
 
 // Get is queue.ReadOverview at now, read again only when the last one is
@@ -29,7 +32,7 @@ func (c *OverviewCache) Get(ctx context.Context, r queue.Reader, now time.Time) 
 	if c.o != nil && !now.Before(c.o.Now) && now.Sub(c.o.Now) < OverviewMaxAge {
 		return c.o, nil
 	}
-	o, err := queue.ReadOverview(ctx, r, now)
+	o, err := queue.ReadOverview(ctx, r, now, &c.hours)
 	if err != nil {
 		return nil, err
 	}

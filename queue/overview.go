@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"sync"
 	"time"
 )
 
@@ -14,6 +15,12 @@ const (
 	// OverviewHours is the number of hourly buckets of the chart: the
 	// current hour and the 23 before it.
 	OverviewHours = 24
+	// HourSettle is how long after its end an hour of the chart may still
+	// change: a submission or a decision carries its process's clock from
+	// before its commit, so a row may land in an hour that has just ended.
+	// An HourlyRollup reads an hour again until it ended this long ago, and
+	// keeps its counts from then on.
+	HourSettle = 15 * time.Minute
 )
 
 // OverviewStore is the part of Store that summarises the queue for
@@ -80,8 +87,10 @@ type Overview struct {
 	Hours []HourCount
 }
 
-// ReadOverview summarises the queue at now.
-func ReadOverview(ctx context.Context, st Reader, now time.Time) (*Overview, error) {
+// ReadOverview summarises the queue at now. With rollup, the chart reads
+// only the hours rollup does not hold settled (HourlyRollup); with nil,
+// every hour.
+func ReadOverview(ctx context.Context, st Reader, now time.Time, rollup *HourlyRollup) (*Overview, error) {
 	o := &Overview{Now: now}
 	var err error
 	if o.Pending, err = st.ActionPendingByTool(ctx); err != nil {
@@ -103,14 +112,68 @@ func ReadOverview(ctx context.Context, st Reader, now time.Time) (*Overview, err
 	if o.OpenTickets, err = st.TicketCountOpen(ctx); err != nil {
 		return nil, err
 	}
+	if rollup == nil {
+		rollup = new(HourlyRollup)
+	}
+	if o.Hours, err = rollup.hours(ctx, st, now); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// HourlyRollup keeps the counts of the chart's settled hours (those that
+// ended HourSettle ago or more), so that each overview reads from the
+// store only the hours that may still change: at most the current hour
+// and the one before it, a few thousand rows at most, where the whole day
+// is every submission and decision of 24 hours. The zero value is ready to
+// use; it is safe for concurrent use.
+type HourlyRollup struct {
+	mu      sync.Mutex
+	settled map[time.Time]HourCount // by the hour's start, UTC
+}
+
+// hours returns the chart's OverviewHours buckets at now.
+func (r *HourlyRollup) hours(ctx context.Context, st OverviewStore, now time.Time) ([]HourCount, error) {
 	first := now.Truncate(time.Hour).Add(-(OverviewHours - 1) * time.Hour)
-	counted, err := st.ActionHourly(ctx, PeriodParams{Since: first, Until: now})
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	// Forget what is out of the window or, by a clock that went back, not
+	// settled at now.
+	for h := range r.settled {
+		if h.Before(first) || !hourSettled(h, now) {
+			delete(r.settled, h)
+		}
+	}
+	// Read from the first hour not held; the held ones are settled, so
+	// they lie before every hour that is not.
+	from := first
+	for _, ok := r.settled[from]; ok; _, ok = r.settled[from] {
+		from = from.Add(time.Hour)
+	}
+	counted, err := st.ActionHourly(ctx, PeriodParams{Since: from, Until: now})
 	if err != nil {
 		return nil, err
 	}
-	o.Hours = fillHours(first, counted)
-	return o, nil
+	if r.settled == nil {
+		r.settled = make(map[time.Time]HourCount, OverviewHours)
+	}
+	for h := from; hourSettled(h, now); h = h.Add(time.Hour) {
+		r.settled[h] = HourCount{Hour: h} // an hour the store left out had nothing
+	}
+	for _, c := range counted {
+		if _, ok := r.settled[c.Hour]; ok {
+			r.settled[c.Hour] = c
+		}
+	}
+	for h := first; h.Before(from); h = h.Add(time.Hour) {
+		counted = append(counted, r.settled[h])
+	}
+	return fillHours(first, counted), nil
 }
+
+// hourSettled reports whether the hour starting at h can no longer change
+// at now.
+func hourSettled(h, now time.Time) bool { return !h.Add(time.Hour + HourSettle).After(now) }
 
 // fillHours lays counted onto OverviewHours buckets from first, with zeros
 // for the hours the store left out.

@@ -1,7 +1,9 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -57,7 +59,7 @@ var overviewTests = []test{
 		// One open ticket (its action was submitted at t0, eight days ago).
 		staleTicket(t, s, "ov:ticket")
 
-		o, err := queue.ReadOverview(t.Context(), s, now)
+		o, err := queue.ReadOverview(t.Context(), s, now, nil)
 		noErr(t, err, "overview")
 
 		wantPending := []queue.ToolPending{{Tool: toolB, Pending: 1, Oldest: now.Add(-30 * time.Minute)},
@@ -107,11 +109,88 @@ var overviewTests = []test{
 	}},
 	// An empty store: zeros, no oldest, and still 24 hours to draw.
 	{"Empty", func(t *testing.T, s Store) {
-		o, err := queue.ReadOverview(t.Context(), s, t0)
+		o, err := queue.ReadOverview(t.Context(), s, t0, nil)
 		noErr(t, err, "overview")
 		if len(o.Pending) != 0 || o.OldestPending != nil || o.Decisions24h != 0 || len(o.DecisionTimes) != 0 ||
 			o.OpenTickets != 0 || len(o.Hours) != queue.OverviewHours {
 			t.Fatalf("empty overview: %+v", o)
 		}
 	}},
+	// The rollup reads only the hours that may still change, and agrees
+	// with a full read on every one of them.
+	{"HourlyRollup", func(t *testing.T, s Store) {
+		spy := &hourlySpy{Store: s}
+		now := at(8 * 24 * time.Hour) // 09:26:53: the hour before ended 26 minutes ago
+		n := 0
+		add := func(created time.Time) {
+			n++
+			submitNew(t, s, classify.AtMostOnce, "send_customer_email", fmt.Sprintf("roll:%d", n), created)
+		}
+		for _, ago := range []time.Duration{20 * time.Hour, 5 * time.Hour, 50 * time.Minute, 10 * time.Minute} {
+			add(now.Add(-ago))
+		}
+		var r queue.HourlyRollup
+		hoursOf := func(now time.Time, rollup *queue.HourlyRollup, st queue.Reader) []queue.HourCount {
+			t.Helper()
+			o, err := queue.ReadOverview(t.Context(), st, now, rollup)
+			noErr(t, err, "overview")
+			return o.Hours
+		}
+		first := now.Truncate(time.Hour).Add(-(queue.OverviewHours - 1) * time.Hour)
+		if got, want := hoursOf(now, &r, spy), hoursOf(now, nil, s); !slices.Equal(got, want) {
+			t.Fatalf("first read with a rollup:\n%v\nwant\n%v", got, want)
+		}
+		if len(spy.since) != 1 || !spy.since[0].Equal(first) {
+			t.Fatalf("the first read asked for hours since %v, want %v", spy.since, first)
+		}
+		// 40 minutes on (10:06:53): the 09:00 hour ended under HourSettle
+		// ago, so it and the current hour are read again; everything
+		// before them comes from the rollup.
+		later := now.Add(40 * time.Minute)
+		add(later.Add(-8 * time.Minute)) // 09:58:53, an hour that is not settled yet
+		add(later.Add(-time.Minute))     // the current hour
+		got, want := hoursOf(later, &r, spy), hoursOf(later, nil, s)
+		if !slices.Equal(got, want) {
+			t.Fatalf("second read with a rollup:\n%v\nwant\n%v", got, want)
+		}
+		if len(spy.since) != 2 || !spy.since[1].Equal(later.Truncate(time.Hour).Add(-time.Hour)) {
+			t.Fatalf("the second read asked for hours since %v, want %v", spy.since, later.Truncate(time.Hour).Add(-time.Hour))
+		}
+		// A settled hour is kept as it was read: a row stamped into it now
+		// (a clock more than HourSettle behind) shows only in a full read.
+		add(now.Add(-40 * time.Minute)) // 08:46:53
+		got, want = hoursOf(later, &r, spy), hoursOf(later, nil, s)
+		eight := now.Truncate(time.Hour).Add(-time.Hour)
+		sameBut := func(step string, got, want []queue.HourCount) {
+			t.Helper()
+			for i := range got {
+				g, w := got[i], want[i]
+				if g.Hour.Equal(eight) {
+					w.Submitted--
+				}
+				if g != w {
+					t.Errorf("%s, hour %v: %+v, want %+v", step, g.Hour, g, w)
+				}
+			}
+		}
+		sameBut("third read", got, want)
+		// An hour that ended under HourSettle ago is read again: a row
+		// stamped late into it (10:59, read at 11:06 and again at 11:08)
+		// counts.
+		last := later.Add(time.Hour)
+		hoursOf(last, &r, spy)
+		add(last.Truncate(time.Hour).Add(-time.Minute))
+		sameBut("a late row in an hour not settled", hoursOf(last.Add(2*time.Minute), &r, spy), hoursOf(last.Add(2*time.Minute), nil, s))
+	}},
+}
+
+// hourlySpy records the bounds of the chart's reads on the real store.
+type hourlySpy struct {
+	Store
+	since []time.Time
+}
+
+func (s *hourlySpy) ActionHourly(ctx context.Context, p queue.PeriodParams) ([]queue.HourCount, error) {
+	s.since = append(s.since, p.Since)
+	return s.Store.ActionHourly(ctx, p)
 }
