@@ -146,6 +146,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		next.ServeHTTP(held, r)
 		if err := ca.verify(r.Context()); err != nil {
 			s.tokens.Remove(hash)
+			if r.Context().Err() != nil && ca.refusal() == nil {
+				return // the client left; nobody reads an answer
+			}
 			s.problem(w, r, err, "token lookup")
 			return
 		}
