@@ -1,13 +1,10 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -113,23 +110,23 @@ func (h *API) detach(c echo.Context) (net.Conn, func(*queue.Action, error), bool
 	// response, and through it the connection's buffers, that long.
 	c.SetResponse(echo.NewResponse(hijackedWriter{}, c.Echo()))
 	answer := func(a *queue.Action, err error) {
-		r := detachedAnswer{header: header}
+		r := agentapi.NewAnswer(header)
 		if err != nil {
 			var qe *queue.Error
 			if !errors.As(err, &qe) {
 				qe = h.Service.ErrorOf(context.Background(), err, "method", http.MethodGet, "path", path)
 			}
-			_ = problem.Write(&r, qe)
+			_ = problem.Write(r, qe)
 		} else {
-			r.header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+			r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 			r.WriteHeader(http.StatusOK)
-			if err := writeActionTo(&r.body, a); err != nil {
+			if err := writeActionTo(r.Body(), a); err != nil {
 				h.Service.ErrorOf(context.Background(), err, "method", http.MethodGet, "path", path)
 				return
 			}
 		}
 		_ = conn.SetWriteDeadline(time.Now().Add(detachedWriteTimeout))
-		_ = r.writeTo(conn)
+		_ = r.WriteResponse(conn)
 	}
 	return conn, answer, true
 }
@@ -157,35 +154,6 @@ func waitOnConn(conn net.Conn, p *queue.Poll) (a *queue.Action, left bool, err e
 			}
 		}
 	}
-}
-
-// detachedAnswer is the response of a detached poll, built in memory by
-// the writers the handlers share, then written to the connection.
-type detachedAnswer struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (r *detachedAnswer) Header() http.Header { return r.header }
-
-func (r *detachedAnswer) WriteHeader(status int) {
-	if r.status == 0 {
-		r.status = status
-	}
-}
-
-func (r *detachedAnswer) Write(b []byte) (int, error) {
-	r.WriteHeader(http.StatusOK)
-	return r.body.Write(b)
-}
-
-func (r *detachedAnswer) writeTo(conn io.Writer) error {
-	r.header.Set("Date", time.Now().UTC().Format(http.TimeFormat))
-	r.header.Set("Content-Length", strconv.Itoa(r.body.Len()))
-	resp := http.Response{StatusCode: r.status, ProtoMajor: 1, ProtoMinor: 1, Header: r.header,
-		ContentLength: int64(r.body.Len()), Body: io.NopCloser(&r.body), Close: true}
-	return resp.Write(conn)
 }
 
 // hijackedWriter stands in for the response of a hijacked connection in

@@ -1,7 +1,6 @@
 package mcpserver
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"sync"
@@ -49,14 +48,7 @@ func (c *caller) verify(ctx context.Context) error {
 		return c.refusal()
 	}
 	_, err := accounts.AgentByHash(ctx, c.accts, c.hash)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case err == nil:
-		c.checked = true
-	case queue.ErrorCode(err) == queue.CodeUnauthorized:
-		c.refused = err
-	}
+	c.record(err)
 	return err
 }
 
@@ -65,9 +57,14 @@ func (c *caller) verify(ctx context.Context) error {
 // Any other error may have come before the statement, which leaves the
 // token to the lookup before the answer.
 func (c *caller) settle(guard string, err error) {
-	if guard == "" {
-		return
+	if guard != "" {
+		c.record(err)
 	}
+}
+
+// record notes what a check of the token said: valid (no error), refused,
+// or nothing known (another error).
+func (c *caller) record(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -142,7 +139,9 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			next.ServeHTTP(w, r)
 			return
 		}
-		held := &heldResponse{header: make(http.Header)}
+		// The endpoint answers JSON (StreamableHTTPOptions.JSONResponse),
+		// written once at the end, so nothing is lost by holding it.
+		held := agentapi.NewAnswer(nil)
 		next.ServeHTTP(held, r)
 		if err := ca.verify(r.Context()); err != nil {
 			s.tokens.Remove(hash)
@@ -152,7 +151,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 			s.problem(w, r, err, "token lookup")
 			return
 		}
-		held.send(w)
+		held.Send(w)
 	})
 }
 
@@ -186,36 +185,4 @@ func tokenCheck(guarded map[string]bool) mcp.Middleware {
 			return next(ctx, method, req)
 		}
 	}
-}
-
-// heldResponse holds an answer back until the token behind it is known to
-// be valid. The endpoint answers JSON (StreamableHTTPOptions.JSONResponse),
-// written once at the end, so nothing is lost by holding it.
-type heldResponse struct {
-	header http.Header
-	status int
-	body   bytes.Buffer
-}
-
-func (h *heldResponse) Header() http.Header { return h.header }
-
-func (h *heldResponse) WriteHeader(status int) {
-	if h.status == 0 {
-		h.status = status
-	}
-}
-
-func (h *heldResponse) Write(p []byte) (int, error) {
-	h.WriteHeader(http.StatusOK)
-	return h.body.Write(p)
-}
-
-// send writes the held answer to w.
-func (h *heldResponse) send(w http.ResponseWriter) {
-	for k, v := range h.header {
-		w.Header()[k] = v
-	}
-	h.WriteHeader(http.StatusOK)
-	w.WriteHeader(h.status)
-	_, _ = w.Write(h.body.Bytes())
 }
