@@ -183,7 +183,13 @@ func TestQueryParametersRefused(t *testing.T) {
 // body.
 func postCall(t *testing.T, url, token, tool, args string) (int, []byte) {
 	t.Helper()
-	body := `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
+	return postRPC(t, url, token, `{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"`+tool+`","arguments":`+args+`}}`)
+}
+
+// postRPC posts one JSON-RPC request body to url with token and returns
+// the HTTP status and body.
+func postRPC(t *testing.T, url, token, body string) (int, []byte) {
+	t.Helper()
 	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+token)
 	req.Header.Set("Content-Type", "application/json")

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
@@ -47,39 +46,12 @@ func (e *env) rpc(t *testing.T, token, method string, params any) (int, []byte) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	req, _ := http.NewRequest(http.MethodPost, e.url, strings.NewReader(string(body)))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("MCP-Protocol-Version", "2025-06-18")
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return postRPC(t, e.url, token, string(body))
 }
 
 // toolCall is the params of a tools/call.
 func toolCall(name string, args any) map[string]any {
 	return map[string]any{"name": name, "arguments": args}
-}
-
-// callResult decodes a 200 answer to a tools/call.
-func callResult(t *testing.T, status int, b []byte) (isError bool, structured json.RawMessage) {
-	t.Helper()
-	var m struct {
-		Result struct {
-			IsError           bool            `json:"isError"`
-			StructuredContent json.RawMessage `json:"structuredContent"`
-		} `json:"result"`
-		Error json.RawMessage `json:"error"`
-	}
-	if status != http.StatusOK || json.Unmarshal(b, &m) != nil || m.Error != nil {
-		t.Fatalf("want a 200 tool result, got %d %s", status, b)
-	}
-	return m.Result.IsError, m.Result.StructuredContent
 }
 
 // A token seen valid is taken from memory for the calls whose statement
@@ -144,8 +116,18 @@ func TestCachedTokenSkipsTheLookupOfGuardedCalls(t *testing.T) {
 // callTool calls tool with a raw tools/call and decodes its 200 answer.
 func callTool(t *testing.T, e *env, tok, tool string, args any) (isError bool, structured json.RawMessage) {
 	t.Helper()
-	st, b := e.rpc(t, tok, "tools/call", toolCall(tool, args))
-	return callResult(t, st, b)
+	status, b := e.rpc(t, tok, "tools/call", toolCall(tool, args))
+	var m struct {
+		Result struct {
+			IsError           bool            `json:"isError"`
+			StructuredContent json.RawMessage `json:"structuredContent"`
+		} `json:"result"`
+		Error json.RawMessage `json:"error"`
+	}
+	if status != http.StatusOK || json.Unmarshal(b, &m) != nil || m.Error != nil {
+		t.Fatalf("want a 200 tool result, got %d %s", status, b)
+	}
+	return m.Result.IsError, m.Result.StructuredContent
 }
 
 // A token revoked after it was cached gets 401 on its next request whatever
