@@ -17,7 +17,16 @@ import (
 
 type rowScanner interface{ Scan(dest ...any) error }
 
-func scanAction(row rowScanner) (*queue.Action, error) {
+// actionRowColumns is how many columns an action row has: the fragments
+// actionColumns and ticketColumns of sql/columns.sql.
+const actionRowColumns = 33
+
+// scanAction scans an action row followed by the extra columns given. The
+// destinations are gathered in one slice, with the call's index first when
+// row is a merged statement's (indexedRow): a submission's answer is
+// scanned once per request, and each wrapper appending its own columns cost
+// a slice of its own.
+func scanAction(row rowScanner, extra ...any) (*queue.Action, error) {
 	var (
 		a                                         queue.Action
 		class, state                              string
@@ -27,11 +36,16 @@ func scanAction(row rowScanner) (*queue.Action, error) {
 		grantID                                   *string
 		tOpened, tResolved                        *time.Time
 	)
-	err := row.Scan(&a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
+	dest := make([]any, 0, 1+actionRowColumns+len(extra))
+	if ir, ok := row.(indexedRow); ok {
+		dest, row = append(dest, ir.index), ir.rows
+	}
+	dest = append(dest, &a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
 		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
 		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
 		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt, &grantID,
 		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
+	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
 	}

@@ -73,9 +73,12 @@ type batchCall struct {
 	// ctx is the caller's: a call whose caller has given up by the time its
 	// batch is sent is dropped, not run (its effect would have no owner).
 	ctx context.Context
-	// sql and args are the call as a statement of its own.
-	sql  string
-	args []any
+	// sql and args are the call as a statement of its own; a merged call
+	// may leave args nil and give argsOf, which makes them only when the
+	// call goes alone (a submission has 36 of them).
+	sql    string
+	args   []any
+	argsOf func() []any
 	// scan reads the statement's single row; nil executes it for its
 	// effect. It must set everything it returns on every call: a rolled-back
 	// batch runs it again.
@@ -290,7 +293,7 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			b.merged.Add(1)
 			continue
 		}
-		pb.Queue(u[0].sql, u[0].args...)
+		pb.Queue(u[0].sql, u[0].statementArgs()...)
 	}
 	br := b.pool.SendBatch(ctx, pb)
 	isRefusal := func(err error) bool {
@@ -332,6 +335,14 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 		}
 	}
 	return refused
+}
+
+// statementArgs are the arguments of the call as a statement of its own.
+func (c *batchCall) statementArgs() []any {
+	if c.args == nil && c.argsOf != nil {
+		return c.argsOf()
+	}
+	return c.args
 }
 
 // groupCalls splits a sorted batch into units: the calls of one kind
@@ -393,7 +404,8 @@ func readMerged(br pgx.BatchResults, calls []*batchCall) error {
 }
 
 // indexedRow scans a merged statement's row: the call's index, then what
-// the call's own scan asks for.
+// the call's own scan asks for. (scanAction puts the index into its own
+// destinations instead.)
 type indexedRow struct {
 	rows  pgx.Rows
 	index *int

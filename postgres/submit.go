@@ -45,16 +45,19 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	if warnings == nil {
 		warnings = []string{}
 	}
-	warn, _ := json.Marshal(warnings)
+	warnJSON, _ := json.Marshal(warnings)
+	specText, warn := string(spec), string(warnJSON)
 	sub := submitExtras(a, p)
-	args := []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
-		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
-		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), string(spec), string(warn),
-		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted,
-		a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
-		sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
-		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
-	in := submitInput{a: a, spec: string(spec), warnings: string(warn), ev: ev, tokenHash: guard, extras: sub}
+	args := func() []any {
+		return []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
+			string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
+			a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), specText, warn,
+			ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted,
+			a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
+			sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
+			sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
+	}
+	in := submitInput{a: a, spec: specText, warnings: warn, ev: ev, tokenHash: guard, extras: sub}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {
@@ -64,9 +67,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		)
 		if try == 0 {
 			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
-				sql: submitSQL, args: args, scan: scanSubmitted})
+				sql: submitSQL, argsOf: args, scan: scanSubmitted})
 		} else {
-			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args...))
+			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args()...))
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The token guard refused, or this lost a race with a holder its
@@ -180,18 +183,21 @@ type submissions struct{}
 
 func (submissions) merge(calls []*batchCall) (string, []any) {
 	n := len(calls)
+	// Five allocations for the 36 columns: a batch is merged for every few
+	// requests.
+	str, strp, times := cutter[string]{make([]string, 14*n), n}, cutter[*string]{make([]*string, 10*n), n}, cutter[*time.Time]{make([]*time.Time, 6*n), n}
+	bools, createdAt := cutter[bool]{make([]bool, 5*n), n}, make([]time.Time, n)
 	var (
-		ids, tools, classes, keys, states, payloads               = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		requestedBy, channels, specs, warnings, evKinds, evActors = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-		claimedBy, evData, tokens                                 = make([]*string, n), make([]*string, n), make([]*string, n)
-		createdAt                                                 = make([]time.Time, n)
-		claimedAt, deadlines, expiresAt, finishedAt               = make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n), make([]*time.Time, n)
-		webhooks, unrouted                                        = make([]bool, n), make([]bool, n)
-		decidedBy, notes, approvedPayloads, approvals             = make([]*string, n), make([]*string, n), make([]*string, n), make([]string, n)
-		decKinds, decActors, decData, decChannels                 = make([]*string, n), make([]*string, n), make([]*string, n), make([]*string, n)
-		decidedAt, grantExpires                                   = make([]*time.Time, n), make([]*time.Time, n)
-		decUnrouted, grantTry, grantUnrouted                      = make([]bool, n), make([]bool, n), make([]bool, n)
-		grantAt                                                   = make([]string, n)
+		ids, tools, classes, keys, states, payloads               = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
+		requestedBy, channels, specs, warnings, evKinds, evActors = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
+		approvals, grantAt                                        = str.next(), str.next()
+		claimedBy, evData, tokens                                 = strp.next(), strp.next(), strp.next()
+		decidedBy, notes, approvedPayloads                        = strp.next(), strp.next(), strp.next()
+		decKinds, decActors, decData, decChannels                 = strp.next(), strp.next(), strp.next(), strp.next()
+		claimedAt, deadlines, expiresAt, finishedAt               = times.next(), times.next(), times.next(), times.next()
+		decidedAt, grantExpires                                   = times.next(), times.next()
+		webhooks, unrouted                                        = bools.next(), bools.next()
+		decUnrouted, grantTry, grantUnrouted                      = bools.next(), bools.next(), bools.next()
 	)
 	for i, c := range calls {
 		in := c.arg.(submitInput)
@@ -229,21 +235,21 @@ type submitted struct {
 
 func scanSubmitted(row pgx.Row) (any, error) {
 	var created, replayWritten bool
-	a, err := scanActionWith(row, &created, &replayWritten)
+	a, err := scanAction(row, &created, &replayWritten)
 	if err != nil {
 		return nil, err
 	}
 	return submitted{a, created, replayWritten}, nil
 }
 
-// scanActionWith scans an action row followed by extra columns.
-func scanActionWith(row pgx.Row, extra ...any) (*queue.Action, error) {
-	return scanAction(extraScanner{row, extra})
+// cutter hands out columns of n rows from one allocation.
+type cutter[T any] struct {
+	all []T
+	n   int
 }
 
-type extraScanner struct {
-	row   pgx.Row
-	extra []any
+func (c *cutter[T]) next() []T {
+	col := c.all[:c.n:c.n]
+	c.all = c.all[c.n:]
+	return col
 }
-
-func (e extraScanner) Scan(dest ...any) error { return e.row.Scan(append(dest, e.extra...)...) }
