@@ -27,66 +27,71 @@ const actionRowColumns = 33
 // scanned once per request, and each wrapper appending its own columns cost
 // a slice of its own.
 func scanAction(row rowScanner, extra ...any) (*queue.Action, error) {
-	var (
-		a                                         queue.Action
-		class, state                              string
-		payload, approved, result, spec, warnings []byte
-		approvals                                 []byte
-		tID, tKind, tState, tBy, tOutcome, tNote  *string
-		grantID                                   *string
-		tOpened, tResolved                        *time.Time
-	)
+	var a queue.Action
+	c := new(actionScan)
 	dest := make([]any, 0, 1+actionRowColumns+len(extra))
 	if ir, ok := row.(indexedRow); ok {
 		dest, row = append(dest, ir.index), ir.rows
 	}
-	dest = append(dest, &a.ID, &a.Tool, &class, &a.IntentKey, &a.Attempt, &state, &payload,
-		&approved, &result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
+	dest = append(dest, &a.ID, &a.Tool, &c.class, &a.IntentKey, &a.Attempt, &c.state, &c.payload,
+		&c.approved, &c.result, &a.Error, &a.RequestedBy, &a.Channel, &a.DecidedBy,
 		&a.DecisionNote, &a.CreatedAt, &a.DecidedAt, &a.ClaimedAt, &a.ClaimedBy, &a.FinishedAt,
-		&a.ExpiresAt, &spec, &warnings, &approvals, &a.EscalatedAt, &grantID,
-		&tID, &tKind, &tState, &tOpened, &tResolved, &tBy, &tOutcome, &tNote)
+		&a.ExpiresAt, &c.spec, &c.warnings, &c.approvals, &a.EscalatedAt, &c.grantID,
+		&c.tID, &c.tKind, &c.tState, &c.tOpened, &c.tResolved, &c.tBy, &c.tOutcome, &c.tNote)
 	err := row.Scan(append(dest, extra...)...)
 	if err != nil {
 		return nil, err
 	}
-	a.Class = classify.Class(class)
-	a.State = queue.State(state)
-	if grantID != nil {
-		a.GrantID = *grantID
+	a.Class = classify.Class(c.class)
+	a.State = queue.State(c.state)
+	if c.grantID != nil {
+		a.GrantID = *c.grantID
 	}
-	a.Payload = json.RawMessage(payload)
-	a.ApprovedPayload = nullableJSON(approved)
-	a.Result = nullableJSON(result)
-	if a.Spec, err = decodeSpec(spec); err != nil {
+	a.Payload = json.RawMessage(c.payload)
+	a.ApprovedPayload = nullableJSON(c.approved)
+	a.Result = nullableJSON(c.result)
+	if a.Spec, err = decodeSpec(c.spec); err != nil {
 		return nil, fmt.Errorf("decode tool snapshot of action %s: %w", a.ID, err)
 	}
-	if string(warnings) == "[]" {
+	if string(c.warnings) == "[]" {
 		// Most actions have none; skip the decoder.
 		a.Warnings = []string{}
-	} else if err := json.Unmarshal(warnings, &a.Warnings); err != nil {
+	} else if err := json.Unmarshal(c.warnings, &a.Warnings); err != nil {
 		return nil, fmt.Errorf("decode warnings of action %s: %w", a.ID, err)
 	}
 	if a.Warnings == nil {
 		a.Warnings = []string{}
 	}
-	if a.Approvals, err = queue.DecodeApprovals(approvals); err != nil {
+	if a.Approvals, err = queue.DecodeApprovals(c.approvals); err != nil {
 		return nil, fmt.Errorf("decode approvals of action %s: %w", a.ID, err)
 	}
 	a.ApprovalsRequired = a.Spec.Approval.RequiredApprovals()
 	utc(&a.CreatedAt)
 	utcp(a.DecidedAt, a.ClaimedAt, a.FinishedAt, a.ExpiresAt, a.EscalatedAt)
-	if tID != nil {
-		t := &queue.Ticket{ID: *tID, ActionID: a.ID, Kind: queue.TicketKind(*tKind),
-			State: queue.TicketState(*tState), OpenedAt: tOpened.UTC(), ResolvedAt: tResolved,
-			ResolvedBy: tBy, Note: tNote}
+	if c.tID != nil {
+		t := &queue.Ticket{ID: *c.tID, ActionID: a.ID, Kind: queue.TicketKind(*c.tKind),
+			State: queue.TicketState(*c.tState), OpenedAt: c.tOpened.UTC(), ResolvedAt: c.tResolved,
+			ResolvedBy: c.tBy, Note: c.tNote}
 		utcp(t.ResolvedAt)
-		if tOutcome != nil {
-			o := queue.State(*tOutcome)
+		if c.tOutcome != nil {
+			o := queue.State(*c.tOutcome)
 			t.Outcome = &o
 		}
 		a.Ticket = t
 	}
 	return &a, nil
+}
+
+// actionScan holds the columns of an action row that scanAction converts
+// before they become the action's, in one allocation: a local variable
+// whose address goes into the destinations is an allocation of its own.
+type actionScan struct {
+	class, state                              string
+	payload, approved, result, spec, warnings []byte
+	approvals                                 []byte
+	tID, tKind, tState, tBy, tOutcome, tNote  *string
+	grantID                                   *string
+	tOpened, tResolved                        *time.Time
 }
 
 // specs caches decoded tool snapshots. Every action stores the snapshot of

@@ -297,6 +297,9 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 	}
 	br := b.pool.SendBatch(ctx, pb)
 	isRefusal := func(err error) bool {
+		if err == nil {
+			return false // before errors.As, whose target would be allocated for every statement
+		}
 		var pgErr *pgconn.PgError
 		return errors.As(err, &pgErr)
 	}

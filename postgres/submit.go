@@ -41,23 +41,12 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	if err != nil {
 		return queue.ActionSubmitResult{}, fmt.Errorf("encode tool snapshot: %w", err)
 	}
-	warnings := a.Warnings
-	if warnings == nil {
-		warnings = []string{}
+	warn := "[]" // most submissions have no warnings
+	if len(a.Warnings) > 0 {
+		b, _ := json.Marshal(a.Warnings)
+		warn = string(b)
 	}
-	warnJSON, _ := json.Marshal(warnings)
-	specText, warn := string(spec), string(warnJSON)
-	sub := submitExtras(a, p)
-	args := func() []any {
-		return []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
-			string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
-			a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), specText, warn,
-			ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, guard, ev.Unrouted,
-			a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
-			sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
-			sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
-	}
-	in := submitInput{a: a, spec: specText, warnings: warn, ev: ev, tokenHash: guard, extras: sub}
+	in := submitInput{a: a, spec: string(spec), warnings: warn, ev: ev, tokenHash: guard, extras: submitExtras(a, p)}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {
@@ -67,9 +56,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		)
 		if try == 0 {
 			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
-				sql: submitSQL, argsOf: args, scan: scanSubmitted})
+				sql: submitSQL, argsOf: in.args, scan: scanSubmitted})
 		} else {
-			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, args()...))
+			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, in.args()...))
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The token guard refused, or this lost a race with a holder its
@@ -145,6 +134,19 @@ type submitInput struct {
 	ev             queue.Event
 	tokenHash      *string // nil: no token check
 	extras         submitExtra
+}
+
+// args are the submission's arguments of submitSQL, the statement of its
+// own.
+func (in submitInput) args() []any {
+	a, ev, sub := in.a, in.ev, in.extras
+	return []any{a.ID, a.Tool, string(a.Class), a.IntentKey,
+		string(a.State), string(a.Payload), a.RequestedBy, a.Channel, a.CreatedAt, a.ClaimedAt,
+		a.ClaimedBy, a.ClaimDeadline(), a.ExpiresAt, a.ServerExecuted(), in.spec, in.warnings,
+		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, in.tokenHash, ev.Unrouted,
+		a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
+		sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
+		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
 }
 
 // submitExtra is what a submission adds to the claim for policies and

@@ -195,17 +195,31 @@ func (s *Server) ready(c echo.Context) error {
 func (s *Server) securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		h := c.Response().Header()
-		formAction := "'self'"
 		if s.cfg.SSO != nil {
-			formAction += " " + strings.Join(s.cfg.SSO.FormActionOrigins(), " ")
+			// The provider's end-session origin may change with its discovery.
+			h.Set("Content-Security-Policy", contentSecurityPolicy+" "+strings.Join(s.cfg.SSO.FormActionOrigins(), " "))
+		} else {
+			h["Content-Security-Policy"] = cspSelfOnly
 		}
-		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action "+formAction)
-		h.Set("X-Frame-Options", "DENY")
-		h.Set("X-Content-Type-Options", "nosniff")
-		h.Set("Referrer-Policy", "same-origin")
+		h["X-Frame-Options"], h["X-Content-Type-Options"], h["Referrer-Policy"] = frameDeny, noSniff, sameOrigin
 		return next(c)
 	}
 }
+
+// contentSecurityPolicy is the dashboard's policy; form-action ends it, so
+// that the SSO provider's origins can follow.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"
+
+// The values of securityHeaders, made once and shared by every response
+// (Header.Set would allocate each for every request): net/http only reads
+// them, and each has len == cap, so an Add copies it first.
+var (
+	cspSelfOnly = []string{contentSecurityPolicy}
+	frameDeny   = []string{"DENY"}
+	noSniff     = []string{"nosniff"}
+	sameOrigin  = []string{"same-origin"}
+)
 
 // httpsOnly reports whether browsers reach the server over https only.
 func (cfg Config) httpsOnly() bool {
