@@ -6,11 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -927,5 +929,233 @@ func TestBatcherWaitsForATakenCall(t *testing.T) {
 	unlock()
 	if o := <-done; o.err != nil || o.n != 7 {
 		t.Fatalf("after its deadline the caller got (%d, %v), want the call's outcome 7", o.n, o.err)
+	}
+}
+
+// TestMergedReports: the agents' completes and fails of one batch run as
+// one statement (reportManySQL), and each caller gets what its transition
+// alone would have given it. The same reports run once merged and once one
+// at a time, on two sets of actions alike, and their answers, events and
+// tickets must match: a report with a live token, one without a token, one
+// with a revoked token, one of another agent's claim, two of one action,
+// and a late one that resolves its stale ticket.
+func TestMergedReports(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	s.MergeReports() // the table is small; see TestReportsMergeOnlyWithStatistics
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	for _, tok := range []string{"hash-live", "hash-revoked"} {
+		if _, err := s.TokenCreate(ctx, accounts.TokenCreateParams{Name: tok, Hash: tok, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "hash-revoked", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	type report struct {
+		action, agent, token string
+		fail                 bool
+	}
+	reports := []report{
+		{action: "live", agent: "agent:a", token: "hash-live"},
+		{action: "untokened", agent: "agent:a", fail: true},
+		{action: "revoked", agent: "agent:a", token: "hash-revoked"},
+		{action: "others", agent: "agent:a"},
+		{action: "twice", agent: "agent:a"},
+		{action: "twice", agent: "agent:a"},
+		{action: "late", agent: "agent:a", fail: true},
+	}
+	// claim makes one set of the actions the reports name, all claimed by
+	// agent:a but "others" (agent:b); "late" is past its deadline with a
+	// stale ticket open.
+	claim := func(set string) map[string]string {
+		ids := map[string]string{}
+		for _, name := range []string{"live", "untokened", "revoked", "others", "twice", "late"} {
+			a := testAction(classify.ExactlyOnce, set+":"+name, now)
+			a.State, a.RequestedBy = queue.StateInProgress, "agent:a"
+			if name == "others" {
+				a.RequestedBy = "agent:b"
+			}
+			at := now
+			if name == "late" {
+				at = now.Add(-time.Hour)
+			}
+			a.ClaimedAt, a.ClaimedBy = &at, &a.RequestedBy
+			if res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)}); err != nil || !res.Created {
+				t.Fatalf("claim %s: created=%v err=%v", a.IntentKey, res.Created, err)
+			}
+			ids[name] = a.ID
+		}
+		return ids
+	}
+	run := func(ids map[string]string, r report) (*queue.Action, error) {
+		p := queue.ActionTransitionParams{ID: ids[r.action], From: []queue.State{queue.StateInProgress}, To: queue.StateDone,
+			Now: now, FinishedAt: &now, RequestedBy: r.agent, AgentExecuted: true, ResolveStaleTicket: true, TokenHash: r.token,
+			Event: queue.Event{ActionID: ids[r.action], Kind: queue.EventCompleted, Actor: r.agent, Channel: "api", At: now}}
+		if r.fail {
+			msg := "declined"
+			p.To, p.Error, p.Event.Kind, p.Event.Data = queue.StateFailed, &msg, queue.EventFailed, json.RawMessage(`{"error":"declined"}`)
+		} else {
+			p.Result, p.Event.Data = json.RawMessage(`{"refund":"re_1"}`), json.RawMessage(`{"refund":"re_1"}`)
+		}
+		return s.ActionTransition(ctx, p)
+	}
+	alone, merged := claim("alone"), claim("merged")
+	if opened, err := s.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: 10}); err != nil || len(opened) != 2 {
+		t.Fatalf("stale tickets: %d, %v; want 2 (one per set)", len(opened), err)
+	}
+
+	type outcome struct {
+		state, result, error, ticket string
+		err                          string
+	}
+	show := func(a *queue.Action, err error) outcome {
+		var o outcome
+		if err != nil {
+			o.err = err.Error()
+			for name, id := range merged { // the same error names the other set's id
+				o.err = strings.ReplaceAll(o.err, id, name)
+			}
+			for name, id := range alone {
+				o.err = strings.ReplaceAll(o.err, id, name)
+			}
+		}
+		if a != nil {
+			o.state, o.result = string(a.State), string(a.Result)
+			if a.Error != nil {
+				o.error = *a.Error
+			}
+			if a.Ticket != nil {
+				o.ticket = string(a.Ticket.State)
+				if a.Ticket.Outcome != nil {
+					o.ticket += " " + string(*a.Ticket.Outcome)
+				}
+			}
+		}
+		return o
+	}
+	want := make([]outcome, len(reports))
+	for i, r := range reports {
+		want[i] = show(run(alone, r))
+	}
+	tb := s.TransitionBatcher()
+	mergedBefore := tb.Merged()
+	release := blockWorkers(t, s.Pool(), tb)
+	got := make([]outcome, len(reports))
+	var wg sync.WaitGroup
+	for i, r := range reports {
+		wg.Go(func() { got[i] = show(run(merged, r)) })
+	}
+	waitFor(t, "the reports to queue", func() bool { return tb.Waiting() == int64(len(reports)) })
+	release()
+	wg.Wait()
+	if n := tb.Merged() - mergedBefore; n != 1 || tb.Refused() != 0 {
+		t.Errorf("merged statements = %d, refused batches = %d; want 1 and 0", n, tb.Refused())
+	}
+	// The two reports of "twice" race in the merged batch: either may be
+	// the one that moved it; the other reads it done with the same result.
+	if got[4] != got[5] && got[4] == want[5] && got[5] == want[4] {
+		got[4], got[5] = got[5], got[4]
+	}
+	for i, r := range reports {
+		if got[i] != want[i] {
+			t.Errorf("report %d (%+v): merged %+v, alone %+v", i, r, got[i], want[i])
+		}
+	}
+	// The same events and tickets on both sets.
+	ticketID := regexp.MustCompile(`[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}`)
+	history := func(ids map[string]string) string {
+		var b strings.Builder
+		for _, name := range []string{"live", "untokened", "revoked", "others", "twice", "late"} {
+			rows, err := s.Pool().Query(ctx, `SELECT kind, actor, channel, coalesce(data::text, '') FROM events WHERE action_id = $1 ORDER BY id`, ids[name])
+			if err != nil {
+				t.Fatal(err)
+			}
+			for rows.Next() {
+				var kind, actor, channel, data string
+				if err := rows.Scan(&kind, &actor, &channel, &data); err != nil {
+					t.Fatal(err)
+				}
+				fmt.Fprintf(&b, "%s: %s %s %s %s\n", name, kind, actor, channel, ticketID.ReplaceAllString(data, "TICKET"))
+			}
+			rows.Close()
+			var tickets string
+			if err := s.Pool().QueryRow(ctx, `SELECT coalesce(string_agg(state || ' ' || coalesce(outcome, '') || ' ' || coalesce(resolved_by, ''), ','), '') FROM tickets WHERE action_id = $1`, ids[name]).Scan(&tickets); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(&b, "%s tickets: %s\n", name, tickets)
+		}
+		return b.String()
+	}
+	if h, w := history(merged), history(alone); h != w {
+		t.Errorf("merged reports left\n%s\nalone\n%s", h, w)
+	}
+	if !strings.Contains(history(merged), "late tickets: resolved failed agent:a") {
+		t.Errorf("the late report did not resolve its stale ticket:\n%s", history(merged))
+	}
+}
+
+// TestReportsMergeOnlyWithStatistics: reports are merged only once the
+// planner's statistics count a table of some size (reportMerging): before
+// the first ANALYZE, and after one of a small table, they run one by one;
+// after an ANALYZE of 10,000 actions, they merge, and the merged
+// statement's generic plan then probes the primary key.
+func TestReportsMergeOnlyWithStatistics(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	if s.MergesReports() {
+		t.Error("reports merge before the table was ever analyzed")
+	}
+	seed := func(n int) {
+		if _, err := s.Pool().Exec(ctx, `INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload,
+			requested_by, channel, created_at, finished_at, spec)
+			SELECT gen_random_uuid(), 't', 'at-least-once', '', 1, 'recorded', '{}', 'agent:a', 'api', now(), now(), '{}'
+			FROM generate_series(1, $1)`, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Pool().Exec(ctx, `ANALYZE actions`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seed(100)
+	if s.MergesReports() {
+		t.Error("reports merge with statistics of 100 actions")
+	}
+	seed(10_000)
+	if !s.MergesReports() {
+		t.Fatal("reports do not merge with statistics of 10,100 actions")
+	}
+	var plan string
+	err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET LOCAL plan_cache_mode = force_generic_plan`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+postgres.ReportManySQL, []string{}, []string{}, []time.Time{},
+			[]*string{}, []*string{}, []string{}, []*string{}, []string{}, []string{}, []string{}, []*string{}, []bool{},
+			"note", []string{"in_progress"}).Scan(&plan)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var nodes []map[string]any
+	if err := json.Unmarshal([]byte(plan), &nodes); err != nil {
+		t.Fatal(err)
+	}
+	var scans []string // "node type on relation (index)" of every scan of actions
+	var walk func(n map[string]any)
+	walk = func(n map[string]any) {
+		if n["Relation Name"] == "actions" && n["Node Type"] != "ModifyTable" {
+			scans = append(scans, fmt.Sprintf("%v (%v)", n["Node Type"], n["Index Name"]))
+		}
+		children, _ := n["Plans"].([]any)
+		for _, c := range children {
+			walk(c.(map[string]any))
+		}
+	}
+	walk(nodes[0]["Plan"].(map[string]any))
+	if len(scans) != 1 || scans[0] != "Index Scan (actions_pkey)" {
+		t.Errorf("the merged reports' generic plan reads actions by %v, want one Index Scan (actions_pkey):\n%s", scans, plan)
 	}
 }

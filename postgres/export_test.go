@@ -3,6 +3,7 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -91,3 +92,21 @@ func MigrateSchema(ctx context.Context, pool *pgxpool.Pool) error {
 	}
 	return migrateSchema(ctx, pool, schema)
 }
+
+// MergeReports merges the agents' reports of a batch whatever the
+// statistics say (reportMerging), as on a table of some size.
+func (s *Store) MergeReports() { s.reports.forceOn.Store(true) }
+
+// MergesReports reports whether the store merges reports now, reading the
+// statistics again first, and waiting for the read.
+func (s *Store) MergesReports() bool {
+	s.reports.checked.Store(0)
+	s.reports.on(s.pool)
+	for s.reports.reading.Load() {
+		time.Sleep(time.Millisecond)
+	}
+	return s.reports.on(s.pool)
+}
+
+// ReportManySQL is the merged statement of the agents' reports.
+const ReportManySQL = reportManySQL

@@ -55,6 +55,9 @@ type Store struct {
 	// sent the submission on to the claiming statement.
 	hint          *heldHint
 	found, missed atomic.Int64
+	// reports says whether the agents' reports of a batch are merged
+	// (reportMerging).
+	reports reportMerging
 }
 
 // Options tune Open.

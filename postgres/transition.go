@@ -5,8 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
@@ -25,8 +28,11 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		return nil, queue.ActionNotFound(p.ID)
 	}
 	q, args := actionTransitionSQL(p)
-	v, err := s.transitions.call(ctx, &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args,
-		scan: func(row pgx.Row) (any, error) { return scanAction(row) }})
+	c := &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args, scan: scanTransitioned}
+	if reportable(p) && s.reports.on(s.pool) {
+		c.kind, c.arg = reports{}, p
+	}
+	v, err := s.transitions.call(ctx, c)
 	if err == nil {
 		return v.(*queue.Action), nil
 	}
@@ -50,6 +56,105 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		return nil, fmt.Errorf("transition %s to %s: read it: %w", p.ID, p.To, err)
 	}
 	return a, fmt.Errorf("transition %s to %s from %s: %w", p.ID, p.To, a.State, queue.ErrStateMismatch)
+}
+
+func scanTransitioned(row pgx.Row) (any, error) { return scanAction(row) }
+
+// reportable reports whether p is an agent's report that reportManySQL
+// merges with the others of its batch: a complete or a fail of the agent's
+// own claim (the transitions Service.Complete and Service.Fail make), which
+// sets nothing else. Every other transition runs as a statement of its
+// own.
+func reportable(p queue.ActionTransitionParams) bool {
+	switch {
+	case p.To != queue.StateDone && p.To != queue.StateFailed,
+		len(p.From) != 1 || p.From[0] != queue.StateInProgress,
+		p.RequestedBy == "" || !p.AgentExecuted || !p.ResolveStaleTicket || p.Unexpired,
+		p.FinishedAt == nil || !p.FinishedAt.Equal(p.Now),
+		(p.Result == nil) == (p.Error == nil),
+		p.DecidedBy != nil || p.DecisionNote != nil || p.DecidedAt != nil || p.ApprovedPayload != nil,
+		p.ClaimedAt != nil || p.ClaimedBy != nil || p.ClaimDeadline != nil || p.ExpiresAt != nil:
+		return false
+	}
+	return true
+}
+
+// reportMerging decides whether reports are merged: only once the
+// planner's statistics count at least mergeReportsAbove actions. The merged
+// statement joins its input with actions, and each batch connection keeps
+// the generic plan it made first; planned on a table the statistics call
+// empty or have never seen (a new database, or one analyzed while nearly
+// empty), that join reads actions whole and keeps doing so as the table
+// grows, until the next ANALYZE. With statistics of a table of some size
+// the planner probes the primary key for each report
+// (TestReportsMergeOnlyWithStatistics), and a plan made then stays right as
+// the table grows. Single statements probe the key whatever the statistics
+// say. The count is read again at most every reportStatsEvery, in the
+// background, by the first caller that finds it stale; until the first
+// read, and whenever a read counts fewer, reports run one by one.
+type reportMerging struct {
+	merge   atomic.Bool
+	checked atomic.Int64 // unix nanoseconds of the last read; 0: never
+	reading atomic.Bool
+	forceOn atomic.Bool // tests
+}
+
+const (
+	mergeReportsAbove = 10_000
+	reportStatsEvery  = 30 * time.Second
+)
+
+func (m *reportMerging) on(pool *pgxpool.Pool) bool {
+	if m.forceOn.Load() {
+		return true
+	}
+	if now := time.Now().UnixNano(); now-m.checked.Load() > int64(reportStatsEvery) && m.reading.CompareAndSwap(false, true) {
+		m.checked.Store(now)
+		go func() {
+			defer m.reading.Store(false)
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			var rows float64
+			// reltuples is -1 before the first ANALYZE.
+			if err := pool.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'actions'::regclass`).Scan(&rows); err == nil {
+				m.merge.Store(rows >= mergeReportsAbove)
+			}
+		}()
+	}
+	return m.merge.Load()
+}
+
+// reports merges the agents' reports of a batch (reportable).
+type reports struct{}
+
+func (reports) merge(calls []*batchCall) (string, []any) {
+	n := len(calls)
+	str, strp := cutter[string]{make([]string, 6*n), n}, cutter[*string]{make([]*string, 4*n), n}
+	var (
+		ids, states, requestedBy, kinds, actors, channels = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
+		results, errs, tokens, data                       = strp.next(), strp.next(), strp.next(), strp.next()
+		ats, unrouted                                     = make([]time.Time, n), make([]bool, n)
+	)
+	for i, c := range calls {
+		p := c.arg.(queue.ActionTransitionParams)
+		ids[i], states[i], ats[i], requestedBy[i] = p.ID, string(p.To), p.Now, p.RequestedBy
+		if p.Result != nil {
+			r := string(p.Result)
+			results[i] = &r
+		}
+		errs[i] = p.Error
+		if p.TokenHash != "" {
+			tokens[i] = &p.TokenHash
+		}
+		ev := p.Event
+		kinds[i], actors[i], channels[i], unrouted[i] = ev.Kind, ev.Actor, ev.Channel, ev.Unrouted
+		if ev.Data != nil {
+			d := string(ev.Data)
+			data[i] = &d
+		}
+	}
+	return reportManySQL, []any{ids, states, ats, results, errs, requestedBy, tokens, kinds, actors,
+		channels, data, unrouted, queue.LateReportNote, []string{string(queue.StateInProgress)}}
 }
 
 // actionTransitionSQL builds ActionTransition's statement: one conditional
