@@ -74,11 +74,12 @@ type batchCall struct {
 	// batch is sent is dropped, not run (its effect would have no owner).
 	ctx context.Context
 	// sql and args are the call as a statement of its own; a merged call
-	// may leave args nil and give argsOf, which makes them only when the
-	// call goes alone (a submission has 36 of them).
-	sql    string
-	args   []any
-	argsOf func() []any
+	// may leave them empty and give statement, which makes them only when
+	// the call goes alone (a submission has 36 arguments, a transition's
+	// statement is built for its parameters).
+	sql       string
+	args      []any
+	statement func() (string, []any)
 	// scan reads the statement's single row; nil executes it for its
 	// effect. It must set everything it returns on every call: a rolled-back
 	// batch runs it again.
@@ -293,7 +294,8 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			b.merged.Add(1)
 			continue
 		}
-		pb.Queue(u[0].sql, u[0].statementArgs()...)
+		sql, args := u[0].alone()
+		pb.Queue(sql, args...)
 	}
 	br := b.pool.SendBatch(ctx, pb)
 	isRefusal := func(err error) bool {
@@ -340,12 +342,12 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 	return refused
 }
 
-// statementArgs are the arguments of the call as a statement of its own.
-func (c *batchCall) statementArgs() []any {
-	if c.args == nil && c.argsOf != nil {
-		return c.argsOf()
+// alone is the call as a statement of its own.
+func (c *batchCall) alone() (string, []any) {
+	if c.sql == "" && c.statement != nil {
+		return c.statement()
 	}
-	return c.args
+	return c.sql, c.args
 }
 
 // groupCalls splits a sorted batch into units: the calls of one kind

@@ -56,7 +56,7 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		)
 		if try == 0 {
 			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
-				sql: submitSQL, argsOf: in.args, scan: scanSubmitted})
+				statement: in.statement, scan: scanSubmitted})
 		} else {
 			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, in.args()...))
 		}
@@ -136,8 +136,10 @@ type submitInput struct {
 	extras         submitExtra
 }
 
-// args are the submission's arguments of submitSQL, the statement of its
-// own.
+// statement is the submission as a statement of its own.
+func (in submitInput) statement() (string, []any) { return submitSQL, in.args() }
+
+// args are the submission's arguments of submitSQL.
 func (in submitInput) args() []any {
 	a, ev, sub := in.a, in.ev, in.extras
 	return []any{a.ID, a.Tool, string(a.Class), a.IntentKey,

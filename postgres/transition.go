@@ -27,10 +27,12 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	if !queue.ValidID(p.ID) {
 		return nil, queue.ActionNotFound(p.ID)
 	}
-	q, args := actionTransitionSQL(p)
-	c := &batchCall{order: "action:" + strings.ToLower(p.ID), sql: q, args: args, scan: scanTransitioned}
+	c := &batchCall{order: "action:" + strings.ToLower(p.ID), scan: scanTransitioned}
 	if reportable(p) && s.reports.on(s.pool) {
-		c.kind, c.arg = reports{}, p
+		// Its own statement is built only if it goes alone.
+		c.kind, c.arg, c.statement = reports{}, p, func() (string, []any) { return actionTransitionSQL(p) }
+	} else {
+		c.sql, c.args = actionTransitionSQL(p)
 	}
 	v, err := s.transitions.call(ctx, c)
 	if err == nil {
