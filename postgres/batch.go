@@ -59,6 +59,8 @@ type batcher struct {
 	// merged counts statements that did the work of several calls;
 	// batches and calls count what was sent.
 	waiting, refused, merged, batches, calls atomic.Int64
+	// mergedCalls counts the calls those merged statements carried.
+	mergedCalls atomic.Int64
 }
 
 // batchCall is one queued statement. The worker stores the outcome in val
@@ -292,6 +294,7 @@ func (b *batcher) send(ctx context.Context, calls []*batchCall) (refused bool) {
 			sql, args := u[0].kind.merge(u)
 			pb.Queue(sql, args...)
 			b.merged.Add(1)
+			b.mergedCalls.Add(int64(len(u)))
 			continue
 		}
 		sql, args := u[0].alone()

@@ -18,6 +18,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
@@ -1040,7 +1041,7 @@ func TestMergedReports(t *testing.T) {
 		want[i] = show(run(alone, r))
 	}
 	tb := s.TransitionBatcher()
-	mergedBefore := tb.Merged()
+	mergedBefore, carriedBefore := tb.Merged(), tb.MergedCalls()
 	release := blockWorkers(t, s.Pool(), tb)
 	got := make([]outcome, len(reports))
 	var wg sync.WaitGroup
@@ -1050,8 +1051,8 @@ func TestMergedReports(t *testing.T) {
 	waitFor(t, "the reports to queue", func() bool { return tb.Waiting() == int64(len(reports)) })
 	release()
 	wg.Wait()
-	if n := tb.Merged() - mergedBefore; n != 1 || tb.Refused() != 0 {
-		t.Errorf("merged statements = %d, refused batches = %d; want 1 and 0", n, tb.Refused())
+	if n, c := tb.Merged()-mergedBefore, tb.MergedCalls()-carriedBefore; n != 1 || c != int64(len(reports)) || tb.Refused() != 0 {
+		t.Errorf("merged statements = %d carrying %d reports, refused batches = %d; want 1 carrying %d, and 0", n, c, tb.Refused(), len(reports))
 	}
 	// The two reports of "twice" race in the merged batch: either may be
 	// the one that moved it; the other reads it done with the same result.
@@ -1157,5 +1158,59 @@ func TestReportsMergeOnlyWithStatistics(t *testing.T) {
 	walk(nodes[0]["Plan"].(map[string]any))
 	if len(scans) != 1 || scans[0] != "Index Scan (actions_pkey)" {
 		t.Errorf("the merged reports' generic plan reads actions by %v, want one Index Scan (actions_pkey):\n%s", scans, plan)
+	}
+}
+
+// TestServiceReportsMerge: the completes and fails the Service makes are
+// the reports reportManySQL merges (reportable), so that a change to what
+// the Service asks of a transition shows here rather than quietly sending
+// every report alone.
+func TestServiceReportsMerge(t *testing.T) {
+	t.Parallel()
+	e := apptest.NewEnv(t, apptest.EnvOptions{})
+	s := e.Store.(*postgres.Store)
+	s.MergeReports()
+	ctx := t.Context()
+	var ids []string
+	for i := range 4 {
+		a := apptest.Submit(t, e.Service, "issue_refund", map[string]any{"order_id": "o-merge", "line_id": fmt.Sprint(i), "amount": 1})
+		if a.State != queue.StateInProgress {
+			t.Fatalf("claim %d: %s", i, a.State)
+		}
+		ids = append(ids, a.ID)
+	}
+	tb := s.TransitionBatcher()
+	before, carriedBefore := tb.Merged(), tb.MergedCalls()
+	release := blockWorkers(t, s.Pool(), tb)
+	var wg sync.WaitGroup
+	got := make([]queue.State, len(ids))
+	errs := make([]error, len(ids))
+	for i, id := range ids {
+		wg.Go(func() {
+			var res queue.DriveResult
+			if i%2 == 0 {
+				res, errs[i] = e.Service.Complete(ctx, id, "bot", json.RawMessage(`{"refund":"re_1"}`), "api")
+			} else {
+				res, errs[i] = e.Service.Fail(ctx, id, "bot", "declined", "api")
+			}
+			if res.Action != nil {
+				got[i] = res.Action.State
+			}
+		})
+	}
+	waitFor(t, "the reports to queue", func() bool { return tb.Waiting() == int64(len(ids)) })
+	release()
+	wg.Wait()
+	for i := range ids {
+		want := queue.StateDone
+		if i%2 == 1 {
+			want = queue.StateFailed
+		}
+		if errs[i] != nil || got[i] != want {
+			t.Errorf("report %d: %s, %v; want %s", i, got[i], errs[i], want)
+		}
+	}
+	if n, c := tb.Merged()-before, tb.MergedCalls()-carriedBefore; n != 1 || c != int64(len(ids)) {
+		t.Errorf("merged statements = %d carrying %d reports, want 1 carrying %d: the Service's reports are not reportable", n, c, len(ids))
 	}
 }

@@ -51,7 +51,10 @@ func (t *TestBatcher) Exec(ctx context.Context, order, sql string, args ...any) 
 func (t *TestBatcher) Waiting() int64 { return t.b.waiting.Load() }
 func (t *TestBatcher) Refused() int64 { return t.b.refused.Load() }
 func (t *TestBatcher) Merged() int64  { return t.b.merged.Load() }
-func (t *TestBatcher) Stop()          { t.b.stop() }
+
+// MergedCalls counts the calls the merged statements carried.
+func (t *TestBatcher) MergedCalls() int64 { return t.b.mergedCalls.Load() }
+func (t *TestBatcher) Stop()              { t.b.stop() }
 
 // RunBatch runs one exec call per statement as one batch, directly, as a
 // worker would; ctxs[i] is call i's context.
