@@ -197,7 +197,7 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 				ids = append(ids, id)
 			}
 		}
-		where = append(where, "a.id = ANY("+arg(ids)+"::uuid[])")
+		where = append(where, "a.id = ANY("+arg(uuidArray(ids))+"::uuid[])")
 	}
 	if p.IntentKey != "" {
 		where = append(where, "a.intent_key = "+arg(p.IntentKey))

@@ -54,7 +54,7 @@ func (eventInserts) merge(calls []*batchCall) (string, []any) {
 			data[i] = &d
 		}
 	}
-	return eventInsertManySQL, []any{ids, kinds, actors, channels, at, data}
+	return eventInsertManySQL, []any{uuidArray(ids), kinds, actors, channels, at, data}
 }
 
 // EventList implements queue.Store.

@@ -38,7 +38,8 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 			ids[i], actionIDs[i] = ev.ID, ev.ActionID
 		}
 		// The events' actions in one query, not one round trip each.
-		rows, err = tx.Query(ctx, actionsByIDSQL, actionIDs)
+		actionUUIDs := uuidArray(actionIDs)
+		rows, err = tx.Query(ctx, actionsByIDSQL, actionUUIDs)
 		if err != nil {
 			return err
 		}
@@ -50,7 +51,7 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 		for _, a := range list {
 			actions[a.ID] = a
 		}
-		rows, err = tx.Query(ctx, channelMessagesOfSQL, actionIDs)
+		rows, err = tx.Query(ctx, channelMessagesOfSQL, actionUUIDs)
 		if err != nil {
 			return err
 		}

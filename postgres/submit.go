@@ -224,7 +224,7 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 		decKinds[i], decActors[i], decData[i], decChannels[i], decUnrouted[i] = x.decKind, x.decActor, x.decData, x.decChannel, x.decUnrouted
 		grantTry[i], grantExpires[i], grantUnrouted[i], grantAt[i] = x.grantTry, x.grantExpiresAt, x.grantUnrouted, x.grantAt
 	}
-	return submitManySQL, []any{ids, tools, classes, keys, states, payloads, requestedBy, channels,
+	return submitManySQL, []any{uuidArray(ids), tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
 		evActors, evData, finishedAt, tokens, unrouted, decidedBy, decidedAt, notes, approvedPayloads,
 		approvals, decKinds, decActors, decData, decUnrouted, grantTry, grantExpires, grantUnrouted, grantAt, decChannels}

@@ -161,7 +161,7 @@ func (reports) merge(calls []*batchCall) (string, []any) {
 			data[i] = &d
 		}
 	}
-	return reportManySQL, []any{ids, states, ats, results, errs, requestedBy, tokens, kinds, actors,
+	return reportManySQL, []any{uuidArray(ids), states, ats, results, errs, requestedBy, tokens, kinds, actors,
 		channels, data, unrouted, queue.LateReportNote, []string{string(queue.StateInProgress)}}
 }
 
