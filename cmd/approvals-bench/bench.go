@@ -60,9 +60,16 @@ type benchConfig struct {
 	Waiters    int
 	ServerPID  int
 	CancelRate float64
+	// Deliver scenario: where the server's channel and executor send, the
+	// pace of submissions and approvals, the tool with the executor, and
+	// an approver's CSRF token (with Cookie, the session).
+	Receiver     string
+	Rate         float64
+	ExecutorTool string
+	CSRF         string
 }
 
-var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server", "waiters"}
+var benchScenarios = []string{"new", "replay", "claim", "list", "sweep", "sqlite-insert", "floor-server", "waiters", "deliver"}
 
 const benchUsage = `usage: approvals-bench [flags]
 
@@ -78,6 +85,13 @@ scenarios:
   waiters holds --waiters long-polls on pending actions (one connection each),
           runs the new-submission load beside them for --duration, then
           cancels them at --cancel-rate and times each poll's answer
+  deliver listens on --receiver for a webhook channel (/events) and a webhook
+          executor (/execute) the server's tools file points at; submits
+          --tool at --rate for --duration and times each from its sending to
+          its action.pending at the channel; then submits as many
+          --executor-tool actions, approves them in the dashboard at --rate
+          (--cookie, --csrf: an approver's session) and times each from the
+          approval's sending to the executor's delivery
   sweep   times maintenance.Sweeper.Sweep --rounds times on --database-url (no HTTP)
   sqlite-insert
           the yardstick of SQLite submissions (no server): --clients goroutines
@@ -96,7 +110,7 @@ flags:
   --clients N          concurrent clients (default 16, at most 256)
   --duration D         measuring time (default 10s, at most 10m)
   --scenario S         one of the scenarios above (default new)
-  --tool NAME          tool to submit (default bench_unregistered; bench_exactly_once for claim)
+  --tool NAME          tool to submit (default bench_unregistered; bench_exactly_once for claim; bench_notify for deliver)
   --replay-keys K      intents held for the replay scenario (default 1000)
   --max-requests N     stop after N operations (default 2000000)
   --path PATH          path for the list scenario
@@ -109,6 +123,10 @@ flags:
                        the server needs APPROVALS_MAX_WAITERS=N,N)
   --server-pid PID     waiters: the server's pid, whose memory is reported
   --cancel-rate R      waiters: cancellations per second once the load ran (default 2000)
+  --receiver ADDR      deliver: loopback address to receive on (default 127.0.0.1:18301)
+  --rate R             deliver: submissions, then approvals, per second (default 50)
+  --executor-tool NAME deliver: the at-most-once tool with the webhook executor (none: skip the approvals)
+  --csrf TOKEN         deliver: the dashboard session's CSRF token (with --cookie)
 `
 
 func parseBenchConfig(args []string) (benchConfig, error) {
@@ -131,6 +149,10 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	fs.IntVar(&c.Waiters, "waiters", 10000, "waiters: long-polls to hold")
 	fs.IntVar(&c.ServerPID, "server-pid", 0, "waiters: the server's pid, to report its memory")
 	fs.Float64Var(&c.CancelRate, "cancel-rate", 2000, "waiters: cancellations per second")
+	fs.StringVar(&c.Receiver, "receiver", "127.0.0.1:18301", "deliver: loopback address to receive on")
+	fs.Float64Var(&c.Rate, "rate", 50, "deliver: submissions, then approvals, per second")
+	fs.StringVar(&c.ExecutorTool, "executor-tool", "", "deliver: the tool with the webhook executor")
+	fs.StringVar(&c.CSRF, "csrf", "", "deliver: the dashboard session's CSRF token")
 	if err := cli.ParseFlags(fs, args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return c, err
@@ -176,13 +198,24 @@ func parseBenchConfig(args []string) (benchConfig, error) {
 	if c.Scenario == "sqlite-insert" {
 		return c, nil
 	}
+	if c.Scenario == "deliver" {
+		if c.Rate <= 0 || c.Rate > 10_000 {
+			return c, errors.New("--rate must be above 0 and at most 10000")
+		}
+		if _, err := loopbackBase("http://" + c.Receiver); err != nil || strings.Contains(c.Receiver, "/") {
+			return c, fmt.Errorf("--receiver %q: give a loopback host:port such as 127.0.0.1:18301", c.Receiver)
+		}
+	}
 	if c.Token == "" {
 		return c, errors.New("--token (or APPROVALS_TOKEN) is required: create one with approvals token create --name bench")
 	}
 	if c.Tool == "" {
 		c.Tool = "bench_unregistered"
-		if c.Scenario == "claim" {
+		switch c.Scenario {
+		case "claim":
 			c.Tool = "bench_exactly_once"
+		case "deliver":
+			c.Tool = "bench_notify"
 		}
 	}
 	if !strings.HasPrefix(c.Path, "/") {
@@ -297,8 +330,11 @@ func benchCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	case "floor-server":
 		return benchFloorServe(ctx, cfg.Addr, stdout)
 	}
-	if cfg.Scenario == "waiters" {
+	switch cfg.Scenario {
+	case "waiters":
 		return benchWaiters(ctx, cfg, stdout)
+	case "deliver":
+		return benchDeliver(ctx, cfg, stdout)
 	}
 	return benchCmdLoad(ctx, cfg, stdout)
 }

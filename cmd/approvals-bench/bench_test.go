@@ -106,7 +106,15 @@ func TestParseBenchConfig(t *testing.T) {
 		{name: "sqlite-insert table", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db", "--table", "events"}, wantErr: "--table"},
 		{name: "sqlite-insert clients", args: []string{"--scenario", "sqlite-insert", "--database-url", "sqlite:y.db", "--clients", "0"}, wantErr: "--clients"},
 		{name: "stray argument", args: []string{"--token", "T", "extra"}, wantErr: "unexpected argument"},
-		{name: "unknown flag", args: []string{"--token", "T", "--rate", "5"}, wantErr: "usage"},
+		{name: "unknown flag", args: []string{"--token", "T", "--flood", "5"}, wantErr: "usage"},
+		{name: "deliver defaults", args: []string{"--token", "T", "--scenario", "deliver"}, check: func(t *testing.T, c benchConfig) {
+			if c.Tool != "bench_notify" || c.Rate != 50 || c.Receiver != "127.0.0.1:18301" || c.ExecutorTool != "" {
+				t.Fatalf("parsed: %+v", c)
+			}
+		}},
+		{name: "deliver rate", args: []string{"--token", "T", "--scenario", "deliver", "--rate", "0"}, wantErr: "--rate"},
+		{name: "deliver remote receiver", args: []string{"--token", "T", "--scenario", "deliver", "--receiver", "10.0.0.1:9000"}, wantErr: "--receiver"},
+		{name: "deliver receiver with a path", args: []string{"--token", "T", "--scenario", "deliver", "--receiver", "127.0.0.1:9000/x"}, wantErr: "--receiver"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
