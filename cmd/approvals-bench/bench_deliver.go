@@ -92,6 +92,10 @@ func benchDeliver(ctx context.Context, cfg benchConfig, out io.Writer) error {
 		}
 	}
 	fmt.Fprintf(out, "scenario deliver: %d approvals of %s at %.0f/s in the dashboard\n", n, cfg.ExecutorTool, cfg.Rate)
+	// When each approval's own answer came, to tell its share of the time
+	// from the dispatcher's.
+	var answeredMu sync.Mutex
+	answered := make(map[string]time.Time, n)
 	approved, errs := paced(ctx, n, cfg.Rate, func(i int) (string, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, cfg.URL+"/actions/"+ids[i]+"/approve",
 			strings.NewReader(url.Values{"note": {"bench"}}.Encode()))
@@ -108,8 +112,12 @@ func benchDeliver(ctx context.Context, cfg benchConfig, out io.Writer) error {
 		if status != http.StatusSeeOther {
 			return "", fmt.Errorf("approve answered %d %s (want 303)", status, snippet(b))
 		}
+		answeredMu.Lock()
+		answered[ids[i]] = time.Now()
+		answeredMu.Unlock()
 		return ids[i], nil
 	})
+	printDelivery(out, "deliver-approve", "approval sent → its answer (303) received", approved, answered, nil)
 	printDelivery(out, "deliver-executor", "approval sent → executor received the delivery", approved,
 		rec.wait(rec.executions, approved, 10*time.Second), errs)
 	return nil
