@@ -221,8 +221,12 @@ func celValue(v any) any {
 }
 
 // policyEnv is the one CEL environment of every rule, built on first use.
-var policyEnv = sync.OnceValues(func() (*cel.Env, error) {
-	return cel.NewEnv(
+var policyEnv = sync.OnceValues(newPolicyEnv)
+
+// newPolicyEnv builds the rules' environment, ready to be shared by
+// concurrent compilations.
+func newPolicyEnv() (*cel.Env, error) {
+	env, err := cel.NewEnv(
 		cel.Variable("payload", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("agent", cel.StringType),
@@ -232,7 +236,18 @@ var policyEnv = sync.OnceValues(func() (*cel.Env, error) {
 		ext.Strings(),
 		cel.CrossTypeNumericComparisons(true),
 	)
-})
+	if err != nil {
+		return nil, err
+	}
+	// cel-go (v0.33.2) builds its type checker's symbol catalog lazily, the
+	// first time a check reports an undeclared reference, and copies the
+	// field unsynchronised whenever a check enters a comprehension's scope:
+	// two rules compiled at once (two tools files loading, say) race on it.
+	// An undeclared reference checked here, before the environment is
+	// shared, builds the catalog once; every later use only reads it.
+	_, _ = env.Compile("undeclared_for_the_catalog.field")
+	return env, nil
+}
 
 // CompilePolicy compiles and type-checks one expression as a rule would be: the error names
 // the position within the expression. Exported for tests and the documentation's examples.

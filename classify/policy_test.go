@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -347,5 +348,33 @@ func BenchmarkPolicyEvaluate(b *testing.B) {
 		if v := tool.Evaluate(in); v.Rule != nil {
 			b.Fatal("matched")
 		}
+	}
+}
+
+// Rules compiled at once share one environment; under -race this fails
+// when the environment is shared before cel-go's lazily built catalog
+// exists (newPolicyEnv builds it first).
+func TestPolicyEnvSharedByConcurrentCompiles(t *testing.T) {
+	t.Parallel()
+	env, err := newPolicyEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	exprs := []string{
+		`payload.items.exists(i, i == "x")`,      // enters a comprehension's scope
+		`nope.field == 1`,                        // an undeclared reference: reads the catalog
+		`[1, 2].all(n, n > 0) && tool == "send"`, // another comprehension
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				_, _ = env.Compile(exprs[(g+i)%len(exprs)])
+			}
+		})
+	}
+	wg.Wait()
+	if _, iss := env.Compile(`payload.items.exists(i, i == "x")`); iss != nil && iss.Err() != nil {
+		t.Fatalf("a valid rule after the concurrent compiles: %v", iss.Err())
 	}
 }
