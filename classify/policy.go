@@ -239,7 +239,8 @@ func newPolicyEnv() (*cel.Env, error) {
 	if err != nil {
 		return nil, err
 	}
-	// cel-go (v0.33.2) builds its type checker's symbol catalog lazily, the
+	// cel-go (v0.33.2, and still v0.33.4, the newest on the module proxy on
+	// 2026-12-05) builds its type checker's symbol catalog lazily, the
 	// first time a check reports an undeclared reference, and copies the
 	// field unsynchronised whenever a check enters a comprehension's scope:
 	// two rules compiled at once (two tools files loading, say) race on it.
