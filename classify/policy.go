@@ -115,8 +115,26 @@ type PolicyInput struct {
 type Verdict struct {
 	// Rule is the first rule that matched; nil when none did.
 	Rule *Rule
-	// Errors are the rules before it whose evaluation failed: they did not match.
+	// Failed is the rule whose evaluation failed, where evaluation
+	// stopped: nil when every rule before Rule evaluated. An agent controls
+	// the payload, so it controls whether an expression errors; a failed
+	// rule therefore never counts as "no match", and nothing after it (a
+	// later rule, a grant, an immediate claim) may decide: a person does.
+	Failed *Rule
+	// Errors holds Failed's error, named by the rule (empty without one).
 	Errors []RuleError
+}
+
+// HumanRule is the rule a person decides under when evaluation failed: the
+// failed rule itself when it is a human rule (its required and approvers
+// route the action), else a human rule of its name and expression that
+// keeps the tool's routing. Nil when nothing failed.
+func (v Verdict) HumanRule() *Rule {
+	r := v.Failed
+	if r == nil || r.Decide == DecideHuman {
+		return r
+	}
+	return &Rule{Name: r.Name, When: r.When, Decide: DecideHuman}
 }
 
 // RuleError is a rule whose expression could not be evaluated for a submission.
@@ -139,8 +157,9 @@ func (t *Tool) PolicyUsesAttempt() bool {
 }
 
 // Evaluate runs the tool's rules in order over in and returns the first that matches. A rule
-// whose evaluation fails (a missing field, a wrong type, the cost limit) does not match and
-// is reported in Errors: an error never approves anything.
+// whose evaluation fails (a missing field, a wrong type, a number beyond a double, the cost
+// limit) stops the evaluation: it is Failed, and the caller sends the action to a person
+// (fail closed). An error never approves, rejects or claims anything.
 func (t *Tool) Evaluate(in PolicyInput) Verdict {
 	var v Verdict
 	if !t.HasPolicy() {
@@ -154,8 +173,9 @@ func (t *Tool) Evaluate(in PolicyInput) Verdict {
 		r := &t.Approval.Policy[i]
 		ok, err := r.eval(vars)
 		if err != nil {
-			v.Errors = append(v.Errors, RuleError{Rule: r.Name, Error: err.Error()})
-			continue
+			v.Failed = r
+			v.Errors = []RuleError{{Rule: r.Name, Error: err.Error()}}
+			return v
 		}
 		if ok {
 			v.Rule = r
@@ -213,7 +233,11 @@ func celValue(v any) any {
 			return string(x)
 		}
 		if math.IsInf(f, 0) {
-			return string(x) // beyond a double: CEL sees the text, and a comparison fails
+			// Beyond a double: an error value, so that every expression
+			// that reads it fails (and the action goes to a person) rather
+			// than seeing some other value. Text would pass double() and
+			// string comparisons.
+			return types.NewErr("payload number %.40s… does not fit a double", string(x))
 		}
 		return f
 	}

@@ -152,38 +152,75 @@ tools:
 	}
 }
 
-// An evaluation error (a missing field, a wrong type) is no match, reported
-// with the rule's name; later rules still run. The cost limit is one.
-func TestPolicyRuntimeErrorsNeverMatch(t *testing.T) {
+// An evaluation error (a missing field, a wrong type, a number beyond a
+// double, the cost limit) stops the evaluation at that rule: it is Failed,
+// with its error, and no later rule is reached, whatever it says (fail
+// closed: the agent controls whether an expression errors).
+func TestPolicyRuntimeErrorsFailClosed(t *testing.T) {
 	t.Parallel()
 	items := make([]string, 3000)
 	for i := range items {
 		items[i] = fmt.Sprint(i)
 	}
 	list, _ := json.Marshal(items)
-	tool := policyTool(t, "at-most-once",
-		`{ name: missing, when: 'payload.amount > 5', decide: approve }`,
-		`{ name: wrong-type, when: 'payload.to.endsWith("@example.com")', decide: approve }`,
-		`{ name: costly, when: 'payload.items.all(x, payload.items.all(y, x == y || x != y))', decide: approve }`,
-		`{ name: fallback, when: 'payload.n == 1', decide: human }`)
-	v := tool.Evaluate(input(t, `{"to":7,"n":1,"items":`+string(list)+`}`))
-	if v.Rule == nil || v.Rule.Name != "fallback" {
-		t.Fatalf("rule %+v, want fallback", v.Rule)
-	}
-	if len(v.Errors) != 3 {
-		t.Fatalf("errors %+v, want missing, wrong-type and costly", v.Errors)
-	}
-	for i, want := range []struct{ rule, text string }{
-		{"missing", "no such key: amount"}, {"wrong-type", "no such overload"}, {"costly", "cost limit exceeded"},
+	for _, tc := range []struct {
+		name, when, payload, text string
+	}{
+		{"missing", `payload.amount > 5`, `{"n":1}`, "no such key: amount"},
+		{"wrong-type", `payload.to.endsWith("@example.com")`, `{"to":7,"n":1}`, "no such overload"},
+		{"text-for-number", `payload.amount > 500`, `{"amount":"5000","n":1}`, "no such overload"},
+		{"beyond-double", `double(payload.amount) > 500.0`, `{"amount":1e309,"n":1}`, "does not fit a double"},
+		{"beyond-double-negative", `payload.amount < 0`, `{"amount":-1e309,"n":1}`, "does not fit a double"},
+		{"beyond-double-as-text", `string(payload.amount) == "1e309"`, `{"amount":1e309,"n":1}`, "does not fit a double"},
+		{"costly", `payload.items.all(x, payload.items.all(y, x == y || x != y))`, `{"n":1,"items":` + string(list) + `}`, "cost limit exceeded"},
 	} {
-		if v.Errors[i].Rule != want.rule || !strings.Contains(v.Errors[i].Error, want.text) {
-			t.Errorf("error %d: %+v, want rule %s saying %q", i, v.Errors[i], want.rule, want.text)
+		for _, decide := range []string{"human", "reject", "approve"} {
+			note := ""
+			if decide == "reject" {
+				note = ", note: no"
+			}
+			tool := policyTool(t, "at-most-once",
+				fmt.Sprintf(`{ name: %s, when: '%s', decide: %s%s }`, tc.name, tc.when, decide, note),
+				`{ name: later-approve, when: 'payload.n == 1', decide: approve }`)
+			v := tool.Evaluate(input(t, tc.payload))
+			if v.Rule != nil || v.Failed == nil || v.Failed.Name != tc.name {
+				t.Fatalf("%s (%s): rule %+v failed %+v, want %s failed and no rule", tc.name, decide, v.Rule, v.Failed, tc.name)
+			}
+			if len(v.Errors) != 1 || v.Errors[0].Rule != tc.name || !strings.Contains(v.Errors[0].Error, tc.text) {
+				t.Fatalf("%s (%s): errors %+v, want one saying %q", tc.name, decide, v.Errors, tc.text)
+			}
+			h := v.HumanRule()
+			if h == nil || h.Decide != DecideHuman || h.Name != tc.name || h.When != tc.when {
+				t.Fatalf("%s (%s): human rule %+v", tc.name, decide, h)
+			}
 		}
 	}
-	// A small list stays well under the limit.
-	v = tool.Evaluate(input(t, `{"to":7,"n":1,"items":["a","b"]}`))
-	if v.Rule == nil || v.Rule.Name != "costly" {
+	// A small list stays well under the limit, and a payload that reads
+	// well matches as before.
+	tool := policyTool(t, "at-most-once",
+		`{ name: costly, when: 'payload.items.all(x, payload.items.all(y, x == y || x != y))', decide: approve }`)
+	if v := tool.Evaluate(input(t, `{"items":["a","b"]}`)); v.Rule == nil || v.Rule.Name != "costly" || v.Failed != nil {
 		t.Fatalf("small list: %+v, want costly to match", v)
+	}
+	// A number beyond a double that no rule reads fails nothing.
+	tool = policyTool(t, "at-most-once", `{ name: other, when: 'payload.n == 1', decide: approve }`)
+	if v := tool.Evaluate(input(t, `{"n":1,"amount":1e309}`)); v.Rule == nil || v.Failed != nil {
+		t.Fatalf("unread huge number: %+v", v)
+	}
+}
+
+// A failed human rule routes by its own required and approvers.
+func TestPolicyFailedHumanRuleRoutes(t *testing.T) {
+	t.Parallel()
+	tool := policyTool(t, "exactly-once",
+		`{ name: large, when: 'double(payload.amount) > 500.0', decide: human, required: 2, approvers: [finance] }`)
+	v := tool.Evaluate(input(t, `{"n":1}`))
+	h := v.HumanRule()
+	if h == nil || h != v.Failed || h.Required != 2 || len(h.ApproverEmails) != 2 {
+		t.Fatalf("human rule %+v of %+v", h, v)
+	}
+	if v := tool.Evaluate(input(t, `{"amount":20}`)); v.HumanRule() != nil || v.Rule != nil {
+		t.Fatalf("no failure: %+v", v)
 	}
 }
 

@@ -40,8 +40,28 @@ const (
 )
 
 // WarningPolicyError starts the warning of an action one of whose rules
-// could not be evaluated: policy_error:RULE. That rule did not match.
+// could not be evaluated: policy_error:RULE. Evaluation stopped at that rule
+// and a person decides (classify.Verdict.Failed).
 const WarningPolicyError = "policy_error"
+
+// WarningToolNotRegistered marks an action of a tool the tools file does
+// not name: at-most-once, with a key the agent chose.
+const WarningToolNotRegistered = "tool_not_registered"
+
+// UnseenRisks are the warnings among ws that only a person may accept:
+// invisible characters, a policy rule that could not be evaluated, a tool
+// not in the tools file. An action with one is never approved by a rule,
+// a grant or a plan; a person decides it on the dashboard, where the
+// warning is shown and explained.
+func UnseenRisks(ws []string) []string {
+	var out []string
+	for _, w := range ws {
+		if w == WarningInvisibleCharacters || w == WarningToolNotRegistered || strings.HasPrefix(w, WarningPolicyError+":") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
 
 // Gated reports whether an approval stands between the action and its
 // effect: every at-most-once action, and an exactly-once one that a policy
@@ -82,14 +102,35 @@ func GrantNote(id, grantedBy string) string { return "grant " + id + " of " + gr
 // new action a: approved or rejected by a rule, pending (for a person, maybe
 // under a human rule's approvers), claimed, or recorded. It returns the
 // event that records the rule's decision, if a rule decided.
+//
+// It fails closed: a rule that could not be evaluated sends the action to
+// a person under that rule (v.HumanRule), and so does an approve rule that
+// matched an action with an unseen risk (UnseenRisks), on exactly-once
+// tools too, so no later rule, grant or immediate claim decides it.
 func (s *Service) routeAtSubmission(a *Action, tool classify.Tool, v classify.Verdict, now time.Time) *Event {
+	r, held := v.Rule, UnseenRisks(a.Warnings)
+	if f := v.HumanRule(); f != nil {
+		r = f
+	} else if r != nil && r.Decide == classify.DecideApprove && len(held) > 0 {
+		r = &classify.Rule{Name: r.Name, When: r.When, Decide: classify.DecideHuman}
+	} else {
+		held = nil
+	}
 	var ev *Event
-	if r := v.Rule; r != nil {
+	if r != nil {
 		approval := tool.Approval.UnderRule(r)
 		a.Spec.Approval = approval
 		a.ApprovalsRequired = approval.RequiredApprovals()
+	}
+	if r != nil && v.Failed == nil {
+		// The rule decided (or, with held, would have approved what a
+		// person must see): its event says so. A failed rule's error is in
+		// the submitted event.
 		actor := PolicyActorPrefix + r.Name
 		data := map[string]any{"rule": r.Name, "expression": r.When, "decision": r.Decide, "tools_hash": s.Registry().Hash}
+		if len(held) > 0 {
+			data["held_for"] = held
+		}
 		kind := EventPolicyHuman
 		switch r.Decide {
 		case classify.DecideApprove:

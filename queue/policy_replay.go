@@ -41,8 +41,8 @@ type ToolReplay struct {
 	Tool  string
 	Rules []RuleReplay
 	// None counts the actions no rule would have decided; Errors those for
-	// which a rule could not be evaluated (they count under the rule that
-	// matched after, or None).
+	// which a rule could not be evaluated: evaluation stops there and a
+	// person decides, so they count under no rule and not under None.
 	None, Errors int
 }
 
@@ -118,8 +118,9 @@ func replayOne(reg *classify.Registry, a *Action, byTool map[string]*ToolReplay,
 	}
 	v := tool.Evaluate(classify.PolicyInput{Payload: payload, Tool: a.Tool, Agent: a.Agent(), IntentKey: a.IntentKey,
 		Attempt: a.Attempt, Now: a.CreatedAt})
-	if len(v.Errors) > 0 {
+	if v.Failed != nil {
 		tr.Errors++
+		return
 	}
 	if v.Rule == nil {
 		tr.None++

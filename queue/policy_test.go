@@ -150,7 +150,8 @@ func TestPolicyOnExactlyOnce(t *testing.T) {
 	})
 }
 
-// A rule whose evaluation fails does not match, and the action says which.
+// A rule whose evaluation fails sends the action to a person, and the
+// action says which rule (TestPolicyFailsClosed tries every way in).
 func TestPolicyErrorWarns(t *testing.T) {
 	t.Parallel()
 	policyEnv(t, func(t *testing.T, e *apptest.Env) {
@@ -162,8 +163,9 @@ func TestPolicyErrorWarns(t *testing.T) {
 		if len(evs) != 1 || !strings.Contains(string(evs[0].Data), "no such key: to") {
 			t.Fatalf("the submitted event: %+v", evs)
 		}
-		// A number where the rule wants a string: no match either.
-		b := created(t, e.Service, "send_customer_email", map[string]any{"customer_id": "c-2", "topic": "welcome", "to": 7})
+		// A number where the rule wants a string: a person decides too, even
+		// though a later rule (legal-topics) would reject it.
+		b := created(t, e.Service, "send_customer_email", map[string]any{"customer_id": "c-2", "topic": "legal", "to": 7})
 		if b.State != queue.StatePending || len(b.Warnings) != 1 || b.Warnings[0] != "policy_error:internal-recipient" {
 			t.Fatalf("wrong type: %+v", b)
 		}
@@ -325,7 +327,7 @@ func TestDryRun(t *testing.T) {
 		}
 		// Held intents and a grant to find.
 		held := created(t, svc, "send_customer_email", email("c-1", "held", "x@customer.org"))
-		claim := created(t, svc, "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 5})
+		claim := created(t, svc, "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 5, "currency": "EUR"})
 		granting := created(t, svc, "send_customer_email", email("c-9", "welcome", "x@customer.org"))
 		if _, err := approveWithGrant(ctx, svc, granting.ID, apptest.Approver, queue.GrantRequest{For: time.Hour, Fields: []string{"customer_id"}}); err != nil {
 			t.Fatal(err)
@@ -346,12 +348,12 @@ func TestDryRun(t *testing.T) {
 			{"human rule", "send_customer_email", email("vip-2", "t", "a@customer.org"), queue.DryRunHuman, "vip-two-people", "", "", queue.StatePending},
 			{"a person", "send_customer_email", email("c-2", "t", "a@customer.org"), queue.DryRunHuman, "", "", "", queue.StatePending},
 			{"grant", "send_customer_email", email("c-9", "next", "a@customer.org"), queue.DryRunApprove, "", grants[0].ID, "", queue.StateApproved},
-			{"claim", "issue_refund", map[string]any{"order_id": "o-2", "line_id": 1, "amount": 5}, queue.DryRunClaim, "", "", "", queue.StateInProgress},
-			{"human on exactly-once", "issue_refund", map[string]any{"order_id": "o-2", "line_id": 1, "amount": 501}, queue.DryRunHuman, "large-refund", "", "", queue.StatePending},
+			{"claim", "issue_refund", map[string]any{"order_id": "o-2", "line_id": 1, "amount": 5, "currency": "EUR"}, queue.DryRunClaim, "", "", "", queue.StateInProgress},
+			{"human on exactly-once", "issue_refund", map[string]any{"order_id": "o-2", "line_id": 1, "amount": 501, "currency": "EUR"}, queue.DryRunHuman, "large-refund", "", "", queue.StatePending},
 			{"record", "invalidate_cache", map[string]any{"key": "k"}, queue.DryRunRecord, "", "", "", queue.StateRecorded},
 			{"replay", "send_customer_email", email("c-1", "held", "x@customer.org"), queue.DryRunReplay, "", "", held.ID, queue.StatePending},
-			{"in progress", "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 5}, queue.DryRunInProgress, "", "", claim.ID, queue.StateInProgress},
-			{"conflict", "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 6}, queue.DryRunConflict, "", "", claim.ID, queue.StateInProgress},
+			{"in progress", "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 5, "currency": "EUR"}, queue.DryRunInProgress, "", "", claim.ID, queue.StateInProgress},
+			{"conflict", "issue_refund", map[string]any{"order_id": "o-1", "line_id": 1, "amount": 6, "currency": "EUR"}, queue.DryRunConflict, "", "", claim.ID, queue.StateInProgress},
 		} {
 			r := dry(tc.tool, tc.payload)
 			if r.Outcome != tc.outcome || r.Rule != tc.rule || r.Grant != tc.grant || r.Action == nil || r.Action.ID != tc.actionID || r.Action.State != tc.state {

@@ -171,7 +171,7 @@ func (s *Service) prepare(ctx context.Context, req SubmitRequest, tool classify.
 		sub.held = held
 	}
 	if !registered {
-		warnings = append(warnings, "tool_not_registered")
+		warnings = append(warnings, WarningToolNotRegistered)
 	}
 	if HasInvisibleCharacters(req.Payload) {
 		warnings = append(warnings, WarningInvisibleCharacters)
@@ -209,7 +209,9 @@ func (s *Service) prepare(ctx context.Context, req SubmitRequest, tool classify.
 		sub.ev.Data, _ = json.Marshal(map[string]any{"policy_errors": verdict.Errors})
 	}
 	sub.ev.Unrouted = s.unrouted(sub.ev, a)
-	if a.State == StatePending && verdict.Rule == nil && tool.GrantsApply() {
+	// A grant approves only what no rule decided, evaluated fully, with
+	// nothing a person must see first.
+	if a.State == StatePending && verdict.Rule == nil && verdict.Failed == nil && len(UnseenRisks(warnings)) == 0 && tool.GrantsApply() {
 		sub.grant = &GrantTry{Now: now, ExpiresAt: now.Add(tool.ExpiresAfter),
 			ApprovedUnrouted: s.unrouted(Event{Kind: EventApproved}, a)}
 	}

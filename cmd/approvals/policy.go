@@ -88,7 +88,7 @@ func writePolicyReplay(w io.Writer, rep queue.PolicyReplay, path, where string, 
 		}
 		fmt.Fprintf(w, "  %-28s %-8s %d\n", "(no rule)", "", t.None)
 		if t.Errors > 0 {
-			fmt.Fprintf(w, "  %d of them with a rule that could not be evaluated (policy_error)\n", t.Errors)
+			fmt.Fprintf(w, "  %-28s %-8s %d\n", "(a rule failed: policy_error)", "human", t.Errors)
 		}
 	}
 	if len(rep.Disagreements) == 0 {
