@@ -1,6 +1,7 @@
 package mcpserver_test
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -62,5 +63,31 @@ func TestPolicyThroughMCP(t *testing.T) {
 	wantAction(t, res, queue.StateApproved)
 	if txt := text(res); !strings.Contains(txt, "Approved at once by grant ") || !strings.Contains(txt, "given by "+apptest.Approver) || !strings.Contains(txt, "may be executed now") {
 		t.Errorf("the text of a grant's approval: %s", txt)
+	}
+}
+
+// Through MCP on both stores, with the shipped tools file: a refund
+// without the amount its large-refund rule reads, or without the currency
+// its no-crypto rule reads, is not claimed but waits for a person, and the text says so.
+func TestPolicyFailsClosedThroughMCP(t *testing.T) {
+	t.Parallel()
+	for _, sqlite := range []bool{false, true} {
+		t.Run(map[bool]string{false: "postgres", true: "sqlite"}[sqlite], func(t *testing.T) {
+			t.Parallel()
+			a := apptest.Start(t, apptest.Options{SQLite: sqlite})
+			e := &env{app: a, svc: a.Service, store: a.Store, url: a.URL + "/mcp"}
+			cs := e.connect(t, e.token(t, "bot"))
+			for rule, payload := range map[string]map[string]any{
+				"large-refund": {"order_id": "o-1", "line_id": 1, "currency": "EUR"},
+				"no-crypto":    {"order_id": "o-2", "line_id": 1, "amount": 20},
+			} {
+				res := call(t, cs, "issue_refund", payload)
+				got := wantAction(t, res, queue.StatePending)
+				if got.ClaimedAt != nil || !slices.Contains(got.Warnings, "policy_error:"+rule) || !strings.Contains(text(res), "waits for a person") {
+					t.Fatalf("%v: claimed %v warnings %v text %s", payload, got.ClaimedAt, got.Warnings, text(res))
+				}
+			}
+			wantAction(t, call(t, cs, "issue_refund", map[string]any{"order_id": "o-3", "line_id": 1, "amount": 20, "currency": "EUR"}), queue.StateInProgress)
+		})
 	}
 }

@@ -1173,7 +1173,7 @@ func TestServiceReportsMerge(t *testing.T) {
 	ctx := t.Context()
 	var ids []string
 	for i := range 4 {
-		a := apptest.Submit(t, e.Service, "issue_refund", map[string]any{"order_id": "o-merge", "line_id": fmt.Sprint(i), "amount": 1})
+		a := apptest.Submit(t, e.Service, "issue_refund", map[string]any{"order_id": "o-merge", "line_id": fmt.Sprint(i), "amount": 1, "currency": "EUR"})
 		if a.State != queue.StateInProgress {
 			t.Fatalf("claim %d: %s", i, a.State)
 		}
