@@ -885,6 +885,21 @@ FROM tickets t WHERE t.id = $1 FOR UPDATE`
 // (sql/ticket.sql)
 const ticketLockActionSQL = `SELECT 1 FROM actions WHERE id = $1 FOR UPDATE`
 
+// ticketActionLockSQL is ticketLockActionSQL reading the row it locks (with
+// its current ticket): queue.PlanTicketResolution judges from it.
+// (sql/ticket.sql)
+const ticketActionLockSQL = `SELECT a.id::text, a.tool, a.class, a.intent_key, a.attempt, a.state, a.payload,
+    a.approved_payload, a.result, a.error, a.requested_by, a.channel, a.decided_by,
+    a.decision_note, a.created_at, a.decided_at, a.claimed_at, a.claimed_by,
+    a.finished_at, a.expires_at, a.spec, a.warnings, a.approvals, a.escalated_at,
+    a.grant_id::text,
+    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
+FROM actions a
+LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = a.id
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true WHERE a.id = $1 FOR UPDATE OF a`
+
 // (sql/ticket.sql)
 const ticketOpenConflictGetSQL = `SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM tickets t WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open'`
@@ -909,23 +924,14 @@ const ticketOpenedEventSQL = `INSERT INTO events (action_id, kind, actor, channe
 // (sql/ticket.sql)
 const ticketCountOpenSQL = `SELECT count(*) FROM tickets WHERE state = 'open'`
 
-// ticketResolveActionSQL gives a stale claim the outcome an operator
-// found, if it is still in progress.
+// ticketResolveActionSQL writes the move of a resolution's plan
+// (queue.TicketResolution); the locked action is in progress.
 // (sql/ticket.sql)
 const ticketResolveActionSQL = `UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
 WHERE id = $1 AND state = 'in_progress'`
 
-// ticketOutcomeEventSQL records the outcome an operator's finding gave the
-// action: the same event as an agent's report (it notifies
-// action.done/failed).
-// (sql/ticket.sql)
-const ticketOutcomeEventSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, 'dashboard', $4, $5)`
-
 // (sql/ticket.sql)
 const ticketResolveSQL = `UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1`
-
-// (sql/ticket.sql)
-const ticketResolvedEventSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_resolved', $2, 'dashboard', $3, $4)`
 
 // movedColumns are a transition's answer's: the updated row u.
 // (sql/transition.sql)

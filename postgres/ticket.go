@@ -150,7 +150,9 @@ func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// TicketResolve implements queue.Store.
+// TicketResolve implements queue.Store: it writes the plan
+// queue.PlanTicketResolution computes from the locked action and ticket.
+// The trigger on actions announces a move (NOTIFY).
 func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
 	t, err := s.TicketGetByID(ctx, p.TicketID)
 	if err != nil {
@@ -158,46 +160,38 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 	}
 	var notOpen bool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
+		notOpen = false
 		// Lock order: the action first, then the ticket, as every other path.
-		if _, err := tx.Exec(ctx, ticketLockActionSQL, t.ActionID); err != nil {
+		a, err := scanAction(tx.QueryRow(ctx, ticketActionLockSQL, t.ActionID))
+		if err != nil {
 			return err
 		}
 		cur, err := scanTicket(tx.QueryRow(ctx, ticketLockSQL, p.TicketID))
 		if err != nil {
 			return err
 		}
-		if cur.State != queue.TicketOpen {
+		plan, err := queue.PlanTicketResolution(a, cur, p)
+		if errors.Is(err, queue.ErrTicketNotOpen) {
 			notOpen, t = true, cur
 			return nil
 		}
-		if cur.Kind == queue.TicketStale {
-			var result, errText any
-			if p.Outcome == queue.StateDone {
-				result = jsonArg(p.Result)
-			} else {
-				errText = queue.OperatorError(p.Note)
-			}
-			// No row updated: the action finished meanwhile (a late report
-			// that raced the sweep). The operator's finding is recorded
-			// below and no state changes.
-			tag, err := tx.Exec(ctx, ticketResolveActionSQL, t.ActionID, string(p.Outcome), result, errText, p.Now)
-			if err != nil {
+		if err != nil {
+			return err
+		}
+		if plan.Move != "" {
+			if _, err := tx.Exec(ctx, ticketResolveActionSQL, a.ID, string(plan.Move), jsonArg(plan.Result), plan.Error, p.Now); err != nil {
 				return err
-			}
-			if tag.RowsAffected() == 1 {
-				// The operator's finding moved the action: the same outcome
-				// event as an agent's report (it notifies action.done/failed).
-				if _, err := tx.Exec(ctx, ticketOutcomeEventSQL, t.ActionID, queue.OutcomeEventKind(p.Outcome), p.By, p.Now, string(queue.TicketEventData(p.TicketID, cur.Kind, "", "", nil))); err != nil {
-					return err
-				}
 			}
 		}
 		if _, err := tx.Exec(ctx, ticketResolveSQL, p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
 			return err
 		}
-		data := queue.TicketEventData(p.TicketID, cur.Kind, p.Outcome, p.Note, p.Result)
-		_, err = tx.Exec(ctx, ticketResolvedEventSQL, t.ActionID, p.By, p.Now, string(data))
-		return err
+		for _, ev := range plan.Events {
+			if _, err := tx.Exec(ctx, eventInsertSQL, ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+				return err
+			}
+		}
+		return nil
 	})
 	if err != nil {
 		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)

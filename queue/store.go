@@ -143,12 +143,11 @@ type Store interface {
 	// TicketOpenConflict records p.Event (an outcome_conflict report) and
 	// opens a conflict ticket for the action unless one is open already.
 	TicketOpenConflict(ctx context.Context, p TicketOpenConflictParams) (*Ticket, error)
-	// TicketResolve resolves an open ticket. For a stale ticket the action
-	// moves from in_progress to p.Outcome (p.Result, or OperatorError(note));
-	// for a conflict ticket, or a stale one whose action finished meanwhile,
-	// no state changes. Either way a ticket_resolved event records the
-	// finding. It locks the action, then the ticket.
-	// A ticket that is not open: ErrTicketNotOpen with the current ticket.
+	// TicketResolve resolves an open ticket: it locks the action, then the
+	// ticket, and writes what PlanTicketResolution computes from them (the
+	// action's move, the resolved ticket, the events in order), announcing
+	// a move as any state change. A ticket that is not open:
+	// ErrTicketNotOpen with the current ticket.
 	TicketResolve(ctx context.Context, p TicketResolveParams) (TicketResolveResult, error)
 
 	// Outbox stores notifications (notification.go).
@@ -354,6 +353,8 @@ type TicketResolveParams struct {
 	Outcome  State  // done or failed
 	Result   json.RawMessage
 	Note     string
+	// Channel is where the finding was made; "" is the dashboard.
+	Channel string
 }
 
 // Change tells subscribers that an action changed state. A Change with an

@@ -64,3 +64,54 @@ func ticketResolved(a *Action, t *Ticket) error {
 	}
 	return &Error{Code: CodeTicketResolved, Action: a, Detail: fmt.Sprintf("ticket %s was already resolved by %s at %s", t.ID, by, fmtTime(t.ResolvedAt))}
 }
+
+// ChannelDashboard is the channel of what a person does on the dashboard.
+const ChannelDashboard = "dashboard"
+
+// TicketResolution is what resolving a ticket writes, as
+// PlanTicketResolution computes it from the locked action and ticket:
+// the one rule of resolving, which every store applies as it is.
+type TicketResolution struct {
+	// Move is the action's new state when the finding on a stale ticket
+	// moves it out of in_progress ("" when it stays: a conflict ticket, or
+	// an action a late report finished meanwhile), with its Result (done)
+	// or Error (failed).
+	Move   State
+	Result json.RawMessage
+	Error  *string
+	// Events are written in this order: the outcome event of a Move (the
+	// same as an agent's report: it notifies action.done/failed), then
+	// ticket_resolved.
+	Events []Event
+}
+
+// PlanTicketResolution is the rule of resolving ticket t of action a with
+// the finding p, applied by every store with a's row and then t's locked
+// (the one lock order). ErrTicketNotOpen: someone resolved it first.
+func PlanTicketResolution(a *Action, t *Ticket, p TicketResolveParams) (TicketResolution, error) {
+	if p.Outcome != StateDone && p.Outcome != StateFailed {
+		return TicketResolution{}, fmt.Errorf("resolve ticket %s: outcome %q is neither done nor failed", t.ID, p.Outcome)
+	}
+	if t.State != TicketOpen {
+		return TicketResolution{}, ErrTicketNotOpen
+	}
+	channel := p.Channel
+	if channel == "" {
+		channel = ChannelDashboard
+	}
+	var plan TicketResolution
+	if t.Kind == TicketStale && a.State == StateInProgress {
+		plan.Move = p.Outcome
+		if p.Outcome == StateDone {
+			plan.Result = p.Result
+		} else {
+			e := OperatorError(p.Note)
+			plan.Error = &e
+		}
+		plan.Events = append(plan.Events, Event{ActionID: a.ID, Kind: OutcomeEventKind(p.Outcome), Actor: p.By,
+			Channel: channel, At: p.Now, Data: TicketEventData(t.ID, t.Kind, "", "", nil)})
+	}
+	plan.Events = append(plan.Events, Event{ActionID: a.ID, Kind: EventTicketResolved, Actor: p.By,
+		Channel: channel, At: p.Now, Data: TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)})
+	return plan, nil
+}

@@ -209,15 +209,11 @@ func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// TicketResolve resolves an open ticket; a stale one also moves its action
-// out of in_progress: to done with p.Result, or to failed with p.Note as its
-// error. The action is read (on PostgreSQL: locked) before the
-// ticket is touched, the one lock order every path follows; here the
-// immediate transaction already holds SQLite's write lock.
+// TicketResolve implements queue.Store: it writes the plan
+// queue.PlanTicketResolution computes from the action and the ticket, read
+// inside the immediate transaction that holds SQLite's write lock (the one
+// lock order: the action, then the ticket), and announces a move.
 func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
-	if p.Outcome != queue.StateDone && p.Outcome != queue.StateFailed {
-		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: outcome %q is neither done nor failed", p.TicketID, p.Outcome)
-	}
 	var (
 		a       *queue.Action
 		t       *queue.Ticket
@@ -230,46 +226,34 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
 			return err
 		}
-		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?,
-			resolved_by = ?, outcome = ?, note = ?
-		WHERE id = ? AND state = 'open'`, fmtTime(p.Now), p.By, string(p.Outcome), p.Note, p.TicketID))
+		if a, err = getActionWithTicket(ctx, tx, t.ActionID); err != nil {
+			return err
+		}
+		plan, err := queue.PlanTicketResolution(a, t, p)
+		if errors.Is(err, queue.ErrTicketNotOpen) {
+			notOpen = true
+			return nil
+		}
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			notOpen = true
-			a, err = getActionWithTicket(ctx, tx, t.ActionID)
-			return err
-		}
-		if t.Kind == queue.TicketStale {
-			var result, errText any
-			if p.Outcome == queue.StateDone {
-				result = nullJSON(p.Result)
-			} else {
-				errText = queue.OperatorError(p.Note)
-			}
-			n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE actions SET state = ?, result = COALESCE(?, result),
+		if plan.Move != "" {
+			if _, err := tx.ExecContext(ctx, `UPDATE actions SET state = ?, result = COALESCE(?, result),
 				error = COALESCE(?, error), finished_at = ?
-			WHERE id = ? AND state = 'in_progress'`, string(p.Outcome), result, errText, fmtTime(p.Now), t.ActionID))
-			if err != nil {
+			WHERE id = ? AND state = 'in_progress'`, string(plan.Move), nullJSON(plan.Result), plan.Error, fmtTime(p.Now), a.ID); err != nil {
 				return err
 			}
-			// n == 0: the action finished meanwhile (a late report that
-			// raced the sweep); the operator's finding is recorded and no
-			// state changes.
-			moved = n == 1
-			if moved {
-				// The operator's finding moved the action: the same outcome
-				// event as an agent's report (it notifies action.done/failed).
-				if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.OutcomeEventKind(p.Outcome), Actor: p.By,
-					Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, "", "", nil)}); err != nil {
-					return err
-				}
-			}
+			moved = true
 		}
-		if _, err := insertEvent(ctx, tx, queue.Event{ActionID: t.ActionID, Kind: queue.EventTicketResolved, Actor: p.By,
-			Channel: "dashboard", At: p.Now, Data: queue.TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)}); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?,
+			resolved_by = ?, outcome = ?, note = ?
+		WHERE id = ?`, fmtTime(p.Now), p.By, string(p.Outcome), p.Note, p.TicketID); err != nil {
 			return err
+		}
+		for _, ev := range plan.Events {
+			if _, err := insertEvent(ctx, tx, ev); err != nil {
+				return err
+			}
 		}
 		if t, err = getTicket(ctx, tx, p.TicketID); err != nil {
 			return err

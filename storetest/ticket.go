@@ -195,6 +195,48 @@ var ticketTests = []test{
 		eq(t, get(t, s, a.ID).State, queue.StateDone, "stored action after resolving twice")
 		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketResolved), 1, "resolution events after resolving twice")
 	}},
+	{"ResolveWritesThePlan", func(t *testing.T, s Store) {
+		// Both stores write what queue.PlanTicketResolution computes: an
+		// outcome other than done or failed is refused and changes nothing;
+		// the outcome event comes before ticket_resolved, both on the
+		// finding's channel (the dashboard when none is named); the move is
+		// announced as any change of state.
+		sub := s.Subscribe()
+		defer sub.Cancel()
+		a, tk := staleTicket(t, s, "refund:plan-1")
+		bad := resolveParams(tk.ID, queue.StateApproved, at(time.Hour))
+		if _, err := s.TicketResolve(t.Context(), bad); err == nil {
+			t.Fatal("resolved a ticket with the outcome approved")
+		}
+		eq(t, get(t, s, a.ID).State, queue.StateInProgress, "action after a refused outcome")
+		stored, err := s.TicketGetByID(t.Context(), tk.ID)
+		noErr(t, err, "get ticket")
+		eq(t, stored.State, queue.TicketOpen, "ticket after a refused outcome")
+
+		p := resolveParams(tk.ID, queue.StateDone, at(time.Hour))
+		p.Channel = "verifier"
+		_, err = s.TicketResolve(t.Context(), p)
+		noErr(t, err, "resolve on a named channel")
+		waitChange(t, sub.Changes, a.ID, queue.StateDone)
+		evs := events(t, s, a.ID) // newest first
+		eq(t, evs[0].Kind, queue.EventTicketResolved, "last event")
+		eq(t, evs[1].Kind, queue.EventCompleted, "the outcome event before it")
+		for _, ev := range evs[:2] {
+			eq(t, ev.Channel, "verifier", ev.Kind+" channel")
+			eq(t, ev.Actor, "user:ops@example.com", ev.Kind+" actor")
+		}
+
+		b, tk2 := staleTicket(t, s, "refund:plan-2")
+		_, err = s.TicketResolve(t.Context(), resolveParams(tk2.ID, queue.StateFailed, at(time.Hour)))
+		noErr(t, err, "resolve on the dashboard")
+		waitChange(t, sub.Changes, b.ID, queue.StateFailed)
+		evs = events(t, s, b.ID)
+		eq(t, evs[0].Kind, queue.EventTicketResolved, "last event")
+		eq(t, evs[1].Kind, queue.EventFailed, "the outcome event before it")
+		for _, ev := range evs[:2] {
+			eq(t, ev.Channel, queue.ChannelDashboard, ev.Kind+" channel")
+		}
+	}},
 	{"ResolveAfterActionFinished", func(t *testing.T, s Store) {
 		// A late report can finish the action without seeing a ticket the
 		// sweep opened at the same moment; the operator can still close it,

@@ -18,6 +18,14 @@ FROM tickets t WHERE t.id = $1 FOR UPDATE;
 -- ticket, so that they never wait for each other in a circle.
 SELECT 1 FROM actions WHERE id = $1 FOR UPDATE;
 
+-- name: ticketActionLockSQL
+-- ticketActionLockSQL is ticketLockActionSQL reading the row it locks (with
+-- its current ticket): queue.PlanTicketResolution judges from it.
+SELECT {{actionColumns a}},
+    {{ticketColumns}}
+FROM actions a
+{{currentTicket a}} WHERE a.id = $1 FOR UPDATE OF a;
+
 -- name: ticketOpenConflictGetSQL
 SELECT {{ticketRow}}
 FROM tickets t WHERE t.action_id = $1 AND t.kind = 'conflict' AND t.state = 'open';
@@ -43,19 +51,10 @@ INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'tick
 SELECT count(*) FROM tickets WHERE state = 'open';
 
 -- name: ticketResolveActionSQL
--- ticketResolveActionSQL gives a stale claim the outcome an operator
--- found, if it is still in progress.
+-- ticketResolveActionSQL writes the move of a resolution's plan
+-- (queue.TicketResolution); the locked action is in progress.
 UPDATE actions SET state = $2, result = coalesce($3::json, result), error = coalesce($4, error), finished_at = $5
 WHERE id = $1 AND state = 'in_progress';
 
--- name: ticketOutcomeEventSQL
--- ticketOutcomeEventSQL records the outcome an operator's finding gave the
--- action: the same event as an agent's report (it notifies
--- action.done/failed).
-INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, 'dashboard', $4, $5);
-
 -- name: ticketResolveSQL
 UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1;
-
--- name: ticketResolvedEventSQL
-INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_resolved', $2, 'dashboard', $3, $4);
