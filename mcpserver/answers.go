@@ -89,6 +89,12 @@ func refusalAdvice(e *queue.Error, agent string) string {
 		}
 	case queue.CodeOutcomeConflict:
 		return "The stored outcome stands and an operator ticket is open: do not report again."
+	case queue.CodeIntentUnderReview:
+		if a == nil {
+			return "Nothing was done: do not call again for this intent, its earlier effect may have happened; an operator is checking it."
+		}
+		return fmt.Sprintf("Nothing was done, and the effect of the earlier attempt may already have happened: do not call %s again for this intent "+
+			"and do not perform it another way. Call find_actions with intent_key %q to read it, and tell the user an operator is checking it.", a.Tool, a.IntentKey)
 	case queue.CodeForbidden:
 		return "Only the agent that submitted an action may drive it; you may read it with get_action."
 	case queue.CodeNotFound:

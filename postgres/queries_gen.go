@@ -522,6 +522,13 @@ const heldWhere = `a.state IN ('pending', 'approved', 'rejected', 'in_progress',
 // JSON value (other key order or number spelling) is left to the Service,
 // which compares values.
 //
+// A conflict holds its intent: while a conflict ticket is open on the
+// key's latest attempt ({{underReview}}), nothing is inserted and no
+// grant is locked or used; with no holder, review answers that attempt
+// with its open conflict ticket (neither created nor a holder:
+// queue.ActionSubmitResult.UnderReview). Its filters are one-time filters,
+// so a submission that inserted or found its holder never reads it.
+//
 // Rows: the action, its current ticket, created, replay recorded.
 // (sql/submit.sql)
 const submitSQL = `WITH sub AS (
@@ -537,6 +544,11 @@ const submitSQL = `WITH sub AS (
     SELECT g.id, g.granted_by FROM grants g, sub
     WHERE $32 AND NOT EXISTS (SELECT 1 FROM grant_free)
       AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.intent_key = $4 AND a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once')
+      AND ($3 = 'at-least-once' OR NOT EXISTS (SELECT 1 FROM (
+        SELECT r.id FROM actions r WHERE r.intent_key = $4 AND r.class <> 'at-least-once'
+        ORDER BY r.attempt DESC LIMIT 1
+    ) l JOIN tickets rt ON rt.action_id = l.id
+    WHERE rt.kind = 'conflict' AND rt.state = 'open'))
       AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
       AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
     SELECT 1 FROM jsonb_array_elements(g.fields) f
@@ -565,6 +577,11 @@ const submitSQL = `WITH sub AS (
         gp.id
     FROM (SELECT 1) one LEFT JOIN grant_pick gp ON true
     WHERE ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
+      AND ($3 = 'at-least-once' OR NOT EXISTS (SELECT 1 FROM (
+        SELECT r.id FROM actions r WHERE r.intent_key = $4 AND r.class <> 'at-least-once'
+        ORDER BY r.attempt DESC LIMIT 1
+    ) l JOIN tickets rt ON rt.action_id = l.id
+    WHERE rt.kind = 'conflict' AND rt.state = 'open'))
     ON CONFLICT DO NOTHING
     RETURNING *
 ), used AS (
@@ -589,6 +606,13 @@ const submitSQL = `WITH sub AS (
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
         THEN 'in_progress_refused' ELSE 'replayed' END, $18, $8, $9
     FROM holder h WHERE h.tool = $2 AND h.payload::text = $6::text
+), review AS (
+    SELECT l.* FROM (
+        SELECT a.* FROM actions a WHERE a.intent_key = $4 AND a.class <> 'at-least-once'
+        ORDER BY a.attempt DESC LIMIT 1
+    ) l
+    WHERE $3 <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM holder)
+      AND ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
 )
 SELECT ins.id::text, ins.tool, ins.class, ins.intent_key, ins.attempt, ins.state, ins.payload,
     ins.approved_payload, ins.result, ins.error, ins.requested_by, ins.channel, ins.decided_by,
@@ -610,7 +634,16 @@ FROM holder h
 LEFT JOIN LATERAL (
     SELECT * FROM tickets t WHERE t.action_id = h.id
     ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
-) t ON true`
+) t ON true
+UNION ALL
+SELECT r.id::text, r.tool, r.class, r.intent_key, r.attempt, r.state, r.payload,
+    r.approved_payload, r.result, r.error, r.requested_by, r.channel, r.decided_by,
+    r.decision_note, r.created_at, r.decided_at, r.claimed_at, r.claimed_by,
+    r.finished_at, r.expires_at, r.spec, r.warnings, r.approvals, r.escalated_at,
+    r.grant_id::text,
+    t.id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note,
+    false, false
+FROM review r JOIN tickets t ON t.action_id = r.id AND t.kind = 'conflict' AND t.state = 'open'`
 
 // submitManySQL is submitSQL for the submissions of a batch, in one
 // statement, with one array per column and the index of the submission in
@@ -620,7 +653,9 @@ LEFT JOIN LATERAL (
 // row: its holder is invisible to this statement, so it retries on its own,
 // like any submission that lost a race. So does one whose grant has a
 // limit: its use is counted under the grant's row lock, one submission at a
-// time (submitSQL); a grant without a limit approves in the batch.
+// time (submitSQL); a grant without a limit approves in the batch. And so
+// does one whose intent is under review ({{underReview}}): submitSQL
+// answers it with the ticket.
 // (sql/submit.sql)
 const submitManySQL = `WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -666,6 +701,11 @@ const submitManySQL = `WITH input AS (
         gp.id
     FROM input i LEFT JOIN pick gp ON gp.n = i.n
     WHERE NOT coalesce(gp.counted, false)
+      AND (i.class = 'at-least-once' OR NOT EXISTS (SELECT 1 FROM (
+        SELECT r.id FROM actions r WHERE r.intent_key = i.intent_key AND r.class <> 'at-least-once'
+        ORDER BY r.attempt DESC LIMIT 1
+    ) l JOIN tickets rt ON rt.action_id = l.id
+    WHERE rt.kind = 'conflict' AND rt.state = 'open'))
     ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING *

@@ -76,6 +76,10 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 			return queue.ActionSubmitResult{}, fmt.Errorf("submit %s: %w", a.IntentKey, err)
 		}
 		got := v.(submitted)
+		if !got.created && !got.action.HoldsIntent() {
+			// Not a holder: the latest attempt, with its open conflict ticket.
+			return queue.ActionSubmitResult{Holder: got.action, UnderReview: true}, nil
+		}
 		if got.created {
 			a.Attempt = got.action.Attempt
 		}

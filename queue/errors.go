@@ -27,6 +27,10 @@ const (
 	CodeUnauthorized      Code = "unauthorized"
 	CodePayloadTooLarge   Code = "payload_too_large"
 	CodeTicketResolved    Code = "ticket_resolved"
+	// CodeIntentUnderReview: a conflict ticket is open on the intent's
+	// latest attempt (its effect may have happened twice); nothing was
+	// claimed until an operator resolves it.
+	CodeIntentUnderReview Code = "intent_under_review"
 	CodeUnavailable       Code = "unavailable"
 	// CodeUpstreamUnavailable: the tool's upstream MCP server cannot be
 	// reached or no longer lists the tool; nothing was done.

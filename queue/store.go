@@ -82,6 +82,14 @@ type Store interface {
 	// actions (state recorded) are always inserted as attempt 1 and hold
 	// nothing.
 	//
+	// A conflict holds its intent: when nothing holds the key but a
+	// conflict ticket is open on its latest attempt (the highest attempt
+	// number of a class other than at-least-once), nothing is inserted, no
+	// grant is used, and that attempt is returned with its ticket and
+	// UnderReview set. The check and the insert are one statement (one
+	// write transaction on SQLite), so a ticket opened by another process
+	// is seen.
+	//
 	// A store may also record the replay in the same statement when the
 	// holder has the action's tool and a payload of exactly the same text
 	// (an event of kind replayed, or in_progress_refused for an
@@ -180,6 +188,10 @@ type ActionSubmitResult struct {
 	Created bool
 	// ReplayRecorded: the store recorded the replay event itself.
 	ReplayRecorded bool
+	// UnderReview: nothing holds the key, but a conflict ticket is open on
+	// its latest attempt (Holder, with that ticket as its Ticket), so
+	// nothing was inserted and no grant was used.
+	UnderReview bool
 }
 
 // ActionDecideResult is the action after a decision and what the decision did.

@@ -257,6 +257,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		return SubmitResult{}, err
 	}
 	holder, replayRecorded := stored.Holder, stored.ReplayRecorded
+	if stored.UnderReview {
+		return SubmitResult{}, underReview(holder, key)
+	}
 	if stored.Created {
 		if r := sub.verdict.Rule; r != nil && s.opts.OnPolicy != nil {
 			s.opts.OnPolicy(tool.Name, r.Name, string(r.Decide))
@@ -317,6 +320,18 @@ func reused(holder *Action, tool, key string) error {
 func inProgressHeld(holder *Action, key string) error {
 	return &Error{Code: CodeInProgress, Action: holder,
 		Detail: fmt.Sprintf("action %s for intent %q is in progress: do not act; read it later", holder.ID, key)}
+}
+
+// underReview is the refusal of a submission whose intent's latest
+// attempt has an open conflict ticket: its effect may have happened, so a
+// new attempt could do it again.
+func underReview(latest *Action, key string) error {
+	ticket := "?"
+	if latest.Ticket != nil {
+		ticket = latest.Ticket.ID
+	}
+	return &Error{Code: CodeIntentUnderReview, Action: latest,
+		Detail: fmt.Sprintf("intent %q is under review: conflict ticket %s is open on action %s (%s), whose effect may have happened; nothing was done: do not submit it again until an operator resolves the ticket, and read the intent's actions by its key (find_actions)", key, ticket, latest.ID, latest.State)}
 }
 
 func payloadError(err error) error {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
@@ -17,6 +18,11 @@ import (
 // read. The insert returns the stored row (RETURNING), so a new action is
 // not read again; the row is decoded after the commit, outside the
 // writer, which serialises every write of the store.
+//
+// A conflict holds its intent: inside the same transaction, before the
+// insert, a conflict ticket open on the key's latest attempt that holds
+// nothing refuses the submission (UnderReview); the writer's lock keeps
+// a ticket from opening between the check and the insert.
 //
 // With p.Grant, a grant that matches the pending action approves it in the
 // same transaction: the writer's lock is held from the first statement, so
@@ -65,13 +71,24 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	RETURNING ` + actionColumns
 
 	var (
-		row     actionRow
-		ticket  *queue.Ticket
-		created bool
+		row           actionRow
+		ticket        *queue.Ticket
+		created       bool
+		underReviewed bool
 	)
 	err = s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		ticket, created = nil, false
+		ticket, created, underReviewed = nil, false, false
 		a := given // each run starts from the action as given
+		if a.Class != classify.AtLeastOnce {
+			latest, tk, err := underReview(ctx, tx, a.IntentKey)
+			if err != nil {
+				return err
+			}
+			if latest != nil {
+				row, ticket, underReviewed = *latest, tk, true
+				return nil
+			}
+		}
 		var grant *queue.Grant
 		if grantTry != nil {
 			g, err := findGrant(ctx, tx, queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: grantTry.Now})
@@ -142,6 +159,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
 	}
 	holder.Ticket = ticket
+	if underReviewed {
+		return queue.ActionSubmitResult{Holder: holder, UnderReview: true}, nil
+	}
 	if created {
 		p.Action.Attempt = holder.Attempt
 		if holder.State == queue.StatePending {
@@ -182,3 +202,32 @@ func insertArgs(a *queue.Action, spec, warnings string) []any {
 // query's (TestHeldActionQueryUsesHeldIntentIndex).
 var heldActionQuery = `SELECT ` + actionColumns + ` FROM actions
 	WHERE intent_key = ? AND state IN (` + heldStates + `) AND class <> 'at-least-once'`
+
+// underReviewTicketQuery reads the conflict ticket open on the latest
+// attempt of the intent key ? (the highest attempt number of a class other
+// than at-least-once), through actions_intent_attempt and
+// tickets_one_open.
+var underReviewTicketQuery = `SELECT ` + ticketColumns + ` FROM tickets
+	WHERE kind = 'conflict' AND state = 'open' AND action_id = (
+		SELECT id FROM actions WHERE intent_key = ? AND class <> 'at-least-once' ORDER BY attempt DESC LIMIT 1)`
+
+// underReview returns the latest attempt of key and its open conflict
+// ticket when the attempt holds nothing (a holder answers the submission
+// itself: the insert meets it), or nil.
+func underReview(ctx context.Context, tx querier, key string) (*actionRow, *queue.Ticket, error) {
+	tk, err := scanTicket(tx.QueryRowContext(ctx, underReviewTicketQuery, key))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil, nil
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	var latest actionRow
+	if err := latest.scan(tx.QueryRowContext(ctx, `SELECT `+actionColumns+` FROM actions WHERE id = ?`, tk.ActionID)); err != nil {
+		return nil, nil, err
+	}
+	if slices.Contains(queue.HeldStates, queue.State(latest.state)) {
+		return nil, nil, nil
+	}
+	return &latest, tk, nil
+}

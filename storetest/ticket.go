@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"encoding/json"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -310,6 +311,97 @@ var ticketTests = []test{
 		if next.ID == tk.ID {
 			t.Fatal("a resolved conflict ticket was reused")
 		}
+	}},
+	{"ConflictHoldsIntent", func(t *testing.T, s Store) {
+		// An operator resolved a stale claim failed, which released the
+		// intent; the agent's late complete then opened a conflict ticket
+		// (the Service's outcomeConflict): the effect may have happened.
+		const key = "refund:held-1"
+		a, stale := staleTicket(t, s, key)
+		_, err := s.TicketResolve(t.Context(), resolveParams(stale.ID, queue.StateFailed, at(time.Hour)))
+		noErr(t, err, "resolve the stale claim failed")
+		ct, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(2 * time.Hour),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(2 * time.Hour), Data: json.RawMessage(`{"report":"complete"}`)}})
+		noErr(t, err, "open the conflict")
+		g := grantAction(t, s, "grant:held-1", at(2*time.Hour), func(g *queue.Grant) { g.MaxUses = 2 })
+
+		count := func(what string, want int) {
+			t.Helper()
+			list, err := s.ActionList(t.Context(), queue.ActionListParams{IntentKey: key, Limit: 100})
+			noErr(t, err, "list the intent's actions")
+			eq(t, len(list), want, what)
+		}
+		refused := func(res queue.ActionSubmitResult, err error, what string) {
+			t.Helper()
+			noErr(t, err, what)
+			eq(t, res.UnderReview, true, what+": under review")
+			eq(t, res.Created, false, what+": created")
+			eq(t, res.Holder.ID, a.ID, what+": the latest attempt")
+			eq(t, res.Holder.State, queue.StateFailed, what+": its state")
+			wantTicket(t, res.Holder, ct.ID, queue.TicketOpen)
+			eq(t, res.Holder.Ticket.Kind, queue.TicketConflict, what+": ticket kind")
+		}
+		// A new claim, twice (the second after the PostgreSQL store's
+		// holder hint has been dropped), and a pending submission a grant
+		// with uses left would approve: none is stored, the grant unused.
+		for i := range 2 {
+			b := newAction(classify.ExactlyOnce, "issue_refund", key, at(3*time.Hour))
+			res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: b, Event: submittedEvent(b)})
+			refused(res, err, fmt.Sprintf("claim %d", i+1))
+		}
+		p := newAction(classify.AtMostOnce, "send_customer_email", key, at(3*time.Hour))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: p, Event: submittedEvent(p),
+			Grant: &queue.GrantTry{Now: at(3 * time.Hour), ExpiresAt: at(4 * time.Hour)}})
+		refused(res, err, "pending with a grant")
+		stored, err := s.GrantGetByID(t.Context(), g.ID)
+		noErr(t, err, "get grant")
+		eq(t, stored.Uses, 0, "grant uses")
+		// Concurrent submissions, which the PostgreSQL store merges into
+		// one statement, are refused the same.
+		var wg sync.WaitGroup
+		results, errs := make([]queue.ActionSubmitResult, 8), make([]error, 8)
+		for i := range results {
+			wg.Go(func() {
+				c := newAction(classify.ExactlyOnce, "issue_refund", key, at(3*time.Hour))
+				results[i], errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: c, Event: submittedEvent(c)})
+			})
+		}
+		wg.Wait()
+		for i := range results {
+			refused(results[i], errs[i], fmt.Sprintf("concurrent claim %d", i))
+		}
+		_, err = s.ActionGetByID(t.Context(), p.ID)
+		isErr(t, err, queue.ErrNotFound, "the refused submission")
+		count("actions of the intent under review", 1)
+
+		// An at-least-once action holds nothing and is not held back.
+		rec := submitNew(t, s, classify.AtLeastOnce, "log_event", key, at(3*time.Hour))
+		eq(t, rec.State, queue.StateRecorded, "at-least-once state")
+		count("after an at-least-once record", 2)
+
+		// Once an operator resolves the conflict, a new attempt is claimed.
+		_, err = s.TicketResolve(t.Context(), resolveParams(ct.ID, queue.StateDone, at(4*time.Hour)))
+		noErr(t, err, "resolve the conflict")
+		next := submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(5*time.Hour))
+		eq(t, next.Attempt, 2, "the next attempt")
+		count("after the resolution", 3)
+	}},
+	{"ConflictOnHolderReplays", func(t *testing.T, s Store) {
+		// A conflict on a done action, which holds its intent: a new
+		// submission is the holder's replay, as always, with its ticket.
+		const key = "refund:held-2"
+		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(0))
+		transition(t, s, completeParams(a.ID, at(time.Minute), `{"refund_id":"r-2"}`))
+		ct, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Hour),
+			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(time.Hour), Data: json.RawMessage(`{"report":"fail"}`)}})
+		noErr(t, err, "open the conflict")
+		b := newAction(classify.ExactlyOnce, "issue_refund", key, at(2*time.Hour))
+		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: b, Event: submittedEvent(b)})
+		noErr(t, err, "submit again")
+		eq(t, res.UnderReview, false, "under review")
+		eq(t, res.Created, false, "created")
+		eq(t, res.Holder.ID, a.ID, "holder")
+		wantTicket(t, res.Holder, ct.ID, queue.TicketOpen)
 	}},
 	{"ConflictUnknownAction", func(t *testing.T, s Store) {
 		_, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: queue.NewID(at(0)), Now: at(0),

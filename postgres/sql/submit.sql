@@ -38,6 +38,13 @@
 -- JSON value (other key order or number spelling) is left to the Service,
 -- which compares values.
 --
+-- A conflict holds its intent: while a conflict ticket is open on the
+-- key's latest attempt ({{underReview}}), nothing is inserted and no
+-- grant is locked or used; with no holder, review answers that attempt
+-- with its open conflict ticket (neither created nor a holder:
+-- queue.ActionSubmitResult.UnderReview). Its filters are one-time filters,
+-- so a submission that inserted or found its holder never reads it.
+--
 -- Rows: the action, its current ticket, created, replay recorded.
 WITH sub AS (
     SELECT $7::text AS requested_by, $6::text AS payload
@@ -50,6 +57,7 @@ WITH sub AS (
     SELECT g.id, g.granted_by FROM grants g, sub
     WHERE $32 AND NOT EXISTS (SELECT 1 FROM grant_free)
       AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.intent_key = $4 AND {{held}})
+      AND ($3 = 'at-least-once' OR NOT {{underReview $4}})
       AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
       AND {{grantMatches sub}}
     ORDER BY g.expires_at, g.id LIMIT 1
@@ -76,6 +84,7 @@ WITH sub AS (
         gp.id
     FROM (SELECT 1) one LEFT JOIN grant_pick gp ON true
     WHERE ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
+      AND ($3 = 'at-least-once' OR NOT {{underReview $4}})
     ON CONFLICT DO NOTHING
     RETURNING *
 ), used AS (
@@ -98,6 +107,13 @@ WITH sub AS (
     SELECT h.id, CASE WHEN h.state = 'in_progress' AND h.class = 'exactly-once'
         THEN 'in_progress_refused' ELSE 'replayed' END, $18, $8, $9
     FROM holder h WHERE h.tool = $2 AND h.payload::text = $6::text
+), review AS (
+    SELECT l.* FROM (
+        SELECT a.* FROM actions a WHERE a.intent_key = $4 AND a.class <> 'at-least-once'
+        ORDER BY a.attempt DESC LIMIT 1
+    ) l
+    WHERE $3 <> 'at-least-once' AND NOT EXISTS (SELECT 1 FROM ins) AND NOT EXISTS (SELECT 1 FROM holder)
+      AND ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
 )
 SELECT {{actionColumns ins}},
     {{noTicket}},
@@ -108,7 +124,24 @@ SELECT {{actionColumns h}},
     {{ticketColumns}},
     false, h.tool = $2 AND h.payload::text = $6::text
 FROM holder h
-{{currentTicket h}};
+{{currentTicket h}}
+UNION ALL
+SELECT {{actionColumns r}},
+    {{ticketColumns}},
+    false, false
+FROM review r JOIN tickets t ON t.action_id = r.id AND t.kind = 'conflict' AND t.state = 'open';
+
+-- fragment: underReview
+-- underReview is true while a conflict ticket is open on the latest
+-- attempt of the intent key {{.}} (the highest attempt number of a class
+-- other than at-least-once): its effect may have happened twice, so no new
+-- attempt is claimed until an operator resolves the ticket. The attempt is
+-- read backwards on actions_intent_attempt, its ticket on tickets_one_open.
+EXISTS (SELECT 1 FROM (
+        SELECT r.id FROM actions r WHERE r.intent_key = {{.}} AND r.class <> 'at-least-once'
+        ORDER BY r.attempt DESC LIMIT 1
+    ) l JOIN tickets rt ON rt.action_id = l.id
+    WHERE rt.kind = 'conflict' AND rt.state = 'open')
 
 -- fragment: submissionEvents
 -- submissionEvents inserts a new action's events in the order of e.n, so
@@ -143,7 +176,9 @@ json_build_array(json_build_object('by', {{.}}.granted_by, 'at', $35::text, 'not
 -- row: its holder is invisible to this statement, so it retries on its own,
 -- like any submission that lost a race. So does one whose grant has a
 -- limit: its use is counted under the grant's row lock, one submission at a
--- time (submitSQL); a grant without a limit approves in the batch.
+-- time (submitSQL); a grant without a limit approves in the batch. And so
+-- does one whose intent is under review ({{underReview}}): submitSQL
+-- answers it with the ticket.
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
         $7::text[], $8::text[], $9::timestamptz[], $10::timestamptz[], $11::text[], $12::timestamptz[],
@@ -186,6 +221,7 @@ WITH input AS (
         gp.id
     FROM input i LEFT JOIN pick gp ON gp.n = i.n
     WHERE NOT coalesce(gp.counted, false)
+      AND (i.class = 'at-least-once' OR NOT {{underReview i.intent_key}})
     ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING *

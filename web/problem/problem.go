@@ -37,7 +37,7 @@ func Status(c queue.Code) int {
 	case queue.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case queue.CodeInProgress, queue.CodeInvalidTransition, queue.CodeOutcomeConflict, queue.CodeAlreadyDecided,
-		queue.CodeTicketResolved, queue.CodeUpstreamUnavailable: // a refusal, not a failure of approvals: never a 5xx
+		queue.CodeTicketResolved, queue.CodeUpstreamUnavailable, queue.CodeIntentUnderReview: // a refusal, not a failure of approvals: never a 5xx
 		return http.StatusConflict
 	case queue.CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge

@@ -19,8 +19,9 @@ func TestStatus(t *testing.T) {
 		queue.CodeMethodNotAllowed: 405,
 		queue.CodeInProgress:       409, queue.CodeInvalidTransition: 409, queue.CodeOutcomeConflict: 409,
 		queue.CodeAlreadyDecided: 409, queue.CodeTicketResolved: 409, queue.CodeUpstreamUnavailable: 409,
-		queue.CodePayloadTooLarge: 413,
-		queue.CodeInvalidPayload:  422, queue.CodeIntentKeyMismatch: 422, queue.CodeIntentKeyReused: 422,
+		queue.CodeIntentUnderReview: 409,
+		queue.CodePayloadTooLarge:   413,
+		queue.CodeInvalidPayload:    422, queue.CodeIntentKeyMismatch: 422, queue.CodeIntentKeyReused: 422,
 		queue.CodeTooManyWaiters: 429, queue.CodeTooManyUpstreamCalls: 429, queue.CodeUnavailable: 503, queue.CodeInternal: 500,
 		"no_such_code": 500,
 	} {

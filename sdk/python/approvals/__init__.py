@@ -14,7 +14,7 @@ from ._openapi import Action, Class, State, Ticket, Tool
 from .client import FINAL_STATES, NO_RETRY, Approvals, Duration, RetryPolicy, Submission
 from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedError, DryRunUnsupportedError,
                      ForbiddenError, InProgressError, IntentKeyMismatchError, IntentKeyRequiredError,
-                     IntentKeyReusedError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
+                     IntentKeyReusedError, IntentUnderReviewError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
                      MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
                      OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
                      TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
@@ -24,7 +24,7 @@ from .guard import guard
 __all__ = [
     "Action", "Approvals", "ApprovalsConnectionError", "ApprovalsError", "ChangesRequestedError", "Class",
     "DryRunUnsupportedError", "Duration", "FINAL_STATES", "ForbiddenError", "InProgressError",
-    "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "InvalidPayloadError",
+    "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "IntentUnderReviewError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
     "NotFoundError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
     "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",

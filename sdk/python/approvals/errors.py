@@ -42,6 +42,12 @@ class InProgressError(ApprovalsError):
     """The intent's action is being performed right now: never permission to act; read it later."""
 
 
+class IntentUnderReviewError(ApprovalsError):
+    """A conflict ticket is open on the intent's latest attempt (409
+    intent_under_review): its effect may have happened, nothing was claimed.
+    Do not perform the effect; an operator resolves the ticket first."""
+
+
 class InvalidTransitionError(ApprovalsError):
     pass
 
@@ -93,6 +99,7 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "intent_key_mismatch": IntentKeyMismatchError,
     "intent_key_reused": IntentKeyReusedError,
     "in_progress": InProgressError,
+    "intent_under_review": IntentUnderReviewError,
     "invalid_transition": InvalidTransitionError,
     "outcome_conflict": OutcomeConflictError,
     "not_found": NotFoundError,

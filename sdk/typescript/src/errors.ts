@@ -39,6 +39,12 @@ export class IntentKeyReusedError extends ApprovalsError {}
  * replayed action still in progress). Never permission to act: read it later.
  */
 export class InProgressError extends ApprovalsError {}
+/**
+ * A conflict ticket is open on the intent's latest attempt (409
+ * intent_under_review): its effect may have happened, nothing was claimed.
+ * Do not perform the effect; an operator resolves the ticket first.
+ */
+export class IntentUnderReviewError extends ApprovalsError {}
 export class InvalidTransitionError extends ApprovalsError {}
 /** A report contradicted the stored outcome; a conflict ticket was opened. */
 export class OutcomeConflictError extends ApprovalsError {}
@@ -62,6 +68,7 @@ const classes: Record<ProblemCode, typeof ApprovalsError> = {
   intent_key_mismatch: IntentKeyMismatchError,
   intent_key_reused: IntentKeyReusedError,
   in_progress: InProgressError,
+  intent_under_review: IntentUnderReviewError,
   invalid_transition: InvalidTransitionError,
   outcome_conflict: OutcomeConflictError,
   not_found: NotFoundError,

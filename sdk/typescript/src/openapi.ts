@@ -61,7 +61,7 @@ export interface Problem {
   "title": string;
   "status": number;
   "detail": string;
-  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls";
+  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "intent_under_review" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls";
   "action"?: Action;
 }
 
@@ -128,7 +128,7 @@ export interface DryRunResult {
 /** The problem codes the API documents. */
 export type ProblemCode = Problem['code'];
 
-export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls"] as const;
+export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","intent_under_review","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls"] as const;
 
 /** Query parameters of POST /api/v1/actions. */
 export interface SubmitQuery {
