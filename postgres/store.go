@@ -211,7 +211,22 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) SupportsTokenGuard() bool { return true }
 
 // Ping checks that PostgreSQL answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// Ping checks that the database answers and takes writes: a server in
+// recovery (a standby not yet promoted) or a read-only session answers
+// every write with an error, which is an outage to the caller, not a bug.
+func (s *Store) Ping(ctx context.Context) error {
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool`).Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly {
+		return errReadOnly
+	}
+	return nil
+}
+
+// errReadOnly is Ping's answer from a database that takes no writes.
+var errReadOnly = errors.New("the database is read-only (a standby, or a primary mid-failover)")
 
 // Subscribe delivers changes made by any process.
 
