@@ -65,6 +65,13 @@ func (d *Dispatch) Action(ctx context.Context, id string) (*Action, error) {
 // process sharing the database, until the subscription is cancelled.
 func (d *Dispatch) Subscribe() Subscription { return d.s.store.Subscribe() }
 
+// SubscribeApprovedAtSubmission delivers a Change for every action this
+// process's submissions stored already approved (by a rule, a grant or a
+// plan) for a server executor: no state change announces those.
+func (d *Dispatch) SubscribeApprovedAtSubmission() Subscription {
+	return d.s.approvedAtSubmission.Subscribe()
+}
+
 // Registry returns the tools in force.
 func (d *Dispatch) Registry() *classify.Registry { return d.s.Registry() }
 
