@@ -36,6 +36,8 @@ type Service struct {
 	// executors' slow rescan (p50 about 9 s) while a person's approval
 	// was delivered in milliseconds.
 	approvedAtSubmission *Hub
+	// keep holds the outcomes learnt while the database did not answer.
+	keep *outcomeKeeper
 }
 
 // Options configure a Service.
@@ -98,6 +100,7 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 		reg = classify.Empty()
 	}
 	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, approvedAtSubmission: NewHub(),
+		keep: newOutcomeKeeper(opts.Logger),
 		waiterPool: newWaiterPool(opts.Waiters), streamPool: newWaiterPool(StreamLimits(opts.MaxStreams))}
 	if opts.MaxUpstreamCalls <= 0 {
 		opts.MaxUpstreamCalls = DefaultMaxUpstreamCalls
