@@ -100,7 +100,7 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 		reg = classify.Empty()
 	}
 	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, approvedAtSubmission: NewHub(),
-		keep: newOutcomeKeeper(opts.Logger),
+		keep:       newOutcomeKeeper(opts.Logger),
 		waiterPool: newWaiterPool(opts.Waiters), streamPool: newWaiterPool(StreamLimits(opts.MaxStreams))}
 	if opts.MaxUpstreamCalls <= 0 {
 		opts.MaxUpstreamCalls = DefaultMaxUpstreamCalls

@@ -93,9 +93,9 @@ tools:
 		// 503: the agent cannot know whether it holds the claim, so it does
 		// not act, and the action is the agent's to settle (the SDK's
 		// retry budget), not the server's.
-		unsure = map[string]bool{}
-		seq       atomic.Int64
-		statuses  = map[int]int{}
+		unsure   = map[string]bool{}
+		seq      atomic.Int64
+		statuses = map[int]int{}
 	)
 	client := &http.Client{Timeout: 15 * time.Second}
 	post := func(base, path string, body string) (int, []byte, error) {
