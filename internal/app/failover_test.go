@@ -256,7 +256,7 @@ tools:
 			t.Errorf("ticket %s on action %s after the failover: the server could have settled it", tk.ID, tk.ActionID)
 		}
 	}
-	t.Logf("%d acknowledged submissions, %d deliveries, %d completes, %d executes the agents could not be sure of, %d tickets (all theirs); answers by status %v; %v in all",
+	t.Logf("%d acknowledged submissions, %d deliveries, %d completes, %d executes the agents could not be sure of, %d tickets; answers by status %v; %v in all",
 		len(acked), deliveries, len(completes), len(unsure), len(tickets), statuses, time.Since(began).Round(time.Millisecond))
 	if len(acked) <= before || deliveries == 0 || len(completes) == 0 {
 		t.Errorf("too little traffic to show anything: %d submissions (%d before the kill), %d deliveries, %d completes", len(acked), before, deliveries, len(completes))
