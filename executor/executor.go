@@ -30,6 +30,10 @@ type Call interface {
 
 const storeTimeout = 10 * time.Second
 
+// startTimeout bounds the reading back of an ambiguous start record: a
+// failover of up to a minute.
+const startTimeout = time.Minute
+
 // detached is a context for work that must finish once begun (a claim, a
 // call, its outcome), even while the server shuts down.
 func detached(d time.Duration) (context.Context, context.CancelFunc) {
@@ -63,7 +67,13 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 	}
 	started := c.Target(a)
 	started["attempt"], started["idempotency_key"] = a.Attempt, a.IntentKey
-	if err := svc.RecordStart(ctx, a, c.Channel(), started); err != nil {
+	// The start record may fail ambiguously (a failover): RecordStart reads
+	// it back for as long as a failover may take, and the call is made
+	// only once the record is known to exist.
+	sctx, scancel := detached(startTimeout)
+	err = svc.RecordStart(sctx, a, c.Channel(), started)
+	scancel()
+	if err != nil {
 		// Nothing was sent, and nothing will be: the claim stays and
 		// becomes a ticket, whose timeline shows no call started.
 		log.Error("executor: could not record the start; not calling", "action", a.ID, "err", err)
@@ -79,21 +89,18 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 	record(svc, log, c.Channel(), a, out)
 }
 
-// record stores the outcome. It retries briefly, because an outcome that
-// is not recorded becomes an operator's question.
+// record stores the outcome. When the database does not answer, the
+// domain keeps the outcome and writes it once it does (queue.OutcomeKeepFor),
+// so a failover does not turn an answered delivery into a ticket.
 func record(svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
-	for try := range 3 {
-		if try > 0 {
-			time.Sleep(time.Duration(try) * time.Second)
-		}
-		ctx, cancel := detached(storeTimeout)
-		err := svc.Record(ctx, a, channel, out)
-		cancel()
-		if err == nil {
-			return
-		}
-		log.Warn("executor: record outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
+	ctx, cancel := detached(storeTimeout)
+	defer cancel()
+	err := svc.Record(ctx, a, channel, out)
+	switch {
+	case errors.Is(err, queue.ErrOutcomeKept):
+		log.Warn("executor: outcome kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
+	case err != nil:
+		log.Error("executor: the outcome could not be recorded; the action becomes a ticket after its claim_timeout",
+			"action", a.ID, "outcome", out.Outcome, "details", out.Details, "err", err)
 	}
-	log.Error("executor: the outcome is lost; the action becomes a ticket after its claim_timeout",
-		"action", a.ID, "outcome", out.Outcome, "details", out.Details)
 }

@@ -53,6 +53,13 @@ func (d *loop) run(ctx context.Context) {
 	sub := d.svc.Subscribe()
 	defer sub.Cancel()
 	changes := sub.Changes
+	// Actions approved within their submission change no state, so no
+	// notification announces them; this process's own submissions do.
+	// Another process's are this one's only at the rescan, unless that
+	// process runs no executor of its own.
+	atSub := d.svc.SubscribeApprovedAtSubmission()
+	defer atSub.Cancel()
+	submitted := atSub.Changes
 	d.scan(ctx, nil)
 	t := time.NewTicker(d.recheck)
 	defer t.Stop()
@@ -68,6 +75,12 @@ func (d *loop) run(ctx context.Context) {
 			if c.State == queue.StateApproved {
 				d.consider(ctx, c.ActionID)
 			}
+		case c, ok := <-submitted:
+			if !ok {
+				submitted = nil
+				continue
+			}
+			d.consider(ctx, c.ActionID)
 		case <-t.C:
 			d.scan(ctx, nil)
 		}

@@ -654,7 +654,8 @@ func TestUnknownActionNamesTheID(t *testing.T) {
 
 // Storage that stops answering is 503 unavailable, a documented answer
 // that says to try again and reveals nothing of the failure; reads and
-// transitions alike, and the service recovers when storage does.
+// transitions alike, with Retry-After, and the service recovers when
+// storage does.
 func TestStorageDownIs503(t *testing.T) {
 	t.Parallel()
 	var outage apptest.Outage
@@ -669,6 +670,11 @@ func TestStorageDownIs503(t *testing.T) {
 		r := e.Do(e.URL, e.AgentToken, tc.method, tc.path, nil)
 		if p := r.Problem(t); r.Status != http.StatusServiceUnavailable || p.Code != queue.CodeUnavailable || strings.Contains(string(r.Body), "refused") {
 			t.Errorf("%s %s with storage down: %d %s", tc.method, tc.path, r.Status, r.Body)
+		}
+		// A client (the SDKs) waits as told before trying again, long
+		// enough for a failover's promotion to get under way.
+		if got := r.Header.Get("Retry-After"); got != "2" {
+			t.Errorf("%s %s with storage down: Retry-After %q, want 2", tc.method, tc.path, got)
 		}
 	}
 	r, err := http.Get(e.URL + "/readyz")

@@ -211,7 +211,22 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 func (s *Store) SupportsTokenGuard() bool { return true }
 
 // Ping checks that PostgreSQL answers.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+// Ping checks that the database answers and takes writes: a server in
+// recovery (a standby not yet promoted) or a read-only session answers
+// every write with an error, which is an outage to the caller, not a bug.
+func (s *Store) Ping(ctx context.Context) error {
+	var readOnly bool
+	if err := s.pool.QueryRow(ctx, `SELECT pg_is_in_recovery() OR current_setting('transaction_read_only')::bool`).Scan(&readOnly); err != nil {
+		return err
+	}
+	if readOnly {
+		return errReadOnly
+	}
+	return nil
+}
+
+// errReadOnly is Ping's answer from a database that takes no writes.
+var errReadOnly = errors.New("the database is read-only (a standby, or a primary mid-failover)")
 
 // Subscribe delivers changes made by any process.
 
@@ -231,33 +246,51 @@ func (s *Store) Close() error {
 // notification to the hub, reconnecting with backoff.
 func (s *Store) listen(ctx context.Context, ready chan struct{}) {
 	defer close(s.done)
-	backoff := 100 * time.Millisecond
+	var backoff listenBackoff
 	for first := true; ctx.Err() == nil; first = false {
-		err := s.listenOnce(ctx, ready, !first)
+		listened, err := s.listenOnce(ctx, ready, !first)
 		if ctx.Err() != nil {
 			return
 		}
-		s.log.Warn("change listener lost its connection; reconnecting", "err", err, "in", backoff)
+		wait := backoff.next(listened)
+		s.log.Warn("change listener lost its connection; reconnecting", "err", err, "in", wait)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(wait):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
 
-// listenOnce listens until its connection fails. After a reconnect
+// listenBackoff is the listener's wait before reconnecting: 100ms, doubled
+// after each failed try up to 5s, and back to 100ms once a connection
+// listened. Without the reset, a second failover in the same process
+// waited seconds for its wake-ups.
+type listenBackoff struct{ wait time.Duration }
+
+// next is the wait after a try; listened says whether it got as far as
+// listening.
+func (b *listenBackoff) next(listened bool) time.Duration {
+	if listened || b.wait == 0 {
+		b.wait = 100 * time.Millisecond
+	}
+	d := b.wait
+	b.wait = min(b.wait*2, 5*time.Second)
+	return d
+}
+
+// listenOnce listens until its connection fails, and says whether it
+// listened at all. After a reconnect
 // (again), the changes made while no connection listened were never
 // heard: every long-poll is woken to read its action again.
-func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool) error {
+func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool) (listened bool, err error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer conn.Release()
 	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		return err
+		return false, err
 	}
 	if again {
 		s.hub.WakeActions()
@@ -272,7 +305,7 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool)
 		if err != nil {
 			// The connection may be mid-wait; never return it to the pool.
 			_ = conn.Conn().Close(context.Background())
-			return err
+			return true, err
 		}
 		id, state, ok := strings.Cut(n.Payload, ":")
 		if ok {

@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
@@ -65,6 +67,13 @@ func (d *Dispatch) Action(ctx context.Context, id string) (*Action, error) {
 // process sharing the database, until the subscription is cancelled.
 func (d *Dispatch) Subscribe() Subscription { return d.s.store.Subscribe() }
 
+// SubscribeApprovedAtSubmission delivers a Change for every action this
+// process's submissions stored already approved (by a rule, a grant or a
+// plan) for a server executor: no state change announces those.
+func (d *Dispatch) SubscribeApprovedAtSubmission() Subscription {
+	return d.s.approvedAtSubmission.Subscribe()
+}
+
 // Registry returns the tools in force.
 func (d *Dispatch) Registry() *classify.Registry { return d.s.Registry() }
 
@@ -90,6 +99,15 @@ func (d *Dispatch) Claim(ctx context.Context, a *Action, channel string, details
 		ClaimedAt: &now, ClaimedBy: &by, ClaimDeadline: &deadline,
 		Event: Event{ActionID: a.ID, Kind: EventClaimed, Actor: by, Channel: channel, At: now, Data: data},
 	})
+	if transient(err) {
+		// The claim may have committed before the connection broke (a
+		// failover): read the action back until the database answers.
+		// Claimed at this claim's own time by the dispatcher, it is ours
+		// to perform; left claimed and never sent it would become a ticket.
+		if back, ok := d.readBackClaim(ctx, a.ID, now); ok {
+			return back, nil
+		}
+	}
 	if errors.Is(err, ErrStateMismatch) && got != nil && got.State == StateApproved {
 		// Its approval expired before the executor came to it.
 		if exp, xerr := s.expireOne(ctx, got, StateApproved); xerr == nil {
@@ -100,14 +118,55 @@ func (d *Dispatch) Claim(ctx context.Context, a *Action, channel string, details
 	return got, err
 }
 
+// readBackClaim reads action id until the database answers or ctx ends,
+// and returns it when it holds the claim made at claimedAt.
+func (d *Dispatch) readBackClaim(ctx context.Context, id string, claimedAt time.Time) (*Action, bool) {
+	for wait := 100 * time.Millisecond; ; wait = min(wait*2, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return nil, false
+		case <-time.After(wait):
+		}
+		a, err := d.s.store.ActionGetByID(ctx, id)
+		if err != nil {
+			continue
+		}
+		ours := a.State == StateInProgress && a.ClaimedAt != nil && a.ClaimedAt.Equal(claimedAt) &&
+			a.ClaimedBy != nil && *a.ClaimedBy == DispatcherActor
+		return a, ours
+	}
+}
+
 // RecordStart writes ahead that the call of a claimed action
 // starts, so the actions with a delivery event and no outcome are exactly
 // the unknown ones. When it fails the executor must not call.
+//
+// A failed insert may still have committed (the connection broke after
+// the commit was sent, a failover): RecordStart then reads the timeline
+// back until the database answers, and writes the record again only when
+// it is not there, so the executor calls exactly when the record exists.
+// It gives up (and the executor does not call) only when ctx ends.
 func (d *Dispatch) RecordStart(ctx context.Context, a *Action, channel string, details map[string]any) error {
 	s := d.s
 	data, _ := json.Marshal(details)
-	return s.store.EventInsert(ctx, Event{ActionID: a.ID, Kind: EventDelivery, Actor: DispatcherActor,
-		Channel: channel, At: s.Now(), Data: data})
+	ev := Event{ActionID: a.ID, Kind: EventDelivery, Actor: DispatcherActor, Channel: channel, At: s.Now(), Data: data}
+	err := s.store.EventInsert(ctx, ev)
+	for wait := 100 * time.Millisecond; err != nil; wait = min(wait*2, 2*time.Second) {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("record the start of %s: %w", a.ID, err)
+		case <-time.After(wait):
+		}
+		evs, lerr := s.store.EventList(ctx, EventListParams{ActionID: a.ID, Kind: EventDelivery, Limit: 100})
+		if lerr != nil {
+			continue // still away: read again
+		}
+		if slices.ContainsFunc(evs, func(e Event) bool { return e.At.Equal(ev.At) && e.Actor == ev.Actor }) {
+			return nil // it had committed
+		}
+		err = s.store.EventInsert(ctx, ev)
+	}
+	return nil
 }
 
 // Record stores the outcome of a claimed action's call: done or
@@ -116,7 +175,25 @@ func (d *Dispatch) RecordStart(ctx context.Context, a *Action, channel string, d
 // after claim_timeout). When someone settled the action first, the
 // executor's answer is kept on record, and an answer that contradicts the
 // stored outcome opens a conflict ticket.
+//
+// When the database does not answer, the outcome is kept and written once
+// it does (OutcomeKeepFor); the error says so (ErrOutcomeKept).
 func (d *Dispatch) Record(ctx context.Context, a *Action, channel string, out Execution) error {
+	err := d.record(ctx, a, channel, out)
+	if transient(err) {
+		d.s.keepUnwritten(ctx, err, a.ID, channel+" "+out.Outcome, func(ctx context.Context) error {
+			return d.record(ctx, a, channel, out)
+		})
+		return fmt.Errorf("%w: %w", ErrOutcomeKept, err)
+	}
+	return err
+}
+
+// ErrOutcomeKept says an outcome was not written yet but is kept, and
+// written once the database answers again.
+var ErrOutcomeKept = errors.New("outcome kept in memory until the database answers")
+
+func (d *Dispatch) record(ctx context.Context, a *Action, channel string, out Execution) error {
 	s := d.s
 	now := s.Now()
 	info := maps.Clone(out.Details)

@@ -93,6 +93,32 @@ func ErrorCode(err error) Code {
 	return ""
 }
 
+// UnavailableRetryAfter is the Retry-After of an unavailable answer: a
+// PostgreSQL failover takes seconds (a promotion, the pool's reconnect), so
+// a client that waits this long between tries reaches the new primary
+// after a few tries without hammering the old one.
+const UnavailableRetryAfter = 2 * time.Second
+
+// RetryAfter is how long a caller refused with code should wait before
+// trying again, and 0 for a code that trying again does not cure. Every
+// face sets its Retry-After from here.
+func RetryAfter(code Code) time.Duration {
+	switch code {
+	case CodeUnavailable:
+		return UnavailableRetryAfter
+	case CodeTooManyWaiters:
+		return WaiterRetryAfter
+	case CodeTooManyUpstreamCalls:
+		return UpstreamRetryAfter
+	case CodeInProgress:
+		return InProgressRetryAfter
+	}
+	return 0
+}
+
+// InProgressRetryAfter is when to look again at an action in progress.
+const InProgressRetryAfter = 5 * time.Second
+
 // pingTimeout bounds the storage check of ErrorOf.
 const pingTimeout = 2 * time.Second
 
@@ -100,7 +126,8 @@ const pingTimeout = 2 * time.Second
 // every face (REST, dashboard, MCP) uses. A domain error is returned as it
 // is. Anything else is unexpected and logged here, once, with attrs: it is
 // unavailable when storage does not answer a ping (the caller may try
-// again), internal otherwise. Neither detail reveals SQL, stack traces or
+// again; a database that answers read-only, a standby mid-failover, fails
+// the ping too), internal otherwise. Neither detail reveals SQL, stack traces or
 // identifiers. The ping has its own short deadline, because the caller's
 // context may be spent by the failure being classified.
 func (s *Service) ErrorOf(ctx context.Context, err error, attrs ...any) *Error {

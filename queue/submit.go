@@ -270,6 +270,9 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		if s.opts.OnEvents != nil && sub.routed() {
 			s.opts.OnEvents()
 		}
+		if holder.State == StateApproved && holder.ServerExecuted() {
+			s.approvedAtSubmission.Publish(Change{ActionID: holder.ID, State: StateApproved})
+		}
 		if claimedUpstream(holder) {
 			holder = s.callUpstreamNow(ctx, holder, startRecorded)
 		}

@@ -105,8 +105,20 @@ func (s *Service) expireOne(ctx context.Context, a *Action, from State) (*Action
 	return s.store.ActionTransition(ctx, p)
 }
 
-// Complete records the effect's result: in_progress → done.
+// Complete records the effect's result: in_progress → done. When the
+// database does not answer, the report is kept and written once it does
+// (OutcomeKeepFor), and the caller is still answered unavailable: its
+// report, tried again, is answered as a replay.
 func (s *Service) Complete(ctx context.Context, id, agent string, result json.RawMessage, channel string) (DriveResult, error) {
+	res, err := s.complete(ctx, id, agent, result, channel)
+	s.keepUnwritten(ctx, err, id, "complete", func(ctx context.Context) error {
+		_, err := s.complete(ctx, id, agent, result, channel)
+		return err
+	})
+	return res, err
+}
+
+func (s *Service) complete(ctx context.Context, id, agent string, result json.RawMessage, channel string) (DriveResult, error) {
 	guard, err := s.driveGuard(ctx)
 	if err != nil {
 		return DriveResult{}, err
@@ -135,8 +147,17 @@ func (s *Service) Complete(ctx context.Context, id, agent string, result json.Ra
 }
 
 // Fail records a definite non-effect: in_progress → failed, releasing the
-// intent.
+// intent. Like Complete, it is kept when the database does not answer.
 func (s *Service) Fail(ctx context.Context, id, agent, errText, channel string) (DriveResult, error) {
+	res, err := s.fail(ctx, id, agent, errText, channel)
+	s.keepUnwritten(ctx, err, id, "fail", func(ctx context.Context) error {
+		_, err := s.fail(ctx, id, agent, errText, channel)
+		return err
+	})
+	return res, err
+}
+
+func (s *Service) fail(ctx context.Context, id, agent, errText, channel string) (DriveResult, error) {
 	guard, err := s.driveGuard(ctx)
 	if err != nil {
 		return DriveResult{}, err

@@ -33,11 +33,8 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	switch qe.Code {
-	case queue.CodeTooManyWaiters:
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.WaiterRetryAfter.Seconds())))
-	case queue.CodeTooManyUpstreamCalls:
-		c.Response().Header().Set("Retry-After", strconv.Itoa(int(queue.UpstreamRetryAfter.Seconds())))
+	if d := queue.RetryAfter(qe.Code); d > 0 {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))
 	}
 	if isDashboard(c) {
 		s.dashboardError(c, problem.Status(qe.Code), qe)

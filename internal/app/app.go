@@ -313,6 +313,10 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Submissions whose upstream call outlived the HTTP server's wait:
 	// their outcome is recorded before the store closes.
 	a.Service.WaitUpstreamCalls()
+	// Outcomes learnt while the database was away: one last try each.
+	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	a.Service.FlushOutcomes(fctx)
+	fcancel()
 	if a.notify.Interactions != nil {
 		a.notify.Interactions.Wait() // ephemeral Slack replies under way
 	}

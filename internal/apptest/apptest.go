@@ -149,6 +149,20 @@ func Start(t testing.TB, opts Options) *App {
 	return start(t, pgtest.OpenURL(t, u), u, opts)
 }
 
+// StartOn starts a process on the PostgreSQL database at dbURL (a cluster
+// the test started, a failover pair's two hosts), migrating it first.
+func StartOn(t testing.TB, dbURL string, opts Options) *App {
+	t.Helper()
+	opts.Tools, opts.Clock = toolsAndClock(t, opts.Tools, opts.Clock)
+	if opts.WaitRecheck == 0 {
+		opts.WaitRecheck = time.Minute
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	return start(t, pgtest.OpenURL(t, dbURL), dbURL, opts)
+}
+
 // AddServer starts another process with the same options on the same
 // PostgreSQL database, with its own pool and LISTEN connection, as a
 // second `approvals serve` would. wrap, when not nil, replaces the

@@ -25,12 +25,27 @@ type Cluster struct {
 
 	bin, dir string
 	run      []string // runuser prefix when we are root
+	// opts replace the listening options of Start (a Unix socket only).
+	opts string
 }
 
 // NewCluster creates and starts a cluster in a temporary directory; it is
 // stopped and removed when the test ends. It needs PostgreSQL's server
 // binaries (initdb, pg_ctl), which scripts/test installs when missing.
 func NewCluster(t testing.TB) *Cluster {
+	t.Helper()
+	c := newCluster(t)
+	// A Unix socket in the cluster's own directory, no TCP port: nothing
+	// else can take it between choosing and starting, so the port number
+	// can be the default.
+	c.URL = "postgres:///postgres?user=postgres&sslmode=disable&host=" + url.QueryEscape(c.dir)
+	c.Start(t)
+	return c
+}
+
+// newCluster runs initdb in a temporary directory, removed (the cluster
+// stopped first) when the test ends.
+func newCluster(t testing.TB) *Cluster {
 	t.Helper()
 	bin := binDir()
 	if bin == "" {
@@ -47,26 +62,30 @@ func NewCluster(t testing.TB) *Cluster {
 	})
 	if os.Getuid() == 0 {
 		// initdb refuses to run as root: the cluster belongs to postgres.
-		u, err := user.Lookup("postgres")
-		if err != nil {
-			t.Fatalf("running as root, the cluster needs the postgres user: %v", err)
-		}
-		uid, _ := strconv.Atoi(u.Uid)
-		gid, _ := strconv.Atoi(u.Gid)
-		if err := os.Chown(dir, uid, gid); err != nil {
-			t.Fatal(err)
-		}
 		c.run = []string{"runuser", "-u", "postgres", "--"}
+		c.chown(t, dir)
 	}
 	if out, err := c.command(filepath.Join(bin, "initdb"), "-D", c.data(), "-U", "postgres", "--auth=trust", "-E", "UTF8").CombinedOutput(); err != nil {
 		t.Fatalf("initdb: %v\n%s", err, out)
 	}
-	// A Unix socket in the cluster's own directory, no TCP port: nothing
-	// else can take it between choosing and starting, so the port number
-	// can be the default.
-	c.URL = "postgres:///postgres?user=postgres&sslmode=disable&host=" + url.QueryEscape(c.dir)
-	c.Start(t)
 	return c
+}
+
+// chown gives dir to the postgres user when we are root.
+func (c *Cluster) chown(t testing.TB, dir string) {
+	t.Helper()
+	if c.run == nil {
+		return
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		t.Fatalf("running as root, the cluster needs the postgres user: %v", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	if err := os.Chown(dir, uid, gid); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // Start starts the cluster (again, after Crash: PostgreSQL then replays
@@ -76,7 +95,11 @@ func (c *Cluster) Start(t testing.TB) {
 	// wal_writer_delay at its maximum: a commit made without waiting for
 	// its flush stays in the WAL buffers until a later ordinary commit or
 	// the WAL writer flushes it, so a crash test can see what it loses.
-	opts := fmt.Sprintf("-k %s -c listen_addresses='' -c fsync=on -c synchronous_commit=on -c wal_writer_delay=10s -c max_connections=100", c.dir)
+	listen := c.opts
+	if listen == "" {
+		listen = "-c listen_addresses=''"
+	}
+	opts := fmt.Sprintf("-k %s %s -c fsync=on -c synchronous_commit=on -c wal_writer_delay=10s -c max_connections=100", c.dir, listen)
 	if err := c.pgctl("start", "-w", "-t", "60", "-l", filepath.Join(c.dir, "server.log"), "-o", opts); err != nil {
 		log, _ := os.ReadFile(filepath.Join(c.dir, "server.log"))
 		t.Fatalf("start PostgreSQL: %v\n%s", err, log)

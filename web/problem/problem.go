@@ -56,11 +56,11 @@ func Status(c queue.Code) int {
 // progress.
 func Write(w http.ResponseWriter, e *queue.Error) error {
 	status := Status(e.Code)
-	switch e.Code {
-	case queue.CodeUnauthorized:
+	if e.Code == queue.CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
-	case queue.CodeInProgress:
-		w.Header().Set("Retry-After", strconv.Itoa(5))
+	}
+	if d := queue.RetryAfter(e.Code); d > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))
 	}
 	p := Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code, Action: e.Action}
 	if p.Title == "" {
