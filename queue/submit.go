@@ -319,8 +319,15 @@ func inProgressHeld(holder *Action, key string) error {
 		Detail: fmt.Sprintf("action %s for intent %q is in progress: do not act; read it later", holder.ID, key)}
 }
 
+// payloadError is the refusal of a payload the tool's schema or intent
+// template refuses: invalid_payload, except for a rendered key with an
+// invisible character, which is invalid_request as a supplied one is.
 func payloadError(err error) error {
 	var pe *classify.PayloadError
+	var invisible *classify.InvisibleKeyError
+	if errors.As(err, &invisible) {
+		return Errorf(CodeInvalidRequest, "%v", err)
+	}
 	if errors.As(err, &pe) {
 		return Errorf(CodeInvalidPayload, "%s", pe.Error())
 	}
