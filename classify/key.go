@@ -11,7 +11,9 @@ import (
 
 // ValidateKey checks the intent key rules: 1–255 characters (runes), valid UTF-8, every
 // character printable (unicode.IsPrint: no control characters, no NUL, no spaces other than
-// the ASCII space). The error says what is wrong and where.
+// the ASCII space) and none invisible (IsInvisible: a key that reads like another on screen
+// would hold a different intent). The error says what is wrong and where; for an invisible
+// character it is an *InvisibleKeyError.
 func ValidateKey(key string) error {
 	if key == "" {
 		return fmt.Errorf("intent key is empty; it needs 1 to %d characters", MaxKeyLength)
@@ -25,15 +27,27 @@ func ValidateKey(key string) error {
 	pos := 0
 	for _, r := range key {
 		pos++
-		if !unicode.IsPrint(r) {
-			what := "a non-printable character"
-			if unicode.IsControl(r) {
-				what = "a control character"
-			}
-			return fmt.Errorf("intent key contains %s (%U) at character %d", what, r, pos)
+		switch {
+		case unicode.IsControl(r):
+			return fmt.Errorf("intent key contains a control character (%U) at character %d", r, pos)
+		case IsInvisible(r):
+			return &InvisibleKeyError{Rune: r, Position: pos}
+		case !unicode.IsPrint(r):
+			return fmt.Errorf("intent key contains a non-printable character (%U) at character %d", r, pos)
 		}
 	}
 	return nil
+}
+
+// InvisibleKeyError is ValidateKey's refusal of a key holding an invisible character: the
+// character and its position, counted in characters from 1.
+type InvisibleKeyError struct {
+	Rune     rune
+	Position int
+}
+
+func (e *InvisibleKeyError) Error() string {
+	return fmt.Sprintf("intent key contains an invisible character (%U) at character %d", e.Rune, e.Position)
 }
 
 var (

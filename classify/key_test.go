@@ -26,7 +26,19 @@ func TestValidateKey(t *testing.T) {
 		{"tab", "\tkey", "control character (U+0009) at character 1"},
 		{"DEL", "key\x7f", "control character (U+007F)"},
 		{"no-break space", "a\u00a0b", "non-printable character (U+00A0)"},
-		{"zero-width space", "a\u200bb", "non-printable character (U+200B)"},
+		{"zero-width space", "a\u200bb", "invisible character (U+200B) at character 2"},
+		// Invisible characters that unicode.IsPrint takes for printable
+		// letters and marks: refused as the format characters are.
+		{"hangul filler", "refund:\u3164", "invisible character (U+3164) at character 8"},
+		{"hangul choseong filler", "\u115f:1", "invisible character (U+115F) at character 1"},
+		{"combining grapheme joiner", "a\u034fb", "invisible character (U+034F) at character 2"},
+		{"variation selector supplement", "ab\U000E0101", "invisible character (U+E0101) at character 3"},
+		{"right-to-left override", "pay:\u202egnp", "invisible character (U+202E) at character 5"},
+		{"byte order mark", "\ufeffkey", "invisible character (U+FEFF) at character 1"},
+		{"tag character", "k\U000E0041", "invisible character (U+E0041) at character 2"},
+		{"soft hyphen", "ad\u00admin", "invisible character (U+00AD) at character 3"},
+		{"variation selector 16", "heart:\u2764\ufe0f", "invisible character (U+FE0F) at character 8"},
+		{"visible non-ASCII", "email:Zoë:\u2764", ""},
 		{"invalid UTF-8", "a\xffb", "not valid UTF-8"},
 	}
 	for _, tt := range tests {

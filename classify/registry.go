@@ -48,9 +48,13 @@ type Registry struct {
 	// file, the keys it sets, which an upstream's definition of the tool must not override.
 	upstreams map[string]Upstream
 	explicit  map[string][]string
-	// listed holds the imported tools whose class came from their upstream's listing (not
-	// from "not listed yet"): the floor Reimport keeps.
+	// listed holds the imported tools whose class came from their upstream's listing in
+	// this import (not from "not listed yet").
 	listed map[string]bool
+	// learnt holds, per imported tool, the strictest class a listing of its upstream tool
+	// gave it since the process read the tools file: the floor Reimport keeps, whatever the
+	// listings in between said (the tool dropped, the upstream down).
+	learnt map[string]learntClass
 	routing
 }
 

@@ -17,7 +17,13 @@ import (
 type PayloadError struct {
 	Field  string
 	Reason string
+	// Err is the key rules' error when Field is FieldIntentKey (an *InvisibleKeyError among
+	// them), nil otherwise.
+	Err error
 }
+
+// Unwrap is the key rules' error, for errors.As.
+func (e *PayloadError) Unwrap() error { return e.Err }
 
 func (e *PayloadError) Error() string {
 	switch e.Field {
@@ -153,7 +159,7 @@ func (t *Tool) DeriveKey(payload map[string]any) (string, error) {
 	}
 	key := b.String()
 	if err := ValidateKey(key); err != nil {
-		return "", &PayloadError{Field: FieldIntentKey, Reason: fmt.Sprintf("the key rendered from %q is invalid: %v", t.Intent, err)}
+		return "", &PayloadError{Field: FieldIntentKey, Reason: fmt.Sprintf("the key rendered from %q is invalid: %v", t.Intent, err), Err: err}
 	}
 	return key, nil
 }

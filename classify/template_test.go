@@ -114,6 +114,8 @@ func TestDeriveKeyRefusals(t *testing.T) {
 		{name: "rendered key too long", intent: "r:{id}", json: `{"id":"` + strings.Repeat("x", 300) + `"}`, field: FieldIntentKey, reason: "302 characters long"},
 		{name: "rendered key with a newline", intent: "r:{id}", json: `{"id":"a\nb"}`, field: FieldIntentKey, reason: "control character"},
 		{name: "rendered key with NUL", intent: "r:{id}", json: `{"id":"a\u0000b"}`, field: FieldIntentKey, reason: "U+0000"},
+		{name: "rendered key with a Hangul filler", intent: "r:{id}", json: `{"id":"a\u3164"}`, field: FieldIntentKey, reason: "invisible character (U+3164) at character 4"},
+		{name: "rendered key with a tag-range variation selector", intent: "r:{id}", json: `{"id":"\udb40\udd01"}`, field: FieldIntentKey, reason: "invisible character (U+E0101) at character 3"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -133,6 +135,12 @@ func TestDeriveKeyRefusals(t *testing.T) {
 			}
 			if key != "" {
 				t.Fatalf("key = %q alongside an error", key)
+			}
+			// The key rules' own error is kept, so that a face can tell an
+			// invisible character (invalid_request) from the other rules.
+			var invisible *InvisibleKeyError
+			if got, want := errors.As(err, &invisible), strings.Contains(tt.reason, "invisible"); got != want {
+				t.Fatalf("errors.As(%v, *InvisibleKeyError) = %v, want %v", err, got, want)
 			}
 		})
 	}

@@ -356,7 +356,6 @@ const (
 	reasonUpstreamPrefix  = "upstream %s's " // followed by an annotation reason
 	reasonUpstreamUnknown = "upstream %s has not listed this tool, so its annotations are unknown: treated as at-most-once (fail closed)"
 	reasonUntrusted       = "upstream %s's annotations are its own claims and it has no trust_annotations: true, so at-most-once (fail closed; they alone would make it %s)"
-	reasonNeverLowered    = "%s; upstream %s's annotations now say %s, but a re-list never lowers a class until the tools file is read again"
 )
 
 const fileOrigin = "defined in the tools file"
@@ -542,31 +541,44 @@ func (t *Tool) upstreamGuidance() string {
 }
 
 // Reimport is Import after a re-list (tools/list_changed, a reconnect): prev is the registry
-// the last import made, and no imported tool's class is lower in the result than it was
-// there once the upstream had listed it (at-most-once, then exactly-once, then at-least-once
-// from strictest down), so an upstream cannot spare a tool the human by changing what it
-// says; only reading the tools file again (a restart) does. changes lists every class that
-// differs from prev, and every tool added or removed, for the log.
+// the last import made, and no imported tool's class is lower in the result than any class a
+// listing of its upstream tool gave it since the tools file was read (at-most-once, then
+// exactly-once, then at-least-once from strictest down), so an upstream cannot spare a tool
+// the human by changing what it says, nor by dropping the tool and listing it again; only a
+// changed tools file (a prev of another Hash, or none: a restart) does. changes lists every
+// class that differs from prev, and every tool added or removed, for the log.
 func (r *Registry) Reimport(prev *Registry, listings map[string]UpstreamListing) (*Registry, []ClassChange, error) {
 	out, err := r.Import(listings)
 	if err != nil {
 		return nil, nil, err
 	}
-	if prev != nil {
-		for name, t := range out.tools {
-			p, ok := prev.tools[name]
-			if !ok || !prev.listed[name] || t.Upstream == "" || p.Upstream != t.Upstream || p.UpstreamTool != t.UpstreamTool {
-				continue
-			}
-			if strictness(p.Class) > strictness(t.Class) {
-				t.Reason = fmt.Sprintf("kept %s from an earlier listing: upstream %s now makes it %s, but a re-list never lowers a class until the tools file is read again", p.Class, t.Upstream, t.Class)
-				t.Class = p.Class
-				out.tools[name] = t
-				out.listed[name] = true
-			}
+	out.learnt = map[string]learntClass{}
+	if prev != nil && prev.Hash == r.Hash {
+		// Kept for tools absent from this listing too: a tool dropped now and listed
+		// again later finds its floor.
+		maps.Copy(out.learnt, prev.learnt)
+	}
+	for name, t := range out.tools {
+		if t.Upstream == "" {
+			continue
+		}
+		l, ok := out.learnt[name]
+		if ok && l.upstream == t.Upstream && l.tool == t.UpstreamTool && strictness(l.class) > strictness(t.Class) {
+			t.Reason = fmt.Sprintf("kept %s from an earlier listing: upstream %s now makes it %s, but a re-list never lowers a class until the tools file changes", l.class, t.Upstream, t.Class)
+			t.Class = l.class
+			out.tools[name] = t
+		}
+		if out.listed[name] {
+			out.learnt[name] = learntClass{upstream: t.Upstream, tool: t.UpstreamTool, class: t.Class}
 		}
 	}
 	return out, ClassChanges(prev, out), nil
+}
+
+// learntClass is the strictest class a listing of upstream tool tool gave an imported tool.
+type learntClass struct {
+	upstream, tool string
+	class          Class
 }
 
 // strictness orders the classes by how much a human sees: at-most-once highest.

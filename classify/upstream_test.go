@@ -402,3 +402,60 @@ func TestReimportNeverLowersAClass(t *testing.T) {
 		t.Fatalf("crm_read lowered after being raised: %s", got.Class)
 	}
 }
+
+// A class learnt from a listing survives the listings in between: a trusted upstream that
+// drops a tool (so that it is gone, or kept unavailable as not listed) and lists it again
+// with lower annotations, or goes down and comes back, gets the class it had; only a changed
+// tools file (another Hash, or no earlier registry: a restart) starts from the listing.
+func TestReimportKeepsAClassAcrossADroppedTool(t *testing.T) {
+	t.Parallel()
+	src := "upstreams:\n  crm:\n    url: http://crm/mcp\n    import: all\n    trust_annotations: true\n" +
+		"tools:\n  crm_pay:\n    description: Pay an invoice.\n"
+	r := mustParse(t, src, Options{})
+	listing := func(tools ...UpstreamTool) map[string]UpstreamListing {
+		return map[string]UpstreamListing{"crm": {Tools: tools}}
+	}
+	pay := UpstreamTool{Name: "pay", Annotations: Annotations{OpenWorldHint: ptr(false)}} // exactly-once
+	send := UpstreamTool{Name: "send"}                                                    // at-most-once
+	lower := listing(UpstreamTool{Name: "pay", Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+		UpstreamTool{Name: "send", Annotations: Annotations{IdempotentHint: ptr(true)}})
+
+	reg, _, err := r.Reimport(nil, listing(pay, send))
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name     string
+		listings map[string]UpstreamListing
+	}{
+		{"both dropped", listing()},
+		{"upstream down", map[string]UpstreamListing{"crm": {Unavailable: "connection refused"}}},
+		{"not listed at all", nil},
+		{"listed again, lower", lower},
+		{"listed again, lower, once more", lower},
+	}
+	for _, step := range steps {
+		if reg, _, err = r.Reimport(reg, step.listings); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+	}
+	if got := mustLookup(t, reg, "crm_pay"); got.Class != ExactlyOnce || !strings.Contains(got.Reason, "never lowers") {
+		t.Fatalf("crm_pay listed again: %s (%s), want exactly-once kept", got.Class, got.Reason)
+	}
+	if got := mustLookup(t, reg, "crm_send"); got.Class != AtMostOnce || !strings.Contains(got.Reason, "never lowers") {
+		t.Fatalf("crm_send listed again: %s (%s), want at-most-once kept", got.Class, got.Reason)
+	}
+
+	// A changed tools file (here: the same upstream, another description) starts over.
+	changed := mustParse(t, strings.Replace(src, "Pay an invoice.", "Pay one invoice.", 1), Options{})
+	fresh, _, err := changed.Reimport(reg, lower)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := mustLookup(t, fresh, "crm_pay"); got.Class != AtLeastOnce {
+		t.Fatalf("crm_pay under a changed file: %s (%s), want at-least-once from the listing", got.Class, got.Reason)
+	}
+	if got := mustLookup(t, fresh, "crm_send"); got.Class != AtLeastOnce {
+		t.Fatalf("crm_send under a changed file: %s (%s), want at-least-once from the listing", got.Class, got.Reason)
+	}
+}

@@ -233,3 +233,66 @@ func TestCaseTwinKeysRefused(t *testing.T) {
 		})
 	}
 }
+
+// invisibleKeyCharacters are the characters the intent key tests try: four
+// that unicode.IsPrint took for printable (a Hangul filler, the Hangul
+// choseong filler, the combining grapheme joiner and a variation selector
+// of the supplement) and four format characters refused before as
+// non-printable, each with the code point a refusal names.
+var invisibleKeyCharacters = []struct {
+	char, code string
+}{
+	{"\u3164", "U+3164"}, {"\u115f", "U+115F"}, {"\u034f", "U+034F"}, {"\U000E0101", "U+E0101"},
+	{"\u200b", "U+200B"}, {"\u202e", "U+202E"}, {"\ufeff", "U+FEFF"}, {"\U000E0041", "U+E0041"},
+}
+
+// TestInvisibleIntentKeysRefused: an intent key with an invisible character
+// is 400 invalid_request naming the character and its position, whether
+// the agent supplies it (the body's intent_key, the Idempotency-Key header
+// an SDK may send, a dry run) or the tool's intent template renders it from
+// the payload; nothing is stored. On both stores.
+func TestInvisibleIntentKeysRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			refused := func(what string, r apptest.Resp, mention string) {
+				t.Helper()
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest ||
+					!strings.Contains(r.Problem(t).Detail, mention) {
+					t.Errorf("%s: %d %s, want 400 invalid_request naming %s", what, r.Status, r.Body, mention)
+				}
+			}
+			for _, c := range invisibleKeyCharacters {
+				// Supplied: "partner:" is 8 characters, so the character is the 9th.
+				body := map[string]any{"tool": "post_partner_message", "intent_key": "partner:" + c.char + "42", "payload": map[string]any{"text": "hi"}}
+				refused("intent_key "+c.code, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", body),
+					"invisible character ("+c.code+") at character 9")
+				refused("dry run "+c.code, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", body),
+					"invisible character ("+c.code+") at character 9")
+				refused("Idempotency-Key "+c.code, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions",
+					`{"tool":"post_partner_message","payload":{"text":"hi"}}`, "Idempotency-Key", c.char+"partner:42"),
+					"invisible character ("+c.code+") at character 1")
+				// Rendered by email:{customer_id}:{topic}: "email:c-" is 8
+				// characters, so the character is the 9th of the key.
+				derived := apptest.EmailBody("c-"+c.char, "welcome")
+				refused("rendered key "+c.code, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", derived),
+					"invisible character ("+c.code+") at character 9")
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored from refused submissions", len(list))
+			}
+			// A visible non-ASCII key is still a key.
+			ok := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions",
+				map[string]any{"tool": "post_partner_message", "intent_key": "partner:Zoë:\u2764", "payload": map[string]any{"text": "hi"}})
+			if ok.Status != http.StatusCreated || ok.Action(t).IntentKey != "partner:Zoë:\u2764" {
+				t.Fatalf("visible non-ASCII key: %d %s, want 201", ok.Status, ok.Body)
+			}
+		})
+	}
+}

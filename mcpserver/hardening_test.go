@@ -206,3 +206,50 @@ func postRPC(t *testing.T, url, token, body string) (int, []byte) {
 	}
 	return resp.StatusCode, b
 }
+
+// TestInvisibleIntentKeysRefused: an intent key with an invisible character
+// is an isError invalid_request naming the character and its position,
+// whether the agent passes it as the intent_key argument (of a submission
+// or of find_actions) or the tool's intent template renders it from the
+// arguments; nothing is submitted. On both stores.
+func TestInvisibleIntentKeysRefused(t *testing.T) {
+	t.Parallel()
+	characters := []struct{ char, code string }{
+		// Taken for printable by unicode.IsPrint until round 3.
+		{"\u3164", "U+3164"}, {"\u115f", "U+115F"}, {"\u034f", "U+034F"}, {"\U000E0101", "U+E0101"},
+		// Refused before as non-printable.
+		{"\u200b", "U+200B"}, {"\u202e", "U+202E"}, {"\ufeff", "U+FEFF"}, {"\U000E0041", "U+E0041"},
+	}
+	for _, store := range []string{"postgres", "sqlite"} {
+		t.Run(store, func(t *testing.T) {
+			t.Parallel()
+			e := newEnv(t, envOptions{sqlite: store == "sqlite"})
+			cs := e.connect(t, e.token(t, "mailer"))
+			for _, c := range characters {
+				// "partner:" is 8 characters, so the character is the 9th.
+				mention := "invisible character (" + c.code + ") at character 9"
+				for _, tc := range []struct {
+					tool string
+					args map[string]any
+				}{
+					{"post_partner_message", map[string]any{"intent_key": "partner:" + c.char + "42", "text": "hi"}},
+					{"find_actions", map[string]any{"intent_key": "partner:" + c.char + "42"}},
+					// email:{customer_id}:{topic} renders "email:c-" first: 8 characters.
+					{"send_customer_email", map[string]any{"customer_id": "c-" + c.char, "topic": "t", "to": "a@example.com", "subject": "s", "body": "b"}},
+				} {
+					r := wantRefusal(t, call(t, cs, tc.tool, tc.args), queue.CodeInvalidRequest)
+					if !strings.Contains(r.Detail, mention) {
+						t.Errorf("%s with %s: detail %q, want it to name %s", tc.tool, c.code, r.Detail, mention)
+					}
+				}
+			}
+			list, err := e.store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored from refused calls", len(list))
+			}
+		})
+	}
+}

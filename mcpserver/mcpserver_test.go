@@ -60,7 +60,8 @@ tools:
 `
 
 // env is one whole approvals process (apptest: the assembly cmd/approvals
-// runs, with the MCP endpoint mounted) over its own PostgreSQL schema.
+// runs, with the MCP endpoint mounted) over its own PostgreSQL schema (or
+// SQLite file).
 type env struct {
 	app   *apptest.App
 	svc   *queue.Service
@@ -78,6 +79,8 @@ type envOptions struct {
 	maxBody int64
 	// wrapAll wraps the storage of the whole process (a spy on accounts).
 	wrapAll func(storage.Store) storage.Store
+	// sqlite runs the process on a SQLite file instead of PostgreSQL.
+	sqlite bool
 }
 
 // newEnv starts a server.
@@ -87,7 +90,7 @@ func newEnv(t testing.TB, opts envOptions) *env {
 	if err != nil {
 		t.Fatalf("parse tools: %v", err)
 	}
-	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody, WrapAll: opts.wrapAll})
+	a := apptest.Start(t, apptest.Options{Tools: reg, WrapStore: opts.wrapStore, WrapMCP: opts.wrapMCP, MaxBody: opts.maxBody, WrapAll: opts.wrapAll, SQLite: opts.sqlite})
 	return &env{app: a, svc: a.Service, store: a.Store, url: a.URL + "/mcp"}
 }
 

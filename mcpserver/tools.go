@@ -77,7 +77,7 @@ func intentKeyDescription(t classify.Tool) string {
 	case t.Class == classify.AtLeastOnce:
 		return "Optional and informational only: every call of this tool is a new action, never deduplicated."
 	}
-	return "Required for this tool: the intent key naming the business fact, not the request (for example email:{customer_id}:{topic}), 1 to 255 printable characters. " +
+	return "Required for this tool: the intent key naming the business fact, not the request (for example email:{customer_id}:{topic}), 1 to 255 printable characters, none invisible (no zero-width, format, filler or variation-selector characters). " +
 		"Any retry, and any other agent with the same objective, must send the same key; never put a request id, UUID or timestamp in it."
 }
 

@@ -89,7 +89,7 @@ func DecodeIntentKey(raw json.RawMessage) (string, error) {
 }
 
 // ValidIntentKey checks a supplied key against the key rules
-// (classify.ValidateKey: 1-255 printable characters); the invalid_request
+// (classify.ValidateKey: 1-255 printable characters, none invisible); the invalid_request
 // names what carried it ("intent_key", "Idempotency-Key header").
 func ValidIntentKey(key, what string) error {
 	if err := classify.ValidateKey(key); err != nil {

@@ -337,8 +337,15 @@ func underReview(latest *Action, key string) error {
 		Detail: fmt.Sprintf("intent %q is under review: conflict ticket %s is open on action %s (%s), whose effect may have happened; nothing was done: do not submit it again until an operator resolves the ticket, and read the intent's actions by its key (find_actions)", key, ticket, latest.ID, latest.State)}
 }
 
+// payloadError is the refusal of a payload the tool's schema or intent
+// template refuses: invalid_payload, except for a rendered key with an
+// invisible character, which is invalid_request as a supplied one is.
 func payloadError(err error) error {
 	var pe *classify.PayloadError
+	var invisible *classify.InvisibleKeyError
+	if errors.As(err, &invisible) {
+		return Errorf(CodeInvalidRequest, "%v", err)
+	}
 	if errors.As(err, &pe) {
 		return Errorf(CodeInvalidPayload, "%s", pe.Error())
 	}

@@ -8,11 +8,11 @@ import (
 
 	"github.com/a-h/templ"
 
-	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/classify"
 )
 
 // Marked shows s as text with each invisible character (a
-// Default_Ignorable_Code_Point or format character, queue.IsInvisible) replaced by a
+// Default_Ignorable_Code_Point or format character, classify.IsInvisible) replaced by a
 // visible mark naming its code point, such as [U+202E]: an approver must
 // see that the text holds something the screen would not show, and where.
 // Everything is escaped: s is shown as text, never as markup.
@@ -25,13 +25,13 @@ func Marked(s string) templ.Component {
 
 // markInvisible is the HTML of Marked.
 func markInvisible(s string) string {
-	if !strings.ContainsFunc(s, queue.IsInvisible) {
+	if !strings.ContainsFunc(s, classify.IsInvisible) {
 		return templ.EscapeString(s)
 	}
 	var b strings.Builder
 	start := 0
 	for i, r := range s {
-		if !queue.IsInvisible(r) {
+		if !classify.IsInvisible(r) {
 			continue
 		}
 		b.WriteString(templ.EscapeString(s[start:i]))
@@ -45,12 +45,12 @@ func markInvisible(s string) string {
 // Visible is s with each invisible character written as its code point,
 // such as [U+202E], for places that hold only text (a page's <title>).
 func Visible(s string) string {
-	if !strings.ContainsFunc(s, queue.IsInvisible) {
+	if !strings.ContainsFunc(s, classify.IsInvisible) {
 		return s
 	}
 	var b strings.Builder
 	for _, r := range s {
-		if queue.IsInvisible(r) {
+		if classify.IsInvisible(r) {
 			fmt.Fprintf(&b, "[U+%04X]", r)
 		} else {
 			b.WriteRune(r)

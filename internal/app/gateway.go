@@ -21,7 +21,7 @@ type Gateway struct {
 	svc     atomic.Pointer[queue.Service]
 	log     *slog.Logger
 	mu      sync.Mutex         // one import at a time, so an older listing never wins
-	current *classify.Registry // the last import, whose classes a re-list never lowers
+	current *classify.Registry // the last import; it carries the classes learnt in this process, which no re-list lowers
 }
 
 // StartGateway connects to the file's upstreams (at most about the connect

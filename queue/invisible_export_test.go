@@ -1,8 +1,0 @@
-package queue
-
-import "unicode"
-
-// For TestDefaultIgnorableTable.
-const IgnorableVersion = ignorableVersion
-
-func DefaultIgnorable(r rune) bool { return unicode.Is(defaultIgnorable, r) }
