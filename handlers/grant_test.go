@@ -150,7 +150,7 @@ func TestPolicyOnTheActionAndToolsPages(t *testing.T) {
 
 	tools := viewer.Get("/tools")
 	tools.WantContains(t, `data-testid="policy-send_customer_email"`, `data-rule="internal-recipient"`, "Legal topics go through the legal team.",
-		"allowed, for up to 8h and 100 actions each")
+		"allowed, for up to 8h and 100 actions each (20 unless the approver chooses")
 	for rule, want := range map[string]string{"internal-recipient": "1", "legal-topics": "1", "vip-two-people": "1"} {
 		i := strings.Index(tools.Body, `data-rule="`+rule+`"`)
 		row := tools.Body[i : i+strings.Index(tools.Body[i:], "</tr>")]
