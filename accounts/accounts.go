@@ -134,17 +134,24 @@ type Store interface {
 	// then nothing is created.
 	UserCreate(ctx context.Context, u *User) (*User, error)
 	UserSetPassword(ctx context.Context, p UserSetPasswordParams) error // also ends the user's sessions
+	// UserSetRole sets the role; one that decides nothing (viewer, ops)
+	// ends the user's grants in the same transaction (revoked by system,
+	// end reason granter_demoted), so none approves in their name after.
 	UserSetRole(ctx context.Context, p UserSetRoleParams) error
 	UserGetByEmail(ctx context.Context, email string) (*User, error) // case-insensitive
 	UserGetByID(ctx context.Context, id int64) (*User, error)
 	UserList(ctx context.Context) ([]*User, error)
-	UserDelete(ctx context.Context, id int64) error // also ends the user's sessions
+	// UserDelete removes the user and ends their sessions and, in the same
+	// transaction, their grants (end reason granter_removed, at the wall
+	// clock).
+	UserDelete(ctx context.Context, id int64) error
 	UserCount(ctx context.Context) (int64, error)
 	// UserUpdate sets the user's password (ending their sessions), role
 	// and, unless p.SlackID is "" (p.TelegramID 0), Slack id (Telegram id),
 	// and lifts an SSO denial (an admin says who they are), all or nothing:
 	// ErrSlackIDTaken (ErrTelegramIDTaken) when another user has the id,
-	// ErrNotFound for no such user, and then nothing changed.
+	// ErrNotFound for no such user, and then nothing changed. A role that
+	// decides nothing ends the user's grants in the same transaction.
 	UserUpdate(ctx context.Context, p UserUpdateParams) error
 	// UserSetSlackID sets (or with "" clears) the user's Slack id;
 	// ErrSlackIDTaken when another user has it, ErrNotFound for no such user.
@@ -158,11 +165,12 @@ type Store interface {
 	// UserSSOSignIn records a single sign-on of p.Email in one statement:
 	// it creates the user (without a password) or sets the role, the
 	// subject and the IdP groups of the user with that email (in any
-	// case), and lifts an SSO denial.
+	// case), and lifts an SSO denial; a role that decides nothing ends the
+	// user's grants in the same transaction.
 	UserSSOSignIn(ctx context.Context, p UserSSOSignInParams) (UserSSOSignInResult, error)
 	// UserSSODeny records that p.Email's IdP groups map to no role: it
-	// stores the groups, sets SSODeniedAt and ends the user's sessions, in
-	// one transaction; ErrNotFound (nothing written) when no user has the
+	// stores the groups, sets SSODeniedAt and ends the user's sessions and
+	// grants (end reason granter_refused), in one transaction; ErrNotFound (nothing written) when no user has the
 	// email.
 	UserSSODeny(ctx context.Context, p UserSSODenyParams) (*User, error)
 	// SSOStateUse records that the sign-in state with hash p.Hash finished
@@ -217,6 +225,17 @@ type UserSetPasswordParams struct {
 type UserSetRoleParams struct {
 	ID   int64
 	Role Role
+	// Now is when a role that decides nothing ends the user's grants; the
+	// zero time: the wall clock.
+	Now time.Time
+}
+
+// At is p.Now, or the wall clock when it is the zero time.
+func (p UserSetRoleParams) At() time.Time {
+	if p.Now.IsZero() {
+		return time.Now()
+	}
+	return p.Now
 }
 
 // UserUpdateParams replace a user's password, role and (unless "") Slack id

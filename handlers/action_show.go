@@ -67,6 +67,9 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	if v.CanDecide && a.State == queue.StatePending {
 		v.Grant = d.grantOffer(a)
 		v.Form.Grant.For = defaultGrantFor(v.Grant)
+		if v.Grant != nil {
+			v.Form.Grant.Uses = strconv.Itoa(v.Grant.DefaultUses)
+		}
 	}
 	// At-least-once keys are informational: they tie no attempts together.
 	if a.Class != classify.AtLeastOnce && a.IntentKey != "" {
@@ -130,14 +133,23 @@ func deciderView(a *queue.Action, events []queue.Event) *templates.DeciderView {
 var grantDurations = []time.Duration{15 * time.Minute, time.Hour, 4 * time.Hour, 8 * time.Hour, 24 * time.Hour, 7 * 24 * time.Hour}
 
 // grantOffer is "Approve and allow similar" for a pending action whose
-// tool takes grants (in the tools file now in force), or nil.
+// tool takes grants (in the tools file now in force), or nil: never for a
+// tool the tools file does not name nor for an action with a warning only
+// a person may accept (queue.UnseenRisks), whose later likes no person
+// would see (the Service refuses such a grant too).
 func (d *Dashboard) grantOffer(a *queue.Action) *templates.GrantOffer {
-	tool, _ := d.Service.Registry().Lookup(a.Tool)
+	tool, registered := d.Service.Registry().Lookup(a.Tool)
+	if !registered || len(queue.UnseenRisks(a.Warnings)) > 0 {
+		return nil
+	}
 	limits, err := tool.GrantLimits()
 	if err != nil || a.ApprovalsRequired > 1 {
 		return nil
 	}
-	g := &templates.GrantOffer{MaxUses: limits.MaxUses, Agent: a.RequestedBy}
+	g := &templates.GrantOffer{MaxUses: limits.MaxUses, DefaultUses: queue.DefaultGrantUses, Agent: a.RequestedBy}
+	if limits.MaxUses > 0 {
+		g.DefaultUses = min(limits.MaxUses, queue.DefaultGrantUses)
+	}
 	for _, dur := range grantDurations {
 		if dur < limits.Max {
 			g.Durations = append(g.Durations, classify.FormatDuration(dur))

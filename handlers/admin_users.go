@@ -156,7 +156,7 @@ func (d *Dashboard) ChangeUserRole(c echo.Context) error {
 	if err != nil {
 		return d.usersFailed(c, queue.Errorf(queue.CodeInvalidRequest, "%v", err), templates.UserForm{}, u.ID)
 	}
-	if err := d.Accounts.UserSetRole(c.Request().Context(), accounts.UserSetRoleParams{ID: u.ID, Role: role}); err != nil {
+	if err := d.Accounts.UserSetRole(c.Request().Context(), accounts.UserSetRoleParams{ID: u.ID, Role: role, Now: d.Service.Now()}); err != nil {
 		return err
 	}
 	if err := d.recordStaff(c, queue.StaffEvent{Kind: queue.EventRoleChanged, Subject: queue.UserSubject(u.Email),

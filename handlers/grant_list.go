@@ -1,6 +1,8 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"net/http"
 
 	"github.com/labstack/echo/v4"
@@ -44,6 +46,9 @@ func (d *Dashboard) grantsView(c echo.Context) (templates.GrantsView, error) {
 			}
 			row := templates.GrantRow{Grant: g, Actions: actions, CanRevoke: mayRevoke(u, g)}
 			if active {
+				if row.Stopped, err = d.granterStanding(ctx, g); err != nil {
+					return v, err
+				}
 				v.Active = append(v.Active, row)
 			} else {
 				v.Past = append(v.Past, row)
@@ -51,6 +56,25 @@ func (d *Dashboard) grantsView(c echo.Context) (templates.GrantsView, error) {
 		}
 	}
 	return v, nil
+}
+
+// granterStanding is why the active grant g approves nothing now, "" when
+// it approves: queue.GranterStanding of its granting user under the tool's
+// approval rule in the tools file now in force, as a submission judges it.
+func (d *Dashboard) granterStanding(ctx context.Context, g *queue.Grant) (string, error) {
+	var who queue.Granter
+	if email := g.GranterEmail(); email != "" {
+		u, err := d.Accounts.UserGetByEmail(ctx, email)
+		switch {
+		case err == nil:
+			who = queue.Granter{Exists: true, CanDecide: u.Role.CanDecide(), NoAccess: u.SSODeniedAt != nil,
+				Email: u.Email, IdPGroups: u.IdPGroups}
+		case !errors.Is(err, accounts.ErrNotFound):
+			return "", err
+		}
+	}
+	tool, _ := d.Service.Registry().Lookup(g.Tool)
+	return queue.GranterStanding(tool.Approval, who), nil
 }
 
 // mayRevoke reports whether u may revoke g: its granting user, operators

@@ -102,6 +102,10 @@ func TestGrantsNotOffered(t *testing.T) {
 		d.Submit("post_update", `{"topic":"t"}`, ""),
 		d.Submit("quorum_mail", `{"id":"q"}`, ""),
 		d.Submit("send_customer_email", mailPayload("vip-1", "t", "v@customer.org"), ""),
+		// What no person saw, no grant approves: an action with a warning,
+		// a tool the tools file does not name.
+		d.Submit("send_customer_email", `{"customer_id":"c-w","topic":"t","to":"x@customer.org","subject":"s","body":"pay \u202eto\u202c"}`, ""),
+		d.Submit("not_in_the_file", `{"x":1}`, "unregistered:1"),
 	} {
 		if strings.Contains(ann.Get("/actions/"+a.ID).Body, "Approve and allow similar") {
 			t.Errorf("%s offers a grant", a.Tool)
@@ -115,6 +119,8 @@ func TestGrantsNotOffered(t *testing.T) {
 		}
 	}
 	a := d.Submit("send_customer_email", mailPayload("c-1", "t", "x@customer.org"), "")
+	// Offered, its default carries a use limit.
+	ann.Get("/actions/"+a.ID).WantContains(t, "Approve and allow similar", `name="grant_uses" min="1" max="100" value="20"`, "(up to 100; empty: 20)")
 	for _, bad := range []url.Values{{"grant_for": {"soon"}}, {"grant_for": {"1h"}, "grant_uses": {"0"}}, {"grant_for": {"1h"}, "grant_agent": {"all"}}} {
 		if res := ann.Post("/actions/"+a.ID+"/approve", bad); res.Status != http.StatusBadRequest {
 			t.Errorf("%v: %d, want 400", bad, res.Status)
@@ -144,7 +150,7 @@ func TestPolicyOnTheActionAndToolsPages(t *testing.T) {
 
 	tools := viewer.Get("/tools")
 	tools.WantContains(t, `data-testid="policy-send_customer_email"`, `data-rule="internal-recipient"`, "Legal topics go through the legal team.",
-		"allowed, for up to 8h and 100 actions each")
+		"allowed, for up to 8h and 100 actions each (20 unless the approver chooses")
 	for rule, want := range map[string]string{"internal-recipient": "1", "legal-topics": "1", "vip-two-people": "1"} {
 		i := strings.Index(tools.Body, `data-rule="`+rule+`"`)
 		row := tools.Body[i : i+strings.Index(tools.Body[i:], "</tr>")]

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
@@ -54,6 +55,8 @@ func TestPolicyThroughMCP(t *testing.T) {
 	wantAction(t, call(t, cs, "execute_action", map[string]any{"id": large.ID}), queue.StateInProgress)
 
 	// A grant's approval names the grant and the person who gave it.
+	// A grant approves while its granting user may decide: they exist.
+	apptest.AddStaff(t, e.store, strings.TrimPrefix(apptest.Approver, "user:"), accounts.RoleApprover)
 	first := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c-7", "topic": "a", "to": "x@customer.org", "subject": "s", "body": "b"}), queue.StatePending)
 	if _, err := e.svc.Decide(t.Context(), queue.DecideRequest{ID: first.ID, To: queue.StateApproved, By: apptest.Approver,
 		Grant: &queue.GrantRequest{For: time.Hour, Fields: []string{"customer_id"}}}); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
 )
 
 func scanUser(row rowScanner, extra ...any) (*accounts.User, error) {
@@ -38,10 +39,24 @@ func scanUser(row rowScanner, extra ...any) (*accounts.User, error) {
 }
 
 // UserSSOSignIn implements accounts.Store: one upsert on the unique index
-// users_email, so concurrent first sign-ins of one person create one user.
+// users_email, so concurrent first sign-ins of one person create one user;
+// a role that decides nothing ends the user's grants in its transaction.
 func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParams) (accounts.UserSSOSignInResult, error) {
-	var created bool
-	u, err := scanUser(s.pool.QueryRow(ctx, userSSOSignInSQL, p.Email, string(p.Role), p.Now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups)), &created)
+	var (
+		created bool
+		u       *accounts.User
+	)
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		var err error
+		if u, err = scanUser(tx.QueryRow(ctx, userSSOSignInSQL, p.Email, string(p.Role), p.Now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups)), &created); err != nil {
+			return err
+		}
+		if created || p.Role.CanDecide() {
+			return nil
+		}
+		// The provider's groups now give a role that decides nothing.
+		return endGrantsOfUser(ctx, tx, u.ID, queue.GrantEndGranterDemoted, p.Now)
+	})
 	if err != nil {
 		return accounts.UserSSOSignInResult{}, fmt.Errorf("single sign-on of %s: %w", p.Email, err)
 	}
@@ -49,7 +64,7 @@ func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParam
 }
 
 // UserSSODeny implements accounts.Store: the update and the end of the
-// user's sessions in one transaction.
+// user's sessions and grants in one transaction.
 func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (*accounts.User, error) {
 	var u *accounts.User
 	err := s.withTx(ctx, func(tx pgx.Tx) error {
@@ -57,8 +72,10 @@ func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (
 		if u, err = scanUser(tx.QueryRow(ctx, userSSODenySQL, p.Email, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), p.Now)); err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, userEndSessionsSQL, u.ID)
-		return err
+		if _, err = tx.Exec(ctx, userEndSessionsSQL, u.ID); err != nil {
+			return err
+		}
+		return endGrantsOfUser(ctx, tx, u.ID, queue.GrantEndGranterRefused, p.Now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deny single sign-on of %s: %w", p.Email, err)
@@ -102,7 +119,7 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 // UserSetPassword implements accounts.Store; it ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordParams) error {
 	id, hash, now := p.ID, p.PasswordHash, p.Now
-	if err := s.updateUserEndingSessions(ctx, userSetPasswordSQL, id, hash, now); err != nil {
+	if err := s.updateUserEndingSessions(ctx, userSetPasswordSQL, id, "", now, hash, now); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
 	return nil
@@ -113,7 +130,12 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 // sessions, in one transaction.
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
-	err := s.updateUserEndingSessions(ctx, userUpdateSQL, id, hash, now, string(role), slackIDArg(slackID), telegramIDArg(p.TelegramID))
+	// A role that decides nothing ends the user's grants with the update.
+	grantsEnd := ""
+	if !role.CanDecide() {
+		grantsEnd = queue.GrantEndGranterDemoted
+	}
+	err := s.updateUserEndingSessions(ctx, userUpdateSQL, id, grantsEnd, now, hash, now, string(role), slackIDArg(slackID), telegramIDArg(p.TelegramID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
 		return fmt.Errorf("slack id %s: %w", slackID, err)
 	}
@@ -127,11 +149,11 @@ func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) err
 }
 
 // updateUserEndingSessions runs update, an UPDATE of the user id ($1, its
-// other parameters from $2), and ends the user's sessions, in one
-// transaction: ErrNotFound for no such user, ErrSlackIDTaken or
-// ErrTelegramIDTaken when the new id is another user's (the only unique
-// columns it changes).
-func (s *Store) updateUserEndingSessions(ctx context.Context, update string, id int64, args ...any) error {
+// other parameters from $2), and ends the user's sessions, and with a
+// grantsEnd reason their grants (at now), in one transaction: ErrNotFound
+// for no such user, ErrSlackIDTaken or ErrTelegramIDTaken when the new id
+// is another user's (the only unique columns it changes).
+func (s *Store) updateUserEndingSessions(ctx context.Context, update string, id int64, grantsEnd string, now time.Time, args ...any) error {
 	return s.withTx(ctx, func(tx pgx.Tx) error {
 		tag, err := tx.Exec(ctx, update, append([]any{id}, args...)...)
 		if isUniqueViolationOf(err, "users_telegram_id") {
@@ -146,20 +168,35 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, update string, id 
 		if tag.RowsAffected() == 0 {
 			return accounts.ErrNotFound
 		}
-		_, err = tx.Exec(ctx, userEndSessionsSQL, id)
-		return err
+		if _, err = tx.Exec(ctx, userEndSessionsSQL, id); err != nil || grantsEnd == "" {
+			return err
+		}
+		return endGrantsOfUser(ctx, tx, id, grantsEnd, now)
 	})
 }
 
-// UserSetRole implements accounts.Store.
+// UserSetRole implements accounts.Store: a role that decides nothing ends
+// the user's grants in the same transaction.
 func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) error {
 	id, role := p.ID, p.Role
-	tag, err := s.pool.Exec(ctx, userSetRoleSQL, id, string(role))
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, userSetRoleSQL, id, string(role))
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return accounts.ErrNotFound
+		}
+		if role.CanDecide() {
+			return nil
+		}
+		return endGrantsOfUser(ctx, tx, id, queue.GrantEndGranterDemoted, p.At())
+	})
+	if errors.Is(err, accounts.ErrNotFound) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("set role: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return accounts.ErrNotFound
 	}
 	return nil
 }
@@ -258,14 +295,27 @@ func (s *Store) UserList(ctx context.Context) ([]*accounts.User, error) {
 	return out, rows.Err()
 }
 
-// UserDelete implements accounts.Store; sessions go with the user.
+// UserDelete implements accounts.Store; sessions go with the user, and
+// their grants end in the same transaction (read before the row goes).
 func (s *Store) UserDelete(ctx context.Context, id int64) error {
-	tag, err := s.pool.Exec(ctx, userDeleteSQL, id)
+	err := s.withTx(ctx, func(tx pgx.Tx) error {
+		if err := endGrantsOfUser(ctx, tx, id, queue.GrantEndGranterRemoved, time.Now()); err != nil {
+			return err
+		}
+		tag, err := tx.Exec(ctx, userDeleteSQL, id)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			return accounts.ErrNotFound
+		}
+		return nil
+	})
+	if errors.Is(err, accounts.ErrNotFound) {
+		return err
+	}
 	if err != nil {
 		return fmt.Errorf("delete user: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return accounts.ErrNotFound
 	}
 	return nil
 }

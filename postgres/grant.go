@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -20,7 +22,7 @@ func scanGrant(row rowScanner) (*queue.Grant, error) {
 		fields string
 	)
 	if err := row.Scan(&g.ID, &g.Tool, &g.Agent, &fields, &g.GrantedBy, &g.ActionID, &g.CreatedAt, &g.ExpiresAt,
-		&g.MaxUses, &g.Uses, &g.RevokedAt, &g.RevokedBy); err != nil {
+		&g.MaxUses, &g.Uses, &g.RevokedAt, &g.RevokedBy, &g.EndReason); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(fields), &g.Fields); err != nil {
@@ -73,7 +75,7 @@ func (s *Store) GrantList(ctx context.Context, p queue.GrantListParams) ([]*queu
 
 // GrantFind implements queue.Reader.
 func (s *Store) GrantFind(ctx context.Context, p queue.GrantFindParams) (*queue.Grant, error) {
-	g, err := scanGrant(s.pool.QueryRow(ctx, grantFindSQL, p.Now, p.Tool, p.RequestedBy, string(p.Payload)))
+	g, err := scanGrant(s.pool.QueryRow(ctx, grantFindSQL, p.Now, p.Tool, p.RequestedBy, string(p.Payload), approvalArg(p.Approval)))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
 	}
@@ -117,6 +119,26 @@ func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]que
 		return nil, fmt.Errorf("policy hits: %w", err)
 	}
 	return out, nil
+}
+
+// approvalArg is a tool's approval rule as granterMayDecide reads it: its
+// JSON, as an action's spec holds it, or NULL for none.
+func approvalArg(a *classify.Approval) *string {
+	if a == nil {
+		return nil
+	}
+	b, _ := json.Marshal(a) // plain fields: cannot fail
+	s := string(b)
+	return &s
+}
+
+// endGrantsOfUser ends the grants of the user id for reason in tx, the
+// transaction that took their right to decide away (grantEndOfUserSQL).
+func endGrantsOfUser(ctx context.Context, tx pgx.Tx, id int64, reason string, now time.Time) error {
+	if _, err := tx.Exec(ctx, grantEndOfUserSQL, id, now, reason); err != nil {
+		return fmt.Errorf("end the grants of user %d: %w", id, err)
+	}
+	return nil
 }
 
 // insertGrant creates the grant of an approval in its transaction, with its

@@ -526,3 +526,66 @@ VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'a
 		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
 	}
 }
+
+// Migration 00017 gives grants an end reason: a revoked grant was revoked
+// by a person; an active grant whose granting user is gone, decides
+// nothing or was refused by the identity provider ends, revoked by system,
+// with the reason; the others (and expired ones) stay as they are. Down
+// and Up again keep the rows.
+func TestMigrationGrantEnd(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, err := pgxpool.New(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	db := stdlib.OpenDBFromPool(pool)
+	t.Cleanup(func() { _ = db.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pool.Exec(ctx, `
+INSERT INTO users (email, password_hash, role, created_at, password_changed_at, sso_denied_at) VALUES
+    ('Ann@example.com', 'x', 'approver', now(), now(), NULL),
+    ('vic@example.com', 'x', 'viewer', now(), now(), NULL),
+    ('den@example.com', 'x', 'approver', now(), now(), now());
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, expires_at, spec)
+VALUES ('01890a5d-0000-7000-8000-000000000001', 't', 'at-most-once', 'k', 1, 'approved', '{}', 'agent:bot',
+        now(), now() + interval '1 day', '{"name":"t"}');
+INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, revoked_at, revoked_by) VALUES
+    ('01890a5d-0000-7000-8000-0000000000a1', 't', 'user:ann@example.com', '01890a5d-0000-7000-8000-000000000001', now(), now() + interval '1 day', NULL, NULL),
+    ('01890a5d-0000-7000-8000-0000000000a2', 't', 'user:ann@example.com', '01890a5d-0000-7000-8000-000000000001', now(), now() + interval '1 day', now(), 'user:ops@example.com'),
+    ('01890a5d-0000-7000-8000-0000000000a3', 't', 'user:vic@example.com', '01890a5d-0000-7000-8000-000000000001', now(), now() + interval '1 day', NULL, NULL),
+    ('01890a5d-0000-7000-8000-0000000000a4', 't', 'user:den@example.com', '01890a5d-0000-7000-8000-000000000001', now(), now() + interval '1 day', NULL, NULL),
+    ('01890a5d-0000-7000-8000-0000000000a5', 't', 'user:gone@example.com', '01890a5d-0000-7000-8000-000000000001', now(), now() + interval '1 day', NULL, NULL),
+    ('01890a5d-0000-7000-8000-0000000000a6', 't', 'user:gone@example.com', '01890a5d-0000-7000-8000-000000000001', now() - interval '2 days', now() - interval '1 day', NULL, NULL);
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 17); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(right(id::text, 2) || ':' || coalesce(end_reason, '-') || ':' || coalesce(revoked_by, '-'), ' ' ORDER BY id) FROM grants`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := "a1:-:- a2:revoked:user:ops@example.com a3:granter_demoted:system a4:granter_refused:system a5:granter_removed:system a6:-:-"
+	if got != want {
+		t.Fatalf("after 00017:\n%s\nwant:\n%s", got, want)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE grants SET end_reason = 'revoked' WHERE id = '01890a5d-0000-7000-8000-0000000000a1'`); err == nil {
+		t.Fatal("an end reason without a revocation was stored")
+	}
+	if _, err := p.DownTo(ctx, 16); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(ctx, 17); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -333,7 +333,7 @@ const eventListSelect = `SELECT id, coalesce(action_id::text, ''), coalesce(subj
 const grantGetByIDSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
-    g.revoked_at, g.revoked_by FROM grants g WHERE g.id = $1`
+    g.revoked_at, g.revoked_by, coalesce(g.end_reason, '') FROM grants g WHERE g.id = $1`
 
 // grantListSQL lists grants newest first: the active ones at $1 ($2
 // true), the others ($2 false), or all ($2 NULL).
@@ -341,13 +341,14 @@ const grantGetByIDSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fie
 const grantListSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
-    g.revoked_at, g.revoked_by FROM grants g
+    g.revoked_at, g.revoked_by, coalesce(g.end_reason, '') FROM grants g
 WHERE $2::boolean IS NULL OR (g.revoked_at IS NULL AND g.expires_at > $1 AND (g.max_uses IS NULL OR g.uses < g.max_uses)) = $2
 ORDER BY g.created_at DESC, g.id DESC LIMIT $3`
 
 // grantFindSQL is the grant a submission ($2 tool, $3 requested_by, $4
-// payload) at $1 would use, as submitSQL picks it (one without a limit
-// first, then the one that expires soonest), read without a lock.
+// payload, $5 the tool's approval rule) at $1 would use, as submitSQL
+// picks it (one without a limit first, then the one that expires
+// soonest), read without a lock.
 // (sql/grant.sql)
 const grantFindSQL = `WITH sub AS (
     SELECT $3::text AS requested_by, $4::text AS payload
@@ -355,23 +356,44 @@ const grantFindSQL = `WITH sub AS (
 SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
-    g.revoked_at, g.revoked_by FROM grants g, sub
+    g.revoked_at, g.revoked_by, coalesce(g.end_reason, '') FROM grants g, sub
 WHERE g.tool = $2 AND (g.revoked_at IS NULL AND g.expires_at > $1 AND (g.max_uses IS NULL OR g.uses < g.max_uses)) AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
     SELECT 1 FROM jsonb_array_elements(g.fields) f
-    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value') AND EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT $5::jsonb AS ap) r
+    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
+      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
+        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
+        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
 ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1`
 
 // grantRevokeSQL revokes an unrevoked grant and records the event on its
 // action, in one statement; no row: revoked already, or unknown.
 // (sql/grant.sql)
 const grantRevokeSQL = `WITH upd AS (
-    UPDATE grants SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL
+    UPDATE grants SET revoked_at = $2, revoked_by = $3, end_reason = 'revoked' WHERE id = $1 AND revoked_at IS NULL
     RETURNING action_id
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT action_id, $4, $3, $5, $2, $6::json FROM upd
 )
 SELECT count(*) FROM upd`
+
+// grantEndOfUserSQL ends, at $2 for the reason $3 (queue.GrantEnd…), the
+// unexpired grants of the user $1 and records grant_revoked by system on
+// each grant's action (queue.GrantSystemActor): run in the transaction that removes the user (before
+// the row goes), lowers their role or records the identity provider's
+// refusal, so no submission after it commits is approved in their name.
+// (sql/grant.sql)
+const grantEndOfUserSQL = `WITH upd AS (
+    UPDATE grants g SET revoked_at = $2, revoked_by = 'system', end_reason = $3
+    FROM users u
+    WHERE u.id = $1 AND lower(g.granted_by) = lower('user:' || u.email) AND g.revoked_at IS NULL AND g.expires_at > $2
+    RETURNING g.id, g.action_id
+)
+INSERT INTO events (action_id, kind, actor, channel, at, data)
+SELECT action_id, 'grant_revoked', 'system', 'system', $2, json_build_object('grant', id::text, 'reason', $3::text)
+FROM upd`
 
 // policyHitsSQL counts the policy events since $2 (the week) by tool and
 // rule, and those since $1 (the day), reading events_policy.
@@ -508,7 +530,8 @@ const heldWhere = `a.state IN ('pending', 'approved', 'rejected', 'in_progress',
 // call's delivery_started (queue.ActionSubmitParams.Decision), whose
 // action is recorded, not decided.
 // With $32 (queue.GrantTry) an active grant that matches the pending
-// action approves it: one without a limit is read in the snapshot; one
+// action, and whose granting user may still decide the tool under the
+// action's approval rule ($15's approval: granterMayDecide), approves it: one without a limit is read in the snapshot; one
 // with a limit is locked (FOR UPDATE rereads it once a concurrent use
 // commits, so its uses are current) and its use counted in the same
 // statement, but only when the insert took the intent. Twenty concurrent
@@ -538,7 +561,12 @@ const submitSQL = `WITH sub AS (
     WHERE $32 AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.max_uses IS NULL
       AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
     SELECT 1 FROM jsonb_array_elements(g.fields) f
-    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value') AND EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT $15::jsonb->'approval' AS ap) r
+    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
+      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
+        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
+        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
     ORDER BY g.expires_at, g.id LIMIT 1
 ), grant_counted AS (
     SELECT g.id, g.granted_by FROM grants g, sub
@@ -552,7 +580,12 @@ const submitSQL = `WITH sub AS (
       AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
       AND (g.agent IS NULL OR g.agent = sub.requested_by) AND NOT EXISTS (
     SELECT 1 FROM jsonb_array_elements(g.fields) f
-    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+    WHERE (sub.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value') AND EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT $15::jsonb->'approval' AS ap) r
+    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
+      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
+        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
+        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
     ORDER BY g.expires_at, g.id LIMIT 1
     FOR UPDATE OF g
 ), grant_pick AS (
@@ -678,6 +711,12 @@ const submitManySQL = `WITH input AS (
           AND (g.max_uses IS NULL OR g.uses < g.max_uses) AND (g.agent IS NULL OR g.agent = i.requested_by) AND NOT EXISTS (
     SELECT 1 FROM jsonb_array_elements(g.fields) f
     WHERE (i.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
+          AND EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT i.spec::jsonb->'approval' AS ap) r
+    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
+      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
+        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
+        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
         ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1
     ) g
 ), ins AS (

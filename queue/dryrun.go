@@ -71,7 +71,8 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 		return DryRunResult{Outcome: DryRunRecord, Action: a}, nil
 	}
 	if sub.grant != nil {
-		g, err := s.store.GrantFind(ctx, GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: a.CreatedAt})
+		g, err := s.store.GrantFind(ctx, GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: a.CreatedAt,
+			Approval: a.Spec.Approval})
 		switch {
 		case err == nil:
 			GrantApproved(a, g, sub.grant)

@@ -37,6 +37,88 @@ type Grant struct {
 	Uses      int        `json:"uses"`
 	RevokedAt *time.Time `json:"revoked_at"`
 	RevokedBy *string    `json:"revoked_by"`
+	// EndReason says why a revoked grant ended (GrantEnd…): a person
+	// revoked it, or its granting user lost the right to decide; "" while
+	// it is not revoked.
+	EndReason string `json:"end_reason,omitempty"`
+}
+
+// Why a grant ended before its time: the stored end_reason, and (for
+// GrantEndNotApprover, never stored) what /grants says of a grant whose
+// granter the tools file now in force no longer lists among the tool's
+// approvers, which the submission's check refuses to use.
+const (
+	// GrantEndRevoked: its granter, an operator or an admin revoked it.
+	GrantEndRevoked = "revoked"
+	// GrantEndGranterRemoved: its granting user was removed.
+	GrantEndGranterRemoved = "granter_removed"
+	// GrantEndGranterDemoted: its granting user's role no longer decides
+	// (neither approver nor admin), set by an admin or by the identity
+	// provider's groups at a sign-in.
+	GrantEndGranterDemoted = "granter_demoted"
+	// GrantEndGranterRefused: the identity provider refused its granting
+	// user (their groups map to no role).
+	GrantEndGranterRefused = "granter_refused"
+	// GrantEndNotApprover: its granting user is not among the approvers
+	// of the tool in the tools file now in force.
+	GrantEndNotApprover = "granter_not_approver"
+)
+
+// GrantSystemActor revokes the grants whose granter lost the right to
+// decide, in the transaction that took it away.
+const GrantSystemActor = "system"
+
+// DefaultGrantUses is the use limit of "Approve and allow similar" when
+// the approver names none (or the tool's grants.max_uses when smaller): a
+// grant never approves without end by default.
+const DefaultGrantUses = 20
+
+// Granter is what the stores know, at a submission, of the user who
+// created a grant: the rule of GranterStanding reads it.
+type Granter struct {
+	// Exists says a staff user has the grant's email.
+	Exists bool
+	// CanDecide says their role approves and rejects (approver, admin).
+	CanDecide bool
+	// NoAccess says the identity provider refused them at their last
+	// sign-in attempt.
+	NoAccess bool
+	// Email and IdPGroups are matched against the tool's approvers.
+	Email     string
+	IdPGroups []string
+}
+
+// GranterStanding is the one rule of whether a grant may still approve for
+// its granting user: "" when they may still decide an action of the tool
+// under approval (the tool's approval rule now in force, as the new
+// action's snapshot holds it), else why not (GrantEnd…). A grant is an
+// approver's decision made in advance, so it lasts only as long as their
+// right to make it: the stores check it at every match (PostgreSQL in SQL,
+// granterMayDecide in sql/grant.sql; the conformance suite holds the two
+// together), and end the grants in the transaction that removes the user,
+// lowers the role or records the identity provider's refusal.
+func GranterStanding(approval *classify.Approval, g Granter) string {
+	switch {
+	case !g.Exists:
+		return GrantEndGranterRemoved
+	case !g.CanDecide:
+		return GrantEndGranterDemoted
+	case g.NoAccess:
+		return GrantEndGranterRefused
+	case !approval.MayDecide(classify.Person{Email: g.Email, IdPGroups: g.IdPGroups}, false):
+		return GrantEndNotApprover
+	}
+	return ""
+}
+
+// GranterEmail is the email of the grant's granting user (granted_by
+// user:EMAIL), "" for any other actor.
+func (g *Grant) GranterEmail() string {
+	email, ok := strings.CutPrefix(g.GrantedBy, "user:")
+	if !ok {
+		return ""
+	}
+	return email
 }
 
 // GrantField is one payload field a grant holds fixed: Path is dotted
@@ -114,7 +196,8 @@ func (g *Grant) UsesLeft() (int, bool) {
 type GrantRequest struct {
 	// For is how long the grant lasts: at most the tool's grants.max.
 	For time.Duration
-	// Uses caps the actions it approves (0: the tool's max_uses, if any).
+	// Uses caps the actions it approves (0: DefaultGrantUses, or the
+	// tool's max_uses when smaller).
 	Uses int
 	// AnyAgent extends it to every agent; else only the action's agent.
 	AnyAgent bool
@@ -156,7 +239,14 @@ func GrantApproval(grantID, grantedBy string, at time.Time) Approval {
 // is about later submissions, which that file governs). A refusal is
 // CodeInvalidRequest naming what is wrong, and nothing is decided.
 func (s *Service) grantFor(a *Action, by string, r *GrantRequest, edited bool, now time.Time) (*Grant, error) {
-	tool, _ := s.Registry().Lookup(a.Tool)
+	tool, registered := s.Registry().Lookup(a.Tool)
+	if !registered || slices.Contains(a.Warnings, WarningToolNotRegistered) {
+		return nil, Errorf(CodeInvalidRequest, "no grant: tool %s is not in the tools file, so a person decides each of its actions; approve it without one", a.Tool)
+	}
+	if risks := UnseenRisks(a.Warnings); len(risks) > 0 {
+		return nil, Errorf(CodeInvalidRequest, "no grant: action %s carries the warning %s, and a grant would approve later actions no person saw; approve it without one",
+			a.ID, strings.Join(risks, ", "))
+	}
 	limits, err := tool.GrantLimits()
 	if err != nil {
 		return nil, Errorf(CodeInvalidRequest, "no grant: %v; approve it without one", err)
@@ -184,7 +274,10 @@ func (s *Service) grantFor(a *Action, by string, r *GrantRequest, edited bool, n
 	g := &Grant{ID: NewID(now), Tool: a.Tool, GrantedBy: by, ActionID: a.ID, CreatedAt: now,
 		ExpiresAt: now.Add(r.For), MaxUses: r.Uses, Fields: []GrantField{}}
 	if g.MaxUses == 0 {
-		g.MaxUses = limits.MaxUses
+		g.MaxUses = DefaultGrantUses
+		if limits.MaxUses > 0 {
+			g.MaxUses = min(limits.MaxUses, DefaultGrantUses)
+		}
 	}
 	if !r.AnyAgent {
 		g.Agent = a.RequestedBy
@@ -241,6 +334,10 @@ type GrantFindParams struct {
 	RequestedBy string
 	Payload     json.RawMessage
 	Now         time.Time
+	// Approval is the tool's approval rule now in force (the new action's
+	// snapshot): a grant whose granter it does not admit is not used
+	// (GranterStanding).
+	Approval *classify.Approval
 }
 
 // RevokeGrant revokes a grant at once: no submission after this commits is

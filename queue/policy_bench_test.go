@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
@@ -41,6 +43,7 @@ tools:
 func BenchmarkSubmitPolicy(b *testing.B) {
 	for _, store := range []string{"postgres", "sqlite"} {
 		e := apptest.NewEnv(b, apptest.EnvOptions{SQLite: store == "sqlite", Tools: apptest.ParseTools(b, benchTools, classify.Options{})})
+		apptest.AddStaff(b, e.Store, strings.TrimPrefix(apptest.Approver, "user:"), accounts.RoleApprover)
 		granting := apptest.Submit(b, e.Service, "ruled", map[string]any{"n": "g", "customer_id": "c-grant", "topic": "t", "to": "x@customer.org"})
 		if _, err := e.Service.Decide(context.Background(), queue.DecideRequest{ID: granting.ID, To: queue.StateApproved, By: apptest.Approver,
 			Grant: &queue.GrantRequest{For: 8 * time.Hour, Fields: []string{"customer_id"}}}); err != nil {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
@@ -139,6 +140,7 @@ func TestPolicyFailsClosed(t *testing.T) {
 
 		// An active grant of any payload approves what evaluates, and nothing
 		// whose rule failed.
+		apptest.AddStaff(t, e.Store, "ann@example.com", accounts.RoleApprover)
 		first := submitRaw(t, svc, "notice", `{"id":"g0","amount":1}`)
 		if _, err := approveWithGrant(ctx, svc, first.ID, apptest.Approver, queue.GrantRequest{For: time.Hour}); err != nil {
 			t.Fatal(err)

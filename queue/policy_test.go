@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
@@ -20,7 +21,12 @@ func policyEnv(t *testing.T, fn func(t *testing.T, e *apptest.Env)) {
 	t.Helper()
 	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, apptest.PolicyTools, classify.Options{}),
 		Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))}
-	apptest.OnBothStores(t, opts, fn)
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) {
+		// The approver who grants: a grant approves only while its
+		// granting user may decide.
+		apptest.AddStaff(t, e.Store, strings.TrimPrefix(apptest.Approver, "user:"), accounts.RoleApprover)
+		fn(t, e)
+	})
 }
 
 func submitAs(t *testing.T, svc *queue.Service, agent, tool string, payload map[string]any) (queue.SubmitResult, error) {
@@ -212,7 +218,7 @@ func TestGrantThroughTheService(t *testing.T) {
 			t.Fatalf("grants: %v %v", grants, err)
 		}
 		g := grants[0]
-		if g.ActionID != first.ID || g.GrantedBy != apptest.Approver || g.Agent != "agent:bot" || g.MaxUses != 100 ||
+		if g.ActionID != first.ID || g.GrantedBy != apptest.Approver || g.Agent != "agent:bot" || g.MaxUses != queue.DefaultGrantUses ||
 			!g.ExpiresAt.Equal(e.Clock.Now().Add(2*time.Hour)) || len(g.Fields) != 1 || string(g.Fields[0].Value) != `"c-7"` {
 			t.Fatalf("the grant: %+v", g)
 		}
@@ -292,6 +298,11 @@ func TestGrantRefusals(t *testing.T) {
 			{"too short", mail("short"), queue.GrantRequest{For: time.Second}, nil, "at least 1m"},
 			{"edited", created(t, svc, "send_customer_email", email("c-1", "edited", "x@customer.org")), queue.GrantRequest{For: time.Hour}, edited, "edited payload"},
 			{"exactly-once", created(t, svc, "issue_refund", map[string]any{"order_id": "o", "line_id": 1, "amount": 900}), queue.GrantRequest{For: time.Hour}, nil, "only at-most-once"},
+			// What no person saw, no grant approves: no grant from an action
+			// with a warning, nor of a tool the tools file does not name.
+			{"invisible characters", created(t, svc, "send_customer_email", map[string]any{"customer_id": "c-1", "topic": "hidden",
+				"to": "x@customer.org", "subject": "s", "body": "pay \u202eto\u202c"}), queue.GrantRequest{For: time.Hour}, nil, "carries the warning invisible_characters"},
+			{"unregistered", unregistered(t, svc, "grant:unregistered"), queue.GrantRequest{For: time.Hour}, nil, "is not in the tools file"},
 		} {
 			by := apptest.Approver
 			if tc.action.Tool == "issue_refund" {
@@ -308,6 +319,59 @@ func TestGrantRefusals(t *testing.T) {
 		}
 		if grants, _ := e.Store.GrantList(ctx, queue.GrantListParams{Now: e.Clock.Now()}); len(grants) != 0 {
 			t.Fatalf("refusals created grants: %+v", grants)
+		}
+	})
+}
+
+// unregistered submits a pending action of a tool the tools file does not
+// name, with the key it needs.
+func unregistered(t *testing.T, svc *queue.Service, key string) *queue.Action {
+	t.Helper()
+	res, err := svc.Submit(t.Context(), queue.SubmitRequest{Tool: "not_in_the_file", Payload: json.RawMessage(`{"x":1}`), Agent: "bot", IntentKey: key})
+	if err != nil || !res.Created || res.Action.State != queue.StatePending {
+		t.Fatalf("submit an unregistered tool: %v %+v", err, res)
+	}
+	return res.Action
+}
+
+// The default grant has a use limit: DefaultGrantUses, or the tool's
+// grants.max_uses when that is smaller.
+func TestGrantDefaultUseLimit(t *testing.T) {
+	t.Parallel()
+	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, `
+tools:
+  hundred: { intent: "h:{id}", approval: { grants: { max: 8h, max_uses: 100 } } }
+  unlimited: { intent: "u:{id}" }
+  five: { intent: "f:{id}", approval: { grants: { max: 8h, max_uses: 5 } } }
+`, classify.Options{}), Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))}
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) {
+		ctx, svc := t.Context(), e.Service
+		apptest.AddStaff(t, e.Store, "ann@example.com", accounts.RoleApprover)
+		for _, tc := range []struct {
+			tool string
+			want int
+		}{
+			{"hundred", queue.DefaultGrantUses},
+			{"unlimited", queue.DefaultGrantUses},
+			{"five", 5},
+		} {
+			a := created(t, svc, tc.tool, map[string]any{"id": "1"})
+			if _, err := approveWithGrant(ctx, svc, a.ID, apptest.Approver, queue.GrantRequest{For: time.Hour}); err != nil {
+				t.Fatalf("%s: %v", tc.tool, err)
+			}
+			grants, err := e.Store.GrantList(ctx, queue.GrantListParams{Now: e.Clock.Now(), Limit: 10})
+			if err != nil || len(grants) == 0 {
+				t.Fatalf("%s: grants %v", tc.tool, err)
+			}
+			var got *queue.Grant
+			for _, g := range grants {
+				if g.ActionID == a.ID {
+					got = g
+				}
+			}
+			if got == nil || got.MaxUses != tc.want {
+				t.Fatalf("%s: the default grant: %+v, want max_uses %d", tc.tool, got, tc.want)
+			}
 		}
 	})
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/queue"
 )
 
 const userColumns = `id, email, password_hash, role, created_at, password_changed_at, coalesce(slack_id, ''), coalesce(telegram_id, 0),
@@ -69,7 +70,11 @@ func (s *Store) UserSSOSignIn(ctx context.Context, p accounts.UserSSOSignInParam
 			idp_groups = excluded.idp_groups, idp_synced_at = excluded.idp_synced_at, sso_denied_at = NULL
 		RETURNING `+userColumns, p.Email, string(p.Role), now, now, p.Subject, accounts.IdPGroupsJSON(p.IdPGroups), now))
 		res.User = u
-		return err
+		if err != nil || res.Created || p.Role.CanDecide() {
+			return err
+		}
+		// The provider's groups now give a role that decides nothing.
+		return endGrantsOfUser(ctx, tx, u.ID, queue.GrantEndGranterDemoted, p.Now)
 	})
 	if err != nil {
 		return accounts.UserSSOSignInResult{}, fmt.Errorf("single sign-on of %s: %w", p.Email, err)
@@ -91,8 +96,10 @@ func (s *Store) UserSSODeny(ctx context.Context, p accounts.UserSSODenyParams) (
 		if err != nil {
 			return err
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, u.ID)
-		return err
+		if _, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, u.ID); err != nil {
+			return err
+		}
+		return endGrantsOfUser(ctx, tx, u.ID, queue.GrantEndGranterRefused, p.Now)
 	})
 	if err != nil {
 		return nil, fmt.Errorf("deny single sign-on of %s: %w", p.Email, err)
@@ -184,7 +191,7 @@ func (s *Store) UserCreate(ctx context.Context, u *accounts.User) (*accounts.Use
 // UserSetPassword changes the password hash and ends the user's sessions.
 func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordParams) error {
 	id, hash, now := p.ID, p.PasswordHash, p.Now
-	if err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?`, hash, fmtTime(now)); err != nil {
+	if err := s.updateUserEndingSessions(ctx, id, "", now, `password_hash = ?, password_changed_at = ?`, hash, fmtTime(now)); err != nil {
 		return fmt.Errorf("set password of user %d: %w", id, err)
 	}
 	return nil
@@ -195,7 +202,12 @@ func (s *Store) UserSetPassword(ctx context.Context, p accounts.UserSetPasswordP
 // nothing.
 func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) error {
 	id, hash, role, slackID, now := p.ID, p.PasswordHash, p.Role, p.SlackID, p.Now
-	err := s.updateUserEndingSessions(ctx, id, `password_hash = ?, password_changed_at = ?, role = ?,
+	// A role that decides nothing ends the user's grants with the update.
+	grantsEnd := ""
+	if !role.CanDecide() {
+		grantsEnd = queue.GrantEndGranterDemoted
+	}
+	err := s.updateUserEndingSessions(ctx, id, grantsEnd, now, `password_hash = ?, password_changed_at = ?, role = ?,
     slack_id = coalesce(?, slack_id), telegram_id = coalesce(?, telegram_id), sso_denied_at = NULL`, hash, fmtTime(now), string(role),
 		slackIDArg(slackID), telegramIDArg(p.TelegramID))
 	if errors.Is(err, accounts.ErrSlackIDTaken) {
@@ -211,10 +223,11 @@ func (s *Store) UserUpdate(ctx context.Context, p accounts.UserUpdateParams) err
 }
 
 // updateUserEndingSessions runs UPDATE users SET set WHERE id = ? (set's
-// parameters first) and ends the user's sessions, in one transaction:
-// ErrNotFound for no such user, ErrSlackIDTaken when the new Slack id is
-// another user's (the only unique column set changes).
-func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set string, args ...any) error {
+// parameters first) and ends the user's sessions, and with a grantsEnd
+// reason their grants (at now), in one transaction: ErrNotFound for no
+// such user, ErrSlackIDTaken when the new Slack id is another user's (the
+// only unique column set changes).
+func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, grantsEnd string, now time.Time, set string, args ...any) error {
 	return s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET `+set+` WHERE id = ?`, append(args, id)...))
 		if isUniqueViolation(err) && isTelegramIDViolation(err) {
@@ -229,18 +242,27 @@ func (s *Store) updateUserEndingSessions(ctx context.Context, id int64, set stri
 		if n == 0 {
 			return accounts.ErrNotFound
 		}
-		_, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id)
-		return err
+		if _, err = tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil || grantsEnd == "" {
+			return err
+		}
+		return endGrantsOfUser(ctx, tx, id, grantsEnd, now)
 	})
 }
 
-// UserSetRole changes a user's role.
+// UserSetRole changes a user's role; one that decides nothing ends the
+// user's grants in the same transaction.
 func (s *Store) UserSetRole(ctx context.Context, p accounts.UserSetRoleParams) error {
 	id, role := p.ID, p.Role
-	n, err := s.exec(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id)
-	if err == nil && n == 0 {
-		err = accounts.ErrNotFound
-	}
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE users SET role = ? WHERE id = ?`, string(role), id))
+		if err == nil && n == 0 {
+			err = accounts.ErrNotFound
+		}
+		if err != nil || role.CanDecide() {
+			return err
+		}
+		return endGrantsOfUser(ctx, tx, id, queue.GrantEndGranterDemoted, p.At())
+	})
 	if err != nil {
 		return fmt.Errorf("set role of user %d: %w", id, err)
 	}
@@ -362,6 +384,10 @@ func (s *Store) UserDelete(ctx context.Context, id int64) error {
 		// The foreign key cascades too; deleting explicitly does not depend
 		// on the connection having foreign keys on.
 		if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = ?`, id); err != nil {
+			return err
+		}
+		// Read by the user's email: before the row goes.
+		if err := endGrantsOfUser(ctx, tx, id, queue.GrantEndGranterRemoved, time.Now()); err != nil {
 			return err
 		}
 		n, err := rowsAffected(tx.ExecContext(ctx, `DELETE FROM users WHERE id = ?`, id))

@@ -6,7 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -14,7 +16,7 @@ import (
 // counter of a grant with a limit, else the actions it approved.
 const grantColumns = `g.id, g.tool, g.agent, g.fields, g.granted_by, g.action_id, g.created_at, g.expires_at, g.max_uses,
 	CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id) ELSE g.uses END,
-	g.revoked_at, g.revoked_by`
+	g.revoked_at, g.revoked_by, coalesce(g.end_reason, '')`
 
 func scanGrant(sc scanner) (*queue.Grant, error) {
 	var (
@@ -24,7 +26,7 @@ func scanGrant(sc scanner) (*queue.Grant, error) {
 		maxUses                      sql.NullInt64
 	)
 	if err := sc.Scan(&g.ID, &g.Tool, &agent, &fields, &g.GrantedBy, &g.ActionID, &createdAt, &expiresAt, &maxUses,
-		&g.Uses, &revokedAt, &revokedBy); err != nil {
+		&g.Uses, &revokedAt, &revokedBy, &g.EndReason); err != nil {
 		return nil, err
 	}
 	g.Agent, g.MaxUses, g.RevokedBy = agent.String, int(maxUses.Int64), ptrString(revokedBy)
@@ -50,7 +52,8 @@ func scanGrant(sc scanner) (*queue.Grant, error) {
 // findGrant returns the grant that approves the submission p describes:
 // among the tool's active grants, one without a limit first, then the one
 // that expires soonest (a limited one is used up before it lapses), matched
-// in Go (queue.Grant.Matches). ErrNotFound when none does.
+// in Go (queue.Grant.Matches) and whose granting user may still decide the
+// tool under p.Approval (queue.GranterStanding). ErrNotFound when none does.
 func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.Grant, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+grantColumns+` FROM grants g
 		WHERE g.tool = ? AND g.revoked_at IS NULL AND g.expires_at > ? AND (g.max_uses IS NULL OR g.uses < g.max_uses)
@@ -59,7 +62,10 @@ func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.
 		return nil, err
 	}
 	defer rows.Close()
-	var payload map[string]any
+	var (
+		payload map[string]any
+		matched []*queue.Grant
+	)
 	for rows.Next() {
 		g, err := scanGrant(rows)
 		if err != nil {
@@ -71,13 +77,82 @@ func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.
 			}
 		}
 		if g.Matches(p.Tool, p.RequestedBy, payload) {
-			return g, nil
+			matched = append(matched, g)
 		}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
+	rows.Close()
+	for _, g := range matched {
+		who, err := granter(ctx, q, g.GranterEmail())
+		if err != nil {
+			return nil, fmt.Errorf("grant %s: granter: %w", g.ID, err)
+		}
+		if queue.GranterStanding(p.Approval, who) == "" {
+			return g, nil
+		}
+	}
 	return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+}
+
+// granter reads what queue.GranterStanding needs of the user with email
+// ("": no user), in the caller's transaction.
+func granter(ctx context.Context, q querier, email string) (queue.Granter, error) {
+	if email == "" {
+		return queue.Granter{}, nil
+	}
+	var (
+		role, groups string
+		denied       bool
+	)
+	err := q.QueryRowContext(ctx, `SELECT role, idp_groups, sso_denied_at IS NOT NULL FROM users WHERE lower(email) = lower(?)`, email).
+		Scan(&role, &groups, &denied)
+	if errors.Is(err, sql.ErrNoRows) {
+		return queue.Granter{}, nil
+	}
+	if err != nil {
+		return queue.Granter{}, err
+	}
+	g := queue.Granter{Exists: true, CanDecide: accounts.Role(role).CanDecide(), NoAccess: denied, Email: email}
+	if err := json.Unmarshal([]byte(groups), &g.IdPGroups); err != nil {
+		return queue.Granter{}, fmt.Errorf("idp_groups: %w", err)
+	}
+	return g, nil
+}
+
+// endGrantsOfUser ends, at now for reason (queue.GrantEnd…), the unexpired
+// grants of the user id and records grant_revoked by system on each
+// grant's action: run in the transaction that removes the user (before the
+// row goes), lowers their role or records the identity provider's refusal.
+func endGrantsOfUser(ctx context.Context, q querier, id int64, reason string, now time.Time) error {
+	rows, err := q.QueryContext(ctx, `UPDATE grants SET revoked_at = ?1, revoked_by = ?2, end_reason = ?3
+		WHERE lower(granted_by) = (SELECT lower('user:' || email) FROM users WHERE id = ?4) AND revoked_at IS NULL AND expires_at > ?1
+		RETURNING id, action_id`, fmtTime(now), queue.GrantSystemActor, reason, id)
+	if err != nil {
+		return fmt.Errorf("end the grants of user %d: %w", id, err)
+	}
+	var ended [][2]string
+	for rows.Next() {
+		var g [2]string
+		if err := rows.Scan(&g[0], &g[1]); err != nil {
+			rows.Close()
+			return err
+		}
+		ended = append(ended, g)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("end the grants of user %d: %w", id, err)
+	}
+	for _, g := range ended {
+		data, _ := json.Marshal(map[string]string{"grant": g[0], "reason": reason})
+		if _, err := insertEvent(ctx, q, queue.Event{ActionID: g[1], Kind: queue.EventGrantRevoked, Actor: queue.GrantSystemActor,
+			Channel: queue.GrantSystemActor, At: now, Data: data}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // useGrant counts one use of grant g by the new action a (a grant with a
@@ -196,7 +271,7 @@ func (s *Store) GrantRevoke(ctx context.Context, p queue.GrantRevokeParams) (*qu
 	)
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		mismatch = false
-		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ? WHERE id = ? AND revoked_at IS NULL`,
+		n, err := rowsAffected(tx.ExecContext(ctx, `UPDATE grants SET revoked_at = ?, revoked_by = ?, end_reason = 'revoked' WHERE id = ? AND revoked_at IS NULL`,
 			fmtTime(p.Now), p.By, p.ID))
 		if err != nil {
 			return err

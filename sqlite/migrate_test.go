@@ -569,3 +569,49 @@ func TestMigrationAudit(t *testing.T) {
 		t.Errorf("events.subject after Down: %d, %v", n, err)
 	}
 }
+
+// Migration 00017 gives grants an end reason, as postgres's twin does: a
+// revoked grant was revoked by a person; an active grant whose granting
+// user is gone, decides nothing or was refused by the identity provider
+// ends, revoked by system; the others (and expired ones) stay as they are.
+func TestMigrationGrantEnd(t *testing.T) {
+	t.Parallel()
+	_, db, p, exec := migratedTo(t, 16)
+	const past, now, later = "2000-01-01T00:00:00.000000000Z", "2020-01-01T00:00:00.000000000Z", "2999-01-01T00:00:00.000000000Z"
+	if err := exec(`
+INSERT INTO users (email, password_hash, role, created_at, password_changed_at, sso_denied_at) VALUES
+    ('Ann@example.com', 'x', 'approver', ?1, ?1, NULL), ('vic@example.com', 'x', 'viewer', ?1, ?1, NULL),
+    ('den@example.com', 'x', 'approver', ?1, ?1, ?1);
+INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, expires_at, spec)
+VALUES ('act', 't', 'at-most-once', 'k', 1, 'approved', '{}', 'agent:bot', ?1, ?2, '{"name":"t"}');
+INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, revoked_at, revoked_by) VALUES
+    ('a1', 't', 'user:ann@example.com', 'act', ?1, ?2, NULL, NULL),
+    ('a2', 't', 'user:ann@example.com', 'act', ?1, ?2, ?1, 'user:ops@example.com'),
+    ('a3', 't', 'user:vic@example.com', 'act', ?1, ?2, NULL, NULL),
+    ('a4', 't', 'user:den@example.com', 'act', ?1, ?2, NULL, NULL),
+    ('a5', 't', 'user:gone@example.com', 'act', ?1, ?2, NULL, NULL),
+    ('a6', 't', 'user:gone@example.com', 'act', ?3, ?1, NULL, NULL);`, now, later, past); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 17); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := db.QueryRowContext(t.Context(), `SELECT group_concat(id || ':' || coalesce(end_reason, '-') || ':' || coalesce(revoked_by, '-'), ' ')
+		FROM (SELECT * FROM grants ORDER BY id)`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	want := "a1:-:- a2:revoked:user:ops@example.com a3:granter_demoted:system a4:granter_refused:system a5:granter_removed:system a6:-:-"
+	if got != want {
+		t.Fatalf("after 00017:\n%s\nwant:\n%s", got, want)
+	}
+	if err := exec(`UPDATE grants SET end_reason = 'forgotten' WHERE id = 'a1'`); err == nil {
+		t.Fatal("an unknown end reason was stored")
+	}
+	if _, err := p.DownTo(t.Context(), 16); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.UpTo(t.Context(), 17); err != nil {
+		t.Fatal(err)
+	}
+}

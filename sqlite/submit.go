@@ -91,7 +91,8 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		}
 		var grant *queue.Grant
 		if grantTry != nil {
-			g, err := findGrant(ctx, tx, queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: grantTry.Now})
+			g, err := findGrant(ctx, tx, queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: grantTry.Now,
+				Approval: a.Spec.Approval})
 			if err != nil && queue.ErrorCode(err) != queue.CodeNotFound {
 				return err
 			}

@@ -2,10 +2,12 @@ package storetest
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
@@ -50,6 +52,13 @@ func grantAction(t *testing.T, s Store, key string, now time.Time, change func(g
 		Fields: []queue.GrantField{{Path: "customer_id", Value: json.RawMessage(`"c-1"`)}}}
 	if change != nil {
 		change(g)
+	}
+	// A grant approves only while its granting user may decide: they exist,
+	// as an approver unless the test made them already.
+	if email := g.GranterEmail(); email != "" {
+		if _, err := s.UserGetByEmail(t.Context(), email); errors.Is(err, accounts.ErrNotFound) {
+			createUser(t, s, email, accounts.RoleApprover, now)
+		}
 	}
 	p := decideParams(a.ID, queue.StateApproved, g.GrantedBy, now)
 	p.Grant = g
@@ -354,6 +363,181 @@ var grantTests = []test{
 			Payload: json.RawMessage(`{"customer_id":"c-1"}`), Now: at(2 * time.Minute)})
 		eq(t, errorsIsNotFound(err), true, "used up: not found")
 	}},
+	// Grants end with their granter's right: removed, demoted (by an admin,
+	// by an update, by the provider's groups) or refused by the identity
+	// provider, each in the transaction that made it so.
+	{"EndWithTheGranter", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		cases := []struct {
+			email, reason string
+			take          func(u *accounts.User)
+		}{
+			{"bob@example.com", queue.GrantEndGranterRemoved, func(u *accounts.User) { noErr(t, s.UserDelete(ctx, u.ID), "remove bob") }},
+			{"cara@example.com", queue.GrantEndGranterDemoted, func(u *accounts.User) {
+				noErr(t, s.UserSetRole(ctx, accounts.UserSetRoleParams{ID: u.ID, Role: accounts.RoleViewer, Now: at(time.Hour)}), "demote cara")
+			}},
+			{"dan@example.com", queue.GrantEndGranterDemoted, func(u *accounts.User) {
+				noErr(t, s.UserUpdate(ctx, accounts.UserUpdateParams{ID: u.ID, PasswordHash: "h", Role: accounts.RoleOps, Now: at(time.Hour)}), "update dan to ops")
+			}},
+			{"eve@example.com", queue.GrantEndGranterDemoted, func(u *accounts.User) {
+				ssoSignIn(t, s, u.Email, accounts.RoleViewer, []string{"readers"}, at(time.Hour))
+			}},
+			{"fay@example.com", queue.GrantEndGranterRefused, func(u *accounts.User) {
+				_, err := s.UserSSODeny(ctx, accounts.UserSSODenyParams{Email: u.Email, Subject: "sub-fay", Now: at(time.Hour)})
+				noErr(t, err, "the provider refuses fay")
+			}},
+		}
+		for i, tc := range cases {
+			u := createUser(t, s, tc.email, accounts.RoleApprover, at(0))
+			customer := fmt.Sprintf("c-end-%d", i)
+			g := grantOf(t, s, tc.email, customer, at(0))
+			eq(t, grantTryUnder(t, s, fmt.Sprintf("end:%d:before", i), customer, nil, at(time.Minute)).GrantID, g.ID, tc.email+": approves before")
+			tc.take(u)
+			grantEnded(t, s, g, tc.reason)
+			eq(t, grantTryUnder(t, s, fmt.Sprintf("end:%d:after", i), customer, nil, at(2*time.Hour)).State, queue.StatePending, tc.email+": after")
+		}
+		// A promotion, a new password and a sign-in that keeps a deciding
+		// role end nothing.
+		ann := createUser(t, s, "ann2@example.com", accounts.RoleApprover, at(0))
+		g := grantOf(t, s, ann.Email, "c-kept", at(0))
+		noErr(t, s.UserSetRole(ctx, accounts.UserSetRoleParams{ID: ann.ID, Role: accounts.RoleAdmin, Now: at(time.Hour)}), "promote ann")
+		noErr(t, s.UserSetPassword(ctx, accounts.UserSetPasswordParams{ID: ann.ID, PasswordHash: "h2", Now: at(time.Hour)}), "ann's password")
+		ssoSignIn(t, s, ann.Email, accounts.RoleApprover, nil, at(time.Hour))
+		kept, err := s.GrantGetByID(ctx, g.ID)
+		noErr(t, err, "get")
+		eq(t, kept.RevokedAt == nil, true, "ann's grant is not revoked")
+		eq(t, grantTryUnder(t, s, "end:kept", "c-kept", nil, at(2*time.Hour)).GrantID, g.ID, "ann's grant still approves")
+		// A person's revocation says so.
+		r, err := s.GrantRevoke(ctx, queue.GrantRevokeParams{ID: g.ID, By: "user:ops@example.com", Now: at(3 * time.Hour),
+			Event: queue.Event{Kind: queue.EventGrantRevoked, Actor: "user:ops@example.com", Channel: "dashboard", At: at(3 * time.Hour)}})
+		noErr(t, err, "revoke")
+		eq(t, r.EndReason, queue.GrantEndRevoked, "a person's revocation")
+	}},
+	// At the match, the granter must still be one who may decide the tool
+	// under the approval rule now in force: by email, or by an identity
+	// provider group as of their last sign-in.
+	{"GranterMustStillDecideTheTool", func(t *testing.T, s Store) {
+		ctx := t.Context()
+		createUser(t, s, "ann@example.com", accounts.RoleApprover, at(0))
+		ssoSignIn(t, s, "lee@example.com", accounts.RoleApprover, []string{"support-leads"}, at(0))
+		annG := grantOf(t, s, "ann@example.com", "c-ann", at(0))
+		leeG := grantOf(t, s, "lee@example.com", "c-lee", at(0))
+		finance := &classify.Approval{Required: 1, Approvers: []string{"finance"}, ApproverEmails: []string{"fin@example.com"}}
+		withAnn := &classify.Approval{Required: 1, Approvers: []string{"finance"}, ApproverEmails: []string{"ann@example.com", "fin@example.com"}}
+		leads := &classify.Approval{Required: 1, Approvers: []string{"leads"}, ApproverIdPGroups: []string{"support-leads"}}
+		for _, tc := range []struct {
+			name, customer string
+			approval       *classify.Approval
+			want           string // the grant that approves, "" none
+		}{
+			{"ann, no approvers named", "c-ann", nil, annG.ID},
+			{"ann, not among finance", "c-ann", finance, ""},
+			{"ann, among them by email", "c-ann", withAnn, annG.ID},
+			{"ann, not in the idp group", "c-ann", leads, ""},
+			{"lee, in the idp group", "c-lee", leads, leeG.ID},
+			{"lee, not among finance", "c-lee", finance, ""},
+		} {
+			find := queue.GrantFindParams{Tool: "send_customer_email", RequestedBy: agent,
+				Payload: json.RawMessage(`{"customer_id":"` + tc.customer + `"}`), Now: at(time.Minute), Approval: tc.approval}
+			found, err := s.GrantFind(ctx, find)
+			if tc.want == "" {
+				eq(t, errorsIsNotFound(err), true, tc.name+": dry run finds none")
+			} else {
+				noErr(t, err, tc.name+": dry run")
+				eq(t, found.ID, tc.want, tc.name+": dry run")
+			}
+			got := grantTryUnder(t, s, "must:"+tc.name, tc.customer, tc.approval, at(time.Minute))
+			eq(t, got.GrantID, tc.want, tc.name+": grant used")
+		}
+		// Lee's next sign-in finds them out of the group: their grant no
+		// longer approves for the leads (it was not ended: another tool's
+		// rule may still admit them).
+		ssoSignIn(t, s, "lee@example.com", accounts.RoleApprover, []string{"support"}, at(time.Hour))
+		eq(t, grantTryUnder(t, s, "must:lee:left", "c-lee", leads, at(2*time.Hour)).State, queue.StatePending, "lee out of the group")
+		// A grant whose granting user no staff user is (one removed before
+		// grants ended with them) approves nothing either.
+		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "must:ghost:0", at(0))
+		ghost := &queue.Grant{ID: queue.NewID(at(0)), Tool: a.Tool, GrantedBy: "user:ghost@example.com", ActionID: a.ID,
+			CreatedAt: at(0), ExpiresAt: at(8 * time.Hour), Fields: []queue.GrantField{{Path: "customer_id", Value: json.RawMessage(`"c-ghost"`)}}}
+		p := decideParams(a.ID, queue.StateApproved, "user:ann@example.com", at(0))
+		p.Grant = ghost
+		p.GrantEvent = queue.Event{ActionID: a.ID, Kind: queue.EventGrantCreated, Actor: "user:ann@example.com", Channel: "dashboard", At: at(0)}
+		_, err := s.ActionDecide(ctx, p)
+		noErr(t, err, "a grant in the name of nobody")
+		eq(t, grantTryUnder(t, s, "must:ghost", "c-ghost", nil, at(2*time.Hour)).State, queue.StatePending, "ghost's grant")
+		// The batched submission judges alike (PostgreSQL's submitManySQL).
+		got := batchGrantTries(t, s, []string{"c-ann", "c-lee", "c-ann"}, []*classify.Approval{finance, leads, withAnn}, at(3*time.Hour))
+		eq(t, got[0].GrantID, "", "batch: ann not among finance")
+		eq(t, got[1].GrantID, "", "batch: lee out of the group")
+		eq(t, got[2].GrantID, annG.ID, "batch: ann among them by email")
+	}},
+}
+
+// batchGrantTries submits, at once, one new action of each customer under
+// the approval of the same index, each letting a grant approve it.
+func batchGrantTries(t *testing.T, s Store, customers []string, approvals []*classify.Approval, now time.Time) []*queue.Action {
+	t.Helper()
+	got := make([]*queue.Action, len(customers))
+	errs := make([]error, len(customers))
+	race(len(customers), func(i int) {
+		a := newAction(classify.AtMostOnce, "send_customer_email", fmt.Sprintf("batch:%d:%s", i, customers[i]), now)
+		a.Payload, a.Spec.Approval = json.RawMessage(`{"customer_id":"`+customers[i]+`"}`), approvals[i]
+		var res queue.ActionSubmitResult
+		res, errs[i] = s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a),
+			Grant: &queue.GrantTry{Now: now, ExpiresAt: now.Add(time.Hour)}})
+		got[i] = res.Holder
+	})
+	for i, err := range errs {
+		noErr(t, err, fmt.Sprintf("batch submission %d", i))
+	}
+	return got
+}
+
+// grantOf approves a new action with a grant by email of the actions whose
+// customer_id is customer (any agent, 8 hours, no limit).
+func grantOf(t *testing.T, s Store, email, customer string, now time.Time) *queue.Grant {
+	t.Helper()
+	return grantAction(t, s, "grant:of:"+customer, now, func(g *queue.Grant) {
+		g.GrantedBy, g.Agent = "user:"+email, ""
+		g.Fields = []queue.GrantField{{Path: "customer_id", Value: json.RawMessage(`"` + customer + `"`)}}
+	})
+}
+
+// grantTryUnder is grantTry of {"customer_id": customer} for a tool whose
+// approval rule (the new action's snapshot) is approval.
+func grantTryUnder(t *testing.T, s Store, key, customer string, approval *classify.Approval, now time.Time) *queue.Action {
+	t.Helper()
+	a := newAction(classify.AtMostOnce, "send_customer_email", key, now)
+	a.Payload, a.Spec.Approval = json.RawMessage(`{"customer_id":"`+customer+`"}`), approval
+	res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: a, Event: submittedEvent(a),
+		Grant: &queue.GrantTry{Now: now, ExpiresAt: now.Add(time.Hour)}})
+	noErr(t, err, "submit "+key)
+	if !res.Created {
+		t.Fatalf("submit %s: not created", key)
+	}
+	return res.Holder
+}
+
+// grantEnded checks that g ended for reason, revoked by system at or after
+// since, with a grant_revoked event on its action saying why.
+func grantEnded(t *testing.T, s Store, g *queue.Grant, reason string) {
+	t.Helper()
+	got, err := s.GrantGetByID(t.Context(), g.ID)
+	noErr(t, err, "get grant")
+	if got.RevokedAt == nil {
+		t.Fatalf("grant of %s: not revoked, want ended for %s", g.GrantedBy, reason)
+	}
+	strPtrEq(t, got.RevokedBy, ptr(queue.GrantSystemActor), g.GrantedBy+": revoked_by")
+	eq(t, got.EndReason, reason, g.GrantedBy+": end_reason")
+	var found bool
+	for _, e := range events(t, s, g.ActionID) {
+		if e.Kind == queue.EventGrantRevoked {
+			found = true
+			eq(t, e.Actor, queue.GrantSystemActor, g.GrantedBy+": grant_revoked actor")
+			jsonEq(t, e.Data, json.RawMessage(`{"grant":"`+g.ID+`","reason":"`+reason+`"}`), g.GrantedBy+": grant_revoked data")
+		}
+	}
+	eq(t, found, true, g.GrantedBy+": a grant_revoked event")
 }
 
 // raceGrantTries submits n new pending actions (keys prefix:1…n) at once,

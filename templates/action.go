@@ -66,6 +66,9 @@ type DeciderView struct {
 type GrantOffer struct {
 	// Durations are the choices of grant_for, up to the tool's grants.max.
 	Durations []string
+	// DefaultUses is the use limit offered, and the one an empty field
+	// gets: queue.DefaultGrantUses, or MaxUses when smaller.
+	DefaultUses int
 	// MaxUses is the tool's grants.max_uses (0: no limit).
 	MaxUses int
 	// Fields are the payload's fields a grant may hold fixed.

@@ -23,6 +23,10 @@ type GrantRow struct {
 	Grant     *queue.Grant
 	Actions   []*queue.Action
 	CanRevoke bool
+	// Stopped, for an active grant, is why it approves nothing now
+	// (queue.GranterStanding: its granter may not decide the tool under
+	// the tools file now in force); "" when it approves.
+	Stopped string
 }
 
 func grantAgent(g *queue.Grant) string {
@@ -55,12 +59,30 @@ func grantUses(g *queue.Grant) string {
 // grantEnd says why a past grant no longer approves anything.
 func grantEnd(now time.Time, g *queue.Grant) string {
 	switch {
+	case g.RevokedAt != nil && g.EndReason != "" && g.EndReason != queue.GrantEndRevoked:
+		return "ended at " + formatTimePtr(g.RevokedAt) + ": " + granterWords(g.EndReason)
 	case g.RevokedAt != nil:
 		return "revoked by " + str(g.RevokedBy) + " at " + formatTimePtr(g.RevokedAt)
 	case !g.ExpiresAt.After(now):
 		return "expired at " + FormatTime(g.ExpiresAt)
 	}
 	return "used up"
+}
+
+// granterWords says why a grant's granting user may no longer grant
+// (queue.GrantEnd…).
+func granterWords(reason string) string {
+	switch reason {
+	case queue.GrantEndGranterRemoved:
+		return "its granting user was removed"
+	case queue.GrantEndGranterDemoted:
+		return "its granting user is no longer an approver"
+	case queue.GrantEndGranterRefused:
+		return "the identity provider refused its granting user"
+	case queue.GrantEndNotApprover:
+		return "its granting user is not among the tool's approvers in the tools file now in force"
+	}
+	return reason
 }
 
 func grantRevokeURL(id string) string { return "/grants/" + id + "/revoke" }

@@ -28,10 +28,13 @@ func grantsText(t classify.Tool) string {
 		return "none: " + err.Error()
 	}
 	s := "allowed, for up to " + classify.FormatDuration(l.Max)
+	uses := queue.DefaultGrantUses
 	if l.MaxUses > 0 {
 		s += " and " + strconv.Itoa(l.MaxUses) + " actions each"
+		uses = min(uses, l.MaxUses)
 	}
-	return s
+	// What a grant of no chosen number gets, and what ends one early.
+	return s + " (" + strconv.Itoa(uses) + " unless the approver chooses; each ends when its granting user may no longer approve the tool)"
 }
 
 func previewNames(t classify.Tool) []string { return sortedKeys(t.Preview) }

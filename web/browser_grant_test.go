@@ -15,7 +15,7 @@ import (
 
 // TestGrantInBrowser drives headless Chromium: an approver opens a pending
 // action, chooses "Approve and allow similar" for one hour holding the
-// customer fixed (the tool caps a grant at 100 uses), the next submission for that customer is approved by the
+// customer fixed (20 uses by default; the tool allows up to 100), the next submission for that customer is approved by the
 // grant (its page and /grants say so, with her name), and she revokes it
 // from /grants, after which the next one waits for a person again.
 func TestGrantInBrowser(t *testing.T) {
@@ -68,7 +68,7 @@ func TestGrantInBrowser(t *testing.T) {
 		chromedp.Navigate(d.URL+"/grants"),
 		chromedp.WaitVisible(chromedp.CSS(card+`[data-active] a[href="/actions/`+next.ID+`"]`)),
 	)
-	if uses := b.Eval(`document.querySelector('` + card + ` [data-testid="grant-uses"]').textContent`); uses != "1 of 100 (99 left)" {
+	if uses := b.Eval(`document.querySelector('` + card + ` [data-testid="grant-uses"]').textContent`); uses != "1 of 20 (19 left)" {
 		t.Fatalf("uses %q", uses)
 	}
 	b.Screenshot("grants.png")

@@ -7,12 +7,15 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/storage"
 )
 
 // grantRaceSubmissions and grantRaceUses are the race: twenty concurrent
@@ -24,8 +27,10 @@ const (
 
 // createRaceGrant approves the pending action with a grant of
 // grantRaceUses uses that holds customer_id fixed, and returns it.
-func createRaceGrant(t *testing.T, svc *queue.Service, st queue.Reader, id string) *queue.Grant {
+func createRaceGrant(t *testing.T, svc *queue.Service, st storage.Store, id string) *queue.Grant {
 	t.Helper()
+	// A grant approves while its granting user may decide: they exist.
+	apptest.AddStaff(t, st, strings.TrimPrefix(apptest.Approver, "user:"), accounts.RoleApprover)
 	if _, err := svc.Decide(context.Background(), queue.DecideRequest{ID: id, To: queue.StateApproved, By: apptest.Approver,
 		Grant: &queue.GrantRequest{For: time.Hour, Uses: grantRaceUses, Fields: []string{"customer_id"}}}); err != nil {
 		t.Fatal(err)

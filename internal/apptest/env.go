@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/testclock"
@@ -363,3 +364,21 @@ tools:
   invalidate_cache:
     annotations: { idempotentHint: true }
 `
+
+// AddStaff creates the staff user email with role in st (a password user,
+// now), unless one has the email already: a grant approves only while its
+// granting user exists and may decide (queue.GranterStanding), so a test
+// that grants as a user makes the user first.
+func AddStaff(t testing.TB, st accounts.Store, email string, role accounts.Role) *accounts.User {
+	t.Helper()
+	if u, err := st.UserGetByEmail(context.Background(), email); err == nil {
+		return u
+	}
+	now := time.Now().UTC()
+	u, err := st.UserCreate(context.Background(), &accounts.User{Email: email, PasswordHash: "x", Role: role,
+		CreatedAt: now, PasswordChangedAt: now})
+	if err != nil {
+		t.Fatalf("add staff %s: %v", email, err)
+	}
+	return u
+}

@@ -20,7 +20,22 @@
 g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
-    g.revoked_at, g.revoked_by
+    g.revoked_at, g.revoked_by, coalesce(g.end_reason, '')
+
+-- fragment: granterMayDecide
+-- granterMayDecide is queue.GranterStanding(approval, granter) = "" for the
+-- grant g, with {{.}} the tool's approval rule as jsonb (the new action's
+-- spec->'approval'; NULL: none): its granting user exists, their role
+-- decides (accounts.Role.CanDecide: admin, approver), the identity
+-- provider has not refused them, and classify.Approval.MayDecide admits
+-- them (no approvers named, their email among approver_emails, or one of
+-- their idp_groups among approver_idp_groups). One probe of users_email.
+EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT {{.}} AS ap) r
+    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
+      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
+        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
+        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
 
 -- fragment: grantActive
 -- grantActive is queue.Grant.Active of the grant g at $1.
@@ -38,26 +53,43 @@ ORDER BY g.created_at DESC, g.id DESC LIMIT $3;
 
 -- name: grantFindSQL
 -- grantFindSQL is the grant a submission ($2 tool, $3 requested_by, $4
--- payload) at $1 would use, as submitSQL picks it (one without a limit
--- first, then the one that expires soonest), read without a lock.
+-- payload, $5 the tool's approval rule) at $1 would use, as submitSQL
+-- picks it (one without a limit first, then the one that expires
+-- soonest), read without a lock.
 WITH sub AS (
     SELECT $3::text AS requested_by, $4::text AS payload
 )
 SELECT {{grantColumns}} FROM grants g, sub
-WHERE g.tool = $2 AND {{grantActive}} AND {{grantMatches sub}}
+WHERE g.tool = $2 AND {{grantActive}} AND {{grantMatches sub}} AND {{granterMayDecide $5::jsonb}}
 ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1;
 
 -- name: grantRevokeSQL
 -- grantRevokeSQL revokes an unrevoked grant and records the event on its
 -- action, in one statement; no row: revoked already, or unknown.
 WITH upd AS (
-    UPDATE grants SET revoked_at = $2, revoked_by = $3 WHERE id = $1 AND revoked_at IS NULL
+    UPDATE grants SET revoked_at = $2, revoked_by = $3, end_reason = 'revoked' WHERE id = $1 AND revoked_at IS NULL
     RETURNING action_id
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
     SELECT action_id, $4, $3, $5, $2, $6::json FROM upd
 )
 SELECT count(*) FROM upd;
+
+-- name: grantEndOfUserSQL
+-- grantEndOfUserSQL ends, at $2 for the reason $3 (queue.GrantEnd…), the
+-- unexpired grants of the user $1 and records grant_revoked by system on
+-- each grant's action (queue.GrantSystemActor): run in the transaction that removes the user (before
+-- the row goes), lowers their role or records the identity provider's
+-- refusal, so no submission after it commits is approved in their name.
+WITH upd AS (
+    UPDATE grants g SET revoked_at = $2, revoked_by = 'system', end_reason = $3
+    FROM users u
+    WHERE u.id = $1 AND lower(g.granted_by) = lower('user:' || u.email) AND g.revoked_at IS NULL AND g.expires_at > $2
+    RETURNING g.id, g.action_id
+)
+INSERT INTO events (action_id, kind, actor, channel, at, data)
+SELECT action_id, 'grant_revoked', 'system', 'system', $2, json_build_object('grant', id::text, 'reason', $3::text)
+FROM upd;
 
 -- name: policyHitsSQL
 -- policyHitsSQL counts the policy events since $2 (the week) by tool and

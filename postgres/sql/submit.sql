@@ -24,7 +24,8 @@
 -- call's delivery_started (queue.ActionSubmitParams.Decision), whose
 -- action is recorded, not decided.
 -- With $32 (queue.GrantTry) an active grant that matches the pending
--- action approves it: one without a limit is read in the snapshot; one
+-- action, and whose granting user may still decide the tool under the
+-- action's approval rule ($15's approval: granterMayDecide), approves it: one without a limit is read in the snapshot; one
 -- with a limit is locked (FOR UPDATE rereads it once a concurrent use
 -- commits, so its uses are current) and its use counted in the same
 -- statement, but only when the insert took the intent. Twenty concurrent
@@ -51,7 +52,7 @@ WITH sub AS (
 ), grant_free AS (
     SELECT g.id, g.granted_by FROM grants g, sub
     WHERE $32 AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.max_uses IS NULL
-      AND {{grantMatches sub}}
+      AND {{grantMatches sub}} AND {{granterMayDecide $15::jsonb->'approval'}}
     ORDER BY g.expires_at, g.id LIMIT 1
 ), grant_counted AS (
     SELECT g.id, g.granted_by FROM grants g, sub
@@ -59,7 +60,7 @@ WITH sub AS (
       AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.intent_key = $4 AND {{held}})
       AND ($3 = 'at-least-once' OR NOT {{underReview $4}})
       AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
-      AND {{grantMatches sub}}
+      AND {{grantMatches sub}} AND {{granterMayDecide $15::jsonb->'approval'}}
     ORDER BY g.expires_at, g.id LIMIT 1
     FOR UPDATE OF g
 ), grant_pick AS (
@@ -198,6 +199,7 @@ WITH input AS (
         SELECT g.id, g.granted_by, g.max_uses FROM grants g
         WHERE i.grant_try AND g.tool = i.tool AND g.revoked_at IS NULL AND g.expires_at > i.created_at
           AND (g.max_uses IS NULL OR g.uses < g.max_uses) AND {{grantMatches i}}
+          AND {{granterMayDecide i.spec::jsonb->'approval'}}
         ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1
     ) g
 ), ins AS (
