@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
@@ -67,7 +68,8 @@ func TestPolicyFailsClosedOverREST(t *testing.T) {
 		t.Run(name+"/grant and later approve rule", func(t *testing.T) {
 			t.Parallel()
 			e := apptest.StartAPI(t, apptest.Options{SQLite: sqlite, Tools: apptest.ParseTools(t, failClosedMail, classify.Options{})})
-			// A grant for customer c-7's mail from any topic.
+			// A grant for customer c-7's mail from any topic, by an approver.
+			apptest.AddStaff(t, e.Store, "ann@example.com", accounts.RoleApprover)
 			first := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", map[string]any{"tool": "mail",
 				"payload": map[string]any{"customer_id": "c-7", "topic": "a", "to": "x@customer.org", "amount": 1}})
 			if first.Status != 201 || first.Action(t).State != queue.StatePending {
