@@ -74,8 +74,11 @@ type Dashboard struct {
 
 // LoginLimits say how many failed logins answer 429 for a while.
 type LoginLimits struct {
-	PerAccount int           // failures for one email within Window; default 5
-	PerAddress int           // failures from one client address within Window; default 20
+	// PerAccount counts the failures for one email from one client address
+	// within Window (default 5): failures from elsewhere do not lock the
+	// account here, so nobody can lock another person out.
+	PerAccount int
+	PerAddress int           // failures from one client address, for any email, within Window; default 20
 	Window     time.Duration // default 15m
 }
 

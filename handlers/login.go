@@ -39,8 +39,12 @@ func (d *Dashboard) renderLogin(c echo.Context, status int, v templates.LoginVie
 }
 
 // Login handles POST /login (email, password). Failures are counted per
-// account and per client address; past the limit the answer is 429 for the
-// rest of the window, whatever the password, so guessing gains nothing.
+// account from each client address, and per client address across
+// accounts; past either limit the answer is 429 for the rest of the window,
+// whatever the password, so guessing gains nothing. An account's count is
+// never global: failures sent from anywhere else do not lock its owner out
+// here (an email is no secret), and each one is still recorded
+// (sign_in_refused, with its address).
 func (d *Dashboard) Login(c echo.Context) error {
 	ctx := c.Request().Context()
 	email := strings.TrimSpace(c.FormValue("email"))
@@ -64,7 +68,8 @@ func (d *Dashboard) Login(c echo.Context) error {
 	if emailErr != nil {
 		normalized = strings.ToLower(email)
 	}
-	subjects := []string{"email:" + normalized, "addr:" + ClientSubject(c.RealIP())}
+	addr := ClientSubject(c.RealIP())
+	subjects := []string{AccountAddressSubject(normalized, addr), "addr:" + addr}
 	// Record the attempt before checking anything, then count it with the
 	// others: parallel guesses see each other, so a burst cannot slip more
 	// than the limit past a count taken before any of them was recorded.
@@ -87,7 +92,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 				return err
 			}
 			c.Response().Header().Set("Retry-After", strconv.Itoa(int(limits.Window/time.Second)))
-			v.Error = "Too many failed sign-ins for this account or from this address. Try again in " +
+			v.Error = "Too many failed sign-ins from this address. Try again in " +
 				templates.Span(limits.Window) + "."
 			return d.renderLogin(c, http.StatusTooManyRequests, v)
 		}
@@ -124,7 +129,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 		// Which of the two it was stays unsaid, as on the page.
 		if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
 			Subject: queue.UserSubject(normalized), Channel: "password",
-			Data: map[string]any{"reason": "bad_credentials", "address": ClientSubject(c.RealIP())}}); err != nil {
+			Data: map[string]any{"reason": "bad_credentials", "address": addr}}); err != nil {
 			return err
 		}
 		v.Error = "The email or password is wrong."
@@ -136,8 +141,10 @@ func (d *Dashboard) Login(c echo.Context) error {
 		v.Error = "Your identity provider's groups give you no role in approvals, so you cannot sign in. Ask an admin."
 		return d.renderLogin(c, http.StatusForbidden, v)
 	}
-	// The account's failures end with a right password; the address keeps
-	// its other attempts (another account may be under attack from it).
+	// The account's failures from this address end with a right password
+	// (those from elsewhere are someone else's guesses and stay); the
+	// address keeps its other attempts (another account may be under
+	// attack from it).
 	if err := d.Accounts.LoginFailureClear(ctx, subjects[0]); err != nil {
 		return err
 	}
@@ -147,7 +154,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	// Recorded before the session opens: a sign-in that cannot be
 	// recorded does not happen.
 	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: actor(u),
-		Subject: queue.UserSubject(u.Email), Channel: "password", Data: map[string]any{"address": ClientSubject(c.RealIP())}}); err != nil {
+		Subject: queue.UserSubject(u.Email), Channel: "password", Data: map[string]any{"address": addr}}); err != nil {
 		return err
 	}
 	if err := d.signIn(c, u, nil); err != nil {
@@ -175,6 +182,14 @@ func ClientSubject(ip string) string {
 		return addr.String()
 	}
 	return netip.PrefixFrom(addr, 64).Masked().String()
+}
+
+// AccountAddressSubject is the login limiter's key for the failures of one
+// account (its normalised email) from one client address (ClientSubject).
+// The address comes first: it holds no space, so no email can make two
+// pairs one key.
+func AccountAddressSubject(email, addr string) string {
+	return "addr:" + addr + " email:" + email
 }
 
 // passwordGate is Gate, or a default one made on first use.

@@ -495,6 +495,13 @@ const sqlHourly = `SELECT hour, sum(submitted)::bigint, sum(decided)::bigint FRO
     FROM actions WHERE decided_at >= $1 AND decided_at <= $2 AND decided_by LIKE 'user:%' GROUP BY 1
 ) h GROUP BY hour ORDER BY hour`
 
+// (sql/reasonprompt.sql)
+const reasonPromptAddSQL = `INSERT INTO reason_prompts (kind, address, ref, action_id, asked, sent_at) VALUES ($1, $2, $3, $4, $5, $6)`
+
+// (sql/reasonprompt.sql)
+const reasonPromptGetSQL = `SELECT kind, address, ref, action_id::text, asked, sent_at FROM reason_prompts
+WHERE kind = $1 AND address = $2 AND ref = $3`
+
 // (sql/store.sql)
 const currentSchemaSQL = `SELECT current_schema()`
 

@@ -160,6 +160,9 @@ type Store interface {
 
 	// Outbox stores notifications (notification.go).
 	Outbox
+	// ReasonPrompts records the chat messages that ask for a rejection's
+	// reason (reasonprompt.go).
+	ReasonPrompts
 	// Close releases the store; waiters see their channels closed.
 	Close() error
 }

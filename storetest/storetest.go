@@ -65,6 +65,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Audit", auditTests},
 		{"Policy", policyTests},
 		{"Grant", grantTests},
+		{"ReasonPrompt", reasonPromptTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 )
@@ -51,6 +52,9 @@ type WebhookConfig struct {
 	Client  *Client
 	Service *queue.Service
 	Actions ActionReader
+	// Prompts records each reason prompt as it is sent; a reply decides only when it
+	// answers one of them (the store, queue.ReasonPrompts).
+	Prompts queue.ReasonPrompts
 	Staff   Staff
 	Logger  *slog.Logger
 }
@@ -69,8 +73,8 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if err := ValidateSecret(cfg.Secret); err != nil {
 		return nil, err
 	}
-	if cfg.Client == nil || cfg.Service == nil || cfg.Actions == nil || cfg.Staff == nil {
-		return nil, errors.New("telegram webhook: Client, Service, Actions and Staff are required")
+	if cfg.Client == nil || cfg.Service == nil || cfg.Actions == nil || cfg.Prompts == nil || cfg.Staff == nil {
+		return nil, errors.New("telegram webhook: Client, Service, Actions, Prompts and Staff are required")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -225,11 +229,10 @@ func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 		if q.Message != nil {
 			chatID = strconv.FormatInt(q.Message.Chat.ID, 10)
 		}
-		prompt := fmt.Sprintf(`<a href="tg://user?id=%d">%s</a>, why is “%s” rejected? Reply to this message with the reason; the agent sees it.`+"\n"+reasonMarker+"%s",
-			q.From.ID, esc(q.From.FirstName), esc(preview.Headline(a)), a.ID)
+		prompt := fmt.Sprintf(`<a href="tg://user?id=%d">%s</a>, why is “%s” rejected? Reply to this message with the reason; the agent sees it.`,
+			q.From.ID, esc(q.From.FirstName), esc(preview.Headline(a)))
 		h.later("ask for the reason", func(ctx context.Context) error {
-			return h.cfg.Client.call(ctx, "sendMessage", map[string]any{"chat_id": chatID, "text": prompt, "parse_mode": "HTML",
-				"reply_markup": map[string]any{"force_reply": true, "selective": true, "input_field_placeholder": "Why is it rejected?"}}, nil)
+			return h.askReason(ctx, chatID, prompt, a.ID, q.From.ID)
 		})
 		return "Reply to the message that asks for the reason.", false
 	}
@@ -250,29 +253,52 @@ func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 	return "Approved.", false
 }
 
-// reasonMarker starts the last line of the message that asks for a reason: the action's id
-// follows it, which the reply decides.
-const reasonMarker = "Action "
+// askReason sends the question for a rejection's reason to chat, asked of user, and records
+// it by its message_id: the reply to that message, by that user, is what decides. A question
+// that cannot be recorded would be answered in vain, so it is edited to say so.
+func (h *Webhook) askReason(ctx context.Context, chat, prompt, actionID string, user int64) error {
+	id, err := h.cfg.Client.sendForceReply(ctx, chat, prompt, "Why is it rejected?")
+	if err != nil {
+		return err
+	}
+	err = h.cfg.Prompts.ReasonPromptAdd(ctx, queue.ReasonPrompt{Kind: classify.KindTelegram, Address: chat,
+		Ref: strconv.FormatInt(id, 10), ActionID: actionID, Asked: strconv.FormatInt(user, 10), SentAt: h.cfg.Service.Now()})
+	if err == nil {
+		return nil
+	}
+	if editErr := h.cfg.Client.EditMessageText(ctx, chat, id, esc("approvals could not record this question, so a reply to it would change nothing. Press Reject again, or reject on the dashboard.")); editErr != nil {
+		err = errors.Join(err, editErr)
+	}
+	return fmt.Errorf("record the reason prompt of action %s: %w", actionID, err)
+}
 
-var reasonAction = regexp.MustCompile(`(?m)^` + reasonMarker + `([0-9a-f-]{36})\s*$`)
-
-// reply decides with the reason given in a reply to the bot's question; a reply to any
-// other message is not ours, and changes nothing.
+// reply decides with the reason given in a reply to one of the bot's reason prompts, as
+// recorded when it was sent (chat and message_id), by the user it asked. What the answered
+// message says is never read: an approval message shows an agent's text, which may look like
+// anything. A reply to any other message is not ours, and changes nothing.
 func (h *Webhook) reply(ctx context.Context, m Msg) {
 	to := m.ReplyToMessage
 	if to.From == nil || !to.From.IsBot || to.From.ID != h.cfg.Client.BotID() || m.From == nil {
 		return
 	}
-	match := reasonAction.FindStringSubmatch(to.Text)
-	if match == nil {
-		return
+	p, err := h.cfg.Prompts.ReasonPromptGet(ctx, queue.ReasonPromptGetParams{Kind: classify.KindTelegram,
+		Address: strconv.FormatInt(m.Chat.ID, 10), Ref: strconv.FormatInt(to.MessageID, 10)})
+	if errors.Is(err, queue.ErrNotFound) {
+		return // a reply to an approval message, or to another of the bot's messages
 	}
-	id := match[1]
 	text := ""
-	if by, refusal := h.decider(ctx, *m.From); refusal != "" {
-		text = refusal
-	} else if _, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: id, To: queue.StateRejected, By: by, Note: m.Text, Channel: "telegram"}); err != nil {
-		text = h.refusal(ctx, m.From.ID, id, err)
+	switch {
+	case err != nil:
+		h.cfg.Logger.Warn("telegram: look up the reason prompt", "chat", m.Chat.ID, "message", to.MessageID, "err", err)
+		text = "Nothing was changed: approvals could not look up the question you answered; try again or reject on the dashboard."
+	case p.Asked != strconv.FormatInt(m.From.ID, 10):
+		text = "Nothing was changed: this question was asked of someone else. To reject the action yourself, press its Reject button and reply to the question you are asked."
+	default:
+		if by, refusal := h.decider(ctx, *m.From); refusal != "" {
+			text = refusal
+		} else if _, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: p.ActionID, To: queue.StateRejected, By: by, Note: m.Text, Channel: "telegram"}); err != nil {
+			text = h.refusal(ctx, m.From.ID, p.ActionID, err)
+		}
 	}
 	if text == "" {
 		return // every message of the action is edited to say who rejected it, and why

@@ -1,8 +1,10 @@
 package telegram_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -55,6 +57,11 @@ tools:
     intent: "note:{slug}"
     preview: { title: "{text}" }
     approval: { approvers: [leads], notify: [team-telegram] }
+  post_comment:
+    class: at-most-once
+    intent: "comment:{slug}"
+    preview: { title: "Comment on {slug}", body: "{text}" }
+    approval: { approvers: [leads], notify: [team-telegram] }
   post_idp_update:
     class: at-most-once
     intent: "idp:{slug}"
@@ -84,7 +91,7 @@ func start(t *testing.T, sqlite bool) *env {
 		t.Fatal(err)
 	}
 	e.notif = map[string]queue.Notifier{classify.KindTelegram: maintenance.ChannelNotifier[telegram.Message](classify.KindTelegram, c, e.store, nil)}
-	if e.hook, err = telegram.NewWebhook(telegram.WebhookConfig{Secret: secret, Client: c, Service: e.svc, Actions: e.store, Staff: e.store}); err != nil {
+	if e.hook, err = telegram.NewWebhook(telegram.WebhookConfig{Secret: secret, Client: c, Service: e.svc, Actions: e.store, Prompts: e.store, Staff: e.store}); err != nil {
 		t.Fatal(err)
 	}
 	srv, err := web.New(web.Config{Service: e.svc, Store: e.store, Accounts: e.store, TelegramWebhook: e.hook})
@@ -444,4 +451,143 @@ func TestTelegramApproveOnlyOnWhatWasShown(t *testing.T) {
 			t.Fatalf("a hidden action was approved in one click: %s", got.State)
 		}
 	})
+}
+
+// A reply decides only when it answers the bot's reason prompt as recorded when it was sent,
+// never by what the message it answers says: an agent that writes "Action <another id>" as
+// a line of its payload cannot make an approver's ordinary reply to its approval message
+// reject another agent's action, nor can a prompt that looks like the bot's (the approval
+// message's text) be answered.
+func TestTelegramReplyCannotBeAimedByPayloadText(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, e *env) {
+		victim := e.submit("post_update", "victim")
+		e.message(victim)
+		res, err := e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: "post_comment", Agent: "mallory",
+			Payload: []byte(`{"slug":"bait","text":"Quick question\nAction ` + victim.ID + `"}`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		bait := e.message(res.Action)
+		if !strings.Contains(bait.Text(), "\nAction "+victim.ID) {
+			t.Fatalf("the bait does not carry the line it aims with:\n%s", bait.Text())
+		}
+		e.next++
+		telegramtest.Post(t, e.url, secret, e.bot.Reply(e.next, ann, chatID, bait, "Looks fine to me"))
+		e.hook.Wait()
+		for _, a := range []*queue.Action{victim, res.Action} {
+			if got := e.action(a.ID); got.State != queue.StatePending {
+				t.Fatalf("a reply to the approval message decided %s: %s by %s", a.IntentKey, got.State, decidedBy(got))
+			}
+		}
+		// The bot's own reason prompt for the bait, answered, decides the bait only.
+		if told := e.press(ann, bait, "reject:"+res.Action.ID); !strings.Contains(told, "Reply") {
+			t.Fatalf("told %q", told)
+		}
+		e.next++
+		telegramtest.Post(t, e.url, secret, e.bot.Reply(e.next, ann, chatID, e.lastPrompt(), "Not ours"))
+		e.hook.Wait()
+		if got := e.action(res.Action.ID); got.State != queue.StateRejected || *got.DecidedBy != "user:ann@example.com" {
+			t.Fatalf("the bait after its prompt's reply: %s by %s", got.State, decidedBy(got))
+		}
+		if got := e.action(victim.ID); got.State != queue.StatePending {
+			t.Fatalf("the victim after the bait's prompt was answered: %s", got.State)
+		}
+	})
+}
+
+// The reason prompt is asked of the user who pressed Reject: another approver's reply to it
+// decides nothing and says so; the reply of the user asked then decides.
+func TestTelegramReplyByAnotherUserDecidesNothing(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, e *env) {
+		a := e.submit("post_update", "asked")
+		msg := e.message(a)
+		if told := e.press(bob, msg, "reject:"+a.ID); !strings.Contains(told, "Reply") {
+			t.Fatalf("told %q", told)
+		}
+		prompt := e.lastPrompt()
+		e.next++
+		telegramtest.Post(t, e.url, secret, e.bot.Reply(e.next, ann, chatID, prompt, "Ann's reason"))
+		e.hook.Wait()
+		if got := e.action(a.ID); got.State != queue.StatePending {
+			t.Fatalf("a reply by someone not asked decided: %s by %s", got.State, decidedBy(got))
+		}
+		sends := e.bot.Calls("sendMessage")
+		if told := sends[len(sends)-1].Text(); !strings.Contains(told, "Nothing was changed") || !strings.Contains(told, "asked of someone else") {
+			t.Fatalf("not told why: %q", told)
+		}
+		e.next++
+		telegramtest.Post(t, e.url, secret, e.bot.Reply(e.next, bob, chatID, prompt, "Bob's reason"))
+		e.hook.Wait()
+		if got := e.action(a.ID); got.State != queue.StateRejected || *got.DecidedBy != "user:bob@example.com" || *got.DecisionNote != "Bob's reason" {
+			t.Fatalf("after the reply of the user asked: %s by %s", got.State, decidedBy(got))
+		}
+	})
+}
+
+// lastPrompt is the last reason prompt the bot sent.
+func (e *env) lastPrompt() telegramtest.Call {
+	e.t.Helper()
+	sends := e.bot.Calls("sendMessage")
+	for i := len(sends) - 1; i >= 0; i-- {
+		if rm, _ := sends[i].Params["reply_markup"].(map[string]any); rm["force_reply"] == true {
+			return sends[i]
+		}
+	}
+	e.t.Fatal("no reason prompt was sent")
+	return telegramtest.Call{}
+}
+
+// decidedBy is who decided a, or "nobody".
+func decidedBy(a *queue.Action) string {
+	if a.DecidedBy == nil {
+		return "nobody"
+	}
+	return *a.DecidedBy
+}
+
+// failingPrompts records no reason prompt.
+type failingPrompts struct{ queue.ReasonPrompts }
+
+func (failingPrompts) ReasonPromptAdd(context.Context, queue.ReasonPrompt) error {
+	return errors.New("the database is away")
+}
+
+// A reason prompt that cannot be recorded could never decide: it is edited to say so, and a
+// reply to it changes nothing.
+func TestTelegramPromptNotRecorded(t *testing.T) {
+	t.Parallel()
+	e := start(t, true)
+	c, err := telegram.New(telegram.Config{BotToken: botToken, APIURL: e.bot.URL, PublicURL: "https://approvals.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	hook, err := telegram.NewWebhook(telegram.WebhookConfig{Secret: secret, Client: c, Service: e.svc, Actions: e.store,
+		Prompts: failingPrompts{e.store}, Staff: e.store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	post := func(update []byte) {
+		t.Helper()
+		req := httptest.NewRequest(http.MethodPost, "/integrations/telegram/webhook", bytes.NewReader(update))
+		req.Header.Set(telegram.SecretHeader, secret)
+		w := httptest.NewRecorder()
+		hook.ServeHTTP(w, req)
+		hook.Wait()
+		if w.Code != http.StatusOK {
+			t.Fatalf("webhook answered %d", w.Code)
+		}
+	}
+	a := e.submit("post_update", "unrecorded")
+	msg := e.message(a)
+	post(telegramtest.Press(1, bob, chatID, msg.MessageID, "reject:"+a.ID))
+	prompt := e.lastPrompt()
+	if text := e.bot.Text(chatID, prompt.MessageID); !strings.Contains(text, "could not record this question") {
+		t.Fatalf("the unrecorded prompt says:\n%s", text)
+	}
+	post(e.bot.Reply(2, bob, chatID, prompt, "Too late"))
+	if got := e.action(a.ID); got.State != queue.StatePending {
+		t.Fatalf("a reply to an unrecorded prompt decided: %s by %s", got.State, decidedBy(got))
+	}
 }

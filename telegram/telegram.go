@@ -169,6 +169,20 @@ func (c *Client) SendMessage(ctx context.Context, chat, text string, keyboard []
 	return m.MessageID, nil
 }
 
+// sendForceReply sends text (HTML) to chat with Telegram's force-reply markup (selective:
+// shown to the users the text mentions), and returns the message id.
+func (c *Client) sendForceReply(ctx context.Context, chat, text, placeholder string) (int64, error) {
+	var m sentMessage
+	if err := c.call(ctx, "sendMessage", map[string]any{"chat_id": chat, "text": text, "parse_mode": "HTML",
+		"reply_markup": map[string]any{"force_reply": true, "selective": true, "input_field_placeholder": placeholder}}, &m); err != nil {
+		return 0, err
+	}
+	if m.MessageID == 0 {
+		return 0, errors.New("telegram sendMessage: answered without a message_id")
+	}
+	return m.MessageID, nil
+}
+
 // EditMessageText replaces a message's text (HTML) and removes its keyboard. Editing to
 // what it says already is success: a retry after a failure part-way through does no harm.
 func (c *Client) EditMessageText(ctx context.Context, chat string, messageID int64, text string) error {

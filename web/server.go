@@ -67,7 +67,7 @@ type Config struct {
 	// PasswordGate bounds concurrent password checks; default 4 at once.
 	PasswordGate *accounts.PasswordGate
 	// LoginLimits throttle failed dashboard logins; default 5 per account
-	// and 20 per client address within 15 minutes.
+	// from one client address and 20 per client address within 15 minutes.
 	LoginLimits handlers.LoginLimits
 	// MetricsElsewhere leaves /metrics off this server's routes (it then
 	// answers 404 there): APPROVALS_METRICS_ADDR serves MetricsHandler on

@@ -61,7 +61,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		}
 		n.ByKind[classify.KindTelegram] = maintenance.ChannelNotifier[telegram.Message](classify.KindTelegram, c, st, nil)
 		if n.Telegram, err = telegram.NewWebhook(telegram.WebhookConfig{Secret: ch.TelegramSecret, Client: c,
-			Service: svc, Actions: st, Staff: st, Logger: log}); err != nil {
+			Service: svc, Actions: st, Prompts: st, Staff: st, Logger: log}); err != nil {
 			return n, err
 		}
 	}
