@@ -20,7 +20,7 @@ type ActionView struct {
 	PreviewTitle  string
 	Preview       []Field
 	PreviewEdited bool
-	Payload      string // pretty-printed
+	Payload       string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
 	// Compact says which of Payload, ApprovedPayload and Result are shown

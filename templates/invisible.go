@@ -59,27 +59,6 @@ func Visible(s string) string {
 	return b.String()
 }
 
-// Breakable shows an identifier (a tool name, an intent key) that may
-// break across lines after its separators (: _ . / - @ =), so that a
-// narrow screen breaks "email:c-42:welcome" between its parts, not in the
-// middle of one; invisible characters are marked as in Marked.
-func Breakable(s string) templ.Component {
-	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
-		var b strings.Builder
-		start := 0
-		for i, r := range s {
-			if strings.ContainsRune(":_./-@=", r) {
-				b.WriteString(markInvisible(s[start : i+1]))
-				b.WriteString("<wbr>")
-				start = i + 1
-			}
-		}
-		b.WriteString(markInvisible(s[start:]))
-		_, err := io.WriteString(w, b.String())
-		return err
-	})
-}
-
 // maxJSONDepth is the deepest indentation MarkedJSON keeps for wrapped
 // lines; deeper lines wrap at that depth (app.css has a class per level).
 const maxJSONDepth = 16

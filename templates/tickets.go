@@ -24,7 +24,7 @@ type TicketRow struct {
 	Action *queue.Action // nil if it could not be read
 	// Title is the action's preview headline.
 	Title string
-	Form   ResolveForm
+	Form  ResolveForm
 	// Notice confirms what this request did.
 	Notice string
 	// Conflict says what contradicted what, on a conflict ticket.
