@@ -87,6 +87,14 @@ func heldForText(ws []string) string {
 	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
 }
 
+// helpSuffix is ": help", or nothing without help.
+func helpSuffix(help string) string {
+	if help == "" {
+		return ""
+	}
+	return ": " + help
+}
+
 // ticketPageURL is the ticket's card on the tickets page.
 func ticketPageURL(t *queue.Ticket) string {
 	return "/tickets?state=" + string(t.State) + "#ticket-" + t.ID
