@@ -129,7 +129,7 @@ func (d *Dashboard) decisionFailed(c echo.Context, id string, err error, form te
 		err = &queue.Error{Code: queue.CodeAlreadyDecided, Action: a, Detail: v.Error}
 	default:
 		if strings.TrimSpace(form.Payload) == "" {
-			form.Payload = v.Payload
+			form.Payload = queue.EscapeInvisible(v.Payload)
 		}
 		form.PayloadEdited = !queue.JSONEqual(bytes.TrimSpace([]byte(form.Payload)), a.Payload)
 		switch verb {

@@ -44,12 +44,18 @@ func (d *Dashboard) actionView(c echo.Context, a *queue.Action) (templates.Actio
 	budget := templates.NewDiffBudget()
 	v.Payload, v.PayloadCompact = templates.PrettyJSONBounded(a.Payload)
 	v.Result, v.ResultCompact = templates.PrettyJSONBounded(a.Result)
-	v.PreviewTitle, v.Preview = previewFields(a)
+	shown := a
 	if len(a.ApprovedPayload) > 0 && !queue.JSONEqual(a.ApprovedPayload, a.Payload) {
 		v.ApprovedPayload, v.ApprovedCompact = templates.PrettyJSONBounded(a.ApprovedPayload)
 		v.Diff = templates.NewDiffView(a.Payload, a.ApprovedPayload, "Submitted payload and the approved edit", "Submitted", "Approved", budget)
+		// The preview shows what is executed: the edit.
+		edited := *a
+		edited.Payload, shown, v.PreviewEdited = a.ApprovedPayload, &edited, true
 	}
-	v.Form.Payload = v.Payload
+	v.PreviewTitle, v.Preview = previewFields(shown)
+	// The edit box cannot mark invisible characters, so it shows them as
+	// escapes: the same JSON value, and nothing hidden.
+	v.Form.Payload = queue.EscapeInvisible(v.Payload)
 	if u := currentUser(c); u != nil {
 		v.CanDecide = u.Role.CanDecide()
 	}
@@ -115,12 +121,13 @@ func deciderView(a *queue.Action, events []queue.Event) *templates.DeciderView {
 		var data struct {
 			Rule, Expression, Note, Grant string
 			Decision                      string
-			GrantedBy                     string `json:"granted_by"`
+			GrantedBy                     string   `json:"granted_by"`
+			HeldFor                       []string `json:"held_for"`
 		}
 		_ = json.Unmarshal(e.Data, &data)
 		switch {
 		case e.Channel == queue.PolicyChannel && data.Rule != "":
-			return &templates.DeciderView{Rule: data.Rule, Expression: data.Expression, Decision: data.Decision, Note: data.Note}
+			return &templates.DeciderView{Rule: data.Rule, Expression: data.Expression, Decision: data.Decision, Note: data.Note, HeldFor: data.HeldFor}
 		case e.Channel == queue.GrantChannel && e.Kind == queue.EventApproved && data.Grant != "":
 			return &templates.DeciderView{GrantID: data.Grant, GrantedBy: data.GrantedBy}
 		}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -112,5 +113,30 @@ func awaitWaitersDrop(t *testing.T, svc *queue.Service, n int64) {
 			t.Fatalf("%d long-polls still waiting after 20s, want %d", svc.Waiters(), n)
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestReadmeWaitAnswersOnceDecided (issue 44, point 7): the README's walk
+// waits with &state=pending, so a reader who approves first is answered at
+// once, not after 30 s.
+func TestReadmeWaitAnswersOnceDecided(t *testing.T) {
+	t.Parallel()
+	e := apptest.StartAPI(t, apptest.Options{})
+	a := apptest.Submit(t, e.Service, "send_customer_email", apptest.EmailBody("c-42", "welcome")["payload"].(map[string]any))
+	apptest.Approve(t, e.Service, a.ID)
+	start := time.Now()
+	r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/actions/"+a.ID+"?wait=30s&state=pending", nil)
+	if r.Status != http.StatusOK || r.Action(t).State != queue.StateApproved {
+		t.Fatalf("%d %s", r.Status, r.Body)
+	}
+	if took := time.Since(start); took > 5*time.Second {
+		t.Fatalf("an approved action's wait took %v", took)
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "?wait=30s&state=pending") {
+		t.Error("the README's walk waits without &state=pending")
 	}
 }

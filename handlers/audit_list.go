@@ -3,11 +3,13 @@ package handlers
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/audit"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
@@ -54,11 +56,34 @@ func (d *Dashboard) AuditList(c echo.Context) error {
 		v.Before = events[len(events)-1].ID
 	}
 	v.Events = events
+	if v.Actions, err = auditActions(c.Request().Context(), d.Store, events); err != nil {
+		return err
+	}
 	p, err := d.page(c, "Audit log", "audit")
 	if err != nil {
 		return err
 	}
 	return render(c, http.StatusOK, templates.AuditPage(p, v))
+}
+
+// auditActions names the events' actions by tool and preview headline,
+// read in one query for the page.
+func auditActions(ctx context.Context, r queue.Reader, events []queue.Event) (map[string]templates.AuditAction, error) {
+	ids := make([]string, 0, len(events))
+	for _, e := range events {
+		if e.ActionID != "" && !slices.Contains(ids, e.ActionID) {
+			ids = append(ids, e.ActionID)
+		}
+	}
+	actions, err := queue.ActionsByID(ctx, r, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]templates.AuditAction, len(actions))
+	for id, a := range actions {
+		out[id] = templates.AuditAction{Tool: a.Tool, Title: preview.Headline(a)}
+	}
+	return out, nil
 }
 
 // chainView reads the chain's head and its backlog.

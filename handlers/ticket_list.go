@@ -1,12 +1,17 @@
 package handlers
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
 )
@@ -58,10 +63,99 @@ func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.Tickets
 	if err != nil {
 		return v, err
 	}
+	// Open tickets first: they are the operator's to-do.
+	slices.SortStableFunc(tickets, func(a, b *queue.Ticket) int {
+		return cmp.Compare(ticketRank(a), ticketRank(b))
+	})
 	for _, t := range tickets {
-		v.Tickets = append(v.Tickets, templates.TicketRow{Ticket: t, Action: actions[t.ActionID]})
+		row := templates.TicketRow{Ticket: t, Action: actions[t.ActionID]}
+		if err := d.ticketContext(ctx, &row); err != nil {
+			return v, err
+		}
+		v.Tickets = append(v.Tickets, row)
 	}
 	return v, nil
+}
+
+func ticketRank(t *queue.Ticket) int {
+	if t.State == queue.TicketOpen {
+		return 0
+	}
+	return 1
+}
+
+// ticketContext adds what an operator needs to settle the ticket without
+// looking it up: for a conflict, which report contradicted which outcome,
+// and any newer attempt of the intent.
+func (d *Dashboard) ticketContext(ctx context.Context, row *templates.TicketRow) error {
+	a := row.Action
+	if a == nil {
+		return nil
+	}
+	row.Title = a.Tool + ": " + preview.Headline(a)
+	if row.Ticket.Kind == queue.TicketConflict {
+		events, err := queue.Timeline(ctx, d.Store, a.ID)
+		if err != nil {
+			return err
+		}
+		row.Conflict = conflictView(events)
+	}
+	if a.Class == classify.AtLeastOnce || a.IntentKey == "" {
+		return nil
+	}
+	attempts, err := d.Store.ActionList(ctx, queue.ActionListParams{IntentKey: a.IntentKey, Limit: 200})
+	if err != nil {
+		return err
+	}
+	for _, o := range attempts {
+		if o.Attempt > a.Attempt && (row.Newer == nil || o.Attempt > row.Newer.Attempt) {
+			row.Newer = o
+		}
+	}
+	return nil
+}
+
+// conflictView is what the last contradicting report said, and what had
+// settled the action before it: an operator's resolution, or a report.
+func conflictView(events []queue.Event) *templates.ConflictView {
+	var settled *queue.Event
+	var c *templates.ConflictView
+	for i := range events {
+		e := &events[i]
+		switch e.Kind {
+		case queue.EventTicketResolved, queue.EventCompleted, queue.EventFailed:
+			settled = e
+		case queue.EventOutcomeConflict:
+			var data struct {
+				Report      string `json:"report"`
+				StoredState string `json:"stored_state"`
+				Error       string `json:"error"`
+			}
+			_ = json.Unmarshal(e.Data, &data)
+			c = &templates.ConflictView{Reporter: e.Actor, Report: data.Report, Stored: data.StoredState, Error: data.Error, At: e.At}
+			if r, ok := jsonField(e.Data, "result"); ok {
+				c.Result = templates.PrettyJSON(r)
+			}
+			if settled != nil {
+				var note struct {
+					Note string `json:"note"`
+				}
+				_ = json.Unmarshal(settled.Data, &note)
+				c.SettledBy, c.SettledKind, c.SettledAt, c.SettledNote = settled.Actor, settled.Kind, settled.At, note.Note
+			}
+		}
+	}
+	return c
+}
+
+// jsonField is the raw value of key in the JSON object raw.
+func jsonField(raw []byte, key string) (json.RawMessage, bool) {
+	var m map[string]json.RawMessage
+	if json.Unmarshal(raw, &m) != nil {
+		return nil, false
+	}
+	v, ok := m[key]
+	return v, ok && len(v) > 0 && string(v) != "null"
 }
 
 // ticketRow joins a ticket with its action. Tickets are few (each is an
@@ -71,5 +165,6 @@ func (d *Dashboard) ticketRow(ctx context.Context, t *queue.Ticket) (templates.T
 	if err != nil && !errors.Is(err, queue.ErrNotFound) {
 		return templates.TicketRow{}, err
 	}
-	return templates.TicketRow{Ticket: t, Action: a}, nil
+	row := templates.TicketRow{Ticket: t, Action: a}
+	return row, d.ticketContext(ctx, &row)
 }

@@ -74,7 +74,7 @@ func Headline(a *queue.Action) string {
 	default:
 		var b bytes.Buffer
 		if json.Compact(&b, a.Payload) == nil {
-			s = b.String()
+			s = queue.ReadableJSON(b.String())
 		} else {
 			s = string(a.Payload)
 		}

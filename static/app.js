@@ -183,7 +183,8 @@
     var all = document.querySelector("[data-select-all]");
     var boxes = rowBoxes();
     var ticked = boxes.filter(function (b) { return b.checked; }).length;
-    if (count) count.textContent = ticked === 0 ? "Nothing selected (x selects the focused row)" : ticked + " selected";
+    var touch = window.matchMedia && window.matchMedia("(hover: none) and (pointer: coarse)").matches;
+    if (count) count.textContent = ticked === 0 ? (touch ? "Nothing selected" : "Nothing selected (x selects the focused row)") : ticked + " selected";
     if (all) {
       all.checked = boxes.length > 0 && ticked === boxes.length;
       all.indeterminate = ticked > 0 && ticked < boxes.length;

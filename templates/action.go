@@ -3,6 +3,7 @@ package templates
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/approvals/approvals/classify"
@@ -13,10 +14,13 @@ import (
 type ActionView struct {
 	Now    time.Time
 	Action *queue.Action
-	// PreviewTitle and Preview come from the tool's preview templates.
-	PreviewTitle string
-	Preview      []Field
-	Payload      string // pretty-printed
+	// PreviewTitle and Preview come from the tool's preview templates,
+	// rendered from the approved payload when an approver edited it
+	// (PreviewEdited): the page shows what is executed.
+	PreviewTitle  string
+	Preview       []Field
+	PreviewEdited bool
+	Payload       string // pretty-printed
 	// ApprovedPayload is set when it differs from Payload (an edit).
 	ApprovedPayload string
 	// Compact says which of Payload, ApprovedPayload and Result are shown
@@ -60,6 +64,40 @@ type DeciderView struct {
 	Rule, Expression, Decision, Note string
 	// GrantID and GrantedBy of a grant.
 	GrantID, GrantedBy string
+	// HeldFor are the warnings (queue.UnseenRisks) for which an approve
+	// rule's match went to a person instead.
+	HeldFor []string
+}
+
+// HasPreview says whether the tool's preview shows anything; without it
+// the payload is what a person reads first.
+func (v ActionView) HasPreview() bool { return v.PreviewTitle != "" || len(v.Preview) > 0 }
+
+// heldForText names warnings in words: "invisible characters and a
+// policy rule that failed".
+func heldForText(ws []string) string {
+	words := make([]string, len(ws))
+	for i, w := range ws {
+		words[i] = warningText(w)
+	}
+	switch len(words) {
+	case 1:
+		return words[0]
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " and " + words[len(words)-1]
+}
+
+// helpSuffix is ": help", or nothing without help.
+func helpSuffix(help string) string {
+	if help == "" {
+		return ""
+	}
+	return ": " + help
+}
+
+// ticketPageURL is the ticket's card on the tickets page.
+func ticketPageURL(t *queue.Ticket) string {
+	return "/tickets?state=" + string(t.State) + "#ticket-" + t.ID
 }
 
 // GrantOffer is the "Approve and allow similar" form.

@@ -16,8 +16,15 @@ type AuditView struct {
 	Actor  string
 	Kinds  []string
 	Events []queue.Event
+	// Actions name the events' actions by tool and preview title.
+	Actions map[string]AuditAction
 	// Before is the id to continue from for older events; 0 at the end.
 	Before int64
+}
+
+// AuditAction names an action in the log.
+type AuditAction struct {
+	Tool, Title string
 }
 
 // ChainView is the state of the audit chain (package audit).

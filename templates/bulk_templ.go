@@ -86,7 +86,7 @@ func bulkBar(f BulkForm) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</div><span class=\"actions-row\"><span id=\"bulk-count\" class=\"subtle\" role=\"status\" aria-live=\"polite\" data-bulk-count><kbd>x</kbd> selects the focused row</span> <button type=\"submit\" class=\"btn btn-approve\" name=\"decision\" value=\"approve\" data-testid=\"bulk-approve\">Approve selected</button> <button type=\"submit\" class=\"btn btn-reject\" name=\"decision\" value=\"reject\" data-testid=\"bulk-reject\">Reject selected</button></span></form>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 8, "</div><span class=\"actions-row\"><span id=\"bulk-count\" class=\"subtle\" role=\"status\" aria-live=\"polite\" data-bulk-count><span class=\"keys\"><kbd>x</kbd> selects the focused row</span></span> <button type=\"submit\" class=\"btn btn-approve\" name=\"decision\" value=\"approve\" data-testid=\"bulk-approve\">Approve selected</button> <button type=\"submit\" class=\"btn btn-reject\" name=\"decision\" value=\"reject\" data-testid=\"bulk-reject\">Reject selected</button></span></form>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

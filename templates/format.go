@@ -72,6 +72,8 @@ func PrettyJSON(raw []byte) string {
 
 // PrettyJSONBounded is PrettyJSON, also saying whether the document is
 // shown compact because indented it would be too long (the page says so).
+// Characters sent as \u escapes are shown as characters
+// (queue.ReadableJSON), which never makes the text longer.
 func PrettyJSONBounded(raw []byte) (text string, compact bool) {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return "", false
@@ -82,10 +84,10 @@ func PrettyJSONBounded(raw []byte) (text string, compact bool) {
 	var b bytes.Buffer
 	if indentedLength(raw, indentText, MaxPrettyJSON) > MaxPrettyJSON {
 		_ = json.Compact(&b, raw)
-		return b.String(), true
+		return queue.ReadableJSON(b.String()), true
 	}
 	_ = json.Indent(&b, raw, "", indentText)
-	return b.String(), false
+	return queue.ReadableJSON(b.String()), false
 }
 
 const indentText = "  "
@@ -149,7 +151,7 @@ func CompactJSON(raw []byte, limit int) string {
 	var b bytes.Buffer
 	s := string(raw)
 	if err := json.Compact(&b, raw); err == nil {
-		s = b.String()
+		s = queue.ReadableJSON(b.String())
 	}
 	return Truncate(s, limit)
 }
@@ -207,7 +209,7 @@ func warningHelp(w string) string {
 		return "The payload holds invisible characters (bidirectional controls, zero-width or format characters, tag characters, variation selectors), which can make text read differently from what is sent; each is marked below as [U+…]."
 	}
 	if rule, ok := strings.CutPrefix(w, queue.WarningPolicyError+":"); ok {
-		return "The expression of policy rule " + rule + " could not be evaluated for this payload (the timeline's submitted event says why), so the rule did not match: a person decides."
+		return "The expression of policy rule " + rule + " failed for this payload (the timeline's submitted event says why). Evaluation stopped at that rule: no later rule, grant or claim decides this action; a person decides."
 	}
 	return ""
 }

@@ -58,3 +58,26 @@ func Visible(s string) string {
 	}
 	return b.String()
 }
+
+// maxJSONDepth is the deepest indentation MarkedJSON keeps for wrapped
+// lines; deeper lines wrap at that depth (app.css has a class per level).
+const maxJSONDepth = 16
+
+// MarkedJSON shows indented JSON text (PrettyJSON) as Marked does, one
+// block per line with its depth as a class, so that a line too long for a
+// narrow screen wraps under its own indentation instead of at the left
+// edge, where a deeply nested document would lose its shape. The text
+// (spaces included) is unchanged: copied, it is the same JSON.
+func MarkedJSON(s string) templ.Component {
+	return templ.ComponentFunc(func(_ context.Context, w io.Writer) error {
+		var b strings.Builder
+		for line := range strings.SplitSeq(s, "\n") {
+			depth := (len(line) - len(strings.TrimLeft(line, " "))) / len(indentText)
+			fmt.Fprintf(&b, `<span class="jl d%d">`, min(depth, maxJSONDepth))
+			b.WriteString(markInvisible(line))
+			b.WriteString("</span>")
+		}
+		_, err := io.WriteString(w, b.String())
+		return err
+	})
+}

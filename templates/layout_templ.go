@@ -424,7 +424,7 @@ func Layout(p Page) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		if p.Viewer != nil {
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<footer class=\"site\"><details id=\"shortcuts-help\"><summary id=\"shortcuts\">Keyboard shortcuts</summary><p><kbd>j</kbd> / <kbd>k</kbd> next / previous action · <kbd>Enter</kbd> open · <kbd>x</kbd> select for a bulk decision · <kbd>a</kbd> approve (note, then <kbd>Enter</kbd>) · <kbd>r</kbd> reject (reason, then <kbd>Ctrl</kbd>+<kbd>Enter</kbd>) · <kbd>c</kbd> request changes (what to change, then <kbd>Ctrl</kbd>+<kbd>Enter</kbd>) · <kbd>/</kbd> filter · <kbd>Esc</kbd> leave a field · <kbd>?</kbd> this help</p></details></footer>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 36, "<footer class=\"site\"><details id=\"shortcuts-help\" class=\"keys\"><summary id=\"shortcuts\">Keyboard shortcuts</summary><p><kbd>j</kbd> / <kbd>k</kbd> next / previous action · <kbd>Enter</kbd> open · <kbd>x</kbd> select for a bulk decision · <kbd>a</kbd> approve (note, then <kbd>Enter</kbd>) · <kbd>r</kbd> reject (reason, then <kbd>Ctrl</kbd>+<kbd>Enter</kbd>) · <kbd>c</kbd> request changes (what to change, then <kbd>Ctrl</kbd>+<kbd>Enter</kbd>) · <kbd>/</kbd> filter · <kbd>Esc</kbd> leave a field · <kbd>?</kbd> this help</p></details></footer>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

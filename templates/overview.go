@@ -33,6 +33,9 @@ type ChartBar struct {
 // ChartLabel is text on the chart.
 type ChartLabel struct {
 	X, Y, Text string
+	// Class is "minor" for the labels a phone leaves out: scaled to its
+	// width, every third hour would not fit at a readable size.
+	Class string
 }
 
 // chartMax is the top of the count axis: the busiest hour, at least 1.
@@ -70,7 +73,11 @@ func (v OverviewView) HourLabels() []ChartLabel {
 	var out []ChartLabel
 	for i, h := range v.Hours {
 		if i%chartLabelEveryH == 0 {
-			out = append(out, ChartLabel{X: itoa(chartLeft + i*chartSlot + chartSlot/2), Y: itoa(chartH - 10), Text: h.Hour.UTC().Format("15:00")})
+			l := ChartLabel{X: itoa(chartLeft + i*chartSlot + chartSlot/2), Y: itoa(chartH - 10), Text: h.Hour.UTC().Format("15:00"), Class: "hour"}
+			if i%(2*chartLabelEveryH) != 0 {
+				l.Class = "hour minor"
+			}
+			out = append(out, l)
 		}
 	}
 	return out
@@ -79,8 +86,8 @@ func (v OverviewView) HourLabels() []ChartLabel {
 // AxisLabels marks zero and the busiest hour's count.
 func (v OverviewView) AxisLabels() []ChartLabel {
 	return []ChartLabel{
-		{X: itoa(chartLeft - 6), Y: itoa(chartTop + chartPlotH), Text: "0"},
-		{X: itoa(chartLeft - 6), Y: itoa(chartTop + 8), Text: strconv.FormatInt(v.chartMax(), 10)},
+		{X: itoa(chartLeft - 6), Y: itoa(chartTop + chartPlotH), Text: "0", Class: "count"},
+		{X: itoa(chartLeft - 6), Y: itoa(chartTop + 8), Text: strconv.FormatInt(v.chartMax(), 10), Class: "count"},
 	}
 }
 

@@ -3,6 +3,7 @@ package templates
 import (
 	"time"
 
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -21,9 +22,51 @@ type TicketsView struct {
 type TicketRow struct {
 	Ticket *queue.Ticket
 	Action *queue.Action // nil if it could not be read
-	Form   ResolveForm
+	// Title is the action's preview headline.
+	Title string
+	Form  ResolveForm
 	// Notice confirms what this request did.
 	Notice string
+	// Conflict says what contradicted what, on a conflict ticket.
+	Conflict *ConflictView
+	// Newer is the newest later attempt of the intent, if any.
+	Newer *queue.Action
+}
+
+// ConflictView is a report that contradicted the stored outcome, and what
+// had settled the action before it.
+type ConflictView struct {
+	// Reporter reported Report ("complete", "fail", "done", "failed") at
+	// At, with Error or Result; the action was Stored.
+	Reporter, Report, Stored, Error, Result string
+	At                                      time.Time
+	// SettledBy settled the action (SettledKind: ticket_resolved,
+	// completed, failed) at SettledAt, with SettledNote.
+	SettledBy, SettledKind, SettledNote string
+	SettledAt                           time.Time
+}
+
+// ticketPayload is what the ticket's action sent, or was approved to send.
+func ticketPayload(a *queue.Action) string {
+	if len(a.ApprovedPayload) > 0 {
+		return PrettyJSON(a.ApprovedPayload)
+	}
+	return PrettyJSON(a.Payload)
+}
+
+// ticketKindHelp explains a ticket's kind in words.
+func ticketKindHelp(t TicketRow) string {
+	switch t.Ticket.Kind {
+	case queue.TicketStale:
+		s := "Stale: the action was claimed and no outcome came back within its tool's claim timeout"
+		if t.Action != nil {
+			s += " (" + classify.FormatDuration(t.Action.Spec.ClaimTimeout) + ")"
+		}
+		return s + ". Nobody knows whether the effect happened, and approvals never sends it again by itself."
+	case queue.TicketConflict:
+		return "Conflict: a report contradicted the outcome already stored. The effect may have happened twice, or not at all."
+	}
+	return ""
 }
 
 // ResolveForm keeps what was typed when a resolution is refused.
