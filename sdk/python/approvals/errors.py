@@ -47,7 +47,31 @@ class InvalidTransitionError(ApprovalsError):
 
 
 class OutcomeConflictError(ApprovalsError):
-    """A report contradicted the stored outcome; a conflict ticket was opened."""
+    """A report contradicted the stored outcome; a conflict ticket was opened.
+    Raised by the guard after the guarded function ran and returned, it
+    carries ``performed = True`` and the function's ``result``: the effect
+    happened, the stored outcome stands, and the tool must not be called again
+    for the intent."""
+
+    def __init__(self, problem: Dict[str, Any], message: Optional[str] = None, performed: bool = False,
+                 result: Any = None) -> None:
+        super().__init__(problem, message)
+        #: True when the guarded function ran and returned before the report was refused.
+        self.performed = performed
+        #: What the guarded function returned, when performed is true.
+        self.result = result
+
+    @classmethod
+    def after_performed(cls, err: "OutcomeConflictError", result: Any) -> "OutcomeConflictError":
+        """The error of a refused ``complete`` after the guarded function ran and returned result."""
+        action = err.action or {}
+        stored = " as %s" % action["state"] if action.get("state") else ""
+        return cls(err.problem, "approvals: the effect happened (the guarded function ran and returned), but action %s "
+                                "was already recorded%s: %s. The stored outcome stands and an operator ticket is open: "
+                                "do not call this tool again for this intent and do not report again; an operator "
+                                "reconciles it." % (action.get("id", "unknown"), stored,
+                                                    err.detail or "the report contradicts the stored outcome"),
+                   performed=True, result=result)
 
 
 class NotFoundError(ApprovalsError):

@@ -40,8 +40,38 @@ export class IntentKeyReusedError extends ApprovalsError {}
  */
 export class InProgressError extends ApprovalsError {}
 export class InvalidTransitionError extends ApprovalsError {}
-/** A report contradicted the stored outcome; a conflict ticket was opened. */
-export class OutcomeConflictError extends ApprovalsError {}
+/**
+ * A report contradicted the stored outcome; a conflict ticket was opened.
+ * Raised by `guard` after the guarded function ran and returned, it carries
+ * `performed: true` and the function's `result`: the effect happened, the
+ * stored outcome stands, and the tool must not be called again for the intent.
+ */
+export class OutcomeConflictError extends ApprovalsError {
+  /** True when the guarded function ran and returned before the report was refused: the effect happened. */
+  readonly performed: boolean;
+  /** What the guarded function returned, when performed is true. */
+  readonly result: unknown;
+
+  constructor(problem: ProblemInit, message?: string, performed = false, result?: unknown) {
+    super(problem, message);
+    this.performed = performed;
+    this.result = result;
+  }
+
+  /** The error of a refused `complete` after the guarded function ran and returned result. */
+  static afterPerformed(err: ApprovalsError, result: unknown): OutcomeConflictError {
+    const id = err.action?.id ?? 'unknown';
+    const stored = err.action?.state ? ` as ${err.action.state}` : '';
+    return new OutcomeConflictError(
+      err.problem,
+      `approvals: the effect happened (the guarded function ran and returned), but action ${id} was already recorded${stored}: ` +
+        `${err.detail || 'the report contradicts the stored outcome'}. The stored outcome stands and an operator ticket is open: ` +
+        `do not call this tool again for this intent and do not report again; an operator reconciles it.`,
+      true,
+      result,
+    );
+  }
+}
 export class NotFoundError extends ApprovalsError {}
 export class ForbiddenError extends ApprovalsError {}
 export class UnauthorizedError extends ApprovalsError {}
