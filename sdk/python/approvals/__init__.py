@@ -14,9 +14,9 @@ from ._openapi import Action, Class, State, Ticket, Tool
 from .client import FINAL_STATES, NO_RETRY, Approvals, Duration, RetryPolicy, Submission
 from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedError, DryRunUnsupportedError,
                      ForbiddenError, InProgressError, IntentKeyMismatchError, IntentKeyRequiredError,
-                     IntentKeyReusedError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
-                     MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
-                     OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
+                     IntentKeyReusedError, IntentUnderReviewError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
+                     MethodNotAllowedError, NotApprovedError, NotFoundError, NotInPlanError, NotPerformedError, OutcomeConflictError,
+                     OutcomeUnknownError, PayloadTooLargeError, REFUSAL_GUIDANCE, RejectedError, StepNotReadyError, StillPendingError,
                      TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
                      UpstreamUnavailableError)
 from .guard import guard
@@ -24,9 +24,9 @@ from .guard import guard
 __all__ = [
     "Action", "Approvals", "ApprovalsConnectionError", "ApprovalsError", "ChangesRequestedError", "Class",
     "DryRunUnsupportedError", "Duration", "FINAL_STATES", "ForbiddenError", "InProgressError",
-    "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "InvalidPayloadError",
+    "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "IntentUnderReviewError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
-    "NotFoundError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
-    "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
+    "NotFoundError", "NotInPlanError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
+    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
     "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
 ]

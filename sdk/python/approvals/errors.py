@@ -5,6 +5,34 @@ from typing import Any, Dict, Optional, Type
 from ._openapi import PROBLEM_CODES, Action
 
 
+#: What to do next after each refusal an agent can meet, in the same words in
+#: both SDKs (sdk/typescript/src/errors.ts): what happened, and the read to make
+#: (find with the intent key, get with wait) instead of a blind retry.
+REFUSAL_GUIDANCE: Dict[str, str] = {
+    "intent_key_reused":
+        "This call did nothing new, but its intent is already held by the action returned with this error, whose "
+        "effect may have happened or be under way: do not call again with other arguments for this intent; read that "
+        "action (find with its intent key) and tell the user if it is not what was meant.",
+    "in_progress":
+        "The action of this intent is being performed right now: do not perform the effect and do not call again; "
+        "read the action later (get with wait, or find with its intent key).",
+    "intent_under_review":
+        "An earlier attempt of this intent may have taken effect and an operator is reviewing it (a conflict ticket "
+        "is open); this call did nothing: do not call again for this intent until the ticket is resolved; read it "
+        "with find and its intent key.",
+    "outcome_conflict":
+        "The stored outcome stands and an operator ticket is open: do not report again and do not call the tool "
+        "again for this intent.",
+    "not_in_plan":
+        "This call matches no unused step of the approved plan, so it did nothing: call again only with a step "
+        "exactly as the plan was approved (the error names the nearest step and the fields that differ), or propose "
+        "a new plan.",
+    "step_not_ready":
+        "An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps "
+        "first, then call this step again.",
+}
+
+
 class ApprovalsError(Exception):
     """The API refused the call: an RFC 9457 problem with its machine ``code``."""
 
@@ -15,7 +43,10 @@ class ApprovalsError(Exception):
         self.detail: str = str(problem.get("detail") or problem.get("title") or "")
         #: The existing action that explains the refusal, when the API sent one.
         self.action: Optional[Action] = problem.get("action")
-        super().__init__(message or "approvals: %s (%d): %s" % (self.code, self.status, self.detail))
+        #: What an agent should do next, for the refusals an agent meets ("" for the others).
+        self.guidance: str = REFUSAL_GUIDANCE.get(self.code, "")
+        default = ("approvals: %s (%d): %s" % (self.code, self.status, self.detail)).strip()
+        super().__init__(message or " ".join(part for part in (default, self.guidance) if part))
 
 
 class InvalidRequestError(ApprovalsError):
@@ -74,6 +105,20 @@ class OutcomeConflictError(ApprovalsError):
                    performed=True, result=result)
 
 
+class IntentUnderReviewError(ApprovalsError):
+    """409 intent_under_review: a conflict ticket is open on the intent's latest
+    attempt (its effect may have happened twice); nothing was claimed. Do not
+    call again for the intent until an operator resolves it."""
+
+
+class NotInPlanError(ApprovalsError):
+    """422 not_in_plan: the call names a plan but matches none of its unused steps; nothing was stored."""
+
+
+class StepNotReadyError(ApprovalsError):
+    """409 step_not_ready: an earlier step of an ordered plan is not done yet."""
+
+
 class NotFoundError(ApprovalsError):
     pass
 
@@ -119,6 +164,10 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "in_progress": InProgressError,
     "invalid_transition": InvalidTransitionError,
     "outcome_conflict": OutcomeConflictError,
+    # Refusal codes of the contract the OpenAPI document may not list yet: known by name.
+    "intent_under_review": IntentUnderReviewError,
+    "not_in_plan": NotInPlanError,
+    "step_not_ready": StepNotReadyError,
     "not_found": NotFoundError,
     "forbidden": ForbiddenError,
     "unauthorized": UnauthorizedError,
