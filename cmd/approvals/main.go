@@ -55,9 +55,17 @@ APPROVALS_TELEGRAM_SECRET_FILE, APPROVALS_OIDC_CLIENT_SECRET_FILE, APPROVALS_AUD
 
 // run is main without the process: tests call it.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	cmd := "serve"
+	cmd, named := "serve", false
 	if len(args) > 0 && args[0] != "" && args[0][0] != '-' {
-		cmd, args = args[0], args[1:]
+		cmd, args, named = args[0], args[1:], true
+	}
+	if known(cmd) && wantsHelp(args) {
+		if named {
+			fmt.Fprint(stdout, commandUsage(cmd))
+		} else {
+			fmt.Fprint(stdout, usage) // approvals --help
+		}
+		return 0
 	}
 	var err error
 	switch cmd {
@@ -80,6 +88,10 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 	case "audit":
 		err = auditCmd(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
+		if len(args) > 0 && known(args[0]) {
+			fmt.Fprint(stdout, commandUsage(args[0]))
+			return 0
+		}
 		fmt.Fprint(stdout, usage)
 		return 0
 	default:
@@ -87,4 +99,13 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		return 2
 	}
 	return cli.Exit("approvals "+cmd, err, usage, stdout, stderr)
+}
+
+// known says whether cmd is one of run's commands.
+func known(cmd string) bool {
+	switch cmd {
+	case "serve", "migrate", "user", "token", "tools", "policy", "hook", "telegram", "audit":
+		return true
+	}
+	return false
 }

@@ -15,8 +15,8 @@ from .client import FINAL_STATES, NO_RETRY, Approvals, Duration, RetryPolicy, Su
 from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedError, DryRunUnsupportedError,
                      ForbiddenError, InProgressError, IntentKeyMismatchError, IntentKeyRequiredError,
                      IntentKeyReusedError, IntentUnderReviewError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
-                     MethodNotAllowedError, NotApprovedError, NotFoundError, NotPerformedError, OutcomeConflictError,
-                     OutcomeUnknownError, PayloadTooLargeError, RejectedError, StillPendingError,
+                     MethodNotAllowedError, NotApprovedError, NotFoundError, NotInPlanError, NotPerformedError, OutcomeConflictError,
+                     OutcomeUnknownError, PayloadTooLargeError, REFUSAL_GUIDANCE, RejectedError, StepNotReadyError, StillPendingError,
                      TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
                      UpstreamUnavailableError)
 from .guard import guard
@@ -26,7 +26,7 @@ __all__ = [
     "DryRunUnsupportedError", "Duration", "FINAL_STATES", "ForbiddenError", "InProgressError",
     "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "IntentUnderReviewError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
-    "NotFoundError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
-    "RejectedError", "RetryPolicy", "State", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
+    "NotFoundError", "NotInPlanError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
+    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
     "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
 ]

@@ -44,18 +44,35 @@ def seconds(d: Duration) -> float:
 
 @dataclass(frozen=True)
 class RetryPolicy:
-    """How the calls that are safe to repeat are retried: bounded, with
-    exponential backoff and full jitter, waiting at least Retry-After.
+    """How the calls that are safe to repeat are retried after a lost
+    connection or a 429/5xx answer: for up to ``budget`` seconds from the first
+    try (default 60, longer than a database failover: contract section 20),
+    with exponential backoff and full jitter, waiting at least Retry-After.
     Unbounded retries only move the failure from duplicates to overload."""
 
-    attempts: int = 4  # tries in all, the first included
+    budget: float = 60.0  # no retry starts, and no wait ends, later than this after the first try
+    attempts: Optional[int] = None  # tries in all, the first included; None: as many as fit in the budget
     base_delay: float = 0.2
     max_delay: float = 5.0
-    max_retry_after: float = 30.0  # a longer Retry-After is not waited for
+    max_retry_after: float = 60.0  # a longer Retry-After is not waited for
 
     def delay(self, retry: int, retry_after: Optional[float] = None) -> float:
         jittered = random.random() * min(self.max_delay, self.base_delay * 2 ** (retry - 1))
         return jittered if retry_after is None else max(retry_after, jittered)
+
+    def next_retry(self, retry: int, left: float, retry_after: Optional[float] = None) -> Optional[float]:
+        """The wait before retry number ``retry`` (1 for the first) with ``left``
+        seconds of the budget left, or None when there is to be no retry: the
+        tries are spent, the server asks for a longer wait than the policy or
+        the budget allows, or the budget is spent. A jittered backoff is cut
+        to the budget's end; a Retry-After never is."""
+        if self.attempts is not None and retry >= self.attempts:
+            return None
+        if left <= 0:
+            return None
+        if retry_after is not None and (retry_after > self.max_retry_after or retry_after > left):
+            return None
+        return min(left, self.delay(retry, retry_after))
 
 
 NO_RETRY = RetryPolicy(attempts=1)
@@ -214,7 +231,8 @@ class Approvals:
             headers["Authorization"] = "Bearer " + self._token
         if data is not None:
             headers["Content-Type"] = "application/json"
-        attempts = self._retry.attempts if safe else 1
+        policy = self._retry if safe else NO_RETRY
+        started = time.monotonic()
         attempt = 0
         while True:
             attempt += 1
@@ -224,18 +242,22 @@ class Approvals:
                     return res.status, res.headers, _json(res.read())
             except urllib.error.HTTPError as e:
                 text = e.read()
-                if attempt < attempts and e.code in RETRYABLE_STATUS:
-                    after = parse_retry_after(e.headers.get("Retry-After"))
-                    if after is None or after <= self._retry.max_retry_after:
-                        time.sleep(self._retry.delay(attempt, after))
+                if e.code in RETRYABLE_STATUS:
+                    wait = policy.next_retry(attempt, started + policy.budget - time.monotonic(),
+                                             parse_retry_after(e.headers.get("Retry-After")))
+                    if wait is not None:
+                        time.sleep(wait)
                         continue
                 raise problem_error(_problem(e.code, text)) from None
             except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as e:
-                if attempt < attempts:
-                    time.sleep(self._retry.delay(attempt))
+                wait = policy.next_retry(attempt, started + policy.budget - time.monotonic())
+                if wait is not None:
+                    time.sleep(wait)
                     continue
                 raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
-                    method, path, self.url, " after %d tries" % attempt if attempts > 1 else "", e)) from e
+                    method, path, self.url,
+                    " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
+                    e)) from e
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

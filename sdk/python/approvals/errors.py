@@ -5,6 +5,34 @@ from typing import Any, Dict, Optional, Type
 from ._openapi import PROBLEM_CODES, Action
 
 
+#: What to do next after each refusal an agent can meet, in the same words in
+#: both SDKs (sdk/typescript/src/errors.ts): what happened, and the read to make
+#: (find with the intent key, get with wait) instead of a blind retry.
+REFUSAL_GUIDANCE: Dict[str, str] = {
+    "intent_key_reused":
+        "This call did nothing new, but its intent is already held by the action returned with this error, whose "
+        "effect may have happened or be under way: do not call again with other arguments for this intent; read that "
+        "action (find with its intent key) and tell the user if it is not what was meant.",
+    "in_progress":
+        "The action of this intent is being performed right now: do not perform the effect and do not call again; "
+        "read the action later (get with wait, or find with its intent key).",
+    "intent_under_review":
+        "An earlier attempt of this intent may have taken effect and an operator is reviewing it (a conflict ticket "
+        "is open); this call did nothing: do not call again for this intent until the ticket is resolved; read it "
+        "with find and its intent key.",
+    "outcome_conflict":
+        "The stored outcome stands and an operator ticket is open: do not report again and do not call the tool "
+        "again for this intent.",
+    "not_in_plan":
+        "This call matches no unused step of the approved plan, so it did nothing: call again only with a step "
+        "exactly as the plan was approved (the error names the nearest step and the fields that differ), or propose "
+        "a new plan.",
+    "step_not_ready":
+        "An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps "
+        "first, then call this step again.",
+}
+
+
 class ApprovalsError(Exception):
     """The API refused the call: an RFC 9457 problem with its machine ``code``."""
 
@@ -15,7 +43,10 @@ class ApprovalsError(Exception):
         self.detail: str = str(problem.get("detail") or problem.get("title") or "")
         #: The existing action that explains the refusal, when the API sent one.
         self.action: Optional[Action] = problem.get("action")
-        super().__init__(message or "approvals: %s (%d): %s" % (self.code, self.status, self.detail))
+        #: What an agent should do next, for the refusals an agent meets ("" for the others).
+        self.guidance: str = REFUSAL_GUIDANCE.get(self.code, "")
+        default = ("approvals: %s (%d): %s" % (self.code, self.status, self.detail)).strip()
+        super().__init__(message or " ".join(part for part in (default, self.guidance) if part))
 
 
 class InvalidRequestError(ApprovalsError):
@@ -53,7 +84,39 @@ class InvalidTransitionError(ApprovalsError):
 
 
 class OutcomeConflictError(ApprovalsError):
-    """A report contradicted the stored outcome; a conflict ticket was opened."""
+    """A report contradicted the stored outcome; a conflict ticket was opened.
+    Raised by the guard after the guarded function ran and returned, it
+    carries ``performed = True`` and the function's ``result``: the effect
+    happened, the stored outcome stands, and the tool must not be called again
+    for the intent."""
+
+    def __init__(self, problem: Dict[str, Any], message: Optional[str] = None, performed: bool = False,
+                 result: Any = None) -> None:
+        super().__init__(problem, message)
+        #: True when the guarded function ran and returned before the report was refused.
+        self.performed = performed
+        #: What the guarded function returned, when performed is true.
+        self.result = result
+
+    @classmethod
+    def after_performed(cls, err: "OutcomeConflictError", result: Any) -> "OutcomeConflictError":
+        """The error of a refused ``complete`` after the guarded function ran and returned result."""
+        action = err.action or {}
+        stored = " as %s" % action["state"] if action.get("state") else ""
+        return cls(err.problem, "approvals: the effect happened (the guarded function ran and returned), but action %s "
+                                "was already recorded%s: %s. The stored outcome stands and an operator ticket is open: "
+                                "do not call this tool again for this intent and do not report again; an operator "
+                                "reconciles it." % (action.get("id", "unknown"), stored,
+                                                    err.detail or "the report contradicts the stored outcome"),
+                   performed=True, result=result)
+
+
+class NotInPlanError(ApprovalsError):
+    """422 not_in_plan: the call names a plan but matches none of its unused steps; nothing was stored."""
+
+
+class StepNotReadyError(ApprovalsError):
+    """409 step_not_ready: an earlier step of an ordered plan is not done yet."""
 
 
 class NotFoundError(ApprovalsError):
@@ -102,6 +165,9 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "intent_under_review": IntentUnderReviewError,
     "invalid_transition": InvalidTransitionError,
     "outcome_conflict": OutcomeConflictError,
+    # Refusal codes of the contract the OpenAPI document may not list yet: known by name.
+    "not_in_plan": NotInPlanError,
+    "step_not_ready": StepNotReadyError,
     "not_found": NotFoundError,
     "forbidden": ForbiddenError,
     "unauthorized": UnauthorizedError,

@@ -26,7 +26,10 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
       then the function once with the approved payload; rejected or
       changes_requested: RejectedError / ChangesRequestedError with the note;
     - the function raises NotPerformedError: ``fail`` is reported and it is
-      re-raised; anything else: nothing is reported, OutcomeUnknownError.
+      re-raised; anything else: nothing is reported, OutcomeUnknownError;
+    - the function returned: only ``complete`` is reported, never ``fail``; a
+      complete that meets another stored outcome raises OutcomeConflictError
+      with ``performed = True`` and the result.
     """
     wait = seconds(wait_for)
 
@@ -89,8 +92,10 @@ def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call
         raise OutcomeUnknownError(claimed, e) from e
     try:
         client.complete(claimed["id"], result)
-    except OutcomeConflictError:
-        raise
+    except OutcomeConflictError as e:
+        # The function ran and returned: the effect happened, whatever the
+        # report meets. Never report fail from here; say performed, with the result.
+        raise OutcomeConflictError.after_performed(e, result) from e
     except Exception as e:  # noqa: BLE001
         raise OutcomeUnknownError(claimed, e, performed=True, result=result) from e
     return result

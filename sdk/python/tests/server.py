@@ -42,15 +42,18 @@ def binary():
 
 
 class Server:
-    """One approvals process; stop() ends it and removes its directory."""
+    """One approvals process; stop() ends it and removes its directory. With a
+    port it listens there, and halt() and resume() stop and start its process
+    on the same address and database, as a failover would."""
 
-    def __init__(self, tools=TOOLS):
+    def __init__(self, tools=TOOLS, port=0):
         self.dir = tempfile.mkdtemp(prefix="approvals-py-")
         path = os.path.join(self.dir, "tools.yaml")
         with open(path, "w") as f:
             f.write(tools)
         self.env = dict(os.environ, DATABASE_URL="sqlite:" + os.path.join(self.dir, "approvals.db"),
-                        APPROVALS_TOOLS=path, APPROVALS_ADDR="127.0.0.1:0")
+                        APPROVALS_TOOLS=path, APPROVALS_ADDR="127.0.0.1:%d" % port)
+        self.port = port
         self.bin = binary()
         self.proc = subprocess.Popen([self.bin, "serve"], env=self.env, stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
@@ -92,11 +95,39 @@ class Server:
                 raise AssertionError("no pending action of %s within %ss" % (intent_key, timeout))
             time.sleep(0.05)
 
-    def stop(self):
+    def halt(self):
         if self.proc.poll() is None:
             self.proc.terminate()
             self.proc.wait(timeout=30)
+        if self.proc.stderr:
+            self.proc.stderr.close()
+
+    def resume(self):
+        """Starts the process again (same address, same database); returns once it answers."""
+        if not self.port:
+            raise RuntimeError("resume needs a server started with a port")
+        self.proc = subprocess.Popen([self.bin, "serve"], env=self.env, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with _direct.open(self.url + "/api/v1/openapi.json", timeout=5):
+                    return
+            except OSError:
+                if time.monotonic() > deadline or self.proc.poll() is not None:
+                    raise RuntimeError("approvals did not start again (exit %s)" % self.proc.poll())
+                time.sleep(0.05)
+
+    def stop(self):
+        self.halt()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def free_port():
+    """A TCP port free right now on 127.0.0.1."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -19,7 +19,9 @@ def setUpModule():
     server = Server()
     staff = Staff(server.url).login()
     proxy = LossyProxy(server.url)
-    approvals = Approvals(proxy.url, server.token, retry=RetryPolicy(base_delay=0.02))
+    # The proxy loses every answer to the first call's report: a short retry
+    # budget ends its retries (the default, 60 s, is for a failover).
+    approvals = Approvals(proxy.url, server.token, retry=RetryPolicy(base_delay=0.02, budget=2.0))
 
 
 def tearDownModule():

@@ -3,7 +3,7 @@ import time
 import unittest
 
 from approvals import (ChangesRequestedError, InProgressError, IntentKeyReusedError, NotPerformedError,
-                       OutcomeUnknownError, RejectedError, StillPendingError)
+                       OutcomeConflictError, OutcomeUnknownError, RejectedError, StillPendingError)
 
 from .server import Fixture
 
@@ -62,6 +62,43 @@ class GuardTest(unittest.TestCase):
         self.assertEqual(issue_refund(p), "ok")
         attempts = fx.approvals.find(intent_key="refund:%s:1" % p["order_id"])["actions"]
         self.assertEqual([(a["attempt"], a["state"]) for a in attempts], [(2, "done"), (1, "failed")])
+
+    def test_outcome_conflict_after_the_function_ran_says_performed(self):
+        # Hardening round 3: after the function returned, the effect happened;
+        # a complete that meets another stored outcome (a fail recorded
+        # meanwhile, as an operator resolving a stale claim would) says so,
+        # and the guard never reports fail.
+        calls = []
+        p = {"order_id": key(), "line_id": 1, "amount": 7}
+        intent = "refund:%s:1" % p["order_id"]
+
+        @fx.approvals.guard("issue_refund")
+        def issue_refund(payload):
+            calls.append(1)
+            [claimed] = fx.approvals.find(intent_key=intent)["actions"]
+            fx.approvals.fail(claimed["id"], "resolved as not sent")
+            return {"refund_id": "re_late", "amount": payload["amount"]}
+
+        with self.assertRaises(OutcomeConflictError) as cm:
+            issue_refund(p)
+        e = cm.exception
+        self.assertEqual(e.code, "outcome_conflict")
+        self.assertTrue(e.performed)
+        self.assertEqual(e.result, {"refund_id": "re_late", "amount": 7})
+        self.assertIn("the effect happened", str(e))
+        self.assertIn("do not call this tool again", str(e))
+        [a] = fx.approvals.find(intent_key=intent)["actions"]
+        self.assertEqual((a["state"], a["error"]), ("failed", "resolved as not sent"))
+        self.assertEqual((a["ticket"]["kind"], a["ticket"]["state"]), ("conflict", "open"))
+        self.assertEqual(calls, [1])
+
+    def test_outcome_conflict_of_a_report_the_guard_did_not_make(self):
+        sub = fx.approvals.submit("issue_refund", {"order_id": key(), "line_id": 1, "amount": 1})
+        fx.approvals.complete(sub.action["id"], {"refund_id": "re_1"})
+        with self.assertRaises(OutcomeConflictError) as cm:
+            fx.approvals.fail(sub.action["id"], "no")
+        self.assertFalse(cm.exception.performed)
+        self.assertIsNone(cm.exception.result)
 
     def test_other_exception_is_outcome_unknown_and_never_fail(self):
         calls = []

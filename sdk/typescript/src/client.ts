@@ -8,7 +8,7 @@ import type {
   SubmitBody,
 } from './openapi.js';
 import { ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problemError } from './errors.js';
-import { backoff, defaultRetryPolicy, parseRetryAfter, retryableStatus, sleep, type RetryPolicy } from './retry.js';
+import { defaultRetryPolicy, nextRetry, parseRetryAfter, retryableStatus, sleep, type RetryPolicy } from './retry.js';
 import { goDuration, toMs, type Duration } from './duration.js';
 import { guard, type GuardedFunction, type GuardOptions } from './guard.js';
 
@@ -19,7 +19,12 @@ export interface ApprovalsOptions {
   token: string;
   /** The fetch to use; default the platform's. */
   fetch?: typeof globalThis.fetch;
-  /** How the calls that are safe to repeat are retried; false: never. */
+  /**
+   * How the calls that are safe to repeat (reads, submissions, complete,
+   * fail, cancel; never execute) are retried after a lost connection or a
+   * 429/5xx answer: by default for up to 60 s (budgetMs), honouring
+   * Retry-After, with backoff and jitter. false: never.
+   */
   retry?: Partial<RetryPolicy> | false;
   /** One request's deadline, a long-poll's wait not counted (default 30 s). */
   requestTimeoutMs?: number;
@@ -263,7 +268,9 @@ export class Approvals {
       headers['content-type'] = 'application/json';
       body = JSON.stringify(req.body);
     }
-    const attempts = req.repeat === 'safe' ? this.retry.attempts : 1;
+    const policy: RetryPolicy = req.repeat === 'safe' ? this.retry : { ...this.retry, attempts: 1 };
+    const started = Date.now();
+    const deadline = started + policy.budgetMs;
     for (let attempt = 1; ; attempt++) {
       req.signal?.throwIfAborted();
       const timeout = AbortSignal.timeout(this.timeoutMs + (req.extraMs ?? 0));
@@ -275,22 +282,25 @@ export class Approvals {
         text = await res.text();
       } catch (err) {
         if (req.signal?.aborted) throw req.signal.reason;
-        if (attempt < attempts) {
-          await sleep(backoff(this.retry, attempt), req.signal);
+        const wait = nextRetry(policy, attempt, deadline);
+        if (wait !== undefined) {
+          await sleep(wait, req.signal);
           continue;
         }
         throw new ApprovalsConnectionError(
-          `approvals: ${req.method} ${req.path} got no answer from ${this.url}` + (attempts > 1 ? ` after ${attempt} tries` : '') + `: ${describeCause(err)}`,
+          `approvals: ${req.method} ${req.path} got no answer from ${this.url}` +
+            (attempt > 1 ? ` after ${attempt} tries in ${Math.round((Date.now() - started) / 1000)}s` : '') +
+            `: ${describeCause(err)}`,
           err,
         );
       }
       if (res.status < 400) {
         return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as T };
       }
-      if (attempt < attempts && retryableStatus(res.status)) {
-        const after = parseRetryAfter(res.headers.get('retry-after'));
-        if (after === undefined || after <= this.retry.maxRetryAfterMs) {
-          await sleep(backoff(this.retry, attempt, after), req.signal);
+      if (retryableStatus(res.status)) {
+        const wait = nextRetry(policy, attempt, deadline, parseRetryAfter(res.headers.get('retry-after')));
+        if (wait !== undefined) {
+          await sleep(wait, req.signal);
           continue;
         }
       }

@@ -17,8 +17,16 @@ export class ApprovalsError extends Error {
   /** The problem as the server sent it. */
   readonly problem: ProblemInit;
 
+  /** What an agent should do next, for the refusals an agent meets (empty for the others). */
+  readonly guidance: string;
+
   constructor(problem: ProblemInit, message?: string) {
-    super(message ?? `approvals: ${problem.code} (${problem.status}): ${problem.detail ?? problem.title ?? ''}`.trim());
+    const guidance = refusalGuidance[problem.code] ?? '';
+    super(
+      message ??
+        [`approvals: ${problem.code} (${problem.status}): ${problem.detail ?? problem.title ?? ''}`.trim(), guidance].filter(Boolean).join(' '),
+    );
+    this.guidance = guidance;
     this.name = new.target.name;
     this.status = problem.status;
     this.code = problem.code;
@@ -27,6 +35,30 @@ export class ApprovalsError extends Error {
     this.problem = problem;
   }
 }
+
+/**
+ * What to do next after each refusal an agent can meet, in the same words in
+ * both SDKs (sdk/python/approvals/errors.py): what happened, and the read to
+ * make (find with the intent key, get with wait) instead of a blind retry.
+ */
+export const refusalGuidance: Readonly<Record<string, string>> = {
+  intent_key_reused:
+    'This call did nothing new, but its intent is already held by the action returned with this error, whose effect may have happened or be under way: ' +
+    'do not call again with other arguments for this intent; read that action (find with its intent key) and tell the user if it is not what was meant.',
+  in_progress:
+    'The action of this intent is being performed right now: do not perform the effect and do not call again; ' +
+    'read the action later (get with wait, or find with its intent key).',
+  intent_under_review:
+    'An earlier attempt of this intent may have taken effect and an operator is reviewing it (a conflict ticket is open); this call did nothing: ' +
+    'do not call again for this intent until the ticket is resolved; read it with find and its intent key.',
+  outcome_conflict:
+    'The stored outcome stands and an operator ticket is open: do not report again and do not call the tool again for this intent.',
+  not_in_plan:
+    'This call matches no unused step of the approved plan, so it did nothing: call again only with a step exactly as the plan was approved ' +
+    '(the error names the nearest step and the fields that differ), or propose a new plan.',
+  step_not_ready:
+    'An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps first, then call this step again.',
+};
 
 export class InvalidRequestError extends ApprovalsError {}
 export class InvalidPayloadError extends ApprovalsError {}
@@ -46,8 +78,42 @@ export class InProgressError extends ApprovalsError {}
  */
 export class IntentUnderReviewError extends ApprovalsError {}
 export class InvalidTransitionError extends ApprovalsError {}
-/** A report contradicted the stored outcome; a conflict ticket was opened. */
-export class OutcomeConflictError extends ApprovalsError {}
+/**
+ * A report contradicted the stored outcome; a conflict ticket was opened.
+ * Raised by `guard` after the guarded function ran and returned, it carries
+ * `performed: true` and the function's `result`: the effect happened, the
+ * stored outcome stands, and the tool must not be called again for the intent.
+ */
+export class OutcomeConflictError extends ApprovalsError {
+  /** True when the guarded function ran and returned before the report was refused: the effect happened. */
+  readonly performed: boolean;
+  /** What the guarded function returned, when performed is true. */
+  readonly result: unknown;
+
+  constructor(problem: ProblemInit, message?: string, performed = false, result?: unknown) {
+    super(problem, message);
+    this.performed = performed;
+    this.result = result;
+  }
+
+  /** The error of a refused `complete` after the guarded function ran and returned result. */
+  static afterPerformed(err: ApprovalsError, result: unknown): OutcomeConflictError {
+    const id = err.action?.id ?? 'unknown';
+    const stored = err.action?.state ? ` as ${err.action.state}` : '';
+    return new OutcomeConflictError(
+      err.problem,
+      `approvals: the effect happened (the guarded function ran and returned), but action ${id} was already recorded${stored}: ` +
+        `${err.detail || 'the report contradicts the stored outcome'}. The stored outcome stands and an operator ticket is open: ` +
+        `do not call this tool again for this intent and do not report again; an operator reconciles it.`,
+      true,
+      result,
+    );
+  }
+}
+/** 422 not_in_plan: the call names a plan but matches none of its unused steps; nothing was stored. */
+export class NotInPlanError extends ApprovalsError {}
+/** 409 step_not_ready: an earlier step of an ordered plan is not done yet. */
+export class StepNotReadyError extends ApprovalsError {}
 export class NotFoundError extends ApprovalsError {}
 export class ForbiddenError extends ApprovalsError {}
 export class UnauthorizedError extends ApprovalsError {}
@@ -59,9 +125,14 @@ export class TooManyWaitersError extends ApprovalsError {}
 /** The server is making as many upstream calls as it may; nothing was done (429, Retry-After). */
 export class TooManyUpstreamCallsError extends ApprovalsError {}
 
+/** Refusal codes of the contract that the OpenAPI document may not list yet; the SDK knows them by name. */
+export type RefusalCode = 'not_in_plan' | 'step_not_ready';
+
 // Every code the OpenAPI document lists must have its class: when the
 // document gains a code, this object stops compiling.
-const classes: Record<ProblemCode, typeof ApprovalsError> = {
+const classes: Record<ProblemCode | RefusalCode, typeof ApprovalsError> = {
+  not_in_plan: NotInPlanError,
+  step_not_ready: StepNotReadyError,
   invalid_request: InvalidRequestError,
   invalid_payload: InvalidPayloadError,
   intent_key_required: IntentKeyRequiredError,

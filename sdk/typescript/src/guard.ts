@@ -43,7 +43,10 @@ export const defaultWaitFor = '10m';
  * - pending: wait for the decision; approved: execute, then fn(approved_payload) once;
  *   rejected / changes_requested: errors carrying the note;
  * - fn throws NotPerformedError: report fail, rethrow; anything else: report
- *   nothing and throw OutcomeUnknownError (the effect may have happened).
+ *   nothing and throw OutcomeUnknownError (the effect may have happened);
+ * - fn returned: only complete is ever reported, never fail; a complete that
+ *   meets another stored outcome throws OutcomeConflictError with
+ *   performed: true and the result.
  */
 export function guard<P extends Record<string, unknown>, R>(
   client: Approvals,
@@ -75,7 +78,9 @@ export function guard<P extends Record<string, unknown>, R>(
       try {
         await client.complete(claimed.id, result, { signal });
       } catch (err) {
-        if (err instanceof OutcomeConflictError) throw err;
+        // fn ran and returned: the effect happened, whatever the report
+        // meets. Never report fail from here; say performed, with the result.
+        if (err instanceof OutcomeConflictError) throw OutcomeConflictError.afterPerformed(err, result);
         throw new OutcomeUnknownError(claimed, err, true, result);
       }
       return result;

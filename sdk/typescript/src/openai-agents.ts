@@ -39,11 +39,32 @@ export interface GuardedToolOptions<P extends Record<string, unknown>> {
   describe?: boolean;
   /** What the model reads when the call fails; default the guard's error message, which is written for models. */
   errorFunction?: (context: any, error: unknown) => string | Promise<string>;
+  /**
+   * The framework's own per-call timeout (tool()'s timeoutMs). On a timeout
+   * the model reads timeoutErrorFunction's answer (default: guardedTimeoutMessage),
+   * while the guarded call goes on: its effect may still happen, once, and
+   * its outcome is reported to approvals as usual.
+   */
+  timeoutMs?: number;
+  /** What the model reads on a timeout; default guardedTimeoutMessage. */
+  timeoutErrorFunction?: (context: any, error: unknown) => string | Promise<string>;
+  /** tool()'s timeoutBehavior (default error_as_result: the model reads the timeout message). */
+  timeoutBehavior?: 'error_as_result' | 'raise_exception';
+}
+
+/** What a model reads when the framework's timeoutMs ends a guarded call. */
+export function guardedTimeoutMessage(tool: string, timeoutMs: number): string {
+  return (
+    `The tool ${tool} did not answer within ${timeoutMs} ms, but the call goes on and may still take effect (at most once for this intent). ` +
+    `Do not call it again with other arguments. Calling it again with the same arguments is safe: it returns the result once the call is done, ` +
+    `or says it is still in progress.`
+  );
 }
 
 /** tool() of the Agents SDK, with execute guarded by approvals. */
 export function guardedTool<P extends Record<string, unknown>>(approvals: Approvals, options: GuardedToolOptions<P>) {
-  const { approvalsTool, intentKey, waitFor, needsApproval, describe, execute, errorFunction, ...rest } = options;
+  const { approvalsTool, intentKey, waitFor, needsApproval, describe, execute, errorFunction, timeoutMs, timeoutErrorFunction, timeoutBehavior, ...rest } =
+    options;
   const name = approvalsTool ?? options.name;
   const t = tool({
     ...rest,
@@ -52,6 +73,13 @@ export function guardedTool<P extends Record<string, unknown>>(approvals: Approv
     // The SDK's default shows the model a generic message; the guard's
     // errors say what happened and that the call must not be rephrased.
     errorFunction: errorFunction ?? ((_context: unknown, error: unknown) => (error instanceof Error ? error.message : String(error))),
+    ...(timeoutMs === undefined
+      ? {}
+      : {
+          timeoutMs,
+          timeoutBehavior: timeoutBehavior ?? 'error_as_result',
+          timeoutErrorFunction: timeoutErrorFunction ?? (() => guardedTimeoutMessage(options.name, timeoutMs)),
+        }),
     execute: (input: P, context?: any, details?: any) =>
       approvals.guard(name, (payload: P) => execute(payload, context, details), { waitFor, intentKey })(input),
     needsApproval:

@@ -1,21 +1,34 @@
 // The retry policy is its own layer: which calls may be repeated is the
 // protocol's business (client.ts says per call), how often and how far apart
 // is this file's. Unbounded retries only move the failure from duplicates to
-// overload, so every retry is bounded, backs off exponentially with full
-// jitter, and waits at least what the server asked for in Retry-After.
+// overload, so retries are bounded by a time budget (default 60 s, longer
+// than a database failover: contract section 20), back off exponentially
+// with full jitter, and wait at least what the server asked for in
+// Retry-After.
 
 export interface RetryPolicy {
-  /** Tries in all, the first included (default 4). */
+  /**
+   * How long a call that is safe to repeat keeps being retried, from its
+   * first try (default 60 s): no retry starts, and no wait ends, later.
+   */
+  budgetMs: number;
+  /** Tries in all, the first included (default: as many as fit in budgetMs). */
   attempts: number;
   /** The first backoff's ceiling (default 200 ms); each retry doubles it. */
   baseDelayMs: number;
   /** No backoff is longer (default 5 s). */
   maxDelayMs: number;
-  /** A Retry-After longer than this is not waited for: the call fails (default 30 s). */
+  /** A Retry-After longer than this is not waited for: the call fails (default 60 s). */
   maxRetryAfterMs: number;
 }
 
-export const defaultRetryPolicy: RetryPolicy = { attempts: 4, baseDelayMs: 200, maxDelayMs: 5_000, maxRetryAfterMs: 30_000 };
+export const defaultRetryPolicy: RetryPolicy = {
+  budgetMs: 60_000,
+  attempts: Number.POSITIVE_INFINITY,
+  baseDelayMs: 200,
+  maxDelayMs: 5_000,
+  maxRetryAfterMs: 60_000,
+};
 
 /** Answers worth another try of a call that is safe to repeat. */
 export function retryableStatus(status: number): boolean {
@@ -27,6 +40,28 @@ export function backoff(policy: RetryPolicy, retry: number, retryAfterMs?: numbe
   const ceiling = Math.min(policy.maxDelayMs, policy.baseDelayMs * 2 ** (retry - 1));
   const jittered = random() * ceiling;
   return retryAfterMs === undefined ? jittered : Math.max(retryAfterMs, jittered);
+}
+
+/**
+ * The wait before retry number `retry` of a call whose budget ends at
+ * `deadline` (ms since the epoch), or undefined when there is to be no
+ * retry: the tries are spent, the server asks for a longer wait than the
+ * policy or the budget allows, or the budget is spent. A jittered backoff
+ * is cut to the budget's end; a Retry-After never is.
+ */
+export function nextRetry(
+  policy: RetryPolicy,
+  retry: number,
+  deadline: number,
+  retryAfterMs?: number,
+  now = Date.now(),
+  random: () => number = Math.random,
+): number | undefined {
+  if (retry >= policy.attempts) return undefined;
+  const left = deadline - now;
+  if (left <= 0) return undefined;
+  if (retryAfterMs !== undefined && (retryAfterMs > policy.maxRetryAfterMs || retryAfterMs > left)) return undefined;
+  return Math.min(left, backoff(policy, retry, retryAfterMs, random));
 }
 
 /** Retry-After in ms: delta-seconds or an HTTP date; undefined when absent or unreadable. */

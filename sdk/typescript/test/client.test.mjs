@@ -12,6 +12,7 @@ import {
   InvalidPayloadError,
   NotFoundError,
   NotPerformedError,
+  OutcomeConflictError,
   OutcomeUnknownError,
   RejectedError,
   StillPendingError,
@@ -49,7 +50,7 @@ test('submit claims an exactly-once intent once; a repeat is 409 in_progress, th
 test('problems become typed errors carrying code and detail', async () => {
   const payload = { order_id: order(), line_id: 1, amount: 1 };
   const { action } = await fx.approvals.submit('issue_refund', payload);
-  await assert.rejects(fx.approvals.submit('issue_refund', { ...payload, amount: 2 }), (e) => e instanceof IntentKeyReusedError && e.code === 'intent_key_reused' && e.action.id === action.id);
+  await assert.rejects(fx.approvals.submit('issue_refund', { ...payload, amount: 2 }), (e) => e instanceof IntentKeyReusedError && e.code === 'intent_key_reused' && e.action.id === action.id && /do not call again with other arguments/.test(e.message));
   await assert.rejects(fx.approvals.submit('issue_refund', { order_id: 'x' }), (e) => e instanceof InvalidPayloadError && e.status === 422 && /line_id/.test(e.detail));
   await assert.rejects(fx.approvals.submit('not_in_the_file', { a: 1 }), (e) => e instanceof IntentKeyRequiredError && e.status === 400);
   await assert.rejects(fx.approvals.get('no-such-action'), (e) => e instanceof NotFoundError);
@@ -118,6 +119,42 @@ test('guard: any other throw is OutcomeUnknownError, never fail; the intent stay
   assert.equal(held.state, 'in_progress', 'left for reconciliation, not failed');
   await assert.rejects(refund(payload), InProgressError);
   assert.equal(calls, 1);
+});
+
+// Contract, hardening round 3: after fn ran and returned, the effect
+// happened; a complete that meets another stored outcome (here a fail
+// recorded meanwhile, as an operator resolving a stale claim would) is an
+// OutcomeConflictError that says so, and the guard never reports fail.
+test('guard: outcome_conflict after fn ran carries performed and the result, says not to call again, and reports no fail', async () => {
+  let calls = 0;
+  const refund = fx.approvals.guard('issue_refund', async (p, action) => {
+    calls++;
+    await fx.approvals.fail(action.id, 'resolved as not sent');
+    return { refund_id: 're_late', amount: p.amount };
+  });
+  const payload = { order_id: order(), line_id: 1, amount: 7 };
+  await assert.rejects(refund(payload), (e) => {
+    assert.ok(e instanceof OutcomeConflictError, `got ${e}`);
+    assert.equal(e.code, 'outcome_conflict');
+    assert.equal(e.performed, true);
+    assert.deepEqual(e.result, { refund_id: 're_late', amount: 7 });
+    assert.match(e.message, /the effect happened/);
+    assert.match(e.message, /do not call this tool again/);
+    assert.equal(e.action.state, 'failed');
+    return true;
+  });
+  const [a] = (await fx.approvals.find({ intentKey: `refund:${payload.order_id}:1` })).actions;
+  assert.equal(a.state, 'failed', 'the stored outcome stands');
+  assert.equal(a.error, 'resolved as not sent', 'the guard reported no fail of its own');
+  assert.equal(a.ticket?.kind, 'conflict');
+  assert.equal(a.ticket?.state, 'open');
+  assert.equal(calls, 1);
+});
+
+test('an OutcomeConflictError from a report the guard did not make says nothing was performed', async () => {
+  const { action } = await fx.approvals.submit('issue_refund', { order_id: order(), line_id: 1, amount: 1 });
+  await fx.approvals.complete(action.id, { refund_id: 're_1' });
+  await assert.rejects(fx.approvals.fail(action.id, 'no'), (e) => e instanceof OutcomeConflictError && e.performed === false && e.result === undefined);
 });
 
 test('guard: at-most-once waits for approval and runs fn once with the approved (edited) payload', async () => {

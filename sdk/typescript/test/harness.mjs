@@ -26,14 +26,27 @@ function binary() {
 
 export const PASSWORD = 'a long test passphrase';
 
-/** Starts a server with the tools file `tools` (YAML); stop() ends it. */
-export async function startServer(tools) {
+/** A TCP port free right now on 127.0.0.1. */
+export async function freePort() {
+  const probe = net.createServer();
+  await new Promise((r) => probe.listen(0, '127.0.0.1', r));
+  const { port } = probe.address();
+  await new Promise((r) => probe.close(r));
+  return port;
+}
+
+/**
+ * Starts a server with the tools file `tools` (YAML); stop() ends it. With
+ * {port} it listens there, and halt() and resume() stop and start its
+ * process on the same address and database, as a failover would.
+ */
+export async function startServer(tools, { port = 0 } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'approvals-sdk-'));
   const toolsPath = join(dir, 'tools.yaml');
   writeFileSync(toolsPath, tools);
-  const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'approvals.db')}`, APPROVALS_TOOLS: toolsPath, APPROVALS_ADDR: '127.0.0.1:0' };
+  const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'approvals.db')}`, APPROVALS_TOOLS: toolsPath, APPROVALS_ADDR: `127.0.0.1:${port}` };
   const bin = binary();
-  const proc = spawn(bin, ['serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  let proc = spawn(bin, ['serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
   // With no users the server logs its setup link, which carries the port
   // it listens on.
@@ -55,17 +68,36 @@ export async function startServer(tools) {
   const cli = (args, input) => execFileSync(bin, args, { env, input, encoding: 'utf8' }).trim();
   const token = cli(['token', 'create', '--name', 'sdk-test']);
   cli(['user', 'add', '--email', 'ann@example.com', '--role', 'approver'], PASSWORD + '\n');
+  const halt = async () => {
+    if (proc.exitCode === null && proc.signalCode === null) {
+      const exited = new Promise((r) => proc.once('exit', r));
+      proc.kill('SIGTERM');
+      await exited;
+    }
+  };
   return {
     url,
     token,
     cli,
     newToken: (name) => cli(['token', 'create', '--name', name]),
-    async stop() {
-      if (proc.exitCode === null) {
-        const exited = new Promise((r) => proc.once('exit', r));
-        proc.kill('SIGTERM');
-        await exited;
+    halt,
+    /** Starts the process again (same address, same database); resolves once it answers. */
+    async resume() {
+      if (!port) throw new Error('resume needs a server started with {port}');
+      proc = spawn(bin, ['serve'], { env, stdio: ['ignore', 'ignore', 'ignore'] });
+      const deadline = Date.now() + 30_000;
+      for (;;) {
+        try {
+          if ((await fetch(`${url}/api/v1/openapi.json`)).ok) return;
+        } catch {
+          // not listening yet
+        }
+        if (Date.now() > deadline || proc.exitCode !== null) throw new Error(`approvals did not start again (exit ${proc.exitCode})`);
+        await new Promise((r) => setTimeout(r, 50));
       }
+    },
+    async stop() {
+      await halt();
       rmSync(dir, { recursive: true, force: true });
     },
   };
