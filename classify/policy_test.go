@@ -44,7 +44,8 @@ func input(t *testing.T, payload string) PolicyInput {
 }
 
 // Every variable of the environment, and the string extensions, evaluate
-// as the contract says; each expression is checked both ways.
+// as docs/tools-file.md ("Policies and grants") says; each expression is
+// checked both ways.
 func TestPolicyVariables(t *testing.T) {
 	t.Parallel()
 	const payload = `{"to":"Ada@Example.com","amount":600,"price":12.5,"vip":true,"tags":["a","b"],"customer":{"id":"vip-7"},"big":123456789012345678901234567890}`

@@ -333,7 +333,7 @@ func TestParseToolNames(t *testing.T) {
 }
 
 // A plain (unquoted) YAML key may hold ':' when no space follows it, as the
-// README's Claude Code snippet writes claude-code:Bash.
+// tools file of docs/sdk.md's Claude Code section writes claude-code:Bash.
 func TestParseToolNameWithColonUnquoted(t *testing.T) {
 	t.Parallel()
 	r := mustParse(t, "tools:\n  claude-code:Bash:\n    class: at-most-once\n    intent: \"bash:{session_id}:{tool_input.command}\"\n    preview: { title: \"{tool_input.command}\" }\n  claude-code:Read:\n    annotations: { readOnlyHint: true }\n", Options{})

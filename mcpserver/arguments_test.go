@@ -107,7 +107,7 @@ func TestSubmissionKeepsArgumentsAsWritten(t *testing.T) {
 		{"NUL in the key", `{"intent_key":"\u0000"}`, queue.CodeInvalidRequest, "argument intent_key"},
 		{"key not a string", `{"intent_key":7}`, queue.CodeInvalidRequest, "intent_key must be a string"},
 		{"too large", `{"a":"xxxxxxxxxx"}`, queue.CodePayloadTooLarge, "larger than 8 bytes"},
-		// Contract §12: parsers disagree on which copy wins, so neither does.
+		// docs/getting-started.md, "Security notes": parsers disagree on which copy wins, so neither does.
 		{"key twice", `{"intent_key":"k:1","z":1,"intent_key":"k:2"}`, queue.CodeInvalidRequest, `duplicate key "intent_key"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

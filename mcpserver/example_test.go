@@ -23,7 +23,7 @@ func (t withToken) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // An agent connects with the SDK's client over Streamable HTTP and calls a
-// guarded tool. (This example is compiled, not run: the README shows it.)
+// guarded tool. (This example is compiled, not run: docs/mcp.md shows it.)
 func Example_agentClient() {
 	ctx := context.Background()
 	client := mcp.NewClient(&mcp.Implementation{Name: "refund-agent", Version: "1.0.0"}, nil)

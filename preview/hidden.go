@@ -19,7 +19,8 @@ type Room struct {
 // Hidden says, in words for a chat message, what a message with room shows not of the
 // action whole ("2 more fields (customer_id, topic)", "invisible characters"); nil when it
 // shows everything and the action has no warnings. A message offers Approve with one click
-// only then (CONTRACT section 12): nobody approves with one click what they could not read.
+// only then (docs/channels.md, the Slack and Telegram channels): nobody approves with one click
+// what they could not read.
 func Hidden(a *queue.Action, room Room) []string {
 	p := Of(a)
 	var out []string

@@ -223,7 +223,7 @@ type Event struct {
 // in progress or held with another payload) and change no state. A store may
 // commit them without waiting for the WAL flush: a crash of PostgreSQL can
 // lose the last fraction of a second of them, never a decision, claim or
-// outcome (README, "What a crash can lose").
+// outcome (docs/getting-started.md, "What a crash can lose").
 func IsReplayRecord(kind string) bool {
 	return kind == EventReplayed || kind == EventReused || kind == EventInProgressSeen
 }

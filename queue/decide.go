@@ -140,7 +140,7 @@ func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, mis
 }
 
 // decide runs one decision through the store's locked path and turns a
-// refusal into the contract's answer: a replay for the same user's same
+// refusal into the answer every face gives: a replay for the same user's same
 // decision, else already_decided naming who decided and when. d is the
 // decider already resolved, or nil.
 func (s *Service) decide(ctx context.Context, p ActionDecideParams, d *Decider) (DriveResult, error) {

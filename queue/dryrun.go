@@ -6,7 +6,7 @@ import (
 	"github.com/approvals/approvals/classify"
 )
 
-// Outcomes of a dry run (CONTRACT section 14): what a submission would do.
+// Outcomes of a dry run (docs/api.md, "Dry run"): what a submission would do.
 const (
 	DryRunApprove    = "approve"     // a rule or a grant would approve it at once
 	DryRunReject     = "reject"      // a rule would reject it

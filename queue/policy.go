@@ -10,7 +10,7 @@ import (
 )
 
 // Policies and grants decide, at submission, what would otherwise wait for
-// a person (CONTRACT section 13): a rule of the tool's policy approves,
+// a person (docs/policies.md): a rule of the tool's policy approves,
 // rejects, or sends the action to a person with its own required and
 // approvers; a grant approves what no rule decided. Both are recorded like
 // a person's decision, in the submission's transaction.

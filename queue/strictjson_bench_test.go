@@ -14,7 +14,7 @@ import (
 // go-json-experiment's jsontext instead of encoding/json: on a submission
 // body, encoding/json's token reader alone (without the bookkeeping of
 // keys a check needs on top) costs several times as much, on the path of
-// every submission (README, "Dependencies"; docs/performance.md).
+// every submission (README, "Dependencies and why"; docs/performance.md).
 func BenchmarkStrictJSONCheck(b *testing.B) {
 	bodies := map[string][]byte{
 		"submission 200B": []byte(`{"tool":"send_customer_email","intent_key":"email:c-1234:renewal","payload":{"customer_id":"c-1234","topic":"renewal","to":"ann@example.com","subject":"Your renewal","body":"Hello Ann"}}`),

@@ -62,7 +62,7 @@ func atLeastOnceRegistry(t *testing.T) *classify.Registry {
 }
 
 // An at-least-once tool executed through an upstream answers with the
-// action final (CONTRACT section 11): done with the upstream's
+// action final (docs/mcp.md, the gateway's table): done with the upstream's
 // CallToolResult, failed with the tool's text for an isError answer (its
 // CallToolResult kept as result), and failed with "outcome unknown: ..."
 // when no answer came, since repeating the call is harmless. Each is a

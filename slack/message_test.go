@@ -38,7 +38,7 @@ func linkButtons(blocks []map[string]any) []string {
 }
 
 // TestApproveButtonOnlyForWhatIsShown renders the blocks of a pending action in each case
-// the contract names: Approve only when every payload field is shown whole and there is no
+// docs/channels.md names ("Slack channel"): Approve only when every payload field is shown whole and there is no
 // warning; otherwise what is hidden is said, and "Review in approvals" links to the page.
 func TestApproveButtonOnlyForWhatIsShown(t *testing.T) {
 	t.Parallel()

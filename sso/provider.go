@@ -1,5 +1,5 @@
-// Package sso signs staff in with an OpenID Connect provider (CONTRACT
-// section 15): discovery (lazily, retried, so the server starts while the
+// Package sso signs staff in with an OpenID Connect provider
+// (docs/sso.md): discovery (lazily, retried, so the server starts while the
 // provider is down), the authorization code flow with PKCE (S256), state
 // and nonce, the verification of the ID token (signature from the
 // provider's JWKS, re-fetched on an unknown key id; issuer; audience;

@@ -89,8 +89,8 @@ func grantTry(t *testing.T, s Store, key, requestedBy, payload string, now time.
 	return res.Holder
 }
 
-// grantedBy fails unless a was approved by grant g at now, as the
-// contract shows it.
+// grantedBy fails unless a was approved by grant g at now, as
+// docs/policies.md describes it.
 func grantedBy(t *testing.T, s Store, a *queue.Action, g *queue.Grant, now time.Time) {
 	t.Helper()
 	eq(t, a.State, queue.StateApproved, a.IntentKey+": state")

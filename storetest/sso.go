@@ -23,8 +23,8 @@ func ssoSignIn(t *testing.T, s Store, email string, role accounts.Role, groups [
 	return res
 }
 
-// ssoTests pin the single sign-on half of accounts.Store (CONTRACT section
-// 15): users made and refreshed by sign-ins, denials that end sessions,
+// ssoTests pin the single sign-on half of accounts.Store (docs/sso.md):
+// users made and refreshed by sign-ins, denials that end sessions,
 // and sign-in states used once.
 var ssoTests = []test{
 	{"SignInCreatesThenRefreshes", func(t *testing.T, s Store) {

@@ -28,7 +28,7 @@ type Message struct {
 var room = preview.Room{Fields: 10, FieldRunes: 250}
 
 // OneClick reports whether a Telegram message may offer Approve: it shows every field of the
-// payload whole and the action has no warnings (CONTRACT section 12). The webhook asks again
+// payload whole and the action has no warnings (docs/channels.md, "Telegram channel"). The webhook asks again
 // when Approve is pressed.
 func OneClick(a *queue.Action) bool { return len(preview.Hidden(a, room)) == 0 }
 

@@ -30,7 +30,7 @@ type BulkRow struct {
 	Title string // the preview title; empty for an unknown id
 }
 
-// OutcomeText is the row's outcome in the words of the contract:
+// OutcomeText is the row's outcome in the words docs/dashboard.md uses:
 // "decided", "already decided by EMAIL", "not allowed" or "not pending".
 func (r BulkRow) OutcomeText() string {
 	if r.Outcome == queue.BulkAlreadyDecided {

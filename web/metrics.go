@@ -22,9 +22,11 @@ type Metrics struct {
 	policy        *prometheus.CounterVec
 }
 
-// Counts is where the metrics read actions by state and open tickets at
-// scrape time: the store (so a batching store also reports its batch
-// counters) or the Service.
+// Counts is the store the metrics read actions by state and open tickets
+// from at scrape time (NewMetrics is always given the store, never the
+// Service). When the store also counts pending notifications
+// (NotificationCountPending), unsealed events (AuditUnsealedCount) or its
+// batches (queue.BatchStatser), those are reported too.
 type Counts interface {
 	ActionCountByState(ctx context.Context) (map[queue.State]int64, error)
 	TicketCountOpen(ctx context.Context) (int64, error)

@@ -341,7 +341,7 @@ func dashRoutes() []dashRoute {
 	}
 }
 
-// TestDashboardRoles gives each role exactly the rights of the contract:
+// TestDashboardRoles gives each role exactly the rights docs/dashboard.md lists:
 // approver and admin decide, ops and admin resolve, admin manages users
 // and tokens, everyone reads; anything else is 403.
 func TestDashboardRoles(t *testing.T) {

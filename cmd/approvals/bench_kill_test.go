@@ -96,8 +96,8 @@ func TestKillDuringLoadLosesNoAcknowledgedWrite(t *testing.T) {
 // TestDatabaseCrashLosesOnlyReplayRecords crashes PostgreSQL (a cluster of
 // the test's own, fsync on; pg_ctl stop -m immediate: no checkpoint, no
 // flush of the WAL buffers) under the same load, starts it again (WAL
-// recovery) and a new server process, and checks what README's "What a
-// crash can lose" promises: every acknowledged submission, decision, claim
+// recovery) and a new server process, and checks what "What a crash can
+// lose" in docs/getting-started.md promises: every acknowledged submission, decision, claim
 // and outcome survived; replay records may be missing (they commit without
 // waiting for the flush), but never more than were acknowledged.
 func TestDatabaseCrashLosesOnlyReplayRecords(t *testing.T) {

@@ -17,8 +17,8 @@ import (
 	"github.com/approvals/approvals/queue"
 )
 
-// historyTools is the file the history was made under: the contract's
-// tools, without a policy.
+// historyTools is the file the history was made under: the tools of
+// docs/policies.md's example, without a policy.
 const historyTools = `
 tools:
   send_customer_email:

@@ -313,8 +313,8 @@ func SealAll(t testing.TB, st audit.Store) {
 	}
 }
 
-// PolicyTools are the tools of the policy and grant tests: the contract's
-// example of section 13 (send_customer_email with three rules and grants of
+// PolicyTools are the tools of the policy and grant tests: the example of
+// docs/policies.md (send_customer_email with three rules and grants of
 // at most 8h and 100 uses, issue_refund exactly-once with two), a tool
 // without grants, one that needs two approvals, and an at-least-once one.
 // The webhook channel ops-events hears of send_customer_email's events.

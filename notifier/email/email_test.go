@@ -224,7 +224,7 @@ func parse(t *testing.T, data []byte) parsed {
 }
 
 // A pending action is mailed once to all the channel's addresses, after AUTH PLAIN with the
-// URL's user and password, with the subject, body and link the contract names.
+// URL's user and password, with the subject, body and link docs/channels.md names ("Email channel").
 func TestNotifySendsMessage(t *testing.T) {
 	t.Parallel()
 	m := startMailServer(t, nil, false)

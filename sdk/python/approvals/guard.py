@@ -1,5 +1,5 @@
 """``@approvals.guard("tool")``: the function that performs a tool's effect,
-wrapped in the protocol (contract section 14)."""
+wrapped in the protocol (the README's "From your agent")."""
 from __future__ import annotations
 
 import functools

@@ -1,4 +1,4 @@
-"""The agent-layer test (contract section 14), with a scripted agent loop: a
+"""The agent-layer test (docs/sdk.md, "Agent frameworks"), with a scripted agent loop: a
 guarded tool whose first call performs the effect and then loses the answer
 (a proxy between the SDK and the server drops every answer to the report
 once the server has acted), and whose second call is rephrased: same intent,

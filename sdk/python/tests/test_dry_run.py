@@ -1,6 +1,6 @@
-"""dry_run against the real server. The server gains POST
-/api/v1/actions?dry_run=true with the policies work (contract section 14);
-until then these tests fail with DryRunUnsupportedError."""
+"""dry_run against the real server: POST /api/v1/actions?dry_run=true
+(docs/api.md, "Dry run"). A server without it makes these tests fail with
+DryRunUnsupportedError."""
 import unittest
 
 from approvals import Approvals, InvalidPayloadError

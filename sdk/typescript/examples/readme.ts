@@ -1,5 +1,5 @@
-// The README's examples (this package's and the repository's "From your
-// agent"), type-checked by `npm run check:examples` against the built
+// The README's examples (this package's, the repository's "From your
+// agent" and docs/sdk.md's framework adapters), type-checked by `npm run check:examples` against the built
 // package, so that they cannot rot. Not run: payments, mailer and model
 // stand for the reader's own.
 import { Approvals, NotPerformedError } from '@approvals/sdk';

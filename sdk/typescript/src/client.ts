@@ -62,7 +62,7 @@ export interface Submission {
   replayed: boolean;
 }
 
-/** What a dry run says a submission would do (contract section 14). */
+/** What a dry run says a submission would do (docs/api.md, "Dry run"). */
 export interface DryRunResult {
   outcome: 'approve' | 'reject' | 'human' | 'claim' | 'record' | 'replay' | 'in_progress' | 'conflict';
   /** The held action for replay, in_progress and conflict; the would-be action otherwise, when the server shows it. */

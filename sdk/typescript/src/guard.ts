@@ -37,7 +37,7 @@ export const defaultWaitFor = '10m';
 
 /**
  * guard wraps fn, the function that performs tool's effect, in the
- * protocol (contract section 14):
+ * protocol (the README's "From your agent"):
  * - a claim (201 in_progress): call fn(payload) once, then complete;
  * - a replay: return the stored result; in_progress: InProgressError, fn never called;
  * - pending: wait for the decision; approved: execute, then fn(approved_payload) once;

@@ -1,6 +1,6 @@
-// dryRun against the real server. The server gains POST
-// /api/v1/actions?dry_run=true with the policies work (contract section
-// 14); until then these tests fail with DryRunUnsupportedError.
+// dryRun against the real server: POST /api/v1/actions?dry_run=true
+// (docs/api.md, "Dry run"). A server without it makes these tests fail
+// with DryRunUnsupportedError.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { Approvals, InvalidPayloadError } from '@approvals/sdk';

@@ -1,6 +1,6 @@
 // needsApproval answered from a dry run. Needs the server's dry run (POST
-// /api/v1/actions?dry_run=true, contract section 14), which arrives with
-// the policies work; until then these tests fail.
+// /api/v1/actions?dry_run=true, docs/api.md, "Dry run"); a server without
+// it makes these tests fail.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { Agent, run } from '@openai/agents';
