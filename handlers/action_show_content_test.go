@@ -139,6 +139,12 @@ func TestTicketsAnOperatorCanSettle(t *testing.T) {
 	oscar := d.SignIn("oscar@example.com", accounts.RoleOps)
 	settled, ticket := d.StaleTicket("o-settled")
 	oscar.Post("/tickets/"+ticket.ID+"/resolve", url.Values{"outcome": {"failed"}, "note": {"No refund in the ledger"}}).WantStatus(t, http.StatusSeeOther)
+	// A newer attempt of the settled intent (taken before the conflict
+	// below opens: an open conflict holds the intent).
+	newer := d.Submit("issue_refund", `{"order_id":"o-settled","line_id":1,"amount":5,"currency":"EUR"}`, "")
+	if newer.Attempt < 2 {
+		t.Fatalf("newer attempt %d", newer.Attempt)
+	}
 	// The agent's late report contradicts the operator's finding.
 	if _, err := d.Service.Complete(ctx, settled.ID, "bot", []byte(`{"refund_id":"re_9"}`), "api"); queue.ErrorCode(err) != queue.CodeOutcomeConflict {
 		t.Fatalf("late complete: %v", err)
@@ -162,11 +168,6 @@ func TestTicketsAnOperatorCanSettle(t *testing.T) {
 		t.Errorf("the open ticket's payload is folded")
 	}
 
-	// A newer attempt of the settled intent.
-	newer := d.Submit("issue_refund", `{"order_id":"o-settled","line_id":1,"amount":5,"currency":"EUR"}`, "")
-	if newer.Attempt < 2 {
-		t.Fatalf("newer attempt %d", newer.Attempt)
-	}
 	oscar.Get("/tickets?state=all").WantContains(t, `data-testid="newer-attempt"`, "/actions/"+newer.ID)
 
 	page := oscar.Get("/actions/" + open.ID)
