@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,15 @@ func TestConflictHoldsIntentAcrossServers(t *testing.T) {
 		if !strings.Contains(p.Detail, ticket) || !strings.Contains(p.Detail, a.ID) || !strings.Contains(p.Detail, "do not submit") {
 			t.Fatalf("detail %q: must name the ticket and the action and say not to submit again", p.Detail)
 		}
+	}
+	// A dry run says so, naming the attempt under review.
+	dry := e.Do(other.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", body)
+	var dr struct {
+		Outcome string       `json:"outcome"`
+		Action  queue.Action `json:"action"`
+	}
+	if err := json.Unmarshal(dry.Body, &dr); err != nil || dry.Status != 200 || dr.Outcome != queue.DryRunUnderReview || dr.Action.ID != a.ID {
+		t.Fatalf("dry run while the conflict is open: %d %s", dry.Status, dry.Body)
 	}
 	list, err := e.Store.ActionList(t.Context(), queue.ActionListParams{IntentKey: a.IntentKey, Limit: 10})
 	if err != nil || len(list) != 1 {

@@ -8,14 +8,15 @@ import (
 
 // Outcomes of a dry run (docs/api.md, "Dry run"): what a submission would do.
 const (
-	DryRunApprove    = "approve"     // a rule or a grant would approve it at once
-	DryRunReject     = "reject"      // a rule would reject it
-	DryRunHuman      = "human"       // a person would decide it
-	DryRunClaim      = "claim"       // an exactly-once claim would be taken
-	DryRunRecord     = "record"      // an at-least-once action would be recorded
-	DryRunReplay     = "replay"      // the intent is held with this tool and payload
-	DryRunInProgress = "in_progress" // held by an exactly-once claim mid-flight
-	DryRunConflict   = "conflict"    // held with another tool or payload
+	DryRunApprove     = "approve"      // a rule or a grant would approve it at once
+	DryRunReject      = "reject"       // a rule would reject it
+	DryRunHuman       = "human"        // a person would decide it
+	DryRunClaim       = "claim"        // an exactly-once claim would be taken
+	DryRunRecord      = "record"       // an at-least-once action would be recorded
+	DryRunReplay      = "replay"       // the intent is held with this tool and payload
+	DryRunInProgress  = "in_progress"  // held by an exactly-once claim mid-flight
+	DryRunConflict    = "conflict"     // held with another tool or payload
+	DryRunUnderReview = "under_review" // a conflict ticket is open on the intent's latest attempt
 )
 
 // DryRunResult says what a submission would do. Action is the held action
@@ -54,6 +55,15 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 			return DryRunResult{Outcome: DryRunInProgress, Action: held}, nil
 		}
 		return DryRunResult{Outcome: DryRunReplay, Action: held}, nil
+	}
+	if a.Class != classify.AtLeastOnce {
+		latest, err := s.latestAttempt(ctx, a.IntentKey)
+		if err != nil {
+			return DryRunResult{}, err
+		}
+		if latest != nil && latest.Ticket != nil && latest.Ticket.Kind == TicketConflict && latest.Ticket.State == TicketOpen {
+			return DryRunResult{Outcome: DryRunUnderReview, Action: latest}, nil
+		}
 	}
 	a.ID = ""
 	if a.Warnings == nil {
@@ -94,4 +104,21 @@ func GrantApproved(a *Action, g *Grant, try *GrantTry) {
 	a.State, a.GrantID, a.DecidedBy, a.DecidedAt, a.DecisionNote = StateApproved, g.ID, &by, &now, &note
 	a.ApprovedPayload, a.ExpiresAt = a.Payload, &exp
 	a.Approvals = []Approval{GrantApproval(g.ID, g.GrantedBy, now)}
+}
+
+// latestAttempt is the action of key's highest attempt (at-least-once
+// actions take no attempts), with its current ticket, or nil: what a
+// submission's store statement reads to hold an intent under review.
+func (s *Service) latestAttempt(ctx context.Context, key string) (*Action, error) {
+	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 50})
+	if err != nil {
+		return nil, err
+	}
+	var latest *Action
+	for _, a := range list {
+		if a.Class != classify.AtLeastOnce && (latest == nil || a.Attempt > latest.Attempt) {
+			latest = a
+		}
+	}
+	return latest, nil
 }

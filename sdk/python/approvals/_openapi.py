@@ -93,7 +93,7 @@ TOOL_FIELDS = ("name", "class", "reason", "description", "intent", "check", "gui
 DryRunResult = TypedDict(
     'DryRunResult',
     {
-        "outcome": Literal["approve", "reject", "human", "claim", "record", "replay", "in_progress", "conflict"],
+        "outcome": Literal["approve", "reject", "human", "claim", "record", "replay", "in_progress", "conflict", "under_review"],
         "action": 'Action',
         "rule": str,
         "grant": str,

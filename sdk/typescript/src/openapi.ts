@@ -115,9 +115,9 @@ export const ClassValues = ["exactly-once","at-least-once","at-most-once"] as co
 
 /** What a submission would do (POST /api/v1/actions?dry_run=true); nothing was written. */
 export interface DryRunResult {
-  /** approve: a rule or a grant would approve it at once (rule or grant names which); reject: a rule would reject it (rule); human: a person would decide (rule: the human rule, if one matched); claim: an exactly-once claim would be taken; record: at-least-once, recorded; replay, in_progress, conflict: the intent is held (action) with this tool and payload, by an exactly-once claim mid-flight, or with another tool or payload. */
-  "outcome": "approve" | "reject" | "human" | "claim" | "record" | "replay" | "in_progress" | "conflict";
-  /** The held action for replay, in_progress and conflict; otherwise the action the submission would create, with an empty id (nothing is stored). */
+  /** approve: a rule or a grant would approve it at once (rule or grant names which); reject: a rule would reject it (rule); human: a person would decide (rule: the human rule, if one matched); claim: an exactly-once claim would be taken; record: at-least-once, recorded; replay, in_progress, conflict: the intent is held (action) with this tool and payload, by an exactly-once claim mid-flight, or with another tool or payload; under_review: a conflict ticket is open on the intent's latest attempt (action), so the submission would be refused (409 intent_under_review). */
+  "outcome": "approve" | "reject" | "human" | "claim" | "record" | "replay" | "in_progress" | "conflict" | "under_review";
+  /** The held action for replay, in_progress and conflict; the latest attempt, with its open conflict ticket, for under_review; otherwise the action the submission would create, with an empty id (nothing is stored). */
   "action": Action;
   /** The policy rule behind approve, reject or human. */
   "rule"?: string;
