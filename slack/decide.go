@@ -7,11 +7,11 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/chatdecide"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
 )
@@ -43,7 +43,8 @@ type InteractionsConfig struct {
 // messages and the submissions of the note modal. It has no session and no CSRF token: the
 // request is Slack's, and Slack's signature is what authenticates it.
 type Interactions struct {
-	cfg InteractionsConfig
+	cfg  InteractionsConfig
+	flow chatdecide.Flow
 	// replies counts the ephemeral replies sent after the answer.
 	replies sync.WaitGroup
 }
@@ -62,7 +63,7 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Interactions{cfg: cfg}, nil
+	return &Interactions{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Name: "Slack", Logger: cfg.Logger}}, nil
 }
 
 // maxInteractionBody bounds what is read before the signature is checked. Slack's payloads
@@ -137,17 +138,9 @@ func (h *Interactions) Wait() { h.replies.Wait() }
 
 // decider resolves the Slack user to the staff member who decides, or says why nobody does.
 func (h *Interactions) decider(ctx context.Context, in Interaction) (string, string) {
-	u, err := h.cfg.Staff.UserGetBySlackID(ctx, in.UserID)
-	switch {
-	case errors.Is(err, accounts.ErrNotFound):
-		return "", fmt.Sprintf("Nothing was changed: your Slack account (%s) is not linked to an approvals user. Ask an admin to set your Slack id on the users page.", in.UserID)
-	case err != nil:
-		h.cfg.Logger.Warn("slack interaction: look up user", "slack_user", in.UserID, "err", err)
-		return "", "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
-	case !u.Role.CanDecide():
-		return "", fmt.Sprintf("Nothing was changed: %s has the role %s, and only approvers and admins decide.", u.Email, u.Role)
-	}
-	return "user:" + u.Email, ""
+	return h.flow.Who(ctx, in.UserID, func(ctx context.Context) (*accounts.User, error) {
+		return h.cfg.Staff.UserGetBySlackID(ctx, in.UserID)
+	}, "slack_user", in.UserID)
 }
 
 // button handles a pressed button and returns the ephemeral reply, if any.
@@ -160,20 +153,12 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
 	if in.Button == ButtonApprove || in.Button == ButtonApproveSimilar {
-		// A message posted before the rules of OneClick (or under other settings) may still
-		// carry Approve: it decides only what a message would show whole now.
 		a, err := h.cfg.Actions.ActionGetByID(ctx, in.ActionID)
 		if err != nil {
 			return h.refusal(ctx, in, err)
 		}
-		if a.State == queue.StatePending {
-			if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
-				return refusal
-			}
-		}
-		if a.State == queue.StatePending && !OneClick(a) {
-			return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
-				strings.Join(hiddenParts(a), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID)
+		if refusal := h.flow.Offer(ctx, a, by, hiddenParts(a), h.cfg.Client.publicURL+"/actions/"+a.ID); refusal != "" {
+			return refusal
 		}
 		r := queue.DecideRequest{ID: in.ActionID, To: queue.StateApproved, By: by, Note: "via Slack", Channel: "slack"}
 		if in.Button == ButtonApproveSimilar {
@@ -186,18 +171,9 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 			r.Grant = &queue.GrantRequest{For: d}
 			r.Note = "via Slack, with a grant of the similar ones for " + classify.FormatDuration(d)
 		}
-		res, err := h.cfg.Service.Decide(ctx, r)
-		if err != nil {
-			return h.refusal(ctx, in, err)
-		}
-		a = res.Action
-		switch {
-		case res.Replayed:
-			return "You had approved this action already; nothing changed."
-		case a.State == queue.StatePending:
-			return fmt.Sprintf("Your approval is counted: %d of %d.", len(a.Approvals), a.Spec.Approval.RequiredApprovals())
-		}
-		return "" // every message of the action is updated to say who approved it
+		// "": every message of the action is updated to say who approved it.
+		text, _ := h.flow.Approve(ctx, r, "slack_user", in.UserID, "action", in.ActionID)
+		return text
 	}
 	// Reject and request changes need a note: the modal asks for it. Who may decide is
 	// checked first so that nobody types a note only to be refused; the decision itself
@@ -209,28 +185,12 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	if a.State != queue.StatePending {
 		return fmt.Sprintf("Nothing was changed: the action is %s already (%s).", a.State, decidedBy(a))
 	}
-	if refusal := h.mayNotDecide(ctx, a, by); refusal != "" {
+	if refusal := h.flow.MayNotDecide(ctx, a, by); refusal != "" {
 		return refusal
 	}
 	if err := h.cfg.Client.OpenNoteModal(ctx, in.TriggerID, in.Button, a.ID); err != nil {
 		h.cfg.Logger.Warn("slack interaction: open the note modal", "action", a.ID, "err", err)
 		return "Slack did not open the form for the note; press the button again or decide on the dashboard."
-	}
-	return ""
-}
-
-// mayNotDecide says why by may not decide a, or "" when they may: the rule the decision
-// itself applies (Action.MayDecide over Service.Decider), asked before anything is offered.
-func (h *Interactions) mayNotDecide(ctx context.Context, a *queue.Action, by string) string {
-	d, err := h.cfg.Service.Decider(ctx, by)
-	switch {
-	case err != nil:
-		h.cfg.Logger.Warn("slack interaction: look up the decider", "action", a.ID, "err", err)
-		return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
-	case d.NoAccess:
-		return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", by[len("user:"):])
-	case !a.MayDecide(d):
-		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", by[len("user:"):], a.Tool)
 	}
 	return ""
 }
@@ -256,13 +216,7 @@ func (h *Interactions) submission(ctx context.Context, in Interaction) string {
 
 // refusal words a failed decision for the user.
 func (h *Interactions) refusal(ctx context.Context, in Interaction, err error) string {
-	qe := h.cfg.Service.ErrorOf(ctx, err, "slack_user", in.UserID, "action", in.ActionID)
-	switch qe.Code {
-	case queue.CodeInternal, queue.CodeUnavailable:
-		// The decision may have committed before the failure: say so.
-		return "The outcome is not known: " + qe.Detail + " Check the action page before deciding again."
-	}
-	return "Nothing was changed: " + qe.Detail
+	return h.flow.Refusal(ctx, err, "slack_user", in.UserID, "action", in.ActionID)
 }
 
 func decidedBy(a *queue.Action) string {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/chatdecide"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
@@ -63,7 +64,8 @@ type WebhookConfig struct {
 // and the replies that give a rejection's reason. It has no session and no CSRF token: the
 // request is Telegram's, and the secret header is what authenticates it.
 type Webhook struct {
-	cfg WebhookConfig
+	cfg  WebhookConfig
+	flow chatdecide.Flow
 	// replies counts the answers sent to Telegram after the webhook answered.
 	replies sync.WaitGroup
 }
@@ -79,7 +81,7 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Webhook{cfg: cfg}, nil
+	return &Webhook{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Name: "Telegram", Logger: cfg.Logger}}, nil
 }
 
 // maxUpdate bounds what is read of an update.
@@ -171,17 +173,9 @@ func (h *Webhook) later(what string, fn func(ctx context.Context) error) {
 // decider resolves the Telegram user to the staff member who decides, or says why nobody
 // does: roles here, the tool's approvers inside the deciding transaction.
 func (h *Webhook) decider(ctx context.Context, from User) (string, string) {
-	u, err := h.cfg.Staff.UserGetByTelegramID(ctx, from.ID)
-	switch {
-	case errors.Is(err, accounts.ErrNotFound):
-		return "", fmt.Sprintf("Nothing was changed: your Telegram account (id %d) is not linked to an approvals user. Ask an admin to set your Telegram id on the users page.", from.ID)
-	case err != nil:
-		h.cfg.Logger.Warn("telegram: look up user", "telegram_user", from.ID, "err", err)
-		return "", "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
-	case !u.Role.CanDecide():
-		return "", fmt.Sprintf("Nothing was changed: %s has the role %s, and only approvers and admins decide.", u.Email, u.Role)
-	}
-	return "user:" + u.Email, ""
+	return h.flow.Who(ctx, fmt.Sprintf("id %d", from.ID), func(ctx context.Context) (*accounts.User, error) {
+		return h.cfg.Staff.UserGetByTelegramID(ctx, from.ID)
+	}, "telegram_user", from.ID)
 }
 
 // button handles a pressed button and answers it.
@@ -206,24 +200,12 @@ func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 	if err != nil {
 		return h.refusal(ctx, q.From.ID, id, err), true
 	}
-	if a.State == queue.StatePending {
-		// The rule the decision itself applies (Action.MayDecide over
-		// Service.Decider, which counts IdP groups), asked before anything
-		// is offered.
-		d, err := h.cfg.Service.Decider(ctx, by)
-		switch {
-		case err != nil:
-			h.cfg.Logger.Warn("telegram: look up the decider", "action", a.ID, "err", err)
-			return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard.", true
-		case d.NoAccess:
-			return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", strings.TrimPrefix(by, "user:")), true
-		case !a.MayDecide(d):
-			return fmt.Sprintf("Nothing was changed: %s is not among the approvers of tool %s.", strings.TrimPrefix(by, "user:"), a.Tool), true
-		}
-	}
 	if kind == CallbackReject {
 		if a.State != queue.StatePending {
 			return fmt.Sprintf("Nothing was changed: the action is %s already.", a.State), true
+		}
+		if refusal := h.flow.MayNotDecide(ctx, a, by); refusal != "" {
+			return refusal, true
 		}
 		chatID := strconv.FormatInt(q.From.ID, 10)
 		if q.Message != nil {
@@ -236,21 +218,15 @@ func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 		})
 		return "Reply to the message that asks for the reason.", false
 	}
-	if a.State == queue.StatePending && !OneClick(a) {
-		return fmt.Sprintf("Nothing was changed: the message does not show all of this action (%s). Review it in approvals: %s",
-			strings.Join(preview.Hidden(a, room), "; "), h.cfg.Client.publicURL+"/actions/"+a.ID), true
+	if refusal := h.flow.Offer(ctx, a, by, preview.Hidden(a, room), h.cfg.Client.publicURL+"/actions/"+a.ID); refusal != "" {
+		return refusal, true
 	}
-	res, err := h.cfg.Service.Decide(ctx, queue.DecideRequest{ID: id, To: queue.StateApproved, By: by, Note: "via Telegram", Channel: "telegram"})
-	if err != nil {
-		return h.refusal(ctx, q.From.ID, id, err), true
+	text, refused := h.flow.Approve(ctx, queue.DecideRequest{ID: id, To: queue.StateApproved, By: by, Note: "via Telegram", Channel: "telegram"},
+		"telegram_user", q.From.ID, "action", id)
+	if text == "" {
+		text = "Approved."
 	}
-	switch {
-	case res.Replayed:
-		return "You had approved this action already; nothing changed.", false
-	case res.Action.State == queue.StatePending:
-		return fmt.Sprintf("Your approval is counted: %d of %d.", len(res.Action.Approvals), res.Action.Spec.Approval.RequiredApprovals()), false
-	}
-	return "Approved.", false
+	return text, refused
 }
 
 // askReason sends the question for a rejection's reason to chat, asked of user, and records
@@ -312,11 +288,5 @@ func (h *Webhook) reply(ctx context.Context, m Msg) {
 
 // refusal words a failed decision for the user.
 func (h *Webhook) refusal(ctx context.Context, user int64, action string, err error) string {
-	qe := h.cfg.Service.ErrorOf(ctx, err, "telegram_user", user, "action", action)
-	switch qe.Code {
-	case queue.CodeInternal, queue.CodeUnavailable:
-		// The decision may have committed before the failure: say so.
-		return "The outcome is not known: " + qe.Detail + " Check the action page before deciding again."
-	}
-	return "Nothing was changed: " + qe.Detail
+	return h.flow.Refusal(ctx, err, "telegram_user", user, "action", action)
 }
