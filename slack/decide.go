@@ -256,7 +256,7 @@ func (h *Interactions) submission(ctx context.Context, in Interaction) string {
 
 // refusal words a failed decision for the user.
 func (h *Interactions) refusal(ctx context.Context, in Interaction, err error) string {
-	qe := h.cfg.Service.ErrorOf(ctx, err, "slack_user", in.UserID, "action", in.ActionID)
+	qe := queue.ErrorOf(ctx, err, h.cfg.Actions, h.cfg.Logger, "slack_user", in.UserID, "action", in.ActionID)
 	switch qe.Code {
 	case queue.CodeInternal, queue.CodeUnavailable:
 		// The decision may have committed before the failure: say so.

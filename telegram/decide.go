@@ -41,9 +41,11 @@ type Staff interface {
 	UserGetByTelegramID(ctx context.Context, telegramID int64) (*accounts.User, error)
 }
 
-// ActionReader reads an action as it is now (the store, queue.Reader).
+// ActionReader reads an action as it is now (the store, queue.Reader); a
+// refusal whose cause is unexpected pings it (queue.ErrorOf).
 type ActionReader interface {
 	ActionGetByID(ctx context.Context, id string) (*queue.Action, error)
+	Ping(ctx context.Context) error
 }
 
 // WebhookConfig sets up the webhook.
@@ -312,7 +314,7 @@ func (h *Webhook) reply(ctx context.Context, m Msg) {
 
 // refusal words a failed decision for the user.
 func (h *Webhook) refusal(ctx context.Context, user int64, action string, err error) string {
-	qe := h.cfg.Service.ErrorOf(ctx, err, "telegram_user", user, "action", action)
+	qe := queue.ErrorOf(ctx, err, h.cfg.Actions, h.cfg.Logger, "telegram_user", user, "action", action)
 	switch qe.Code {
 	case queue.CodeInternal, queue.CodeUnavailable:
 		// The decision may have committed before the failure: say so.
