@@ -22,12 +22,13 @@ import (
 type Deciding interface {
 	Decide(ctx context.Context, r queue.DecideRequest) (queue.DriveResult, error)
 	Decider(ctx context.Context, by string) (queue.Decider, error)
-	ErrorOf(ctx context.Context, err error, attrs ...any) *queue.Error
 }
 
 // Flow is one channel's use of the decision flow.
 type Flow struct {
 	Service Deciding
+	// Storage is pinged when a refusal's cause is unexpected (queue.ErrorOf).
+	Storage queue.Pinger
 	// Name is the channel as people know it: "Slack", "Telegram".
 	Name   string
 	Logger *slog.Logger
@@ -114,7 +115,7 @@ func (f Flow) Approve(ctx context.Context, r queue.DecideRequest, attrs ...any) 
 // Refusal words a failed decision for the person; attrs go to the log of
 // an unexpected error.
 func (f Flow) Refusal(ctx context.Context, err error, attrs ...any) string {
-	qe := f.Service.ErrorOf(ctx, err, attrs...)
+	qe := queue.ErrorOf(ctx, err, f.Storage, f.Logger, attrs...)
 	switch qe.Code {
 	case queue.CodeInternal, queue.CodeUnavailable:
 		// The decision may have committed before the failure: say so.

@@ -131,8 +131,8 @@ func startGateway(t *testing.T, sqlite bool) *gatewayEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, Service: queue.Options{WaitRecheck: time.Second,
-		Upstream: e.manager}})
+	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, WaitRecheck: time.Second,
+		Service: queue.Options{Upstream: e.manager}})
 	return e
 }
 
@@ -316,7 +316,7 @@ func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			e.Service.SetRegistry(reg)
+			e.CurrentTools.Store(reg)
 			_, err = e.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: a.ID, By: "user:ann@example.com"})
 			var qe *queue.Error
 			if !errors.As(err, &qe) || qe.Code != queue.CodeUpstreamUnavailable || !strings.Contains(qe.Detail, "does not list tool send") {

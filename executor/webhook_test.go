@@ -187,7 +187,7 @@ func startExec(t *testing.T, sqlite bool) *execEnv {
 	t.Helper()
 	e := &execEnv{prov: newProvider(t)}
 	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: execRegistry(t, e.prov),
-		Service: queue.Options{WaitRecheck: time.Second}})
+		WaitRecheck: time.Second})
 	t.Cleanup(func() { e.prov.check(t) })
 	return e
 }
@@ -251,7 +251,7 @@ func (e *execEnv) waitState(id string, want queue.State) *queue.Action {
 	e.T.Helper()
 	deadline := time.Now().Add(20 * time.Second)
 	for {
-		a, err := e.Service.Wait(context.Background(), id, "", time.Until(deadline))
+		a, err := e.Polls.Wait(context.Background(), id, "", time.Until(deadline))
 		if err != nil {
 			e.T.Fatal(err)
 		}
@@ -781,7 +781,7 @@ func TestDispatcherSignsWithTheToolsOwnSecret(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.Service.SetRegistry(reg)
+		e.CurrentTools.Store(reg)
 		a := e.Submit("notify_partner", partner("own-secret", "json"))
 		if snap, _ := json.Marshal(a.Spec); strings.Contains(string(snap), testSecret) {
 			t.Fatalf("the executor's secret is in the action's snapshot: %s", snap)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web/agentapi"
 )
@@ -21,11 +23,16 @@ import (
 // long-poll) and drive actions, authenticated by agent bearer tokens.
 type API struct {
 	Service *queue.Service
+	// Polls are the long-polls of GetAction.
+	Polls *longpoll.Polls
 	// Store is what the API reads directly (queue.Reader).
 	Store    queue.Reader
 	Accounts accounts.Store
 	// MaxBody caps request bodies (APPROVALS_MAX_BODY).
 	MaxBody int64
+	// Logger logs the unexpected errors of detached long-polls; default
+	// slog.Default().
+	Logger *slog.Logger
 
 	tokens accounts.TokenCache
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -70,7 +71,7 @@ func TestDetachedLongPollAnswer(t *testing.T) {
 			if n, err := rd.Read(make([]byte, 1)); err != io.EOF {
 				t.Fatalf("after the answer: read %d, %v; want the connection closed", n, err)
 			}
-			awaitWaitersDrop(t, e.Service, 0)
+			awaitWaitersDrop(t, e.Polls, 0)
 		})
 	}
 }
@@ -83,7 +84,7 @@ func TestLongPollClientLeaves(t *testing.T) {
 	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, Waiters: queue.WaiterLimits{Total: 1, PerHolder: 1}})
+			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, Waiters: longpoll.WaiterLimits{Total: 1, PerHolder: 1}})
 			a := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.EmailBody("c-leaves", "t")).Action(t)
 			path := "/api/v1/actions/" + a.ID
 			conn, _ := rawPoll(t, e.URL, e.AgentToken, path+"?wait=50s")
@@ -92,7 +93,7 @@ func TestLongPollClientLeaves(t *testing.T) {
 				t.Fatalf("second poll while the first waits: %d %s, want 429", r.Status, r.Body)
 			}
 			conn.Close()
-			awaitWaitersDrop(t, e.Service, 0)
+			awaitWaitersDrop(t, e.Polls, 0)
 			start := time.Now()
 			r := e.Do(e.URL, e.AgentToken, "GET", path+"?wait=1s", nil)
 			if r.Status != http.StatusOK || r.Action(t).State != queue.StatePending {
@@ -105,12 +106,12 @@ func TestLongPollClientLeaves(t *testing.T) {
 	}
 }
 
-func awaitWaitersDrop(t *testing.T, svc *queue.Service, n int64) {
+func awaitWaitersDrop(t *testing.T, polls *longpoll.Polls, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(20 * time.Second)
-	for svc.Waiters() > n {
+	for polls.Waiters() > n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d long-polls still waiting after 20s, want %d", svc.Waiters(), n)
+			t.Fatalf("%d long-polls still waiting after 20s, want %d", polls.Waiters(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

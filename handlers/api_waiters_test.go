@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -19,7 +20,7 @@ func TestWaiterCap(t *testing.T) {
 	for name, onSQLite := range map[string]bool{"postgres": false, "sqlite": true} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, Waiters: queue.WaiterLimits{Total: 2, PerHolder: 1}})
+			e := apptest.StartAPI(t, apptest.Options{SQLite: onSQLite, Waiters: longpoll.WaiterLimits{Total: 2, PerHolder: 1}})
 			svc := e.Service
 			bot, third := e.AgentToken, e.Token(e.T, "third")
 
@@ -45,7 +46,7 @@ func TestWaiterCap(t *testing.T) {
 				t.Fatalf("read without wait: %d %s", r.Status, r.Body)
 			}
 			// Another token may wait; with it waiting, the total is reached.
-			release, err := svc.AcquireWaiter("agent:other")
+			release, err := e.Polls.AcquireWaiter("agent:other")
 			if err != nil {
 				t.Fatal(err)
 			}

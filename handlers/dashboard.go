@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/templates"
@@ -29,6 +30,8 @@ import (
 // enforced here, on the server, by the Allow middleware of each route.
 type Dashboard struct {
 	Service *queue.Service
+	// Polls cap the live event streams.
+	Polls *longpoll.Polls
 	// Store is what the pages read directly (queue.Reader).
 	Store    queue.Reader
 	Accounts accounts.Store

@@ -17,7 +17,7 @@ const streamRecheck = 20 * time.Second
 // action made by any server process (the store's notifications), so open
 // queues reload their table within a second, with no polling.
 func (d *Dashboard) Events(c echo.Context) error {
-	release, err := d.Service.AcquireStream(actor(currentUser(c)))
+	release, err := d.Polls.AcquireStream(actor(currentUser(c)))
 	if err != nil {
 		return err
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -103,9 +104,9 @@ func TestEventsStreamCapped(t *testing.T) {
 	t.Parallel()
 	d := apptest.StartDashboard(t, apptest.Options{})
 	b := d.SignIn("viewer@example.com", accounts.RoleViewer)
-	perHolder := queue.StreamLimits(0).PerHolder
+	perHolder := longpoll.StreamLimits(0).PerHolder
 	for range perHolder {
-		release, err := d.Service.AcquireStream("user:viewer@example.com")
+		release, err := d.Polls.AcquireStream("user:viewer@example.com")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,11 +125,11 @@ func TestEventsStreamCapped(t *testing.T) {
 // not stop agents' long-polls.
 func TestStreamsApartFromAgentsLongPolls(t *testing.T) {
 	t.Parallel()
-	d := apptest.StartDashboard(t, apptest.Options{Waiters: queue.WaiterLimits{Total: 10, PerHolder: 1}, MaxStreams: 2})
+	d := apptest.StartDashboard(t, apptest.Options{Waiters: longpoll.WaiterLimits{Total: 10, PerHolder: 1}, MaxStreams: 2})
 	d.AddUser("viewer@example.com", accounts.RoleViewer)
 	b := d.Login("viewer@example.com")
 	for i := range 10 {
-		release, err := d.Service.AcquireWaiter(fmt.Sprintf("agent:bot-%d", i))
+		release, err := d.Polls.AcquireWaiter(fmt.Sprintf("agent:bot-%d", i))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -145,15 +146,15 @@ func TestStreamsApartFromAgentsLongPolls(t *testing.T) {
 	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 		t.Fatalf("the live view with every agent waiter slot taken: %d %s, want the stream", res.StatusCode, res.Header.Get("Content-Type"))
 	}
-	release, err := d.Service.AcquireStream("user:other@example.com")
+	release, err := d.Polls.AcquireStream("user:other@example.com")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer release()
-	if _, err := d.Service.AcquireStream("user:third@example.com"); queue.ErrorCode(err) != queue.CodeTooManyWaiters || !strings.Contains(err.Error(), "APPROVALS_MAX_STREAMS") {
+	if _, err := d.Polls.AcquireStream("user:third@example.com"); queue.ErrorCode(err) != queue.CodeTooManyWaiters || !strings.Contains(err.Error(), "APPROVALS_MAX_STREAMS") {
 		t.Fatalf("a third stream past MaxStreams 2: %v, want too_many_waiters naming APPROVALS_MAX_STREAMS", err)
 	}
-	if _, err := d.Service.AcquireWaiter("agent:bot-0"); err == nil {
+	if _, err := d.Polls.AcquireWaiter("agent:bot-0"); err == nil {
 		t.Fatal("the agents' pool took an eleventh waiter")
 	}
 }

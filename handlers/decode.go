@@ -6,6 +6,7 @@ import (
 	"io"
 	"unicode/utf8"
 
+	"github.com/approvals/approvals/payload"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -91,8 +92,8 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 	// checked and split into its members at once. Everything else takes
 	// the steps below, which say what is wrong.
 	if !bytes.Contains(body, []byte(`\u0000`)) {
-		raw, err := queue.StrictMembers(body)
-		if queue.StrictRefusal(err) {
+		raw, err := payload.StrictMembers(body)
+		if payload.StrictRefusal(err) {
 			return nil, queue.Errorf(queue.CodeInvalidRequest, "body: %v", err)
 		}
 		if err == nil && raw != nil {
@@ -134,7 +135,7 @@ func decodeObjectFields(body []byte, allowed map[string]bool) (map[string]json.R
 // is out of range or objects nest too deep (invalid_request naming where);
 // any other fault is left to the decoder that follows, which words it.
 func refuseStrict(what string, b []byte) error {
-	if err := queue.CheckStrictJSON(b, 0); queue.StrictRefusal(err) {
+	if err := payload.CheckStrictJSON(b, 0); payload.StrictRefusal(err) {
 		return queue.Errorf(queue.CodeInvalidRequest, "%s: %v", what, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web/agentapi"
 	"github.com/approvals/approvals/web/problem"
@@ -38,18 +39,18 @@ func (h *API) GetAction(c echo.Context) error {
 	}
 	ctx, id := c.Request().Context(), c.Param("id")
 	if wait <= 0 {
-		a, err := h.Service.Wait(ctx, id, until, 0)
+		a, err := h.Polls.Wait(ctx, id, until, 0)
 		if err != nil {
 			return err
 		}
 		return writeJSON(c, http.StatusOK, a)
 	}
-	release, err := h.Service.AcquireWaiter("agent:" + agent(c))
+	release, err := h.Polls.AcquireWaiter("agent:" + agent(c))
 	if err != nil {
 		return err
 	}
 	if conn, answer, ok := h.detach(c); ok {
-		held := h.Service.HoldWait()
+		held := h.Polls.HoldWait()
 		go func() {
 			defer held()
 			defer conn.Close()
@@ -57,7 +58,7 @@ func (h *API) GetAction(c echo.Context) error {
 			// A wake ends the connection's read below at once.
 			wake := func() { _ = conn.SetReadDeadline(aLongTimeAgo) }
 			rctx, cancel := context.WithTimeout(context.Background(), detachedReadTimeout)
-			a, p, err := h.Service.StartPoll(rctx, id, until, wait, wake)
+			a, p, err := h.Polls.StartPoll(rctx, id, until, wait, wake)
 			cancel()
 			if p != nil {
 				defer p.Close()
@@ -71,7 +72,7 @@ func (h *API) GetAction(c echo.Context) error {
 		return nil
 	}
 	defer release()
-	a, err := h.Service.Wait(ctx, id, until, wait)
+	a, err := h.Polls.Wait(ctx, id, until, wait)
 	if err != nil {
 		return err
 	}
@@ -114,14 +115,14 @@ func (h *API) detach(c echo.Context) (net.Conn, func(*queue.Action, error), bool
 		if err != nil {
 			var qe *queue.Error
 			if !errors.As(err, &qe) {
-				qe = h.Service.ErrorOf(context.Background(), err, "method", http.MethodGet, "path", path)
+				qe = queue.ErrorOf(context.Background(), err, h.Store, h.Logger, "method", http.MethodGet, "path", path)
 			}
 			_ = problem.Write(r, qe)
 		} else {
 			r.Header().Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
 			r.WriteHeader(http.StatusOK)
 			if err := writeActionTo(r.Body(), a); err != nil {
-				h.Service.ErrorOf(context.Background(), err, "method", http.MethodGet, "path", path)
+				queue.ErrorOf(context.Background(), err, h.Store, h.Logger, "method", http.MethodGet, "path", path)
 				return
 			}
 		}
@@ -135,7 +136,7 @@ func (h *API) detach(c echo.Context) (net.Conn, func(*queue.Action, error), bool
 // client closed it (or it failed) first. Bytes the client sends meanwhile
 // (a pipelined request) are read and dropped; the answer closes the
 // connection, so the client sends them again.
-func waitOnConn(conn net.Conn, p *queue.Poll) (a *queue.Action, left bool, err error) {
+func waitOnConn(conn net.Conn, p *longpoll.Poll) (a *queue.Action, left bool, err error) {
 	var buf [256]byte
 	for {
 		// The deadline first, then the check: a wake after the check ends

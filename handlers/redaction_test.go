@@ -66,7 +66,7 @@ tools:
 		if time.Now().After(deadline) {
 			t.Fatalf("action still %s", final.State)
 		}
-		if final, err = d.Service.Wait(ctx, a.ID, final.State, 10*time.Second); err != nil {
+		if final, err = d.Polls.Wait(ctx, a.ID, final.State, 10*time.Second); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -46,7 +46,7 @@ func (s *server) refuse(ctx context.Context, err error, agent string) (*mcp.Call
 	if !errors.As(err, &qe) && ctx.Err() != nil && (errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)) {
 		return nil, err
 	}
-	qe = s.svc.ErrorOf(ctx, err, "face", "mcp", "agent", agent)
+	qe = queue.ErrorOf(ctx, err, s.store, s.log, "face", "mcp", "agent", agent)
 	r := Refusal{Code: qe.Code, Detail: qe.Detail, Action: qe.Action}
 	text := strings.TrimSpace(fmt.Sprintf("Refused (%s): %s. %s", qe.Code, strings.TrimSuffix(qe.Detail, "."), refusalAdvice(qe, agent)))
 	res, err := answer(r, text)

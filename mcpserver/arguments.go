@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/approvals/approvals/payload"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -24,7 +25,7 @@ const argumentsDepth = 2
 // rawArguments applies the checks every call shares: absent arguments are an
 // empty object, and the arguments are at most max bytes of valid UTF-8 with
 // no object anywhere naming a key twice, no number out of range and no
-// nesting too deep (queue.CheckStrictJSON). This is the one strict check of
+// nesting too deep (payload.CheckStrictJSON). This is the one strict check of
 // a call: it sees the whole arguments object, so it also catches a repeated
 // argument name, which decoding into a map would silently merge.
 func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
@@ -40,7 +41,7 @@ func rawArguments(raw json.RawMessage, max int64) (json.RawMessage, error) {
 	}
 	// The arguments lie at depth 2 of the request body (params.arguments),
 	// where the nesting limit counts from.
-	if err := queue.CheckStrictJSON(raw, argumentsDepth); queue.StrictRefusal(err) {
+	if err := payload.CheckStrictJSON(raw, argumentsDepth); payload.StrictRefusal(err) {
 		return nil, queue.Errorf(queue.CodeInvalidRequest, "arguments: %v", err)
 	}
 	return raw, nil

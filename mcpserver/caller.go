@@ -110,7 +110,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 		}
 		ca := &caller{hash: hash, accts: s.accts}
 		cached := false
-		if s.svc.SupportsTokenGuard() {
+		if s.store.SupportsTokenGuard() {
 			ca.name, cached = s.tokens.Get(hash)
 		}
 		if !cached {
@@ -119,7 +119,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 				return
 			}
 			ca.checked = true
-			if s.svc.SupportsTokenGuard() {
+			if s.store.SupportsTokenGuard() {
 				s.tokens.Put(hash, ca.name)
 			}
 		}
@@ -157,7 +157,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 
 // problem answers err as problem details, outside MCP.
 func (s *server) problem(w http.ResponseWriter, r *http.Request, err error, step string) {
-	_ = problem.Write(w, s.svc.ErrorOf(r.Context(), err, "face", "mcp", "step", step))
+	_ = problem.Write(w, queue.ErrorOf(r.Context(), err, s.store, s.log, "face", "mcp", "step", step))
 }
 
 // verifyAgent hands the caller found by authenticate to the SDK.

@@ -116,13 +116,13 @@ func (s *server) getAction(ctx context.Context, agent string, args arguments) (*
 		return nil, err
 	}
 	if wait > 0 {
-		release, err := s.svc.AcquireWaiter("agent:" + agent)
+		release, err := s.polls.AcquireWaiter("agent:" + agent)
 		if err != nil {
 			return nil, err
 		}
 		defer release()
 	}
-	a, err := s.svc.Wait(ctx, id, until, wait)
+	a, err := s.polls.Wait(ctx, id, until, wait)
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@
 // server processes behind one address behave as one service, as the REST API
 // does. Nothing here needs server-to-client messages, so no request to /mcp
 // holds its connection open except a get_action wait, which takes a waiter
-// slot (queue.Service.AcquireWaiter) like a REST ?wait: a GET, which opens
+// slot (longpoll.Polls.AcquireWaiter) like a REST ?wait: a GET, which opens
 // the standalone SSE stream of a stateful server, is 405, and a
 // subscriptions/listen (its successor) ends at once, because the tools
 // capability offers no listChanged to listen for. Whoever changes either

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -96,9 +97,9 @@ func TestWaitPastTheWaiterCapRefused(t *testing.T) {
 	cs := e.connect(t, e.token(t, "poller"))
 	a := wantAction(t, call(t, cs, "send_customer_email", map[string]any{"customer_id": "c1", "topic": "t",
 		"to": "c@example.com", "subject": "s", "body": "b"}), queue.StatePending)
-	perHolder := queue.WaiterLimits{}.WithDefaults().PerHolder
+	perHolder := longpoll.WaiterLimits{}.WithDefaults().PerHolder
 	for range perHolder {
-		release, err := e.svc.AcquireWaiter("agent:poller")
+		release, err := e.app.Polls.AcquireWaiter("agent:poller")
 		if err != nil {
 			t.Fatal(err)
 		}

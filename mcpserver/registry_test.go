@@ -24,7 +24,7 @@ func TestToolsFollowTheRegistry(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc.SetRegistry(reg)
+	e.app.Tools.Store(reg)
 	if !names()["added_later"] {
 		t.Fatal("added_later not listed after the registry changed")
 	}
@@ -45,7 +45,7 @@ func TestToolsWithAColonAreNotOffered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e.svc.SetRegistry(reg)
+	e.app.Tools.Store(reg)
 	got := toolNames(t, e, e.token(t, "bot"))
 	if got["claude-code:Bash"] || !got["issue_refund"] {
 		t.Fatalf("tools = %v; want issue_refund without claude-code:Bash", got)

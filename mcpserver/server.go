@@ -14,6 +14,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -47,6 +48,8 @@ const instructions = "approvals guards side effects. Every tool here except the 
 
 type server struct {
 	svc     *queue.Service
+	polls   *longpoll.Polls
+	store   queue.Reader
 	accts   accounts.Store
 	tokens  accounts.TokenCache // tokens seen valid (caller)
 	log     *slog.Logger
@@ -56,19 +59,35 @@ type server struct {
 	buildMu sync.Mutex
 }
 
-// New returns the handler for /mcp. maxBody is APPROVALS_MAX_BODY: a call's
-// arguments may be as large as a REST request body (<= 0 means 256 KiB). The
+// Config is what the MCP endpoint needs.
+type Config struct {
+	Service *queue.Service
+	// Polls are the process's long-polls (get_action with wait).
+	Polls *longpoll.Polls
+	// Store is the service's own storage, read directly: whether it checks
+	// agent tokens in its statements, whether it answers a ping.
+	Store    queue.Reader
+	Accounts accounts.Store
+	// Logger, default slog.Default().
+	Logger *slog.Logger
+	// MaxBody is APPROVALS_MAX_BODY: a call's arguments may be as large as
+	// a REST request body (<= 0 means 256 KiB).
+	MaxBody int64
+}
+
+// New returns the handler for /mcp. The
 // tools follow the service's registry, which changes only when upstream
 // tools are re-imported. How requests are authenticated, and why the
 // endpoint is stateless, is in doc.go.
-func New(svc *queue.Service, accts accounts.Store, logger *slog.Logger, maxBody int64) http.Handler {
+func New(cfg Config) http.Handler {
+	logger, maxBody := cfg.Logger, cfg.MaxBody
 	if logger == nil {
 		logger = slog.Default()
 	}
 	if maxBody <= 0 {
 		maxBody = defaultMaxBody
 	}
-	s := &server{svc: svc, accts: accts, log: logger, maxBody: maxBody}
+	s := &server{svc: cfg.Service, polls: cfg.Polls, store: cfg.Store, accts: cfg.Accounts, log: logger, maxBody: maxBody}
 	h := mcp.NewStreamableHTTPHandler(s.current, &mcp.StreamableHTTPOptions{
 		Stateless:    true,
 		JSONResponse: true,

@@ -8,6 +8,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -92,7 +93,7 @@ var (
 		"properties": map[string]any{
 			"id": idProperty,
 			"wait": map[string]any{"type": "string", "description": fmt.Sprintf(
-				"Optional long-poll, a Go duration such as \"30s\" (at most %s): answer as soon as the state differs from state, at once for a final state, or at the deadline with the current state.", queue.MaxWait)},
+				"Optional long-poll, a Go duration such as \"30s\" (at most %s): answer as soon as the state differs from state, at once for a final state, or at the deadline with the current state.", longpoll.MaxWait)},
 			"state": map[string]any{"type": "string", "enum": queue.States,
 				"description": "With wait: the state to wait out (default: the action's state when the call arrives)."},
 		},

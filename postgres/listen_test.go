@@ -23,10 +23,10 @@ func TestLongPollWokenAfterTheListenerReconnects(t *testing.T) {
 	}
 	got := make(chan result, 1)
 	go func() {
-		w, err := e.Service.Wait(ctx, a.ID, "", 30*time.Second)
+		w, err := e.Polls.Wait(ctx, a.ID, "", 30*time.Second)
 		got <- result{w, err}
 	}()
-	for deadline := time.Now().Add(10 * time.Second); e.Service.Waiters() < 1; {
+	for deadline := time.Now().Add(10 * time.Second); e.Polls.Waiters() < 1; {
 		if time.Now().After(deadline) {
 			t.Fatal("the long-poll never waited")
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 )
 
@@ -93,6 +94,14 @@ func ErrorCode(err error) Code {
 	return ""
 }
 
+// CodeTooManyWaiters refuses a long-poll or event stream past the cap of
+// longpoll.WaiterLimits; the web layer answers 429 with Retry-After.
+const CodeTooManyWaiters Code = "too_many_waiters"
+
+// WaiterRetryAfter is the Retry-After of a too_many_waiters answer: long
+// enough for some waits to end (a long-poll lasts at most longpoll.MaxWait).
+const WaiterRetryAfter = 5 * time.Second
+
 // UnavailableRetryAfter is the Retry-After of an unavailable answer: a
 // PostgreSQL failover takes seconds (a promotion, the pool's reconnect), so
 // a client that waits this long between tries reaches the new primary
@@ -119,6 +128,11 @@ func RetryAfter(code Code) time.Duration {
 // InProgressRetryAfter is when to look again at an action in progress.
 const InProgressRetryAfter = 5 * time.Second
 
+// Pinger is the storage ErrorOf asks whether it answers.
+type Pinger interface {
+	Ping(ctx context.Context) error
+}
+
 // pingTimeout bounds the storage check of ErrorOf.
 const pingTimeout = 2 * time.Second
 
@@ -129,16 +143,20 @@ const pingTimeout = 2 * time.Second
 // again; a database that answers read-only, a standby mid-failover, fails
 // the ping too), internal otherwise. Neither detail reveals SQL, stack traces or
 // identifiers. The ping has its own short deadline, because the caller's
-// context may be spent by the failure being classified.
-func (s *Service) ErrorOf(ctx context.Context, err error, attrs ...any) *Error {
+// context may be spent by the failure being classified. log nil is
+// slog.Default().
+func ErrorOf(ctx context.Context, err error, storage Pinger, log *slog.Logger, attrs ...any) *Error {
 	var qe *Error
 	if errors.As(err, &qe) {
 		return qe
 	}
-	s.log.Error("unexpected error", append(attrs, "err", err)...)
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Error("unexpected error", append(attrs, "err", err)...)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 	defer cancel()
-	if s.store.Ping(pctx) != nil {
+	if storage.Ping(pctx) != nil {
 		return &Error{Code: CodeUnavailable, Detail: "storage is unavailable; try again"}
 	}
 	return &Error{Code: CodeInternal, Detail: "internal error; it has been logged"}

@@ -17,7 +17,7 @@ func TestErrorOf(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	e := apptest.NewEnv(t, apptest.EnvOptions{SQLite: true})
-	st, svc := e.Store, e.Service
+	st := e.Store
 	conflict := queue.Errorf(queue.CodeInvalidTransition, "cannot approve")
 	for _, tc := range []struct {
 		name string
@@ -28,14 +28,14 @@ func TestErrorOf(t *testing.T) {
 		{"wrapped domain error", fmt.Errorf("approve: %w", conflict), queue.CodeInvalidTransition},
 		{"unexpected error, storage up", errors.New("boom"), queue.CodeInternal},
 	} {
-		if got := svc.ErrorOf(ctx, tc.err); got.Code != tc.want {
+		if got := queue.ErrorOf(ctx, tc.err, st, nil); got.Code != tc.want {
 			t.Errorf("%s: code %s, want %s", tc.name, got.Code, tc.want)
 		}
 	}
 	if err := st.Close(); err != nil {
 		t.Fatal(err)
 	}
-	got := svc.ErrorOf(ctx, errors.New("sql: database is closed"))
+	got := queue.ErrorOf(ctx, errors.New("sql: database is closed"), st, nil)
 	// web/problem answers unavailable with 503 (TestStatus).
 	if got.Code != queue.CodeUnavailable {
 		t.Fatalf("storage down: %s, want unavailable", got.Code)

@@ -27,13 +27,13 @@ func TestPendingExpiresBySweep(t *testing.T) {
 
 	waited := make(chan *queue.Action, 1)
 	go func() {
-		got, err := e.Service.Wait(ctx, a.ID, queue.StatePending, 30*time.Second)
+		got, err := e.Polls.Wait(ctx, a.ID, queue.StatePending, 30*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		waited <- got
 	}()
-	apptest.AwaitWaiters(t, e.Service, 1)
+	apptest.AwaitWaiters(t, e.Polls, 1)
 
 	e.Clock.Advance(time.Hour - time.Microsecond) // the clock's resolution
 	if res, err := other.Sweeper().Sweep(ctx); err != nil || len(res.Expired) != 0 {
@@ -272,40 +272,5 @@ func TestApproveRacesSweepAtExpiresAt(t *testing.T) {
 	}
 	if n := e.EventCount(a.ID, queue.EventApproved); n != 0 {
 		t.Fatalf("%d approved events, want 0", n)
-	}
-}
-
-// In-process shutdown (queue.Options.Done) releases a waiting long-poll at once
-// with the action as it is stored, not an error and not at its deadline.
-func TestStopReleasesWaitWithCurrentState(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	e := apptest.DomainEnv(t, testclock.Frozen())
-	a := e.Submit("send_customer_email", map[string]any{"customer_id": "c-6", "topic": "shutdown"})
-	apptest.Approve(e.T, e.Service, a.ID)
-	other := e.AddProcess()
-	svc := other.Service
-	type answer struct {
-		a   *queue.Action
-		err error
-	}
-	got := make(chan answer, 1)
-	go func() {
-		w, err := svc.Wait(ctx, a.ID, queue.StateApproved, 50*time.Second)
-		got <- answer{w, err}
-	}()
-	apptest.AwaitWaiters(t, svc, 1)
-	other.ReleaseWaits()
-	select {
-	case r := <-got:
-		if r.err != nil || r.a == nil || r.a.State != queue.StateApproved || apptest.Deref(r.a.DecidedBy) != "user:ann@example.com" {
-			t.Fatalf("released wait: %v %+v, want the approved action", r.err, r.a)
-		}
-	case <-time.After(20 * time.Second):
-		t.Fatal("Stop did not release the waiting long-poll")
-	}
-	// A wait that begins after Stop answers at once too.
-	if w, err := svc.Wait(ctx, a.ID, queue.StateApproved, 50*time.Second); err != nil || w.State != queue.StateApproved {
-		t.Fatalf("wait after Stop: %v %+v", err, w)
 	}
 }

@@ -73,7 +73,7 @@ func (h *Hub) Subscribe() Subscription {
 // arrive together wake it once. wake, when not nil, is called after each
 // delivery and when the hub closes, under the hub's lock, so it must not
 // block: it lets a long-poll that holds no goroutine of its own (a
-// detached one, see Poll) be woken.
+// detached one, see longpoll.Poll) be woken.
 func (h *Hub) SubscribeAction(id string, wake func()) Subscription {
 	ch := make(chan Change, 1)
 	h.mu.Lock()

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/payload"
 )
 
 // The checks every face (REST, dashboard, MCP) applies to its input once it
@@ -19,8 +20,8 @@ import (
 // StorableJSON is the one check of JSON that will be stored: a payload, a
 // result, an edited payload, a tool call's arguments. raw must be valid
 // UTF-8, one JSON value with nothing after it, within the limits of
-// CheckStrictJSON (no duplicate key, no number out of range, nesting at most
-// MaxJSONDepth), and hold no NUL character in any string or key
+// payload.CheckStrictJSON (no duplicate key, no number out of range, nesting at most
+// payload.MaxJSONDepth), and hold no NUL character in any string or key
 // (PostgreSQL's jsonb cannot store U+0000); when object
 // is set it must be a JSON object. It returns the value decoded as the API
 // reads JSON everywhere (numbers as json.Number, so 1e400 is valid).
@@ -45,7 +46,7 @@ func StorableJSON(raw []byte, what string, object bool, shapeCode Code) (any, er
 	// could read one value and a receiver act on the other; and a number
 	// out of range or too deep a nesting makes comparing and showing the
 	// value cost more than its size.
-	if err := CheckStrictJSON(raw, 0); StrictRefusal(err) {
+	if err := payload.CheckStrictJSON(raw, 0); payload.StrictRefusal(err) {
 		return nil, Errorf(CodeInvalidRequest, "%s: %v", what, err)
 	}
 	if err := RefuseNUL(v, what); err != nil {

@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+
+	"github.com/approvals/approvals/payload"
 )
 
 // DecodeObject decodes a JSON object keeping numbers as json.Number, so
@@ -59,7 +61,7 @@ func isNull(b []byte) bool {
 	return len(t) == 0 || string(t) == "null"
 }
 
-func valueEqual(a, b any) bool { return valuesEqual(a, b, numberEqual) }
+func valueEqual(a, b any) bool { return valuesEqual(a, b, payload.NumberEqual) }
 
 // valuesEqual compares two decoded JSON values, numbers by numbersEqual
 // (their text differs: equal text is equal).

@@ -130,8 +130,3 @@ func (s *Service) keepUnwritten(ctx context.Context, err error, action, what str
 		s.keep.keep(context.WithoutCancel(ctx), action, what, write)
 	}
 }
-
-// FlushOutcomes tries every kept outcome once more and waits for the tries
-// or for ctx: the process calls it on shutdown (SIGTERM), after its
-// deliveries have finished and before its store closes.
-func (s *Service) FlushOutcomes(ctx context.Context) { s.keep.flush(ctx) }

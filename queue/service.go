@@ -1,6 +1,7 @@
 package queue
 
 import (
+	"context"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -13,20 +14,13 @@ import (
 // API, the MCP endpoint and the dashboard all call it.
 type Service struct {
 	store Store
-	reg   atomic.Pointer[classify.Registry]
+	tools *CurrentTools
 	now   func() time.Time
 	log   *slog.Logger
 	opts  Options
-	// polls are the long-polls under way (the approvals_waiters gauge),
-	// woken when Options.Done closes.
-	polls pollSet
 	// upstreamCalls are the upstream calls submissions are making
-	// (WaitUpstreamCalls).
+	// (Shutdown waits for them).
 	upstreamCalls sync.WaitGroup
-	// waiterPool caps concurrent long-polls of agents
-	// (APPROVALS_MAX_WAITERS), streamPool the dashboard's event streams
-	// (APPROVALS_MAX_STREAMS).
-	waiterPool, streamPool *waiterPool
 	// upstreamSlots caps the upstream calls submissions make at once.
 	upstreamSlots chan struct{}
 	// approvedAtSubmission announces, in this process only, the actions a
@@ -59,17 +53,10 @@ type Options struct {
 	// The process's outbox wakes on it instead of waiting for its poll.
 	// It must not block.
 	OnEvents func()
-	// WaitRecheck is the slow timed re-read of a long-poll, a last resort
-	// for a lost notification: a store wakes every long-poll itself when it
-	// may have lost changes (PostgreSQL's listener reconnecting). Default
-	// 15s; each recheck is a read, and at 2s ten thousand long-polls made
-	// 5,000 reads a second.
-	WaitRecheck time.Duration
-	// Waiters cap concurrent long-polls of agents (REST ?wait, MCP waits).
-	Waiters WaiterLimits
-	// MaxStreams caps the dashboard's event streams, a pool apart
-	// (APPROVALS_MAX_STREAMS; default DefaultMaxStreams).
-	MaxStreams int
+	// Tools holds the tools in force; NewService stores reg in it (in a
+	// new one when nil). Whoever keeps it (the gateway, which re-imports
+	// upstream tools) replaces the tools with its Store.
+	Tools *CurrentTools
 	// MaxUpstreamCalls caps the upstream calls submissions make at once
 	// (APPROVALS_MAX_UPSTREAM_CALLS; default DefaultMaxUpstreamCalls).
 	MaxUpstreamCalls int
@@ -80,9 +67,6 @@ type Options struct {
 	// the email (their identity provider groups); nil: nothing, so only
 	// the emails of the tools file's groups count.
 	Staff StaffDirectory
-	// Done is closed when the process begins to shut down: every
-	// long-poll then answers at once with the current state of its action.
-	Done <-chan struct{}
 }
 
 // NewService returns a Service over store with the tools of reg.
@@ -93,32 +77,57 @@ func NewService(store Store, reg *classify.Registry, opts Options) *Service {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	if opts.WaitRecheck <= 0 {
-		opts.WaitRecheck = 15 * time.Second
-	}
 	if reg == nil {
 		reg = classify.Empty()
 	}
-	s := &Service{store: store, now: opts.Now, log: opts.Logger, opts: opts, approvedAtSubmission: NewHub(),
-		keep:       newOutcomeKeeper(opts.Logger),
-		waiterPool: newWaiterPool(opts.Waiters), streamPool: newWaiterPool(StreamLimits(opts.MaxStreams))}
+	if opts.Tools == nil {
+		opts.Tools = &CurrentTools{}
+	}
+	s := &Service{store: store, tools: opts.Tools, now: opts.Now, log: opts.Logger, opts: opts, approvedAtSubmission: NewHub(),
+		keep: newOutcomeKeeper(opts.Logger)}
 	if opts.MaxUpstreamCalls <= 0 {
 		opts.MaxUpstreamCalls = DefaultMaxUpstreamCalls
 	}
 	s.opts.MaxUpstreamCalls = opts.MaxUpstreamCalls
 	s.upstreamSlots = make(chan struct{}, opts.MaxUpstreamCalls)
-	s.reg.Store(reg)
-	if opts.Done != nil {
-		go func() {
-			<-opts.Done
-			s.polls.stop()
-		}()
-	}
+	s.tools.Store(reg)
 	return s
 }
 
 // Registry returns the current tools.
-func (s *Service) Registry() *classify.Registry { return s.reg.Load() }
+func (s *Service) Registry() *classify.Registry { return s.tools.Load() }
+
+// CurrentTools holds the tools in force: every submission reads them, and a
+// gateway replaces them whole when an upstream's tools change. The zero
+// value holds none.
+type CurrentTools struct {
+	p atomic.Pointer[classify.Registry]
+}
+
+// Load returns the tools in force.
+func (t *CurrentTools) Load() *classify.Registry { return t.p.Load() }
+
+// Store puts reg in force for every submission that begins after it, as a
+// re-import of the upstreams' tool lists does. Actions keep the snapshot
+// they were submitted with.
+func (t *CurrentTools) Store(reg *classify.Registry) { t.p.Store(reg) }
+
+// Shutdown finishes what submissions began before the store closes (on
+// SIGTERM, after the HTTP server stopped waiting for its requests and the
+// deliveries have finished). It waits for the upstream calls submissions
+// started and their records, so that a call under way is recorded rather
+// than left to become a ticket; then it tries every outcome kept while the
+// database did not answer once more, and waits for the tries at most
+// flushTimeout, or until ctx ends.
+func (s *Service) Shutdown(ctx context.Context) {
+	s.upstreamCalls.Wait()
+	fctx, cancel := context.WithTimeout(ctx, flushTimeout)
+	defer cancel()
+	s.keep.flush(fctx)
+}
+
+// flushTimeout bounds the last tries of the kept outcomes at shutdown.
+const flushTimeout = 10 * time.Second
 
 // Now returns the service clock's time in UTC, truncated to microseconds
 // (what PostgreSQL keeps), so what is returned equals what is stored.

@@ -43,11 +43,6 @@ func TokenGuard(ctx context.Context) string {
 	return hash
 }
 
-// SupportsTokenGuard reports whether the store checks a token hash in the
-// statements of submissions and drive calls (SubmitRequest.TokenHash,
-// WithTokenGuard), so that a face may take a token seen valid from memory.
-func (s *Service) SupportsTokenGuard() bool { return s.store.SupportsTokenGuard() }
-
 // driveGuard is the token hash WithTokenGuard put in ctx, if any.
 func (s *Service) driveGuard(ctx context.Context) (string, error) {
 	hash := TokenGuard(ctx)

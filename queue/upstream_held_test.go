@@ -53,7 +53,8 @@ tools:
 		t.Fatal(err)
 	}
 	caller := &unknownOutcome{}
-	svc := apptest.NewEnv(t, apptest.EnvOptions{Tools: up, Service: queue.Options{Upstream: caller}}).Service
+	env := apptest.NewEnv(t, apptest.EnvOptions{Tools: up, Service: queue.Options{Upstream: caller}})
+	svc := env.Service
 	submit := func(order string) (queue.SubmitResult, error) {
 		return svc.Submit(ctx, queue.SubmitRequest{Tool: "pay_refund", Payload: []byte(`{"order":"` + order + `"}`), Agent: "bot"})
 	}
@@ -66,7 +67,7 @@ tools:
 	if err != nil || !look.Created || look.Action.Class != classify.AtLeastOnce {
 		t.Fatalf("at-least-once call with the key: %+v, %v", look.Action, err)
 	}
-	svc.SetRegistry(down)
+	env.CurrentTools.Store(down)
 	var qe *queue.Error
 	if _, err := submit("o-1"); !errors.As(err, &qe) || qe.Code != queue.CodeInProgress {
 		t.Fatalf("retry of the held intent with the upstream down: %v, want in_progress", err)

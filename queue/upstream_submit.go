@@ -53,10 +53,6 @@ func (s *Service) acquireUpstreamCall(tool string) (release func(), err error) {
 	}
 }
 
-// SetRegistry replaces the tools, as a re-import of the upstreams' tool
-// lists does. Actions keep the snapshot they were submitted with.
-func (s *Service) SetRegistry(reg *classify.Registry) { s.reg.Store(reg) }
-
 // upstreamReady refuses a tool that approvals would have to call upstream
 // but cannot now: its upstream is down or no longer lists it, or this
 // process has no upstream caller. Nothing is stored before this check.
@@ -193,12 +189,6 @@ func (s *Service) upstreamStart(a *Action) *Event {
 	ev.Unrouted = s.unrouted(ev, a)
 	return &ev
 }
-
-// WaitUpstreamCalls waits for the upstream calls that submissions started
-// and their records: at shutdown, after the HTTP server stopped waiting for
-// its requests and before storage closes, so that a call under way is
-// recorded rather than left to become a ticket.
-func (s *Service) WaitUpstreamCalls() { s.upstreamCalls.Wait() }
 
 // recordAtLeastOnce moves a recorded action to the upstream call's outcome
 // (docs/tools-file.md, "Classification"): done with the CallToolResult as result,

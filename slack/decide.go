@@ -63,7 +63,7 @@ func NewInteractions(cfg InteractionsConfig) (*Interactions, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Interactions{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Name: "Slack", Logger: cfg.Logger}}, nil
+	return &Interactions{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Storage: cfg.Actions, Name: "Slack", Logger: cfg.Logger}}, nil
 }
 
 // maxInteractionBody bounds what is read before the signature is checked. Slack's payloads

@@ -78,7 +78,7 @@ type slackEnv struct {
 func startSlack(t *testing.T, sqlite bool) *slackEnv {
 	t.Helper()
 	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, slackTools+slackToolsNote, classify.Options{SlackConfigured: true}),
-		Service: queue.Options{WaitRecheck: 2 * time.Second}})
+		WaitRecheck: 2 * time.Second})
 	st := env.Store
 	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
 	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com",
@@ -90,7 +90,7 @@ func startSlack(t *testing.T, sqlite bool) *slackEnv {
 	if e.in, err = slack.NewInteractions(slack.InteractionsConfig{SigningSecret: slackSecret, Client: client, Service: e.svc, Actions: st, Staff: st}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{Service: e.svc, Store: st, Accounts: st, SlackInteractions: e.in})
+	srv, err := web.New(web.Config{Service: e.svc, Polls: env.Polls, Store: st, Accounts: st, SlackInteractions: e.in})
 	if err != nil {
 		t.Fatal(err)
 	}

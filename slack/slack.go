@@ -34,9 +34,11 @@ type Config struct {
 	Tools func() *classify.Registry
 }
 
-// ActionReader reads an action as it is now (the store, queue.Reader).
+// ActionReader reads an action as it is now (the store, queue.Reader); a
+// refusal whose cause is unexpected pings it (queue.ErrorOf).
 type ActionReader interface {
 	ActionGetByID(ctx context.Context, id string) (*queue.Action, error)
+	Ping(ctx context.Context) error
 }
 
 // Client posts and updates approval messages (it is the queue.Channel of Slack channels),

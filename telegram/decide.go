@@ -42,9 +42,11 @@ type Staff interface {
 	UserGetByTelegramID(ctx context.Context, telegramID int64) (*accounts.User, error)
 }
 
-// ActionReader reads an action as it is now (the store, queue.Reader).
+// ActionReader reads an action as it is now (the store, queue.Reader); a
+// refusal whose cause is unexpected pings it (queue.ErrorOf).
 type ActionReader interface {
 	ActionGetByID(ctx context.Context, id string) (*queue.Action, error)
+	Ping(ctx context.Context) error
 }
 
 // WebhookConfig sets up the webhook.
@@ -81,7 +83,7 @@ func NewWebhook(cfg WebhookConfig) (*Webhook, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Webhook{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Name: "Telegram", Logger: cfg.Logger}}, nil
+	return &Webhook{cfg: cfg, flow: chatdecide.Flow{Service: cfg.Service, Storage: cfg.Actions, Name: "Telegram", Logger: cfg.Logger}}, nil
 }
 
 // maxUpdate bounds what is read of an update.

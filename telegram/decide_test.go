@@ -94,7 +94,7 @@ func start(t *testing.T, sqlite bool) *env {
 	if e.hook, err = telegram.NewWebhook(telegram.WebhookConfig{Secret: secret, Client: c, Service: e.svc, Actions: e.store, Prompts: e.store, Staff: e.store}); err != nil {
 		t.Fatal(err)
 	}
-	srv, err := web.New(web.Config{Service: e.svc, Store: e.store, Accounts: e.store, TelegramWebhook: e.hook})
+	srv, err := web.New(web.Config{Service: e.svc, Polls: ae.Polls, Store: e.store, Accounts: e.store, TelegramWebhook: e.hook})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -42,6 +42,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	}
 	d := &handlers.Dashboard{
 		Service:  s.cfg.Service,
+		Polls:    s.cfg.Polls,
 		Store:    s.cfg.Store,
 		Accounts: s.cfg.Accounts,
 		Audit:    s.cfg.Audit,

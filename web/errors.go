@@ -31,7 +31,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 		c.Response().WriteHeader(499)
 		return
 	default:
-		qe = s.cfg.Service.ErrorOf(c.Request().Context(), err, "method", c.Request().Method, "path", c.Request().URL.Path)
+		qe = queue.ErrorOf(c.Request().Context(), err, s.cfg.Store, s.log, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
 	if d := queue.RetryAfter(qe.Code); d > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))

@@ -18,6 +18,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/handlers"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
 )
@@ -25,6 +26,10 @@ import (
 // Config is what a server needs.
 type Config struct {
 	Service *queue.Service
+	// Polls are the process's long-polls and the caps on its waits;
+	// default: long-polls over Store with the default caps, released when
+	// Done closes.
+	Polls *longpoll.Polls
 	// Store is what the faces read directly: the service's own storage.
 	Store    queue.Reader
 	Accounts accounts.Store
@@ -109,11 +114,14 @@ func New(cfg Config) (*Server, error) {
 	if ar, ok := cfg.Accounts.(handlers.AuditReader); ok && cfg.Audit == nil {
 		cfg.Audit = ar // one database keeps both
 	}
-	svc := cfg.Service
+	if cfg.Polls == nil {
+		cfg.Polls = longpoll.New(cfg.Store, longpoll.Options{Done: cfg.Done})
+	}
+	polls := cfg.Polls
 	cfg.Metrics.Registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "approvals_waiters",
 		Help: "Long-polls of this process waiting for a change.",
-	}, func() float64 { return float64(svc.Waiters()) }))
+	}, func() float64 { return float64(polls.Waiters()) }))
 	e := echo.New()
 	e.HideBanner, e.HidePort = true, true
 	// The client address (for the per-address login limit) is the TCP
@@ -121,7 +129,8 @@ func New(cfg Config) (*Server, error) {
 	// the peer is a proxy the operator named.
 	e.IPExtractor = clientIP(cfg.TrustedProxies)
 	s := &Server{cfg: cfg, echo: e, log: cfg.Logger,
-		api: &handlers.API{Service: cfg.Service, Store: cfg.Store, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
+		api: &handlers.API{Service: cfg.Service, Polls: cfg.Polls, Store: cfg.Store, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody,
+			Logger: cfg.Logger}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
 	if cfg.BodyReadTimeout <= 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/cli"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
@@ -43,7 +44,7 @@ type config struct {
 	// MetricsAddr serves /metrics on a listener of its own when set.
 	MetricsAddr string
 	// Waiters cap concurrent long-polls and event streams.
-	Waiters queue.WaiterLimits
+	Waiters longpoll.WaiterLimits
 	// MaxStreams (APPROVALS_MAX_STREAMS) and MaxUpstreamCalls
 	// (APPROVALS_MAX_UPSTREAM_CALLS) are queue.Options of the same names.
 	MaxStreams, MaxUpstreamCalls int
@@ -283,7 +284,7 @@ func parseServeConfig(args []string) (config, error) {
 	if c.Waiters, err = parseMaxWaiters(env("APPROVALS_MAX_WAITERS")); err != nil {
 		return c, err
 	}
-	if c.MaxStreams, err = positiveInt("APPROVALS_MAX_STREAMS", queue.DefaultMaxStreams, "live event streams of the dashboard"); err != nil {
+	if c.MaxStreams, err = positiveInt("APPROVALS_MAX_STREAMS", longpoll.DefaultMaxStreams, "live event streams of the dashboard"); err != nil {
 		return c, err
 	}
 	if c.MaxUpstreamCalls, err = positiveInt("APPROVALS_MAX_UPSTREAM_CALLS", queue.DefaultMaxUpstreamCalls, "upstream calls submissions make at once"); err != nil {
@@ -331,8 +332,8 @@ func positiveInt(name string, def int, what string) (int, error) {
 
 // parseMaxWaiters reads APPROVALS_MAX_WAITERS: "TOTAL" or "TOTAL,PER_TOKEN"
 // (default 1000,100).
-func parseMaxWaiters(v string) (queue.WaiterLimits, error) {
-	var l queue.WaiterLimits
+func parseMaxWaiters(v string) (longpoll.WaiterLimits, error) {
+	var l longpoll.WaiterLimits
 	if v == "" {
 		return l.WithDefaults(), nil
 	}

@@ -116,7 +116,7 @@ func serveOn(ctx context.Context, cfg config, ln net.Listener, log *slog.Logger)
 			return newNotifiers(cfg, svc, st, log)
 		}})
 	if err == nil && gw != nil {
-		gw.Serve(a.Service)
+		gw.Serve(a.Tools)
 	}
 	if err != nil {
 		ln.Close()

@@ -209,7 +209,7 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 		awaitDelivery(t, rcv, marker.ID)
 		waitDone(t, d, marker.ID)
 		reminder := d.Submit(second, "remind", map[string]any{"topic": "after the ticket"})
-		if x, err := d.Domain().Service.Wait(context.Background(), reminder.ID, queue.StatePending, 20*time.Second); err != nil || x.State != queue.StateExpired {
+		if x, err := d.Domain().Polls.Wait(context.Background(), reminder.ID, queue.StatePending, 20*time.Second); err != nil || x.State != queue.StateExpired {
 			t.Fatalf("no sweep expired the later submission: %v %+v", err, x)
 		}
 		if one, all := rcv.count(a.ID); one != 1 || all != 2 {
@@ -340,9 +340,9 @@ func TestServerProcessWebhookDelivery(t *testing.T) {
 
 func waitDone(t *testing.T, d *apptest.Deployment, id string) {
 	t.Helper()
-	a, err := d.Domain().Service.Wait(context.Background(), id, queue.StateInProgress, 20*time.Second)
+	a, err := d.Domain().Polls.Wait(context.Background(), id, queue.StateInProgress, 20*time.Second)
 	for err == nil && !a.State.Final() {
-		a, err = d.Domain().Service.Wait(context.Background(), id, a.State, 20*time.Second)
+		a, err = d.Domain().Polls.Wait(context.Background(), id, a.State, 20*time.Second)
 	}
 	if err != nil || a.State != queue.StateDone {
 		t.Fatalf("action %s: %v %v", id, err, a)

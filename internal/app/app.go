@@ -27,6 +27,7 @@ import (
 	"github.com/approvals/approvals/storage"
 	"github.com/approvals/approvals/telegram"
 
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
 	"github.com/approvals/approvals/web"
@@ -43,7 +44,7 @@ type Options struct {
 	SweepInterval time.Duration
 	// Now is the service clock; tests inject one. Default time.Now.
 	Now func() time.Time
-	// WaitRecheck is the long-poll's fallback re-read (queue.Options).
+	// WaitRecheck is the long-poll's fallback re-read (longpoll.Options).
 	WaitRecheck time.Duration
 	// LoginLimits throttle failed dashboard logins (web.Config).
 	LoginLimits handlers.LoginLimits
@@ -58,8 +59,8 @@ type Options struct {
 	MetricsAddr string
 	// Waiters cap concurrent long-polls of agents; MaxStreams the
 	// dashboard's event streams; MaxUpstreamCalls the upstream calls
-	// submissions make at once (queue.Options).
-	Waiters                      queue.WaiterLimits
+	// submissions make at once (longpoll.Options, queue.Options).
+	Waiters                      longpoll.WaiterLimits
 	MaxStreams, MaxUpstreamCalls int
 	// Upstreams are the connections to the tools file's upstream MCP
 	// servers (the gateway); nil without upstreams.
@@ -106,6 +107,10 @@ type Notifiers struct {
 type App struct {
 	Server  *web.Server
 	Service *queue.Service
+	// Polls are the process's long-polls; Tools the service's tools in
+	// force, which the gateway replaces.
+	Polls   *longpoll.Polls
+	Tools   *queue.CurrentTools
 	Metrics *web.Metrics
 	// Sweeper, Outbox and Sealer are the background work beside the
 	// service (expiry, tickets, reminders; notifications; the audit
@@ -161,22 +166,25 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	stopping := make(chan struct{})
 	// A submission that a channel hears of wakes this process's outbox.
 	outboxWake := make(chan struct{}, 1)
-	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnPolicy: metrics.OnPolicy, Done: stopping,
+	tools := &queue.CurrentTools{}
+	svcOpts := queue.Options{Logger: log, OnSubmit: metrics.OnSubmit, OnPolicy: metrics.OnPolicy, Tools: tools,
 		OnEvents: func() {
 			select {
 			case outboxWake <- struct{}{}:
 			default: // a wake-up is already waiting
 			}
 		},
-		Now: opts.Now, WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters, MaxStreams: opts.MaxStreams,
-		MaxUpstreamCalls: opts.MaxUpstreamCalls,
+		Now: opts.Now, MaxUpstreamCalls: opts.MaxUpstreamCalls,
 		// The accounts tell the rules of deciding who is in which IdP group.
 		Staff: storage.StaffDirectory{Accounts: st}}
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}
 	svc := queue.NewService(queueStore, reg, svcOpts)
-	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
+	polls := longpoll.New(queueStore, longpoll.Options{WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters,
+		MaxStreams: opts.MaxStreams, Done: stopping})
+	var mcp http.Handler = mcpserver.New(mcpserver.Config{Service: svc, Polls: polls, Store: queueStore, Accounts: st,
+		Logger: log, MaxBody: opts.MaxBody})
 	if opts.WrapMCP != nil {
 		mcp = opts.WrapMCP(mcp)
 	}
@@ -207,7 +215,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if opts.PasswordLoginOff && provider == nil {
 		return nil, errors.New("APPROVALS_PASSWORD_LOGIN=off needs single sign-on (APPROVALS_OIDC_ISSUER): otherwise nobody could sign in")
 	}
-	srv, err := web.New(web.Config{Service: svc, Store: queueStore, Accounts: st, Audit: st, Metrics: metrics, Logger: log,
+	srv, err := web.New(web.Config{Service: svc, Polls: polls, Store: queueStore, Accounts: st, Audit: st, Metrics: metrics, Logger: log,
 		SlackInteractions: interactions, TelegramWebhook: telegramWebhook,
 		MaxBody: opts.MaxBody, SessionSecret: opts.SessionSecret, LoginLimits: opts.LoginLimits,
 		PublicURL: opts.PublicURL, TrustedProxies: opts.TrustedProxies, MetricsElsewhere: opts.MetricsAddr != "",
@@ -232,7 +240,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if err != nil {
 		return nil, err
 	}
-	a := &App{Server: srv, Service: svc, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts,
+	a := &App{Server: srv, Service: svc, Polls: polls, Tools: tools, Metrics: metrics, dispatcher: d, notify: notify, accounts: st, log: log, opts: opts,
 		stopping: stopping,
 		Sweeper:  maintenance.NewSweeper(svc, queueStore, log),
 		Outbox: maintenance.NewOutbox(svc, queueStore, maintenance.OutboxConfig{Notifiers: notify.ByKind,
@@ -309,14 +317,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	// Long-polls the HTTP server handed over (hijacked connections) are
 	// not among what its Shutdown waits for; they answer once
 	// ReleaseWaits, and must before the store closes.
-	a.Service.WaitPolls()
+	a.Polls.WaitPolls()
 	// Submissions whose upstream call outlived the HTTP server's wait:
-	// their outcome is recorded before the store closes.
-	a.Service.WaitUpstreamCalls()
-	// Outcomes learnt while the database was away: one last try each.
-	fctx, fcancel := context.WithTimeout(context.Background(), 10*time.Second)
-	a.Service.FlushOutcomes(fctx)
-	fcancel()
+	// their outcome is recorded before the store closes; then the outcomes
+	// learnt while the database was away get one last try each.
+	a.Service.Shutdown(context.Background())
 	if a.notify.Interactions != nil {
 		a.notify.Interactions.Wait() // ephemeral Slack replies under way
 	}
@@ -368,7 +373,7 @@ func (a *App) pruneAccounts(ctx context.Context, every time.Duration) {
 // long: sending its headers (here), sending its body (web's body-read
 // timeout, 30s, which lifts once the body is in) or idling between
 // requests (here). There is no WriteTimeout, nor ReadTimeout: either would
-// cut long-polls (up to queue.MaxWait) and the dashboard's event streams
+// cut long-polls (up to longpoll.MaxWait) and the dashboard's event streams
 // (Go cancels a request's context when ReadTimeout passes, body read or
 // not); those end by themselves, are capped by APPROVALS_MAX_WAITERS, and
 // end at shutdown.

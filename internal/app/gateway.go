@@ -18,7 +18,7 @@ import (
 type Gateway struct {
 	file    *classify.Registry // the tools file as parsed, before any import
 	Manager *upstream.Manager
-	svc     atomic.Pointer[queue.Service]
+	tools   atomic.Pointer[queue.CurrentTools]
 	log     *slog.Logger
 	mu      sync.Mutex         // one import at a time, so an older listing never wins
 	current *classify.Registry // the last import; it carries the classes learnt in this process, which no re-list lowers
@@ -50,10 +50,11 @@ func StartGateway(ctx context.Context, file *classify.Registry, log *slog.Logger
 	return g, reg, nil
 }
 
-// Serve starts re-importing into svc; a change between StartGateway and
-// now is picked up by the import this makes at once.
-func (g *Gateway) Serve(svc *queue.Service) {
-	g.svc.Store(svc)
+// Serve starts re-importing into tools, the service's tools in force; a
+// change between StartGateway and now is picked up by the import this
+// makes at once.
+func (g *Gateway) Serve(tools *queue.CurrentTools) {
+	g.tools.Store(tools)
 	g.reimport()
 }
 
@@ -61,8 +62,8 @@ func (g *Gateway) Serve(svc *queue.Service) {
 // listing that cannot be imported (a new tool whose name collides with
 // another) keeps the previous tools, and says why.
 func (g *Gateway) reimport() {
-	svc := g.svc.Load()
-	if svc == nil {
+	tools := g.tools.Load()
+	if tools == nil {
 		return
 	}
 	g.mu.Lock()
@@ -74,7 +75,7 @@ func (g *Gateway) reimport() {
 	}
 	g.current = reg
 	g.logChanges(changes)
-	svc.SetRegistry(reg)
+	tools.Store(reg)
 }
 
 // logChanges logs every tool an import added or removed and every class it changed.

@@ -60,7 +60,7 @@ tools:
 	}
 	t.Cleanup(func() { _ = g.Close() })
 	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: true, Tools: reg})
-	g.Serve(env.Service)
+	g.Serve(env.CurrentTools)
 
 	class := func(name string) (classify.Class, string, bool) {
 		tool, ok := env.Service.Registry().Lookup(name)

@@ -25,6 +25,7 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sqlite"
@@ -77,7 +78,7 @@ type Options struct {
 	PublicURL       string
 	TrustedProxies  []netip.Prefix
 	MetricsAddr     string
-	Waiters         queue.WaiterLimits
+	Waiters         longpoll.WaiterLimits
 	MaxStreams      int
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
@@ -257,7 +258,7 @@ func (a *App) Token(t testing.TB, name string) string {
 // approvals_waiters gauge); it fails the test after 30 s.
 func (a *App) AwaitWaiters(t testing.TB, n int64) {
 	t.Helper()
-	AwaitWaiters(t, a.Service, n)
+	AwaitWaiters(t, a.Polls, n)
 }
 
 // Metric scrapes /metrics and returns the value of the sample named series

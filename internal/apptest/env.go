@@ -12,6 +12,7 @@ import (
 	"github.com/approvals/approvals/audit"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
@@ -31,10 +32,12 @@ type EnvOptions struct {
 	Tools *classify.Registry
 	// Clock is the service clock; default testclock.Running().
 	Clock *testclock.Clock
-	// Service are the service's options. Now is always Clock.Now; a zero
-	// WaitRecheck is one minute, longer than any test's wait, so that a
-	// long-poll ends only when the change notification itself wakes it.
+	// Service are the service's options. Now is always Clock.Now.
 	Service queue.Options
+	// WaitRecheck is the long-polls' fallback re-read; zero is one minute,
+	// longer than any test's wait, so that a long-poll ends only when the
+	// change notification itself wakes it.
+	WaitRecheck time.Duration
 	// WrapStore wraps what the service uses (a spy or an injected fault).
 	WrapStore func(queue.Store) queue.Store
 }
@@ -48,8 +51,13 @@ type Env struct {
 	// Store is the storage, unwrapped.
 	Store   storage.Store
 	Service *queue.Service
-	Tools   *classify.Registry
-	Clock   *testclock.Clock
+	// Polls are the process's long-polls, over the same store.
+	Polls *longpoll.Polls
+	// Tools are the tools the service started with; CurrentTools holds
+	// the tools in force, which a test may replace.
+	Tools        *classify.Registry
+	CurrentTools *queue.CurrentTools
+	Clock        *testclock.Clock
 	// DatabaseURL is the PostgreSQL database ("" on SQLite) and SQLitePath
 	// the SQLite file ("" on PostgreSQL): AddProcess opens them again.
 	DatabaseURL string
@@ -174,16 +182,21 @@ func (e *Env) open() {
 	}
 	so := e.opts.Service
 	so.Now = e.Clock.Now
-	if so.WaitRecheck == 0 {
-		so.WaitRecheck = time.Minute
+	recheck := e.opts.WaitRecheck
+	if recheck == 0 {
+		recheck = time.Minute
 	}
 	if so.Staff == nil {
 		// As in a server process: the accounts tell who is in which IdP group.
 		so.Staff = storage.StaffDirectory{Accounts: e.Store}
 	}
 	e.done = make(chan struct{})
-	so.Done = e.done
+	if so.Tools == nil {
+		so.Tools = &queue.CurrentTools{}
+	}
+	e.CurrentTools = so.Tools
 	e.Service = queue.NewService(e.store, e.Tools, so)
+	e.Polls = longpoll.New(e.store, longpoll.Options{WaitRecheck: recheck, Done: e.done})
 	t.Cleanup(e.ReleaseWaits)
 }
 
@@ -256,15 +269,15 @@ func EventCount(t testing.TB, st queue.Store, id, kind string) int {
 	return n
 }
 
-// AwaitWaiters returns once at least n long-polls of svc have subscribed,
+// AwaitWaiters returns once at least n long-polls of polls have subscribed,
 // read their action and wait for a change (the approvals_waiters gauge);
 // it fails the test after 30 s.
-func AwaitWaiters(t testing.TB, svc *queue.Service, n int64) {
+func AwaitWaiters(t testing.TB, polls *longpoll.Polls, n int64) {
 	t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
-	for svc.Waiters() < n {
+	for polls.Waiters() < n {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d long-polls waiting after 30s, want %d", svc.Waiters(), n)
+			t.Fatalf("%d long-polls waiting after 30s, want %d", polls.Waiters(), n)
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -95,7 +95,7 @@ func NewDeployment(t testing.TB, bin string, opts DeploymentOptions) *Deployment
 func (d *Deployment) Domain() *Env {
 	d.domainOnce.Do(func() {
 		d.domain = NewEnv(d.T, EnvOptions{DatabaseURL: d.DatabaseURL, Tools: d.domainTools,
-			Service: queue.Options{WaitRecheck: 2 * time.Second}})
+			WaitRecheck: 2 * time.Second})
 	})
 	return d.domain
 }

@@ -15,11 +15,12 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
 // ParseWait reads the wait of a long-poll: a Go duration from 0 to
-// queue.MaxWait; "" is no wait.
+// longpoll.MaxWait; "" is no wait.
 func ParseWait(s string) (time.Duration, error) {
 	if s == "" {
 		return 0, nil
@@ -28,8 +29,8 @@ func ParseWait(s string) (time.Duration, error) {
 	if err != nil || d < 0 {
 		return 0, queue.Errorf(queue.CodeInvalidRequest, "wait must be a Go duration such as 30s")
 	}
-	if d > queue.MaxWait {
-		return 0, queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", queue.MaxWait)
+	if d > longpoll.MaxWait {
+		return 0, queue.Errorf(queue.CodeInvalidRequest, "wait may be at most %s", longpoll.MaxWait)
 	}
 	return d, nil
 }

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web/agentapi"
 )
@@ -12,7 +13,7 @@ import (
 // invalid_request, and the limits are the documented ones.
 func TestParseFilters(t *testing.T) {
 	t.Parallel()
-	for s, want := range map[string]time.Duration{"": 0, "0s": 0, "30s": 30 * time.Second, "60s": queue.MaxWait} {
+	for s, want := range map[string]time.Duration{"": 0, "0s": 0, "30s": 30 * time.Second, "60s": longpoll.MaxWait} {
 		if got, err := agentapi.ParseWait(s); err != nil || got != want {
 			t.Errorf("wait %q: %s, %v; want %s", s, got, err, want)
 		}

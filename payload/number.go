@@ -1,18 +1,18 @@
-package queue
+package payload
 
 import (
 	"strconv"
 	"strings"
 )
 
-// numberEqual reports whether two JSON numbers (valid syntax, as
+// NumberEqual reports whether two JSON numbers (valid syntax, as
 // encoding/json's json.Number holds them) are the same value, in time
 // linear in their length: 1e999999 and 10e999998 are equal without building
 // either (math/big would build a million-digit integer for each). Each is
 // read as a sign, its significant digits without leading or trailing zeros,
 // and the exponent of the point before the first of them; two numbers are
 // equal when all three are. Zero is zero whatever its sign and exponent.
-func numberEqual(a, b string) bool {
+func NumberEqual(a, b string) bool {
 	x, y := parseDecimal(a), parseDecimal(b)
 	if x.digits == "" || y.digits == "" {
 		return x.digits == y.digits

@@ -1,4 +1,4 @@
-package queue_test
+package payload_test
 
 import (
 	"encoding/json"
@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/payload"
 )
 
 func TestCheckStrictJSONDuplicateKeys(t *testing.T) {
@@ -35,17 +35,17 @@ func TestCheckStrictJSONDuplicateKeys(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := queue.CheckStrictJSON([]byte(tt.in), 0)
+			err := payload.CheckStrictJSON([]byte(tt.in), 0)
 			switch {
 			case tt.dup:
-				if !errors.Is(err, queue.ErrDuplicateKey) {
+				if !errors.Is(err, payload.ErrDuplicateKey) {
 					t.Fatalf("CheckStrictJSON(%s) = %v, want a duplicate key error", tt.in, err)
 				}
 				if !strings.Contains(err.Error(), tt.mention) {
 					t.Fatalf("error %q does not name %s", err, tt.mention)
 				}
 			case tt.invalid:
-				if err == nil || errors.Is(err, queue.ErrDuplicateKey) {
+				if err == nil || errors.Is(err, payload.ErrDuplicateKey) {
 					t.Fatalf("CheckStrictJSON(%s) = %v, want an invalid JSON error", tt.in, err)
 				}
 			default:
@@ -71,8 +71,8 @@ func FuzzStrictJSON(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		err := queue.CheckStrictJSON(data, 0)
-		if queue.StrictRefusal(err) {
+		err := payload.CheckStrictJSON(data, 0)
+		if payload.StrictRefusal(err) {
 			// A refusal either way; a truncated input may show what is
 			// refused before its end.
 			return
@@ -96,38 +96,38 @@ func TestCheckStrictJSONLimits(t *testing.T) {
 		mention  string // the error names this
 	}{
 		{name: "100 digits", in: `{"n":` + digits(100) + `}`},
-		{name: "101 digits", in: `{"n":` + digits(101) + `}`, want: queue.ErrNumberOutOfRange, mention: "/n"},
-		{name: "101 digits after the point", in: `{"n":0.` + digits(101) + `}`, want: queue.ErrNumberOutOfRange, mention: "100 significant digits"},
+		{name: "101 digits", in: `{"n":` + digits(101) + `}`, want: payload.ErrNumberOutOfRange, mention: "/n"},
+		{name: "101 digits after the point", in: `{"n":0.` + digits(101) + `}`, want: payload.ErrNumberOutOfRange, mention: "100 significant digits"},
 		{name: "leading zeros do not count", in: `[0.000` + digits(100) + `]`},
-		{name: "trailing zeros count", in: `[1` + strings.Repeat("0", 100) + `]`, want: queue.ErrNumberOutOfRange, mention: "/0"},
+		{name: "trailing zeros count", in: `[1` + strings.Repeat("0", 100) + `]`, want: payload.ErrNumberOutOfRange, mention: "/0"},
 		{name: "long zero", in: `[0.` + strings.Repeat("0", 300) + `]`},
 		{name: "exponent 400", in: `[1e400, -1e-400, 1E+400]`},
-		{name: "exponent 401", in: `{"a":{"b":[1,1e401]}}`, want: queue.ErrNumberOutOfRange, mention: "/a/b/1"},
-		{name: "exponent -401", in: `[1e-401]`, want: queue.ErrNumberOutOfRange, mention: "±400"},
-		{name: "the issue's number", in: `{"n":1e999999}`, want: queue.ErrNumberOutOfRange, mention: "/n"},
-		{name: "huge exponent of zero", in: `[0e99999999999999999999]`, want: queue.ErrNumberOutOfRange},
+		{name: "exponent 401", in: `{"a":{"b":[1,1e401]}}`, want: payload.ErrNumberOutOfRange, mention: "/a/b/1"},
+		{name: "exponent -401", in: `[1e-401]`, want: payload.ErrNumberOutOfRange, mention: "±400"},
+		{name: "the issue's number", in: `{"n":1e999999}`, want: payload.ErrNumberOutOfRange, mention: "/n"},
+		{name: "huge exponent of zero", in: `[0e99999999999999999999]`, want: payload.ErrNumberOutOfRange},
 		{name: "exponent with leading zeros", in: `[1e000000000000400]`},
-		{name: "normalised exponent past 400", in: `[10e400]`, want: queue.ErrNumberOutOfRange, mention: "normalised"},
-		{name: "small normalised", in: `[0.` + strings.Repeat("0", 400) + `1]`, want: queue.ErrNumberOutOfRange, mention: "normalised"},
-		{name: "top-level number", in: `1e401`, want: queue.ErrNumberOutOfRange, mention: "at /"},
+		{name: "normalised exponent past 400", in: `[10e400]`, want: payload.ErrNumberOutOfRange, mention: "normalised"},
+		{name: "small normalised", in: `[0.` + strings.Repeat("0", 400) + `1]`, want: payload.ErrNumberOutOfRange, mention: "normalised"},
+		{name: "top-level number", in: `1e401`, want: payload.ErrNumberOutOfRange, mention: "at /"},
 		{name: "depth 64", in: nest(64)},
-		{name: "depth 65", in: nest(65), want: queue.ErrTooDeep, mention: "deeper than 64"},
+		{name: "depth 65", in: nest(65), want: payload.ErrTooDeep, mention: "deeper than 64"},
 		{name: "depth 62 inside arguments", in: nest(62), outer: 2},
-		{name: "depth 63 inside arguments", in: nest(63), outer: 2, want: queue.ErrTooDeep},
-		{name: "deep objects", in: strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat(`}`, 65), want: queue.ErrTooDeep, mention: "/a/a"},
-		{name: "the issue's nesting", in: nest(9990), want: queue.ErrTooDeep},
+		{name: "depth 63 inside arguments", in: nest(63), outer: 2, want: payload.ErrTooDeep},
+		{name: "deep objects", in: strings.Repeat(`{"a":`, 65) + `1` + strings.Repeat(`}`, 65), want: payload.ErrTooDeep, mention: "/a/a"},
+		{name: "the issue's nesting", in: nest(9990), want: payload.ErrTooDeep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			err := queue.CheckStrictJSON([]byte(tt.in), tt.outer)
+			err := payload.CheckStrictJSON([]byte(tt.in), tt.outer)
 			if tt.want == nil {
 				if err != nil {
 					t.Fatalf("CheckStrictJSON = %v, want nil", err)
 				}
 				return
 			}
-			if !errors.Is(err, tt.want) || !queue.StrictRefusal(err) {
+			if !errors.Is(err, tt.want) || !payload.StrictRefusal(err) {
 				t.Fatalf("CheckStrictJSON = %v, want %v", err, tt.want)
 			}
 			if !strings.Contains(err.Error(), tt.mention) {

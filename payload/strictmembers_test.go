@@ -1,4 +1,4 @@
-package queue_test
+package payload_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/payload"
 )
 
 // StrictMembers must split a body exactly as encoding/json decodes it into
@@ -27,8 +27,8 @@ func FuzzStrictMembers(f *testing.F) {
 		if !utf8.Valid(data) || bytes.Contains(data, []byte(`\u0000`)) {
 			return // decodeObjectFields refuses or takes its slow path first
 		}
-		got, err := queue.StrictMembers(data)
-		want := queue.CheckStrictJSON(data, 0)
+		got, err := payload.StrictMembers(data)
+		want := payload.CheckStrictJSON(data, 0)
 		if (err == nil) != (want == nil) || (err != nil && err.Error() != want.Error()) {
 			t.Fatalf("StrictMembers(%q) error %v, CheckStrictJSON %v", data, err, want)
 		}

@@ -1,17 +1,10 @@
-package queue
+package longpoll
 
 import (
 	"sync"
-	"time"
+
+	"github.com/approvals/approvals/queue"
 )
-
-// CodeTooManyWaiters refuses a long-poll or event stream past the cap of
-// WaiterLimits; the web layer answers 429 with Retry-After.
-const CodeTooManyWaiters Code = "too_many_waiters"
-
-// WaiterRetryAfter is the Retry-After of a too_many_waiters answer: long
-// enough for some waits to end (a long-poll lasts at most MaxWait).
-const WaiterRetryAfter = 5 * time.Second
 
 // WaiterLimits cap the requests that hold a connection open waiting for a
 // change: REST long-polls (?wait), MCP waits and dashboard event streams.
@@ -67,7 +60,7 @@ func newWaiterPool(l WaiterLimits) *waiterPool {
 // too_many_waiters error saying which. Call it before a wait that may
 // block, and release when the wait ends. Agents' long-polls take these;
 // the dashboard's event streams have a pool of their own (AcquireStream).
-func (s *Service) AcquireWaiter(holder string) (release func(), err error) {
+func (s *Polls) AcquireWaiter(holder string) (release func(), err error) {
 	return s.waiterPool.acquire(holder, "waiting requests", "APPROVALS_MAX_WAITERS", "retry in a few seconds or ask without wait")
 }
 
@@ -75,7 +68,7 @@ func (s *Service) AcquireWaiter(holder string) (release func(), err error) {
 // user, from a pool apart from the agents' long-polls (StreamLimits), so
 // that agent tokens holding every waiter slot cannot take the staff's live
 // view; past a limit it returns a too_many_waiters error saying which.
-func (s *Service) AcquireStream(holder string) (release func(), err error) {
+func (s *Polls) AcquireStream(holder string) (release func(), err error) {
 	return s.streamPool.acquire(holder, "live event streams", "APPROVALS_MAX_STREAMS", "reload the page in a few seconds")
 }
 
@@ -84,9 +77,9 @@ func (p *waiterPool) acquire(holder, what, setting, advice string) (release func
 	defer p.mu.Unlock()
 	switch {
 	case p.total >= p.limits.Total:
-		return nil, Errorf(CodeTooManyWaiters, "this server already holds %d %s (its limit, %s); %s", p.limits.Total, what, setting, advice)
+		return nil, queue.Errorf(queue.CodeTooManyWaiters, "this server already holds %d %s (its limit, %s); %s", p.limits.Total, what, setting, advice)
 	case p.held[holder] >= p.limits.PerHolder:
-		return nil, Errorf(CodeTooManyWaiters, "%s already holds %d %s (the limit per holder); %s", holder, p.limits.PerHolder, what, advice)
+		return nil, queue.Errorf(queue.CodeTooManyWaiters, "%s already holds %d %s (the limit per holder); %s", holder, p.limits.PerHolder, what, advice)
 	}
 	p.total++
 	p.held[holder]++

@@ -1,10 +1,10 @@
-package queue_test
+package longpoll_test
 
 import (
 	"strings"
 	"testing"
 
-	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -12,7 +12,7 @@ import (
 // slot once however often it is called, and a refusal says which cap.
 func TestAcquireWaiter(t *testing.T) {
 	t.Parallel()
-	svc := queue.NewService(nil, classify.Empty(), queue.Options{Waiters: queue.WaiterLimits{Total: 3, PerHolder: 2}})
+	svc := longpoll.New(nil, longpoll.Options{Waiters: longpoll.WaiterLimits{Total: 3, PerHolder: 2}})
 	must := func(holder string) func() {
 		t.Helper()
 		release, err := svc.AcquireWaiter(holder)
@@ -46,7 +46,7 @@ func TestAcquireWaiter(t *testing.T) {
 	must("agent:b")
 	refused("agent:b", "holds 3 waiting requests")
 
-	def := queue.WaiterLimits{}.WithDefaults()
+	def := longpoll.WaiterLimits{}.WithDefaults()
 	if def.Total != 1000 || def.PerHolder != 100 {
 		t.Fatalf("default limits %+v, want 1000 in all and 100 per holder", def)
 	}

@@ -1,4 +1,4 @@
-package queue_test
+package payload_test
 
 import (
 	"bytes"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/payload"
 )
 
 // BenchmarkStrictJSONCheck is why the check streams with
@@ -25,7 +25,7 @@ func BenchmarkStrictJSONCheck(b *testing.B) {
 		b.Run("jsontext/"+name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if err := queue.CheckStrictJSON(body, 0); err != nil {
+				if err := payload.CheckStrictJSON(body, 0); err != nil {
 					b.Fatal(err)
 				}
 			}

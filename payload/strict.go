@@ -1,4 +1,8 @@
-package queue
+// Package payload holds the one strict pass over the JSON the server
+// accepts from anyone (one value, no duplicate key, numbers and nesting
+// within limits) and the rule that compares JSON numbers by value. It knows
+// nothing of actions or tools: queue and every face use it.
+package payload
 
 import (
 	"bytes"

@@ -1,9 +1,11 @@
-package queue
+package longpoll
 
 import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/approvals/approvals/queue"
 )
 
 // MaxWait caps a long-poll.
@@ -16,10 +18,10 @@ const MaxWait = 60 * time.Second
 // waits on a hijacked connection instead, so ten thousand long-polls do
 // not hold ten thousand goroutines and connection buffers.
 type Poll struct {
-	s        *Service
+	s        *Polls
 	id       string
-	until    State
-	sub      Subscription
+	until    queue.State
+	sub      queue.Subscription
 	wake     func()
 	deadline time.Time
 	recheck  time.Time
@@ -33,7 +35,7 @@ type Poll struct {
 // the Poll, whose wake is called, without blocking, on every change of the
 // action, when the process begins to shut down and when the store's
 // subscriptions close; the caller must Close the Poll.
-func (s *Service) StartPoll(ctx context.Context, id string, until State, d time.Duration, wake func()) (*Action, *Poll, error) {
+func (s *Polls) StartPoll(ctx context.Context, id string, until queue.State, d time.Duration, wake func()) (*queue.Action, *Poll, error) {
 	if d <= 0 { // a plain read: nothing to subscribe to
 		a, err := s.store.ActionGetByID(ctx, id)
 		return a, nil, err
@@ -71,7 +73,7 @@ func (p *Poll) Next() time.Time {
 // deadline. A call when nothing happened (a wake for a change that kept
 // the state, or too early) returns done false; the poll goes on. A true
 // done, or an error, ends the poll's waiting; Close it then.
-func (p *Poll) Check(ctx context.Context) (a *Action, done bool, err error) {
+func (p *Poll) Check(ctx context.Context) (a *queue.Action, done bool, err error) {
 	changed, closed := false, false
 	select {
 	case _, ok := <-p.sub.Changes:
@@ -109,7 +111,7 @@ func (p *Poll) Close() {
 // state now), at once for a final state, or at the deadline; it returns
 // ctx's error if ctx ends first. It blocks the calling goroutine; see Poll
 // for the form that does not.
-func (s *Service) Wait(ctx context.Context, id string, until State, d time.Duration) (*Action, error) {
+func (s *Polls) Wait(ctx context.Context, id string, until queue.State, d time.Duration) (*queue.Action, error) {
 	if d <= 0 {
 		return s.store.ActionGetByID(ctx, id)
 	}
@@ -138,7 +140,7 @@ func (w Waker) Wake() {
 
 // Wait blocks until the poll is done (see Check) or ctx ends, woken by w,
 // which must be (or be called by) the poll's wake function.
-func (p *Poll) Wait(ctx context.Context, w Waker) (*Action, error) {
+func (p *Poll) Wait(ctx context.Context, w Waker) (*queue.Action, error) {
 	timer := time.NewTimer(time.Until(p.Next()))
 	defer timer.Stop()
 	for {
@@ -158,7 +160,7 @@ func (p *Poll) Wait(ctx context.Context, w Waker) (*Action, error) {
 
 // Waiters is the number of long-polls now waiting for a change: subscribed,
 // with the action read. A test (or an operator) sees a poll is held.
-func (s *Service) Waiters() int64 {
+func (s *Polls) Waiters() int64 {
 	s.polls.mu.Lock()
 	defer s.polls.mu.Unlock()
 	return int64(len(s.polls.polls))
@@ -169,7 +171,7 @@ func (s *Service) Waiters() int64 {
 // waits for it before its poll starts too. Call it in the handler: the
 // HTTP server's Shutdown waits for handlers, so every HoldWait comes
 // before the WaitPolls that follows it.
-func (s *Service) HoldWait() (done func()) {
+func (s *Polls) HoldWait() (done func()) {
 	s.polls.wg.Add(1)
 	return s.polls.wg.Done
 }
@@ -178,7 +180,7 @@ func (s *Service) HoldWait() (done func()) {
 // after the HTTP server's, since the server does not count the polls it
 // handed over (hijacked connections): they answer, as every poll does,
 // once Options.Done closes, and must before the store closes.
-func (s *Service) WaitPolls() { s.polls.wg.Wait() }
+func (s *Polls) WaitPolls() { s.polls.wg.Wait() }
 
 // pollSet holds the polls under way, to wake each when shutdown begins.
 type pollSet struct {
