@@ -124,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 		api: &handlers.API{Service: cfg.Service, Store: cfg.Store, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
+	e.Use(traceRequests)
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}
