@@ -12,7 +12,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Call is one executor's way of performing an action.
@@ -24,8 +29,9 @@ type Call interface {
 	Target(a *queue.Action) map[string]any
 	// Do performs the claimed action once and says what came of it. It is
 	// bounded by its own timeout, not by the caller's context: a call
-	// under way finishes during shutdown.
-	Do(a *queue.Action) queue.Execution
+	// under way finishes during shutdown. ctx carries only the trace the
+	// call continues.
+	Do(ctx context.Context, a *queue.Action) queue.Execution
 }
 
 const storeTimeout = 10 * time.Second
@@ -79,9 +85,20 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 		log.Error("executor: could not record the start; not calling", "action", a.ID, "err", err)
 		return
 	}
-	out := c.Do(a)
+	// The execution is a span of the agent's trace, whichever process
+	// submitted the action.
+	tctx, span := tracing.Start(svc.TraceContext(ctx, a), "approvals.execute",
+		trace.WithAttributes(attribute.String("approvals.action.id", a.ID), attribute.String("gen_ai.tool.name", a.Tool),
+			attribute.String("approvals.tool.class", string(a.Class)), attribute.String("approvals.intent_key", a.IntentKey),
+			attribute.Int("approvals.attempt", a.Attempt), attribute.String("approvals.executor", c.Channel())))
+	out := c.Do(tctx, a)
+	span.SetAttributes(attribute.String("approvals.outcome", out.Outcome))
+	if out.Outcome != queue.ExecutionDone {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 	if out.Outcome == queue.ExecutionUnknown {
-		log.Warn("executor: outcome unknown", "action", a.ID, "details", out.Details)
+		log.WarnContext(tctx, "executor: outcome unknown", "action", a.ID, "details", out.Details)
 	}
 	if onOutcome != nil {
 		onOutcome(out.Outcome)

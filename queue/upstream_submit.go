@@ -9,7 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/tracing"
 )
 
 // The MCP gateway's side of the domain: a tool with an upstream is executed
@@ -24,9 +28,10 @@ const UpstreamChannel = "upstream"
 // arguments (approved_payload when approved, else payload) and says what
 // came of it: done with the CallToolResult, failed (isError, a JSON-RPC
 // error, or nothing sent), or unknown. It is bounded by the upstream's own
-// timeout and never retries.
+// timeout, not by ctx, which carries only the trace to continue, and
+// never retries.
 type UpstreamCaller interface {
-	CallUpstream(a *Action) Execution
+	CallUpstream(ctx context.Context, a *Action) Execution
 }
 
 // DefaultMaxUpstreamCalls is how many upstream calls submissions make at
@@ -136,7 +141,13 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 			return a
 		}
 	}
-	out := s.opts.Upstream.CallUpstream(a)
+	// The call is a span of the submission's trace; ctx carries it to the
+	// upstream (_meta traceparent), not the request's end.
+	tctx, span := tracing.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(reqCtx)), "approvals.execute",
+		trace.WithAttributes(actionAttrs(a)...), trace.WithAttributes(attribute.String("approvals.executor", UpstreamChannel)))
+	out := s.opts.Upstream.CallUpstream(tctx, a)
+	span.SetAttributes(attribute.String("approvals.outcome", out.Outcome))
+	span.End()
 	if out.Details == nil {
 		out.Details = target
 	}
