@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -338,5 +339,133 @@ tools:
 		if strings.Contains(dump, secret) {
 			t.Errorf("%q (of the payload, the secret or the webhook's path) appears in the spans", secret)
 		}
+	}
+}
+
+// bearerTransport sends an agent's token with every request.
+type bearerTransport struct{ token string }
+
+func (b bearerTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestTracingFollowsAnMCPCallUpstream: an MCP client's tools/call with a
+// traceparent in its _meta, through the gateway to an upstream MCP server
+// (the official Go SDK's), is one trace: the tools/call span a child of
+// the agent's span, the submission its child, the upstream call a client
+// span of the submission's execution, and the upstream receives in its
+// own _meta a traceparent continuing it; no argument value appears.
+func TestTracingFollowsAnMCPCallUpstream(t *testing.T) {
+	recv, _, flush := startTracing(t)
+
+	var (
+		mu       sync.Mutex
+		upstream map[string]any
+	)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "crm", Version: "1"}, nil)
+	readOnly := true
+	schema := json.RawMessage(`{"type":"object","properties":{"order":{"type":"string"},"note":{"type":"string"}}}`)
+	srv.AddTool(&mcp.Tool{Name: "lookup", InputSchema: schema, Annotations: &mcp.ToolAnnotations{ReadOnlyHint: readOnly}},
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			upstream = req.Params.Meta
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "found"}}}, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(ts.Close)
+	file, err := classify.Parse(fmt.Appendf(nil, `
+upstreams:
+  crm:
+    url: %s/mcp
+    timeout: 5s
+    import: all
+    trust_annotations: true
+`, ts.URL), classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, reg, err := app.StartGateway(t.Context(), file, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	a := apptest.Start(t, apptest.Options{SQLite: true, Tools: reg, Upstreams: g.Manager})
+	g.Serve(a.Service)
+	token := a.Token(t, "agent")
+
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "agent", Version: "1"}, nil).Connect(t.Context(),
+		&mcp.StreamableClientTransport{Endpoint: a.URL + "/mcp", HTTPClient: &http.Client{Transport: bearerTransport{token}}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	const agentTrace, agentSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{
+		Meta:      mcp.Meta{"traceparent": "00-" + agentTrace + "-" + agentSpan + "-01"},
+		Name:      "crm_lookup",
+		Arguments: map[string]any{"order": "o-9", "note": "private-words-qq"},
+	})
+	if err != nil || res.IsError {
+		t.Fatalf("crm_lookup: %v %+v", err, res)
+	}
+	flush()
+
+	var call, submit, execute, client *receivedSpan
+	spans := recv.spans()
+	for i, s := range spans {
+		if hexID(s.TraceId) != agentTrace {
+			continue
+		}
+		switch s.Name {
+		case "tools/call crm_lookup":
+			call = &spans[i]
+		case "approvals.submit":
+			submit = &spans[i]
+		case "approvals.execute":
+			execute = &spans[i]
+		case "tools/call lookup":
+			client = &spans[i]
+		}
+	}
+	if call == nil || submit == nil || execute == nil || client == nil {
+		var names []string
+		for _, s := range spans {
+			names = append(names, s.Name+"@"+hexID(s.TraceId))
+		}
+		t.Fatalf("spans in the agent's trace: tools/call %v, submit %v, execute %v, upstream %v; received %v",
+			call != nil, submit != nil, execute != nil, client != nil, names)
+	}
+	if hexID(call.ParentSpanId) != agentSpan || call.Kind != tracepb.Span_SPAN_KIND_SERVER {
+		t.Errorf("tools/call: parent %s kind %v, want the agent's span from _meta, server", hexID(call.ParentSpanId), call.Kind)
+	}
+	if v, _ := attr(call.Attributes, "gen_ai.tool.name"); v != "crm_lookup" {
+		t.Errorf("tools/call gen_ai.tool.name %q", v)
+	}
+	if !bytes.Equal(submit.ParentSpanId, call.SpanId) {
+		t.Errorf("submission's parent %s, want the tools/call span", hexID(submit.ParentSpanId))
+	}
+	if v, _ := attr(submit.Attributes, "approvals.tool.class"); v != "at-least-once" {
+		t.Errorf("submission class %q, want at-least-once", v)
+	}
+	if !bytes.Equal(execute.ParentSpanId, submit.SpanId) {
+		t.Errorf("execution's parent %s, want the submission", hexID(execute.ParentSpanId))
+	}
+	if !bytes.Equal(client.ParentSpanId, execute.SpanId) || client.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("upstream call: parent %s kind %v, want the execution, client", hexID(client.ParentSpanId), client.Kind)
+	}
+	if v, _ := attr(client.Attributes, "approvals.outcome"); v != "done" {
+		t.Errorf("upstream call outcome %q, want done", v)
+	}
+	mu.Lock()
+	got, _ := upstream["traceparent"].(string)
+	mu.Unlock()
+	if want := "00-" + agentTrace + "-" + hexID(client.SpanId) + "-01"; got != want {
+		t.Errorf("the upstream's _meta traceparent %q, want %q", got, want)
+	}
+	if dump := recv.dump(); strings.Contains(dump, "private-words-qq") {
+		t.Errorf("an argument's value appears in the spans")
 	}
 }
