@@ -103,21 +103,23 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 	if onOutcome != nil {
 		onOutcome(out.Outcome)
 	}
-	record(svc, log, c.Channel(), a, out)
+	record(tctx, svc, log, c.Channel(), a, out)
 }
 
 // record stores the outcome. When the database does not answer, the
 // domain keeps the outcome and writes it once it does (queue.OutcomeKeepFor),
-// so a failover does not turn an answered delivery into a ticket.
-func record(svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
+// so a failover does not turn an answered delivery into a ticket. Its log
+// lines name the execution's trace (tctx).
+func record(tctx context.Context, svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
 	ctx, cancel := detached(storeTimeout)
 	defer cancel()
+	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(tctx))
 	err := svc.Record(ctx, a, channel, out)
 	switch {
 	case errors.Is(err, queue.ErrOutcomeKept):
-		log.Warn("executor: outcome kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
+		log.WarnContext(ctx, "executor: outcome kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
 	case err != nil:
-		log.Error("executor: the outcome could not be recorded; the action becomes a ticket after its claim_timeout",
+		log.ErrorContext(ctx, "executor: the outcome could not be recorded; the action becomes a ticket after its claim_timeout",
 			"action", a.ID, "outcome", out.Outcome, "details", out.Details, "err", err)
 	}
 }

@@ -36,7 +36,7 @@ func (s *server) handle(c call, guarded bool) mcp.ToolHandler {
 		// a panic here would end the process, not just the call.
 		defer func() {
 			if p := recover(); p != nil {
-				s.log.Error("mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				s.log.ErrorContext(ctx, "mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
 				res, err = s.refuse(ctx, &queue.Error{Code: queue.CodeInternal, Detail: "internal error; it has been logged"}, "")
 			}
 		}()

@@ -135,7 +135,7 @@ func (s *Service) ErrorOf(ctx context.Context, err error, attrs ...any) *Error {
 	if errors.As(err, &qe) {
 		return qe
 	}
-	s.log.Error("unexpected error", append(attrs, "err", err)...)
+	s.log.ErrorContext(ctx, "unexpected error", append(attrs, "err", err)...)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 	defer cancel()
 	if s.store.Ping(pctx) != nil {

@@ -341,7 +341,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	if !replayRecorded {
 		if err := s.store.EventInsert(ctx, Event{ActionID: holder.ID, Kind: kind, Actor: agent, Channel: channel, At: now, Data: data}); err != nil {
-			s.log.Warn("could not record event", "kind", kind, "action", holder.ID, "err", err)
+			s.log.WarnContext(ctx, "could not record event", "kind", kind, "action", holder.ID, "err", err)
 		}
 	}
 	switch kind {

@@ -137,7 +137,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 	d := NewDispatch(s)
 	if !startRecorded {
 		if err := d.RecordStart(ctx, a, UpstreamChannel, upstreamStartDetails(a)); err != nil {
-			s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
+			s.log.ErrorContext(reqCtx, "upstream: could not record the start; not calling", "action", a.ID, "err", err)
 			return a
 		}
 	}
@@ -161,7 +161,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 		}
 	} else {
 		if out.Outcome == ExecutionUnknown {
-			s.log.Warn("upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
+			s.log.WarnContext(tctx, "upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
 		}
 		// An outcome that is not recorded becomes an operator's question:
 		// try again briefly, as the executors do.
@@ -175,11 +175,11 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 		}
 	}
 	if err != nil {
-		s.log.Error("upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
+		s.log.ErrorContext(tctx, "upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
 	}
 	got, gerr := s.store.ActionGetByID(rctx, a.ID)
 	if gerr != nil {
-		s.log.Warn("upstream: read the action after the call", "action", a.ID, "err", gerr)
+		s.log.WarnContext(tctx, "upstream: read the action after the call", "action", a.ID, "err", gerr)
 		return a
 	}
 	return got
