@@ -20,6 +20,7 @@ import (
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Config is what a server needs.
@@ -124,7 +125,11 @@ func New(cfg Config) (*Server, error) {
 		api: &handlers.API{Service: cfg.Service, Store: cfg.Store, Accounts: cfg.Accounts, MaxBody: cfg.MaxBody}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
-	e.Use(traceRequests)
+	if tracing.Enabled() {
+		// Only when on: echo wraps every middleware anew for each request,
+		// and with tracing off the request should not pay for that.
+		e.Use(traceRequests)
+	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}

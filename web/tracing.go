@@ -14,7 +14,8 @@ import (
 // traceRequests makes a server span of each request, a child of the
 // caller's span when the request carries W3C trace context (traceparent,
 // tracestate), with the HTTP semantic conventions' attributes: never the
-// query, a header's value or the body. With tracing off it adds nothing.
+// query, a header's value or the body. New registers it only when tracing
+// is on (tracing.Setup comes first).
 func traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !tracing.Enabled() {
