@@ -17,6 +17,9 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 	coltrace "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -27,6 +30,7 @@ import (
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // otlpReceiver is an OTLP/HTTP trace receiver, as an OpenTelemetry
@@ -467,5 +471,62 @@ upstreams:
 	}
 	if dump := recv.dump(); strings.Contains(dump, "private-words-qq") {
 		t.Errorf("an argument's value appears in the spans")
+	}
+}
+
+// TestTracingLinksADecisionOnBothStores: on either store, the decision
+// finds the submission's span from what the action keeps (its submitted
+// event), links to it, and ends the wait in the submission's trace.
+func TestTracingLinksADecisionOnBothStores(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tracing.Use(tp)
+	t.Cleanup(func() { tracing.Use(nil) })
+	reg := apptest.ParseTools(t, `
+tools:
+  pay:
+    class: at-most-once
+    intent: "pay:{order}"
+`, classify.Options{})
+	for _, sqlite := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sqlite=%v", sqlite), func(t *testing.T) {
+			exp.Reset()
+			env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg})
+			agent, _ := trace.TraceIDFromHex("11112222333344445555666677778888")
+			parent, _ := trace.SpanIDFromHex("1234567812345678")
+			ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: agent, SpanID: parent, TraceFlags: trace.FlagsSampled, Remote: true}))
+			res, err := env.Service.Submit(ctx, queue.SubmitRequest{Tool: "pay", Payload: json.RawMessage(`{"order":"o-3"}`), Agent: "agent"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Another process decides, with nothing of the agent's context.
+			apptest.Approve(t, env.AddProcess().Service, res.Action.ID)
+			var submit, decide, wait *tracetest.SpanStub
+			spans := exp.GetSpans()
+			for i, s := range spans {
+				switch s.Name {
+				case "approvals.submit":
+					submit = &spans[i]
+				case "approvals.decide":
+					decide = &spans[i]
+				case "approvals.wait":
+					wait = &spans[i]
+				}
+			}
+			if submit == nil || decide == nil || wait == nil {
+				t.Fatalf("spans %v: want submit, decide and wait", spans.Snapshots())
+			}
+			if submit.Parent.SpanID() != parent || submit.SpanContext.TraceID() != agent {
+				t.Errorf("submission not a child of the agent's span")
+			}
+			if len(decide.Links) != 1 || decide.Links[0].SpanContext.SpanID() != submit.SpanContext.SpanID() ||
+				decide.SpanContext.TraceID() == agent {
+				t.Errorf("decision: links %v, trace %s; want its own trace linked to the submission", decide.Links, decide.SpanContext.TraceID())
+			}
+			if wait.Parent.SpanID() != submit.SpanContext.SpanID() || wait.SpanContext.TraceID() != agent {
+				t.Errorf("wait: parent %s trace %s, want the submission in the agent's trace", wait.Parent.SpanID(), wait.SpanContext.TraceID())
+			}
+		})
 	}
 }
