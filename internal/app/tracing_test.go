@@ -29,6 +29,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/tracing"
 )
@@ -526,6 +527,77 @@ tools:
 			}
 			if wait.Parent.SpanID() != submit.SpanContext.SpanID() || wait.SpanContext.TraceID() != agent {
 				t.Errorf("wait: parent %s trace %s, want the submission in the agent's trace", wait.Parent.SpanID(), wait.SpanContext.TraceID())
+			}
+		})
+	}
+}
+
+// TestTracingLinksATicketResolution: an operator's finding on a stale
+// ticket is a span linked to the agent's submission, naming the ticket, its
+// kind and the outcome, on either store.
+func TestTracingLinksATicketResolution(t *testing.T) {
+	exp := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+	tracing.Use(tp)
+	t.Cleanup(func() { tracing.Use(nil) })
+	for _, sqlite := range []bool{true, false} {
+		t.Run(fmt.Sprintf("sqlite=%v", sqlite), func(t *testing.T) {
+			exp.Reset()
+			env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Clock: testclock.Frozen()})
+			agent, _ := trace.TraceIDFromHex("99998888777766665555444433332222")
+			parent, _ := trace.SpanIDFromHex("8765432187654321")
+			ctx := trace.ContextWithRemoteSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+				TraceID: agent, SpanID: parent, TraceFlags: trace.FlagsSampled, Remote: true}))
+			body := apptest.RefundBody("o-ticket", 12)
+			payload, _ := json.Marshal(body["payload"])
+			res, err := env.Service.Submit(ctx, queue.SubmitRequest{Tool: "issue_refund", Payload: payload, Agent: "agent"})
+			if err != nil || res.Action.State != queue.StateInProgress {
+				t.Fatalf("claim: %v %+v", err, res.Action)
+			}
+			env.Clock.Advance(3 * time.Minute)
+			if _, err := env.Sweeper().Sweep(t.Context()); err != nil {
+				t.Fatal(err)
+			}
+			stale, err := env.Store.ActionGetByID(t.Context(), res.Action.ID)
+			if err != nil || stale.Ticket == nil {
+				t.Fatalf("stale ticket: %v %+v", err, stale)
+			}
+			if _, _, err := env.AddProcess().Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: stale.Ticket.ID,
+				By: "user:ops@example.com", Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
+				t.Fatal(err)
+			}
+			var submit, resolve *tracetest.SpanStub
+			spans := exp.GetSpans()
+			for i, s := range spans {
+				switch s.Name {
+				case "approvals.submit":
+					submit = &spans[i]
+				case "approvals.ticket.resolve":
+					resolve = &spans[i]
+				}
+			}
+			if submit == nil || resolve == nil {
+				t.Fatalf("spans %v: want submit and ticket.resolve", spans.Snapshots())
+			}
+			if len(resolve.Links) != 1 || resolve.Links[0].SpanContext.SpanID() != submit.SpanContext.SpanID() ||
+				resolve.Links[0].SpanContext.TraceID() != agent {
+				t.Errorf("resolution's links %v, want the submission's span", resolve.Links)
+			}
+			want := map[string]string{"approvals.ticket.id": stale.Ticket.ID, "approvals.ticket.kind": string(queue.TicketStale),
+				"approvals.outcome": "failed", "approvals.state": "failed", "gen_ai.tool.name": "issue_refund"}
+			got := map[string]string{}
+			for _, kv := range resolve.Attributes {
+				got[string(kv.Key)] = kv.Value.Emit()
+			}
+			for k, v := range want {
+				if got[k] != v {
+					t.Errorf("resolution %s = %q, want %q", k, got[k], v)
+				}
+			}
+			for _, kv := range resolve.Attributes {
+				if strings.Contains(kv.Value.Emit(), "no refund in the provider") {
+					t.Errorf("the operator's note appears in %s", kv.Key)
+				}
 			}
 		})
 	}
