@@ -12,7 +12,12 @@ import (
 	"log/slog"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Call is one executor's way of performing an action.
@@ -24,8 +29,9 @@ type Call interface {
 	Target(a *queue.Action) map[string]any
 	// Do performs the claimed action once and says what came of it. It is
 	// bounded by its own timeout, not by the caller's context: a call
-	// under way finishes during shutdown.
-	Do(a *queue.Action) queue.Execution
+	// under way finishes during shutdown. ctx carries only the trace the
+	// call continues.
+	Do(ctx context.Context, a *queue.Action) queue.Execution
 }
 
 const storeTimeout = 10 * time.Second
@@ -79,28 +85,41 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 		log.Error("executor: could not record the start; not calling", "action", a.ID, "err", err)
 		return
 	}
-	out := c.Do(a)
+	// The execution is a span of the agent's trace, whichever process
+	// submitted the action.
+	tctx, span := tracing.Start(svc.TraceContext(ctx, a), "approvals.execute",
+		trace.WithAttributes(attribute.String("approvals.action.id", a.ID), attribute.String("gen_ai.tool.name", a.Tool),
+			attribute.String("approvals.tool.class", string(a.Class)), attribute.String("approvals.intent_key", a.IntentKey),
+			attribute.Int("approvals.attempt", a.Attempt), attribute.String("approvals.executor", c.Channel())))
+	out := c.Do(tctx, a)
+	span.SetAttributes(attribute.String("approvals.outcome", out.Outcome))
+	if out.Outcome != queue.ExecutionDone {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
 	if out.Outcome == queue.ExecutionUnknown {
-		log.Warn("executor: outcome unknown", "action", a.ID, "details", out.Details)
+		log.WarnContext(tctx, "executor: outcome unknown", "action", a.ID, "details", out.Details)
 	}
 	if onOutcome != nil {
 		onOutcome(out.Outcome)
 	}
-	record(svc, log, c.Channel(), a, out)
+	record(tctx, svc, log, c.Channel(), a, out)
 }
 
 // record stores the outcome. When the database does not answer, the
 // domain keeps the outcome and writes it once it does (queue.OutcomeKeepFor),
-// so a failover does not turn an answered delivery into a ticket.
-func record(svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
+// so a failover does not turn an answered delivery into a ticket. Its log
+// lines name the execution's trace (tctx).
+func record(tctx context.Context, svc *queue.Dispatch, log *slog.Logger, channel string, a *queue.Action, out queue.Execution) {
 	ctx, cancel := detached(storeTimeout)
 	defer cancel()
+	ctx = trace.ContextWithSpan(ctx, trace.SpanFromContext(tctx))
 	err := svc.Record(ctx, a, channel, out)
 	switch {
 	case errors.Is(err, queue.ErrOutcomeKept):
-		log.Warn("executor: outcome kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
+		log.WarnContext(ctx, "executor: outcome kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
 	case err != nil:
-		log.Error("executor: the outcome could not be recorded; the action becomes a ticket after its claim_timeout",
+		log.ErrorContext(ctx, "executor: the outcome could not be recorded; the action becomes a ticket after its claim_timeout",
 			"action", a.ID, "outcome", out.Outcome, "details", out.Details, "err", err)
 	}
 }

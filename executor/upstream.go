@@ -21,7 +21,9 @@ func (upstreamCall) Channel() string { return queue.UpstreamChannel }
 func (upstreamCall) Target(a *queue.Action) map[string]any { return queue.UpstreamTarget(a) }
 
 // Do calls the upstream tool once (queue.UpstreamCaller.CallUpstream).
-func (c upstreamCall) Do(a *queue.Action) queue.Execution { return c.caller.CallUpstream(a) }
+func (c upstreamCall) Do(ctx context.Context, a *queue.Action) queue.Execution {
+	return c.caller.CallUpstream(ctx, a)
+}
 
 // Upstream performs approved at-most-once actions of upstream tools: every
 // server process runs one, beside the webhook dispatcher, with the same

@@ -12,8 +12,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 	"github.com/approvals/approvals/webhooksign"
 )
 
@@ -174,14 +179,14 @@ func (d *Webhook) Target(a *queue.Action) map[string]any {
 // says: 2xx done, a refusal failed, anything else unknown. It is bounded by
 // the tool's executor timeout, not by the worker's context: a delivery
 // under way finishes during shutdown.
-func (d *Webhook) Do(a *queue.Action) queue.Execution {
+func (d *Webhook) Do(ctx context.Context, a *queue.Action) queue.Execution {
 	info := d.Target(a)
 	signer := d.signerFor(a)
 	if signer == nil {
 		// The tools file changed between the claim and now: nothing is sent unsigned.
 		return queue.Execution{Outcome: queue.ExecutionFailed, Details: info, Error: "nothing was sent: no secret to sign the delivery with"}
 	}
-	status, body, err := d.post(a, signer)
+	status, body, err := d.post(ctx, a, signer)
 	if status != 0 {
 		info["status"] = status
 	}
@@ -210,7 +215,7 @@ func (d *Webhook) Do(a *queue.Action) queue.Execution {
 // post sends one delivery. status is 0 when no response arrived; body is
 // at most queue.MaxResultBody+1 bytes of the response; err says why no usable
 // response arrived.
-func (d *Webhook) post(a *queue.Action, signer *webhooksign.Signer) (status int, body []byte, err error) {
+func (d *Webhook) post(tctx context.Context, a *queue.Action, signer *webhooksign.Signer) (status int, body []byte, err error) {
 	hook := a.Spec.Executor
 	timeout := hook.Timeout
 	if timeout <= 0 {
@@ -218,10 +223,38 @@ func (d *Webhook) post(a *queue.Action, signer *webhooksign.Signer) (status int,
 	}
 	ctx, cancel := detached(timeout)
 	defer cancel()
+	// The delivery attempt is a client span of the execution's trace, and
+	// its traceparent header lets the receiver continue it.
+	ctx, span := tracing.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(tctx)), "POST",
+		trace.WithSpanKind(trace.SpanKindClient))
+	defer func() {
+		if span.IsRecording() {
+			if status != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", status))
+			}
+			if status == 0 || status >= 400 {
+				span.SetStatus(codes.Error, "")
+			}
+		}
+		span.End()
+	}()
 	payload := []byte(a.ApprovedPayload)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hook.Webhook, bytes.NewReader(payload))
 	if err != nil {
 		return 0, nil, err
+	}
+	if span.IsRecording() {
+		// Not the URL's path or query: a webhook's path is often its secret.
+		span.SetAttributes(attribute.String("http.request.method", http.MethodPost),
+			attribute.String("url.scheme", req.URL.Scheme),
+			attribute.String("server.address", req.URL.Hostname()),
+			attribute.String("approvals.action.id", a.ID), attribute.Int("approvals.attempt", a.Attempt))
+		if p := req.URL.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err == nil {
+				span.SetAttributes(attribute.Int("server.port", n))
+			}
+		}
+		tracing.Inject(ctx, req.Header)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "approvals-dispatcher")

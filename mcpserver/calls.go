@@ -9,9 +9,13 @@ import (
 	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 	"github.com/approvals/approvals/web/agentapi"
 )
 
@@ -32,10 +36,23 @@ func (s *server) handle(c call, guarded bool) mcp.ToolHandler {
 		// a panic here would end the process, not just the call.
 		defer func() {
 			if p := recover(); p != nil {
-				s.log.Error("mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
+				s.log.ErrorContext(ctx, "mcp: call panicked", "tool", req.Params.Name, "panic", p, "stack", string(debug.Stack()))
 				res, err = s.refuse(ctx, &queue.Error{Code: queue.CodeInternal, Detail: "internal error; it has been logged"}, "")
 			}
 		}()
+		// The caller's trace: _meta's traceparent, the MCP way of carrying
+		// it, wins over the HTTP request's.
+		ctx, span := tracing.Start(tracing.ExtractMap(ctx, req.Params.Meta), "tools/call "+req.Params.Name,
+			trace.WithSpanKind(trace.SpanKindServer))
+		defer span.End()
+		if span.IsRecording() {
+			span.SetAttributes(attribute.String("mcp.method.name", "tools/call"),
+				attribute.String("gen_ai.operation.name", "execute_tool"),
+				attribute.String("gen_ai.tool.name", req.Params.Name))
+			if req.Session != nil {
+				span.SetAttributes(attribute.String("mcp.session.id", req.Session.ID()))
+			}
+		}
 		agent, ok := agentOf(req)
 		ca := callerOf(req)
 		if !ok || ca == nil { // authenticate runs first, so this cannot happen
@@ -51,6 +68,10 @@ func (s *server) handle(c call, guarded bool) mcp.ToolHandler {
 		res, err = c(ctx, agent, req.Params.Arguments)
 		ca.settle(guard, err)
 		if err != nil {
+			if span.IsRecording() {
+				span.SetAttributes(attribute.String("error.type", errorType(err)))
+				span.SetStatus(codes.Error, "")
+			}
 			return s.refuse(ctx, err, agent)
 		}
 		return res, nil
@@ -272,4 +293,13 @@ func capitalize(s string) string {
 		return s
 	}
 	return strings.ToUpper(s[:1]) + s[1:]
+}
+
+// errorType is a refusal's code for a span's error.type, "_OTHER" when it
+// has none.
+func errorType(err error) string {
+	if code := queue.ErrorCode(err); code != "" {
+		return string(code)
+	}
+	return "_OTHER"
 }

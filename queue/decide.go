@@ -9,6 +9,11 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/approvals/approvals/tracing"
 )
 
 // DecideRequest is a staff decision.
@@ -144,6 +149,34 @@ func (s *Service) decideWithNote(ctx context.Context, r DecideRequest, kind, mis
 // decision, else already_decided naming who decided and when. d is the
 // decider already resolved, or nil.
 func (s *Service) decide(ctx context.Context, p ActionDecideParams, d *Decider) (DriveResult, error) {
+	if !tracing.Enabled() {
+		return s.decideOnce(ctx, p, d)
+	}
+	// The decision is a span of the decider's request, linked to the
+	// submission's span: the agent's trace and the person's meet there.
+	sc := s.submissionTrace(ctx, p.ID)
+	ctx, span := tracing.Start(ctx, "approvals.decide", tracing.LinkTo(sc),
+		trace.WithAttributes(attribute.String("approvals.action.id", p.ID),
+			attribute.String("approvals.decision", string(p.To)),
+			attribute.String("enduser.id", p.By),
+			attribute.String("approvals.channel", p.Channel)))
+	res, err := s.decideOnce(ctx, p, d)
+	if a := res.Action; a != nil {
+		span.SetAttributes(actionAttrs(a)...)
+		span.SetAttributes(attribute.String("approvals.state", string(a.State)), attribute.Bool("approvals.replayed", res.Replayed))
+		if err == nil && !res.Replayed && a.State != StatePending {
+			// The wait for a person ends here, in the agent's trace.
+			tracing.WaitSpan(sc, a.CreatedAt, p.Now, attribute.String("approvals.action.id", a.ID),
+				attribute.String("gen_ai.tool.name", a.Tool), attribute.String("approvals.decision", string(a.State)),
+				attribute.String("enduser.id", p.By), attribute.String("approvals.channel", p.Channel))
+		}
+	}
+	endSpan(span, err)
+	return res, err
+}
+
+// decideOnce is decide without its span.
+func (s *Service) decideOnce(ctx context.Context, p ActionDecideParams, d *Decider) (DriveResult, error) {
 	if d == nil {
 		got, err := s.Decider(ctx, p.By)
 		if err != nil {

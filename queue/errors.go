@@ -153,7 +153,7 @@ func ErrorOf(ctx context.Context, err error, storage Pinger, log *slog.Logger, a
 	if log == nil {
 		log = slog.Default()
 	}
-	log.Error("unexpected error", append(attrs, "err", err)...)
+	log.ErrorContext(ctx, "unexpected error", append(attrs, "err", err)...)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
 	defer cancel()
 	if storage.Ping(pctx) != nil {

@@ -5,8 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/tracing"
 )
 
 // SubmitRequest is one submission by an agent.
@@ -62,9 +67,10 @@ type SubmitResult struct {
 // Submit runs the checks in their documented order (payload, key, then the
 // held action of the intent) and claims the intent in one statement.
 func (s *Service) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	ctx, span := tracing.Start(ctx, "approvals.submit")
 	tool, registered := s.Registry().Lookup(req.Tool)
 	res, err := s.submit(ctx, req, tool, registered)
-	if s.opts.OnSubmit != nil {
+	if s.opts.OnSubmit != nil || span.IsRecording() {
 		outcome := "created"
 		switch {
 		case err != nil && ErrorCode(err) != "":
@@ -74,9 +80,41 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, 
 		case res.Replayed:
 			outcome = "replayed"
 		}
-		s.opts.OnSubmit(tool.Class, outcome)
+		if s.opts.OnSubmit != nil {
+			s.opts.OnSubmit(tool.Class, outcome)
+		}
+		if span.IsRecording() {
+			traceSubmission(span, req, tool, res, outcome)
+		}
 	}
+	endSpan(span, err)
 	return res, err
+}
+
+// traceSubmission names on span what the submission was and what came of
+// it: the tool, its class, the intent, the outcome and what decided (the
+// policy rule or the grant), never the payload.
+func traceSubmission(span trace.Span, req SubmitRequest, tool classify.Tool, res SubmitResult, outcome string) {
+	span.SetAttributes(attribute.String("gen_ai.tool.name", req.Tool),
+		attribute.String("approvals.tool.class", string(tool.Class)),
+		attribute.String("approvals.channel", req.Channel),
+		attribute.String("approvals.outcome", outcome))
+	a := res.Action
+	if a == nil {
+		if req.IntentKey != "" {
+			span.SetAttributes(attribute.String("approvals.intent_key", req.IntentKey))
+		}
+		return
+	}
+	span.SetAttributes(actionAttrs(a)...)
+	span.SetAttributes(attribute.String("approvals.state", string(a.State)))
+	switch {
+	case a.GrantID != "":
+		span.SetAttributes(attribute.String("approvals.decided_by", "grant"), attribute.String("approvals.grant.id", a.GrantID))
+	case a.DecidedBy != nil && strings.HasPrefix(*a.DecidedBy, PolicyActorPrefix):
+		span.SetAttributes(attribute.String("approvals.decided_by", "policy"),
+			attribute.String("approvals.policy.rule", strings.TrimPrefix(*a.DecidedBy, PolicyActorPrefix)))
+	}
 }
 
 // submission is a submission through its checks: the new action as it
@@ -199,9 +237,17 @@ func (s *Service) prepare(ctx context.Context, req SubmitRequest, tool classify.
 	sub.a, sub.verdict = a, verdict
 	sub.decision = s.routeAtSubmission(a, tool, verdict, now)
 	sub.ev = Event{Kind: EventSubmitted, Actor: agent, Channel: channel, At: now}
-	if len(verdict.Errors) > 0 {
-		// What went wrong, for the staff who read the timeline.
-		sub.ev.Data, _ = json.Marshal(map[string]any{"policy_errors": verdict.Errors})
+	tp := tracing.Traceparent(ctx)
+	if len(verdict.Errors) > 0 || tp != "" {
+		data := map[string]any{}
+		if len(verdict.Errors) > 0 {
+			// What went wrong, for the staff who read the timeline.
+			data["policy_errors"] = verdict.Errors
+		}
+		if tp != "" {
+			data[traceparentField] = tp
+		}
+		sub.ev.Data, _ = json.Marshal(data)
 	}
 	sub.ev.Unrouted = s.unrouted(sub.ev, a)
 	// A grant approves only what no rule decided, evaluated fully, with
@@ -290,7 +336,7 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	}
 	if !replayRecorded {
 		if err := s.store.EventInsert(ctx, Event{ActionID: holder.ID, Kind: kind, Actor: agent, Channel: channel, At: now, Data: data}); err != nil {
-			s.log.Warn("could not record event", "kind", kind, "action", holder.ID, "err", err)
+			s.log.WarnContext(ctx, "could not record event", "kind", kind, "action", holder.ID, "err", err)
 		}
 	}
 	switch kind {

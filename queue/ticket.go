@@ -6,6 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/approvals/approvals/tracing"
 )
 
 // ResolveRequest is an operator's finding on a ticket.
@@ -20,6 +25,29 @@ type ResolveRequest struct {
 // ResolveTicket records an operator's finding. For a stale ticket the
 // action moves to the outcome; a conflict ticket changes no state.
 func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
+	if !tracing.Enabled() {
+		return s.resolveTicket(ctx, r)
+	}
+	ctx, span := tracing.Start(ctx, "approvals.ticket.resolve",
+		trace.WithAttributes(attribute.String("approvals.ticket.id", r.TicketID),
+			attribute.String("approvals.outcome", string(r.Outcome)), attribute.String("enduser.id", r.By)))
+	a, t, err := s.resolveTicket(ctx, r)
+	if a != nil {
+		span.SetAttributes(actionAttrs(a)...)
+		span.SetAttributes(attribute.String("approvals.state", string(a.State)))
+		// The operator's finding, linked to the agent's submission.
+		if sc := s.submissionTrace(ctx, a.ID); sc.IsValid() {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+	}
+	if t != nil {
+		span.SetAttributes(attribute.String("approvals.ticket.kind", string(t.Kind)))
+	}
+	endSpan(span, err)
+	return a, t, err
+}
+
+func (s *Service) resolveTicket(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
 	if strings.TrimSpace(string(r.Result)) == "" {
 		r.Result = nil // no result given: not an empty, invalid JSON document
 	}

@@ -22,7 +22,7 @@ type scriptedUpstream struct {
 	calls    []string // tool of each call
 }
 
-func (u *scriptedUpstream) CallUpstream(a *queue.Action) queue.Execution {
+func (u *scriptedUpstream) CallUpstream(_ context.Context, a *queue.Action) queue.Execution {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	u.calls = append(u.calls, a.Spec.UpstreamTool)

@@ -16,7 +16,7 @@ type blockingUpstream struct {
 	release chan struct{}
 }
 
-func (u *blockingUpstream) CallUpstream(*queue.Action) queue.Execution {
+func (u *blockingUpstream) CallUpstream(context.Context, *queue.Action) queue.Execution {
 	u.started <- struct{}{}
 	<-u.release
 	return queue.Execution{Outcome: queue.ExecutionDone, Result: json.RawMessage(`{"content":[],"isError":false}`)}

@@ -14,7 +14,7 @@ import (
 // crashed server): the outcome is unknown.
 type unknownOutcome struct{ calls int }
 
-func (u *unknownOutcome) CallUpstream(*queue.Action) queue.Execution {
+func (u *unknownOutcome) CallUpstream(context.Context, *queue.Action) queue.Execution {
 	u.calls++
 	return queue.Execution{Outcome: queue.ExecutionUnknown, Error: "the connection was lost during the call"}
 }

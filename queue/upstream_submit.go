@@ -9,7 +9,11 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/tracing"
 )
 
 // The MCP gateway's side of the domain: a tool with an upstream is executed
@@ -24,9 +28,10 @@ const UpstreamChannel = "upstream"
 // arguments (approved_payload when approved, else payload) and says what
 // came of it: done with the CallToolResult, failed (isError, a JSON-RPC
 // error, or nothing sent), or unknown. It is bounded by the upstream's own
-// timeout and never retries.
+// timeout, not by ctx, which carries only the trace to continue, and
+// never retries.
 type UpstreamCaller interface {
-	CallUpstream(a *Action) Execution
+	CallUpstream(ctx context.Context, a *Action) Execution
 }
 
 // DefaultMaxUpstreamCalls is how many upstream calls submissions make at
@@ -128,11 +133,17 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 	d := NewDispatch(s)
 	if !startRecorded {
 		if err := d.RecordStart(ctx, a, UpstreamChannel, upstreamStartDetails(a)); err != nil {
-			s.log.Error("upstream: could not record the start; not calling", "action", a.ID, "err", err)
+			s.log.ErrorContext(reqCtx, "upstream: could not record the start; not calling", "action", a.ID, "err", err)
 			return a
 		}
 	}
-	out := s.opts.Upstream.CallUpstream(a)
+	// The call is a span of the submission's trace; ctx carries it to the
+	// upstream (_meta traceparent), not the request's end.
+	tctx, span := tracing.Start(trace.ContextWithSpan(context.Background(), trace.SpanFromContext(reqCtx)), "approvals.execute",
+		trace.WithAttributes(actionAttrs(a)...), trace.WithAttributes(attribute.String("approvals.executor", UpstreamChannel)))
+	out := s.opts.Upstream.CallUpstream(tctx, a)
+	span.SetAttributes(attribute.String("approvals.outcome", out.Outcome))
+	span.End()
 	if out.Details == nil {
 		out.Details = target
 	}
@@ -146,7 +157,7 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 		}
 	} else {
 		if out.Outcome == ExecutionUnknown {
-			s.log.Warn("upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
+			s.log.WarnContext(tctx, "upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
 		}
 		// An outcome that is not recorded becomes an operator's question:
 		// try again briefly, as the executors do.
@@ -160,11 +171,11 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 		}
 	}
 	if err != nil {
-		s.log.Error("upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
+		s.log.ErrorContext(tctx, "upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
 	}
 	got, gerr := s.store.ActionGetByID(rctx, a.ID)
 	if gerr != nil {
-		s.log.Warn("upstream: read the action after the call", "action", a.ID, "err", gerr)
+		s.log.WarnContext(tctx, "upstream: read the action after the call", "action", a.ID, "err", gerr)
 		return a
 	}
 	return got

@@ -10,8 +10,12 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Kind is what is known of a call's effect.
@@ -70,7 +74,7 @@ func cutText(s string, max int) string {
 	return s[:cut] + mark
 }
 
-func (m *Manager) call(ctx context.Context, upstream, tool string, args json.RawMessage) Outcome {
+func (m *Manager) call(ctx context.Context, upstream, tool string, args json.RawMessage) (out Outcome) {
 	c, ok := m.conns[upstream]
 	if !ok {
 		return Outcome{Kind: NotSent, Unavailable: true, Error: fmt.Sprintf("no upstream is named %q", upstream)}
@@ -86,9 +90,26 @@ func (m *Manager) call(ctx context.Context, upstream, tool string, args json.Raw
 	if cs == nil {
 		return Outcome{Kind: NotSent, Unavailable: true, Error: fmt.Sprintf("upstream %s is unavailable: %s", upstream, down)}
 	}
+	ctx, span := tracing.Start(ctx, "tools/call "+tool, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(attribute.String("mcp.method.name", "tools/call"),
+			attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", tool),
+			attribute.String("approvals.upstream", upstream)))
+	defer func() {
+		span.SetAttributes(attribute.String("approvals.outcome", string(out.Kind)))
+		if out.Kind != Done {
+			span.SetStatus(codes.Error, "")
+		}
+		span.End()
+	}()
+	params := &mcp.CallToolParams{Name: tool, Arguments: args}
+	if span.IsRecording() {
+		// The upstream continues the trace: MCP carries it in _meta.
+		params.Meta = mcp.Meta{}
+		tracing.InjectMap(ctx, params.Meta)
+	}
 	callCtx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
-	res, err := cs.CallTool(callCtx, &mcp.CallToolParams{Name: tool, Arguments: args})
+	res, err := cs.CallTool(callCtx, params)
 	if err != nil {
 		return m.callError(c, cs, callCtx, ctx, err)
 	}

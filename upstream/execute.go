@@ -12,13 +12,14 @@ import (
 // action's arguments (the approved payload once a person approved it, else
 // the payload) and says what came of it. It is bounded by the upstream's
 // timeout, not by any caller's context, so a call under way finishes
-// during shutdown.
-func (m *Manager) CallUpstream(a *queue.Action) queue.Execution {
+// during shutdown; ctx passes on only its trace (the call's _meta
+// traceparent).
+func (m *Manager) CallUpstream(ctx context.Context, a *queue.Action) queue.Execution {
 	args := a.ApprovedPayload
 	if args == nil {
 		args = a.Payload
 	}
-	out := m.Call(context.Background(), a.Spec.Upstream, a.Spec.UpstreamTool, args)
+	out := m.Call(context.WithoutCancel(ctx), a.Spec.Upstream, a.Spec.UpstreamTool, args)
 	info := queue.UpstreamTarget(a)
 	if out.Error != "" {
 		info["error"] = out.Error

@@ -21,6 +21,7 @@ import (
 	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/sso"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Config is what a server needs.
@@ -133,6 +134,11 @@ func New(cfg Config) (*Server, error) {
 			Logger: cfg.Logger}}
 	e.HTTPErrorHandler = s.errorHandler
 	e.Use(middleware.Recover())
+	if tracing.Enabled() {
+		// Only when on: echo wraps every middleware anew for each request,
+		// and with tracing off the request should not pay for that.
+		e.Use(traceRequests)
+	}
 	if cfg.BodyReadTimeout <= 0 {
 		cfg.BodyReadTimeout = DefaultBodyReadTimeout
 	}

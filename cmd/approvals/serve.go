@@ -29,6 +29,12 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := slog.New(slog.NewTextHandler(stderr, nil))
+	log, stopTracing, err := app.StartTracing(ctx, log)
+	if err != nil {
+		return err
+	}
+	// After the last request and delivery: their spans go out too.
+	defer stopTracing()
 	tuneGC()
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

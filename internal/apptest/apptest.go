@@ -31,6 +31,7 @@ import (
 	"github.com/approvals/approvals/sqlite"
 	"github.com/approvals/approvals/sso"
 	"github.com/approvals/approvals/storage"
+	"github.com/approvals/approvals/upstream"
 )
 
 // Options change what Start assembles; the zero value is a PostgreSQL
@@ -88,6 +89,9 @@ type Options struct {
 	SSO              *sso.Config
 	SSORecheck       time.Duration
 	PasswordLoginOff bool
+	// Upstreams is the app.Options of the same name (a gateway the test
+	// started, app.StartGateway; it serves the process's service).
+	Upstreams *upstream.Manager
 }
 
 // App is one running process.
@@ -222,7 +226,8 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
 		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
-		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff, OutboxPoll: outboxPoll})
+		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff, OutboxPoll: outboxPoll,
+		Upstreams: opts.Upstreams})
 	if err != nil {
 		ln.Close()
 		t.Fatal(err)
