@@ -64,6 +64,9 @@ type Tool struct {
 	// Approval is the tool's approval rule (at-most-once tools only); nil: one approval by
 	// any approver or admin, told to no channel.
 	Approval *Approval `json:"approval,omitempty"`
+	// Verify says how approvals asks the system of record whether an
+	// action's effect happened (section 18); nil: it cannot ask.
+	Verify *Verify `json:"verify,omitempty"`
 }
 
 // Unregistered is the definition used for a tool that is not in the tools file: at-most-once
@@ -126,6 +129,11 @@ func (t Tool) clone() Tool {
 	if t.Approval != nil {
 		a := t.Approval.clone()
 		t.Approval = &a
+	}
+	if t.Verify != nil {
+		v := *t.Verify
+		v.Arguments = maps.Clone(v.Arguments)
+		t.Verify = &v
 	}
 	t.Annotations = Annotations{
 		ReadOnlyHint:   cloneBool(t.Annotations.ReadOnlyHint),
