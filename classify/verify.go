@@ -374,3 +374,30 @@ func (r *Registry) checkVerifierUpstreamNames() []error {
 	}
 	return errs
 }
+
+// RenderTemplate renders an upstream verifier's argument template over
+// payload strictly, as an intent key is: a missing field or one that is
+// neither a string nor an integral number is an error naming it.
+func RenderTemplate(tmpl string, payload map[string]any) (string, error) {
+	tm, err := parseTemplate(tmpl)
+	if err != nil {
+		return "", fmt.Errorf("template %q: %w", tmpl, err)
+	}
+	var b strings.Builder
+	for _, p := range tm {
+		if p.path == nil {
+			b.WriteString(p.literal)
+			continue
+		}
+		v, reason := lookupField(payload, p.path)
+		if reason == "" {
+			var s string
+			if s, reason = keyValue(v); reason == "" {
+				b.WriteString(s)
+				continue
+			}
+		}
+		return "", &PayloadError{Field: p.field, Reason: reason}
+	}
+	return b.String(), nil
+}

@@ -32,6 +32,9 @@ const (
 	// claimed until an operator resolves it.
 	CodeIntentUnderReview Code = "intent_under_review"
 	CodeUnavailable       Code = "unavailable"
+	// CodeNoVerifier: the action's tool has no verifier (section 18), so
+	// nothing can be asked about it.
+	CodeNoVerifier Code = "no_verifier"
 	// CodeUpstreamUnavailable: the tool's upstream MCP server cannot be
 	// reached or no longer lists the tool; nothing was done.
 	CodeUpstreamUnavailable Code = "upstream_unavailable"

@@ -65,6 +65,11 @@ type Options struct {
 	// 15s; each recheck is a read, and at 2s ten thousand long-polls made
 	// 5,000 reads a second.
 	WaitRecheck time.Duration
+	// Verifier asks a tool's system of record whether an action's effect
+	// happened (section 18); nil: no verifier is asked.
+	Verifier VerifyAsker
+	// OnVerified observes every verifier check's verdict, for metrics.
+	OnVerified func(tool, verdict string)
 	// Waiters cap concurrent long-polls of agents (REST ?wait, MCP waits).
 	Waiters WaiterLimits
 	// MaxStreams caps the dashboard's event streams, a pool apart

@@ -29,6 +29,7 @@ import (
 
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
+	"github.com/approvals/approvals/verifier"
 	"github.com/approvals/approvals/web"
 )
 
@@ -175,6 +176,14 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}
+	// Verifiers ask the systems of record with the executor's key; each
+	// request is bounded by its tool's verify timeout, and never follows a
+	// redirect.
+	asker, err := verifier.New(verifier.Config{Secret: opts.WebhookSecret})
+	if err != nil {
+		return nil, err
+	}
+	svcOpts.Verifier = asker
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
 	if opts.WrapMCP != nil {

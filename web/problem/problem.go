@@ -32,7 +32,7 @@ func Status(c queue.Code) int {
 		return http.StatusUnauthorized
 	case queue.CodeForbidden:
 		return http.StatusForbidden
-	case queue.CodeNotFound:
+	case queue.CodeNotFound, queue.CodeNoVerifier:
 		return http.StatusNotFound
 	case queue.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
