@@ -247,7 +247,7 @@ func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 	case a.State != StateInProgress && a.State != outcome && (a.State == StateDone || a.State == StateFailed):
 		// A proof that contradicts the stored outcome: a person looks.
 		ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
-			Data: mustJSON(map[string]any{"stored": a.State, "verified": outcome, "reason": out.Reason})}
+			Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
 		if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
 			return check, fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
 		}

@@ -228,6 +228,16 @@ func TestVerifierVerdicts(t *testing.T) {
 		if c := lastCheck(t, e, found.ID); c["verdict"] != "done" || c["tools_hash"] != e.Tools.Hash || c["answer"] == nil {
 			t.Fatalf("check %v", c)
 		}
+		// The agent, whose answer was lost, retries: it gets the provider's
+		// record replayed, and nobody was asked.
+		raw, _ := json.Marshal(map[string]any{"order_id": "found-1", "line_id": "l-7", "amount": 12.5})
+		retry, err := e.Service.Submit(ctx, queue.SubmitRequest{Tool: "issue_refund", Payload: raw, Agent: "bot"})
+		if err != nil || !retry.Replayed || retry.Action.ID != found.ID || string(retry.Action.Result) != string(a.Result) {
+			t.Fatalf("retry: %v %+v", err, retry)
+		}
+		if n := e.EventCount(found.ID, queue.EventVerified); n != 1 {
+			t.Fatalf("%d checks", n)
+		}
 
 		// Not found, but before settle (claim 2m + settle 1m): unknown.
 		if a := get(t, e, none.ID); a.State != queue.StateInProgress {
