@@ -93,8 +93,15 @@ func (t *Tool) Guidance() string {
 	if t.HasPolicy() {
 		g += " " + policyGuidance
 	}
+	if t.HasVerifier() {
+		g += " " + verifierGuidance
+	}
 	return g
 }
+
+// verifierGuidance is what a tool's verifier means for the agent calling it.
+const verifierGuidance = "Its verifier asks the system of record: when an outcome is unknown (a timeout, a lost answer), call verify_action " +
+	"with the action's id instead of sending it again; a done verdict returns the stored result."
 
 // policyGuidance is what a tool's policy means for the agent calling it.
 const policyGuidance = "Its policy (the rules list_tools shows) decides some calls at once: approved means it may be executed now " +

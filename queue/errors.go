@@ -35,6 +35,9 @@ const (
 	// CodeNoVerifier: the action's tool has no verifier (section 18), so
 	// nothing can be asked about it.
 	CodeNoVerifier Code = "no_verifier"
+	// CodeTooManyChecks: the action's verifier was asked less than
+	// VerifyAgentInterval ago; ask again after Retry-After.
+	CodeTooManyChecks Code = "too_many_checks"
 	// CodeUpstreamUnavailable: the tool's upstream MCP server cannot be
 	// reached or no longer lists the tool; nothing was done.
 	CodeUpstreamUnavailable Code = "upstream_unavailable"
@@ -115,6 +118,8 @@ func RetryAfter(code Code) time.Duration {
 		return UpstreamRetryAfter
 	case CodeInProgress:
 		return InProgressRetryAfter
+	case CodeTooManyChecks:
+		return VerifyAgentInterval
 	}
 	return 0
 }

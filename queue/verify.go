@@ -25,6 +25,9 @@ const EventVerified = "verified"
 // ChannelVerifier is the channel of what a verifier does.
 const ChannelVerifier = "verifier"
 
+// VerifyAgentInterval is how often an agent may ask about one action.
+const VerifyAgentInterval = 10 * time.Second
+
 // MaxVerifyAnswer caps the answer an event keeps as evidence.
 const MaxVerifyAnswer = 64 << 10
 
@@ -160,9 +163,19 @@ func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 	if !tool.HasVerifier() || s.opts.Verifier == nil {
 		return VerifyCheck{}, Errorf(CodeNoVerifier, "tool %s has no verifier: nothing can be asked about its actions", a.Tool)
 	}
-	if r.Agent != "" && a.State != StateInProgress {
-		return VerifyCheck{}, &Error{Code: CodeInvalidTransition, Action: a,
-			Detail: fmt.Sprintf("action %s is %s: only an in_progress action's outcome is asked about", a.ID, a.State)}
+	if r.Agent != "" {
+		if a.State != StateInProgress {
+			return VerifyCheck{}, &Error{Code: CodeInvalidTransition, Action: a,
+				Detail: fmt.Sprintf("action %s is %s: only an in_progress action's outcome is asked about", a.ID, a.State)}
+		}
+		last, ok, err := LatestVerifyCheck(ctx, s.store, a.ID)
+		if err != nil {
+			return VerifyCheck{}, err
+		}
+		if ok && s.Now().Sub(last.At) < VerifyAgentInterval {
+			return VerifyCheck{}, &Error{Code: CodeTooManyChecks, Action: a,
+				Detail: fmt.Sprintf("the verifier of action %s was asked at %s; an agent may ask once every %s", a.ID, fmtTime(&last.At), VerifyAgentInterval)}
+		}
 	}
 	v := tool.Verify
 	payload := a.ApprovedPayload
@@ -262,6 +275,28 @@ func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 		}
 		if res.Action != nil {
 			check.Action = res.Action
+		}
+	case v.Resolve == classify.ResolveAuto && ticketID == "" && a.State == StateInProgress:
+		// No ticket yet (the agent asked before the claim went stale): the
+		// proof moves the action as the agent's own report would, and
+		// resolves a stale ticket opened meanwhile.
+		p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, To: outcome, Now: now, FinishedAt: &now,
+			ResolveStaleTicket: true, Event: Event{ActionID: a.ID, Kind: OutcomeEventKind(outcome), Actor: by, Channel: ChannelVerifier, At: now}}
+		if outcome == StateDone {
+			p.Result, p.Event.Data = out.Result, out.Result
+		} else {
+			e := "resolved by verifier: " + VerifiedNote(out)
+			p.Error = &e
+		}
+		moved, err := s.store.ActionTransition(ctx, p)
+		switch {
+		case errors.Is(err, ErrStateMismatch):
+			// The agent's report or an operator came first: theirs stands.
+		case err != nil:
+			return check, fmt.Errorf("settle %s: %w", a.ID, err)
+		}
+		if moved != nil {
+			check.Action = moved
 		}
 	}
 	return check, nil

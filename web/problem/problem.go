@@ -43,7 +43,7 @@ func Status(c queue.Code) int {
 		return http.StatusRequestEntityTooLarge
 	case queue.CodeInvalidPayload, queue.CodeIntentKeyMismatch, queue.CodeIntentKeyReused:
 		return http.StatusUnprocessableEntity
-	case queue.CodeTooManyWaiters, queue.CodeTooManyUpstreamCalls:
+	case queue.CodeTooManyWaiters, queue.CodeTooManyUpstreamCalls, queue.CodeTooManyChecks:
 		return http.StatusTooManyRequests
 	case queue.CodeUnavailable:
 		return http.StatusServiceUnavailable
