@@ -179,7 +179,12 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	// Verifiers ask the systems of record with the executor's key; each
 	// request is bounded by its tool's verify timeout, and never follows a
 	// redirect.
-	asker, err := verifier.New(verifier.Config{Secret: opts.WebhookSecret})
+	vc := verifier.Config{Secret: opts.WebhookSecret}
+	if opts.Upstreams != nil {
+		// Upstream verifiers call a read-only tool through the gateway's connections.
+		vc.Upstream = opts.Upstreams
+	}
+	asker, err := verifier.New(vc)
 	if err != nil {
 		return nil, err
 	}
