@@ -94,6 +94,12 @@ func TestVerifyEndpoint(t *testing.T) {
 		if r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+b.ID+"/verify", nil); r.Status != http.StatusOK {
 			t.Fatalf("after 10 s: %d %s", r.Status, r.Body)
 		}
+		if n := api.Metric(t, `approvals_verifications_total{tool="issue_refund",verdict="unknown"}`); n != 2 {
+			t.Fatalf("unknown verifications counted %v", n)
+		}
+		if n := api.Metric(t, `approvals_verifications_total{tool="issue_refund",verdict="done"}`); n != 1 {
+			t.Fatalf("done verifications counted %v", n)
+		}
 		if n := p.count("err-api"); n != 2 {
 			t.Fatalf("the provider was asked %d times", n)
 		}

@@ -189,6 +189,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 		return nil, err
 	}
 	svcOpts.Verifier = asker
+	svcOpts.OnVerified = metrics.OnVerified
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	var mcp http.Handler = mcpserver.New(svc, st, log, opts.MaxBody)
 	if opts.WrapMCP != nil {
