@@ -178,45 +178,8 @@ func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 		}
 	}
 	v := tool.Verify
-	payload := a.ApprovedPayload
-	if len(payload) == 0 {
-		payload = a.Payload
-	}
-	var payloadMap map[string]any
-	_ = decodeJSONNumbers(payload, &payloadMap)
-	fields := map[string]any{"id": a.ID, "tool": a.Tool, "intent_key": a.IntentKey, "attempt": a.Attempt,
-		"payload": a.Payload, "approved_payload": a.ApprovedPayload, "claimed_at": a.ClaimedAt}
-	if len(a.ApprovedPayload) == 0 {
-		fields["approved_payload"] = nil
-	}
-	body, err := json.Marshal(map[string]any{"type": "action.verify", "action": fields})
-	if err != nil {
-		return VerifyCheck{}, fmt.Errorf("verify %s: %w", a.ID, err)
-	}
-	askCtx, cancel := context.WithTimeout(ctx, v.Timeout)
-	answer, askErr := s.opts.Verifier.Ask(askCtx, tool, VerifyQuestion{Body: body, MessageID: NewID(s.Now()), Payload: payloadMap, Action: a})
-	cancel()
 	now := s.Now()
-
-	var out classify.VerifyOutcome
-	var response any
-	switch {
-	case askErr != nil:
-		out = classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "no answer: " + askErr.Error()}
-	case decodeJSONNumbers(answer, &response) != nil:
-		out = classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "the answer is not JSON"}
-	default:
-		var actionMap map[string]any
-		js, _ := json.Marshal(fields)
-		_ = decodeJSONNumbers(js, &actionMap)
-		var claimed time.Time
-		if a.ClaimedAt != nil {
-			claimed = *a.ClaimedAt
-		}
-		out = v.Evaluate(&tool, classify.VerifyInput{Response: response, Payload: payloadMap, Action: actionMap,
-			ClaimedAt: claimed, Now: now}, answer)
-	}
-
+	out, answer := AskVerifier(ctx, s.opts.Verifier, tool, a, now)
 	by := "verifier:" + a.Tool
 	data := map[string]any{"verdict": out.Verdict, "reason": out.Reason, "asked_by": r.By,
 		"tools_hash": s.Registry().Hash, "resolve": v.Resolve,
@@ -300,6 +263,47 @@ func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 		}
 	}
 	return check, nil
+}
+
+// AskVerifier asks tool's verifier about a through asker and judges the
+// answer at now; it writes nothing (approvals verify test uses it alone).
+// answer is what the system of record said, if anything.
+func AskVerifier(ctx context.Context, asker VerifyAsker, tool classify.Tool, a *Action, now time.Time) (out classify.VerifyOutcome, answer json.RawMessage) {
+	v := tool.Verify
+	payload := a.ApprovedPayload
+	if len(payload) == 0 {
+		payload = a.Payload
+	}
+	var payloadMap map[string]any
+	_ = decodeJSONNumbers(payload, &payloadMap)
+	fields := map[string]any{"id": a.ID, "tool": a.Tool, "intent_key": a.IntentKey, "attempt": a.Attempt,
+		"payload": a.Payload, "approved_payload": a.ApprovedPayload, "claimed_at": a.ClaimedAt}
+	if len(a.ApprovedPayload) == 0 {
+		fields["approved_payload"] = nil
+	}
+	body, err := json.Marshal(map[string]any{"type": "action.verify", "action": fields})
+	if err != nil {
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "the question could not be written: " + err.Error()}, nil
+	}
+	askCtx, cancel := context.WithTimeout(ctx, v.Timeout)
+	answer, askErr := asker.Ask(askCtx, tool, VerifyQuestion{Body: body, MessageID: NewID(now), Payload: payloadMap, Action: a})
+	cancel()
+	var response any
+	switch {
+	case askErr != nil:
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "no answer: " + askErr.Error()}, answer
+	case decodeJSONNumbers(answer, &response) != nil:
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "the answer is not JSON"}, answer
+	}
+	var actionMap map[string]any
+	js, _ := json.Marshal(fields)
+	_ = decodeJSONNumbers(js, &actionMap)
+	var claimed time.Time
+	if a.ClaimedAt != nil {
+		claimed = *a.ClaimedAt
+	}
+	return v.Evaluate(&tool, classify.VerifyInput{Response: response, Payload: payloadMap, Action: actionMap,
+		ClaimedAt: claimed, Now: now}, answer), answer
 }
 
 // VerifiedNote is the note of a ticket resolved by a verifier's proof.
