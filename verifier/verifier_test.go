@@ -305,3 +305,43 @@ func TestVerifierVerdicts(t *testing.T) {
 		p.check(t)
 	})
 }
+
+// Two server processes sweep one database at the same moments: each round
+// of each ticket is asked once, on both stores.
+func TestVerifierOnceAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	verifyEnv(t, func(t *testing.T, e *apptest.Env, p *provider) {
+		other := e.AddProcess()
+		orders := []string{"err-a", "err-b", "err-c", "junk-d", "slow-e"}
+		for _, o := range orders {
+			staleRefund(t, e, "issue_refund", o)
+		}
+		e.Clock.Advance(2*time.Minute + time.Second)
+		round := func() {
+			var wg sync.WaitGroup
+			for _, env := range []*apptest.Env{e, other, e, other} {
+				wg.Go(func() {
+					if _, err := env.Sweeper().Sweep(context.Background()); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			wg.Wait()
+		}
+		round()
+		for _, o := range orders {
+			if n := p.count(o); n != 1 {
+				t.Fatalf("%s asked %d times in the first round", o, n)
+			}
+		}
+		e.Clock.Advance(time.Minute)
+		round()
+		round()
+		for _, o := range orders {
+			if n := p.count(o); n != 2 {
+				t.Fatalf("%s asked %d times after the second round", o, n)
+			}
+		}
+		p.check(t)
+	})
+}
