@@ -250,16 +250,22 @@ var policyEnv = sync.OnceValues(newPolicyEnv)
 // newPolicyEnv builds the rules' environment, ready to be shared by
 // concurrent compilations.
 func newPolicyEnv() (*cel.Env, error) {
-	env, err := cel.NewEnv(
+	return newCELEnv(
 		cel.Variable("payload", cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable("tool", cel.StringType),
 		cel.Variable("agent", cel.StringType),
 		cel.Variable("intent_key", cel.StringType),
 		cel.Variable("attempt", cel.IntType),
 		cel.Variable("now", cel.TimestampType),
-		ext.Strings(),
-		cel.CrossTypeNumericComparisons(true),
 	)
+}
+
+// newCELEnv builds an environment of the tools file's expressions (the
+// rules', the verifiers') over vars, with the string extensions and
+// numbers compared across types, ready to be shared by concurrent
+// compilations.
+func newCELEnv(vars ...cel.EnvOption) (*cel.Env, error) {
+	env, err := cel.NewEnv(append(vars, ext.Strings(), cel.CrossTypeNumericComparisons(true))...)
 	if err != nil {
 		return nil, err
 	}

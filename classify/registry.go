@@ -111,11 +111,11 @@ func prefixErrors(prefix string, err error) error {
 }
 
 // toolKeys are the keys of a tool definition, in the order the error message lists them.
-var toolKeys = []string{"annotations", "approval", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema", "upstream", "upstream_tool"}
+var toolKeys = []string{"annotations", "approval", "check", "claim_timeout", "class", "description", "executor", "expires_after", "intent", "preview", "schema", "upstream", "upstream_tool", "verify"}
 
 // reservedNames are the MCP endpoint's own tools; a registered tool of the same name would
 // hide one of them.
-var reservedNames = []string{"cancel_action", "complete_action", "execute_action", "fail_action", "find_actions", "get_action", "list_tools"}
+var reservedNames = []string{"cancel_action", "complete_action", "execute_action", "fail_action", "find_actions", "get_action", "list_tools", "verify_action"}
 
 // Reserved reports whether name belongs to one of the MCP endpoint's own tools, which a tools
 // file may not define.
@@ -216,6 +216,7 @@ func Parse(data []byte, opts Options) (*Registry, error) {
 		r.explicit[name] = p.keys
 	}
 	errs = append(errs, r.checkUpstreamTools()...)
+	errs = append(errs, r.checkVerifierUpstreamNames()...)
 	errs = append(errs, r.checkSigningKeys(opts)...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -322,6 +323,9 @@ func (p *toolParser) parse(def *yaml.Node) Tool {
 	}
 	if n := fields["approval"]; n != nil && !isNull(n) {
 		t.Approval = p.approval(n, &t)
+	}
+	if n := fields["verify"]; n != nil && !isNull(n) {
+		t.Verify = p.verify(n, &t)
 	}
 	return t
 }

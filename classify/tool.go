@@ -64,6 +64,9 @@ type Tool struct {
 	// Approval is the tool's approval rule (at-most-once tools only); nil: one approval by
 	// any approver or admin, told to no channel.
 	Approval *Approval `json:"approval,omitempty"`
+	// Verify says how approvals asks the system of record whether an
+	// action's effect happened (section 18); nil: it cannot ask.
+	Verify *Verify `json:"verify,omitempty"`
 }
 
 // Unregistered is the definition used for a tool that is not in the tools file: at-most-once
@@ -90,8 +93,15 @@ func (t *Tool) Guidance() string {
 	if t.HasPolicy() {
 		g += " " + policyGuidance
 	}
+	if t.HasVerifier() {
+		g += " " + verifierGuidance
+	}
 	return g
 }
+
+// verifierGuidance is what a tool's verifier means for the agent calling it.
+const verifierGuidance = "Its verifier asks the system of record: when an outcome is unknown (a timeout, a lost answer), call verify_action " +
+	"with the action's id instead of sending it again; a done verdict returns the stored result."
 
 // policyGuidance is what a tool's policy means for the agent calling it.
 const policyGuidance = "Its policy (the rules list_tools shows) decides some calls at once: approved means it may be executed now " +
@@ -126,6 +136,11 @@ func (t Tool) clone() Tool {
 	if t.Approval != nil {
 		a := t.Approval.clone()
 		t.Approval = &a
+	}
+	if t.Verify != nil {
+		v := *t.Verify
+		v.Arguments = maps.Clone(v.Arguments)
+		t.Verify = &v
 	}
 	t.Annotations = Annotations{
 		ReadOnlyHint:   cloneBool(t.Annotations.ReadOnlyHint),

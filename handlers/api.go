@@ -301,3 +301,18 @@ func jsonEncode(w io.Writer, v any) error {
 	enc.SetEscapeHTML(true)
 	return enc.Encode(v)
 }
+
+// Verify handles POST /api/v1/actions/{id}/verify: the agent whose action is
+// in_progress asks the tool's verifier now (contract section 18) and gets
+// the verdict, the reason, when it was checked and the action as it then is.
+func (h *API) Verify(c echo.Context) error {
+	if _, err := h.emptyBody(c); err != nil {
+		return err
+	}
+	check, err := h.Service.Verify(c.Request().Context(), queue.VerifyRequest{ActionID: c.Param("id"),
+		Agent: "agent:" + agent(c), By: "agent:" + agent(c)})
+	if err != nil {
+		return err
+	}
+	return writeJSON(c, http.StatusOK, check)
+}

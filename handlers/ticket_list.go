@@ -93,6 +93,9 @@ func (d *Dashboard) ticketContext(ctx context.Context, row *templates.TicketRow)
 		return nil
 	}
 	row.Title = a.Tool + ": " + preview.Headline(a)
+	if err := d.verifyChecks(ctx, row); err != nil {
+		return err
+	}
 	if row.Ticket.Kind == queue.TicketConflict {
 		events, err := queue.Timeline(ctx, d.Store, a.ID)
 		if err != nil {

@@ -36,9 +36,9 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("sweep failed", "err", err)
-		case len(res.Expired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0:
+		case len(res.Expired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0 || res.Verified > 0:
 			s.log.Info("sweep", "expired", len(res.Expired), "tickets_opened", len(res.Tickets),
-				"reminded", res.Reminded, "escalated", res.Escalated)
+				"reminded", res.Reminded, "escalated", res.Escalated, "verified", res.Verified)
 		}
 		select {
 		case <-ctx.Done():
@@ -54,6 +54,13 @@ type SweepResult struct {
 	Tickets   []*queue.Ticket
 	Reminded  int // pending actions reminded of (approval.remind_after)
 	Escalated int // pending actions escalated (approval.escalate_after)
+	Verified  int // verifier rounds asked (tools' verify blocks)
+}
+
+// Verifying is a Service whose verifiers the sweep asks about open tickets
+// (queue.Service.VerifyDue).
+type Verifying interface {
+	VerifyDue(ctx context.Context) (int, error)
 }
 
 // Sweep expires what is due and opens a stale ticket for every claim held
@@ -102,6 +109,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		res.Reminded += n
 		if n < batch {
 			break
+		}
+	}
+	// Last: the tickets opened above are asked about at once.
+	if v, ok := s.svc.(Verifying); ok {
+		n, err := v.VerifyDue(ctx)
+		res.Verified = n
+		if err != nil {
+			return res, err
 		}
 	}
 	return res, nil

@@ -303,3 +303,27 @@ func errorType(err error) string {
 	}
 	return "_OTHER"
 }
+
+func (s *server) verifyAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	if err := args.only("id"); err != nil {
+		return nil, err
+	}
+	id, err := args.string("id", true)
+	if err != nil {
+		return nil, err
+	}
+	check, err := s.svc.Verify(ctx, queue.VerifyRequest{ActionID: id, Agent: "agent:" + agent, By: "agent:" + agent})
+	if err != nil {
+		return nil, err
+	}
+	var say string
+	switch {
+	case check.Action.State == queue.StateDone:
+		say = fmt.Sprintf("The system of record shows the effect happened: %s is done; its result is the provider's record. Do not send it again.", describe(check.Action))
+	case check.Action.State == queue.StateFailed:
+		say = fmt.Sprintf("The system of record shows the effect did not happen: %s failed, and a new call starts a new attempt.", describe(check.Action))
+	default:
+		say = fmt.Sprintf("Verdict %s: %s. %s stays in_progress; do not send it again.", check.Verdict, check.Reason, capitalize(describe(check.Action)))
+	}
+	return answer(check, say)
+}

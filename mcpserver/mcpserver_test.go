@@ -213,7 +213,7 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 		tools[tl.Name] = tl
 	}
 	want := []string{"send_customer_email", "post_partner_message", "issue_refund", "invalidate_cache",
-		"get_action", "find_actions", "list_tools", "execute_action", "complete_action", "fail_action", "cancel_action"}
+		"get_action", "find_actions", "list_tools", "execute_action", "complete_action", "fail_action", "cancel_action", "verify_action"}
 	if len(tools) != len(want) {
 		t.Errorf("got %d tools, want %d", len(tools), len(want))
 	}
@@ -270,7 +270,7 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 			t.Errorf("%s: want readOnlyHint true, got %+v", name, a)
 		}
 	}
-	for _, name := range []string{"execute_action", "complete_action", "fail_action", "cancel_action"} {
+	for _, name := range []string{"execute_action", "complete_action", "fail_action", "cancel_action", "verify_action"} {
 		if a := tools[name].Annotations; a == nil || a.ReadOnlyHint {
 			t.Errorf("%s: want readOnlyHint false, got %+v", name, a)
 		}

@@ -182,6 +182,10 @@ func (s *server) addActionTools(ms *mcp.Server, guarded map[string]bool) {
 			failSchema, false, s.failAction},
 		{"cancel_action", "Withdraw your pending or approved action before it is executed (-> cancelled); nothing is sent and the intent is released.",
 			idSchema, false, s.cancelAction},
+		{"verify_action", "Ask the system of record whether the effect of your in_progress action happened, when its outcome is unknown " +
+			"(a timeout, a lost answer) and its tool has a verifier (list_tools: has_verifier). Answers verdict done (the action is done " +
+			"with the provider's record, when the tool resolves automatically), not_done, or unknown; at most once every 10 seconds.",
+			idSchema, false, s.verifyAction},
 	} {
 		ms.AddTool(&mcp.Tool{
 			Name:        t.name,

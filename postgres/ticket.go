@@ -206,3 +206,40 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 	t, err = s.TicketGetByID(ctx, p.TicketID)
 	return queue.TicketResolveResult{Action: a, Ticket: t}, err
 }
+
+// TicketCheckDue implements queue.Store.
+func (s *Store) TicketCheckDue(ctx context.Context, p queue.TicketCheckDueParams) ([]*queue.Ticket, error) {
+	if len(p.Tools) == 0 {
+		return nil, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	rows, err := s.pool.Query(ctx, ticketCheckDueSQL, p.Now, p.Tools, limit)
+	if err != nil {
+		return nil, fmt.Errorf("claim verifier rounds: %w", err)
+	}
+	out, err := collectTickets(rows)
+	if err != nil {
+		return nil, fmt.Errorf("claim verifier rounds: %w", err)
+	}
+	return out, nil
+}
+
+// TicketCheckRecord implements queue.Store.
+func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecordParams) error {
+	ev := p.Event
+	if !queue.ValidID(ev.ActionID) {
+		return queue.ActionNotFound(ev.ActionID)
+	}
+	_, err := s.pool.Exec(ctx, ticketCheckRecordSQL, ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data),
+		p.TicketID, p.Verdict)
+	if isForeignKeyViolation(err) {
+		return queue.ActionNotFound(ev.ActionID)
+	}
+	if err != nil {
+		return fmt.Errorf("record the verifier's check of %s: %w", ev.ActionID, err)
+	}
+	return nil
+}

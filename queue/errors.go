@@ -33,6 +33,12 @@ const (
 	// claimed until an operator resolves it.
 	CodeIntentUnderReview Code = "intent_under_review"
 	CodeUnavailable       Code = "unavailable"
+	// CodeNoVerifier: the action's tool has no verifier (section 18), so
+	// nothing can be asked about it.
+	CodeNoVerifier Code = "no_verifier"
+	// CodeTooManyChecks: the action's verifier was asked less than
+	// VerifyAgentInterval ago; ask again after Retry-After.
+	CodeTooManyChecks Code = "too_many_checks"
 	// CodeUpstreamUnavailable: the tool's upstream MCP server cannot be
 	// reached or no longer lists the tool; nothing was done.
 	CodeUpstreamUnavailable Code = "upstream_unavailable"
@@ -121,6 +127,8 @@ func RetryAfter(code Code) time.Duration {
 		return UpstreamRetryAfter
 	case CodeInProgress:
 		return InProgressRetryAfter
+	case CodeTooManyChecks:
+		return VerifyAgentInterval
 	}
 	return 0
 }

@@ -57,6 +57,11 @@ type Options struct {
 	// new one when nil). Whoever keeps it (the gateway, which re-imports
 	// upstream tools) replaces the tools with its Store.
 	Tools *CurrentTools
+	// Verifier asks a tool's system of record whether an action's effect
+	// happened (section 18); nil: no verifier is asked.
+	Verifier VerifyAsker
+	// OnVerified observes every verifier check's verdict, for metrics.
+	OnVerified func(tool, verdict string)
 	// MaxUpstreamCalls caps the upstream calls submissions make at once
 	// (APPROVALS_MAX_UPSTREAM_CALLS; default DefaultMaxUpstreamCalls).
 	MaxUpstreamCalls int

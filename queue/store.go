@@ -158,6 +158,8 @@ type Store interface {
 	// ErrTicketNotOpen with the current ticket.
 	TicketResolve(ctx context.Context, p TicketResolveParams) (TicketResolveResult, error)
 
+	// TicketChecks keep the verifiers' asking schedule (verify.go).
+	TicketChecks
 	// Outbox stores notifications (notification.go).
 	Outbox
 	// ReasonPrompts records the chat messages that ask for a rejection's

@@ -134,6 +134,9 @@ func PlanTicketResolution(a *Action, t *Ticket, p TicketResolveParams) (TicketRe
 			plan.Result = p.Result
 		} else {
 			e := OperatorError(p.Note)
+			if channel == ChannelVerifier {
+				e = "resolved by verifier: " + p.Note
+			}
 			plan.Error = &e
 		}
 		plan.Events = append(plan.Events, Event{ActionID: a.ID, Kind: OutcomeEventKind(p.Outcome), Actor: p.By,

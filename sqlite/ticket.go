@@ -289,3 +289,88 @@ func scanIDs(rows *sql.Rows) ([]string, error) {
 	}
 	return ids, rows.Err()
 }
+
+// TicketCheckDue implements queue.Store: the one writer makes the claim of
+// a round and the scheduling of the next one a single step, so several
+// processes never claim one round twice.
+func (s *Store) TicketCheckDue(ctx context.Context, p queue.TicketCheckDueParams) ([]*queue.Ticket, error) {
+	if len(p.Tools) == 0 {
+		return nil, nil
+	}
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	var claimed []*queue.Ticket
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		claimed = nil
+		now := fmtTime(p.Now)
+		args := []any{now}
+		for _, t := range p.Tools {
+			args = append(args, t)
+		}
+		args = append(args, limit)
+		rows, err := tx.QueryContext(ctx, `SELECT t.id, coalesce(c.checks, 0) FROM tickets t
+		JOIN actions a ON a.id = t.action_id
+		LEFT JOIN ticket_checks c ON c.ticket_id = t.id
+		WHERE t.state = 'open' AND (c.ticket_id IS NULL OR (c.verdict = 'unknown' AND c.next_at <= ?1))
+		  AND a.tool IN (`+strings.TrimSuffix(strings.Repeat("?,", len(p.Tools)), ",")+`)
+		ORDER BY coalesce(c.next_at, t.opened_at), t.id LIMIT ?`, args...)
+		if err != nil {
+			return err
+		}
+		type due struct {
+			id     string
+			checks int
+		}
+		var list []due
+		for rows.Next() {
+			var d due
+			if err := rows.Scan(&d.id, &d.checks); err != nil {
+				rows.Close()
+				return err
+			}
+			list = append(list, d)
+		}
+		if err := rows.Close(); err != nil {
+			return err
+		}
+		for _, d := range list {
+			next := fmtTime(p.Now.Add(queue.VerifyNextDelay(d.checks + 1)))
+			if _, err := tx.ExecContext(ctx, `INSERT INTO ticket_checks (ticket_id, checks, next_at) VALUES (?, ?, ?)
+			ON CONFLICT (ticket_id) DO UPDATE SET checks = excluded.checks, next_at = excluded.next_at`,
+				d.id, d.checks+1, next); err != nil {
+				return err
+			}
+			t, err := getTicket(ctx, tx, d.id)
+			if err != nil {
+				return err
+			}
+			claimed = append(claimed, t)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim verifier rounds: %w", err)
+	}
+	return claimed, nil
+}
+
+// TicketCheckRecord implements queue.Store.
+func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecordParams) error {
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		if _, err := insertEvent(ctx, tx, p.Event); err != nil {
+			return err
+		}
+		if p.TicketID == "" {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO ticket_checks (ticket_id, next_at, verdict) VALUES (?, ?, ?)
+		ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict`, p.TicketID, fmtTime(p.Event.At), p.Verdict)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("record the verifier's check of %s: %w", p.Event.ActionID, err)
+	}
+	return nil
+}

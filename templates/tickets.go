@@ -31,6 +31,26 @@ type TicketRow struct {
 	Conflict *ConflictView
 	// Newer is the newest later attempt of the intent, if any.
 	Newer *queue.Action
+	// Verifier says the action's tool has a verifier (section 18), whose
+	// checks are listed newest first; Suggested is the latest check's
+	// proof (done or not_done) that a person may accept with one click.
+	Verifier  bool
+	Checks    []VerifyCheckView
+	Suggested *VerifyCheckView
+}
+
+// VerifyCheckView is one check of a verifier, as its verified event says.
+type VerifyCheckView struct {
+	Verdict, Reason string
+	At              time.Time
+	// Answer is the system of record's answer, pretty-printed; Result what
+	// a done verdict would store.
+	Answer, Result string
+	// Outcome is the ticket outcome the verdict proves (done or failed), and
+	// Note the prefilled note of "Resolve as verified".
+	Outcome, Note string
+	// ResultJSON is Result as compact JSON, for the form.
+	ResultJSON string
 }
 
 // ConflictView is a report that contradicted the stored outcome, and what

@@ -101,6 +101,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/actions/:id/request-changes", d.RequestChangesAction, with(decide)...)
 	e.GET("/tickets", d.TicketList, staff...)
 	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
+	e.POST("/tickets/:id/check", d.CheckTicket, with(resolve)...)
 	e.GET("/audit", d.AuditList, staff...)
 	e.GET("/overview", d.ShowOverview, staff...)
 	e.GET("/tools", d.ToolsList, staff...)

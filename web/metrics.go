@@ -20,6 +20,7 @@ type Metrics struct {
 	Deliveries    *prometheus.CounterVec
 	notifications *prometheus.CounterVec
 	policy        *prometheus.CounterVec
+	verifications *prometheus.CounterVec
 }
 
 // Counts is the store the metrics read actions by state and open tickets
@@ -70,7 +71,11 @@ func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 		Name: "approvals_policy_decisions_total",
 		Help: "Decisions made at submission, by tool, policy rule and decision (approve, reject, human), and the approvals of grants (rule \"\", decision grant).",
 	}, []string{"tool", "rule", "decision"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, m.policy, sc,
+	m.verifications = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_verifications_total",
+		Help: "Checks of tools' verifiers (asking the system of record), by tool and verdict (done, not_done, unknown).",
+	}, []string{"tool", "verdict"})
+	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, m.policy, m.verifications, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -84,6 +89,11 @@ func (m *Metrics) OnSubmit(class classify.Class, outcome string) {
 // queue.Options.OnPolicy.
 func (m *Metrics) OnPolicy(tool, rule, decision string) {
 	m.policy.WithLabelValues(tool, rule, decision).Inc()
+}
+
+// OnVerified counts one verifier check; pass it as queue.Options.OnVerified.
+func (m *Metrics) OnVerified(tool, verdict string) {
+	m.verifications.WithLabelValues(tool, verdict).Inc()
 }
 
 // OnNotification counts one notification attempt; pass it as

@@ -310,6 +310,12 @@ func dashRoutes() []dashRoute {
 			_, tk := d.StaleTicket(fmt.Sprintf("route%d", n))
 			return "/tickets/" + tk.ID + "/resolve", url.Values{"outcome": {"done"}, "note": {"refund is listed"}}
 		}, http.StatusSeeOther, resolvers},
+		// The example tools have no verifier: "Check now" answers no_verifier
+		// (404) to those allowed to ask; verifier/ tests a tool that has one.
+		{"check", "POST /tickets/:id/check", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			_, tk := d.StaleTicket(fmt.Sprintf("check%d", n))
+			return "/tickets/" + tk.ID + "/check", nil
+		}, http.StatusNotFound, resolvers},
 		{"users", "GET /admin/users", http.MethodGet, fixed("/admin/users"), http.StatusOK, admins},
 		{"user create", "POST /admin/users", http.MethodPost, func(_ *apptest.Dashboard, n int) (string, url.Values) {
 			return "/admin/users", url.Values{"email": {fmt.Sprintf("new%d@example.com", n)}, "role": {"viewer"}, "password": {"long enough password"}}

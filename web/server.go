@@ -184,6 +184,7 @@ func (s *Server) routes(e *echo.Echo) error {
 	api.POST("/actions/:id/complete", s.api.Complete, hot, none)
 	api.POST("/actions/:id/fail", s.api.Fail, hot, none)
 	api.POST("/actions/:id/cancel", s.api.Cancel, hot, none)
+	api.POST("/actions/:id/verify", s.api.Verify, auth, none)
 	api.GET("/tools", s.api.Tools, auth, none)
 	// Unknown API paths authenticate first too, so a caller without a token
 	// learns nothing about which routes exist.

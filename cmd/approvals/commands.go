@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/queue"
@@ -229,6 +230,9 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		if reg, err = reg.Import(listings); err != nil {
 			return prefixLines(fmt.Sprintf("tools file %s: ", path), err)
 		}
+		if err := reg.CheckVerifierUpstreams(listings); err != nil {
+			return prefixLines(fmt.Sprintf("tools file %s: ", path), err)
+		}
 		for _, u := range ups {
 			l := listings[u.Name]
 			state := fmt.Sprintf("connected, %d tools", len(l.Tools))
@@ -248,6 +252,13 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 			reason += "; unavailable: " + t.Unavailable
 		}
 		fmt.Fprintf(stdout, "%-28s %-14s %s\n", t.Name, t.Class, reason)
+		if v := t.Verify; v != nil {
+			ask := v.Webhook
+			if v.Upstream != "" {
+				ask = fmt.Sprintf("upstream %s tool %s", v.Upstream, v.Tool)
+			}
+			fmt.Fprintf(stdout, "    verify %s (resolve: %s)\n", classify.RedactURLsIn(ask), v.Resolve)
+		}
 		if t.HasPolicy() {
 			for _, r := range t.Approval.Policy {
 				fmt.Fprintf(stdout, "    rule %s: %s when %s\n", r.Name, r.Decide, r.When)

@@ -33,6 +33,7 @@ func TestEveryCommandAnswersHelp(t *testing.T) {
 		{[]string{"audit", "export"}, "approvals audit export [--since SEQ] [--out FILE]"},
 		{[]string{"audit", "verify"}, "approvals audit verify [FILE --public-key KEY"},
 		{[]string{"policy", "test"}, "approvals policy test [--since 720h] FILE"},
+		{[]string{"verify", "test"}, "approvals verify test FILE ACTION_ID…"},
 		{[]string{"hook", "claude-code"}, "approvals hook claude-code"},
 	}
 	for _, c := range cases {

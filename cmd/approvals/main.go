@@ -35,6 +35,9 @@ commands:
                               try the file's policy rules on the stored submissions of the
                               window: what each rule would have decided, and where people
                               decided otherwise; writes nothing
+  verify test FILE ACTION_ID…
+                              ask the file's verifiers about stored actions and print each
+                              verdict, reason and answer; writes nothing
   hook claude-code            Claude Code PreToolUse/PostToolUse hook (APPROVALS_URL,
                               APPROVALS_TOKEN, APPROVALS_HOOK_WAIT; JSON on stdin)
 
@@ -81,6 +84,8 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 		err = toolsCmd(ctx, args, stdout)
 	case "policy":
 		err = policyCmd(ctx, args, stdout)
+	case "verify":
+		err = verifyCmd(ctx, args, stdout)
 	case "hook":
 		err = hookCmd(ctx, args, stdin, stdout)
 	case "telegram":
@@ -104,7 +109,7 @@ func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.
 // known says whether cmd is one of run's commands.
 func known(cmd string) bool {
 	switch cmd {
-	case "serve", "migrate", "user", "token", "tools", "policy", "hook", "telegram", "audit":
+	case "serve", "migrate", "user", "token", "tools", "policy", "verify", "hook", "telegram", "audit":
 		return true
 	}
 	return false

@@ -30,6 +30,7 @@ import (
 	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/upstream"
+	"github.com/approvals/approvals/verifier"
 	"github.com/approvals/approvals/web"
 )
 
@@ -180,6 +181,20 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	if opts.Upstreams != nil {
 		svcOpts.Upstream = opts.Upstreams
 	}
+	// Verifiers ask the systems of record with the executor's key; each
+	// request is bounded by its tool's verify timeout, and never follows a
+	// redirect.
+	vc := verifier.Config{Secret: opts.WebhookSecret}
+	if opts.Upstreams != nil {
+		// Upstream verifiers call a read-only tool through the gateway's connections.
+		vc.Upstream = opts.Upstreams
+	}
+	asker, err := verifier.New(vc)
+	if err != nil {
+		return nil, err
+	}
+	svcOpts.Verifier = asker
+	svcOpts.OnVerified = metrics.OnVerified
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	polls := longpoll.New(queueStore, longpoll.Options{WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters,
 		MaxStreams: opts.MaxStreams, Done: stopping})

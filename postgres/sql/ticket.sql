@@ -58,3 +58,41 @@ WHERE id = $1 AND state = 'in_progress';
 
 -- name: ticketResolveSQL
 UPDATE tickets SET state = 'resolved', resolved_at = $2, resolved_by = $3, outcome = $4, note = $5 WHERE id = $1;
+
+-- name: ticketCheckDueSQL
+-- ticketCheckDueSQL claims up to $3 verifier rounds due at $1 for the open
+-- tickets of actions of the tools $2 (those with a verifier): a ticket
+-- never asked about, or one whose verdict is still unknown and whose next
+-- round is due. The tickets are locked FOR UPDATE SKIP LOCKED, so
+-- concurrent sweeps take different ones, and the upsert re-checks the
+-- schedule on the row another sweep may have just committed, so a round is
+-- claimed once. The next round is due after 1, 2, 4 … minutes, at most an
+-- hour (queue.VerifyNextDelay).
+WITH due AS (
+    SELECT t.id FROM tickets t
+    JOIN actions a ON a.id = t.action_id
+    LEFT JOIN ticket_checks c ON c.ticket_id = t.id
+    WHERE t.state = 'open' AND a.tool = ANY($2::text[])
+      AND (c.ticket_id IS NULL OR (c.verdict = 'unknown' AND c.next_at <= $1))
+    ORDER BY coalesce(c.next_at, t.opened_at), t.id LIMIT $3
+    FOR UPDATE OF t SKIP LOCKED
+), claimed AS (
+    INSERT INTO ticket_checks AS c (ticket_id, checks, next_at)
+    SELECT id, 1, $1 + interval '1 minute' FROM due
+    ON CONFLICT (ticket_id) DO UPDATE
+        SET checks = c.checks + 1, next_at = $1 + least(60, power(2, c.checks)) * interval '1 minute'
+        WHERE c.verdict = 'unknown' AND c.next_at <= $1
+    RETURNING c.ticket_id
+)
+SELECT {{ticketRow}}
+FROM claimed JOIN tickets t ON t.id = claimed.ticket_id;
+
+-- name: ticketCheckRecordSQL
+-- ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
+-- keeps its verdict $8 as the latest of ticket $7 (none when $7 is '').
+WITH ev AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)
+)
+INSERT INTO ticket_checks AS c (ticket_id, next_at, verdict)
+SELECT nullif($7, '')::uuid, $5, $8 WHERE nullif($7, '') IS NOT NULL
+ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict;

@@ -79,6 +79,9 @@ type ToolView struct {
 	Check       string         `json:"check"`
 	Guidance    string         `json:"guidance"`
 	Webhook     bool           `json:"webhook"`
+	// HasVerifier says approvals can ask the tool's system of record
+	// whether an unknown outcome happened (verify_action).
+	HasVerifier bool `json:"has_verifier"`
 	// Upstream and UpstreamTool name the MCP server and tool that approvals
 	// calls; Unavailable says why it cannot be called now.
 	Upstream     string               `json:"upstream,omitempty"`
@@ -120,7 +123,7 @@ func ToolViews(reg *classify.Registry) []ToolView {
 	out := make([]ToolView, 0, len(tools))
 	for _, t := range tools {
 		v := ToolView{Name: t.Name, Class: t.Class, Reason: t.Reason, Description: t.Description, Intent: t.Intent,
-			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "",
+			Check: t.Check, Guidance: t.Guidance(), Webhook: t.Executor != nil && t.Executor.Webhook != "", HasVerifier: t.HasVerifier(),
 			Annotations: t.Annotations, Schema: t.Schema,
 			Upstream: t.Upstream, UpstreamTool: t.UpstreamTool, Unavailable: t.Unavailable, Policy: RuleViews(t)}
 		if v.Schema == nil {

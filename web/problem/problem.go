@@ -32,7 +32,7 @@ func Status(c queue.Code) int {
 		return http.StatusUnauthorized
 	case queue.CodeForbidden:
 		return http.StatusForbidden
-	case queue.CodeNotFound:
+	case queue.CodeNotFound, queue.CodeNoVerifier:
 		return http.StatusNotFound
 	case queue.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
@@ -43,7 +43,7 @@ func Status(c queue.Code) int {
 		return http.StatusRequestEntityTooLarge
 	case queue.CodeInvalidPayload, queue.CodeIntentKeyMismatch, queue.CodeIntentKeyReused:
 		return http.StatusUnprocessableEntity
-	case queue.CodeTooManyWaiters, queue.CodeTooManyUpstreamCalls:
+	case queue.CodeTooManyWaiters, queue.CodeTooManyUpstreamCalls, queue.CodeTooManyChecks:
 		return http.StatusTooManyRequests
 	case queue.CodeUnavailable:
 		return http.StatusServiceUnavailable

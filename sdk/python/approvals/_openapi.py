@@ -61,7 +61,7 @@ Problem = TypedDict(
         "title": str,
         "status": int,
         "detail": str,
-        "code": Literal["invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls"],
+        "code": Literal["invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks"],
         "action": 'Action',
     },
     total=False,
@@ -79,6 +79,7 @@ Tool = TypedDict(
         "check": str,
         "guidance": str,
         "webhook": bool,
+        "has_verifier": bool,
         "upstream": str,
         "upstream_tool": str,
         "unavailable": str,
@@ -88,7 +89,7 @@ Tool = TypedDict(
     },
     total=False,
 )
-TOOL_FIELDS = ("name", "class", "reason", "description", "intent", "check", "guidance", "webhook", "upstream", "upstream_tool", "unavailable", "annotations", "schema", "policy",)
+TOOL_FIELDS = ("name", "class", "reason", "description", "intent", "check", "guidance", "webhook", "has_verifier", "upstream", "upstream_tool", "unavailable", "annotations", "schema", "policy",)
 
 DryRunResult = TypedDict(
     'DryRunResult',
@@ -102,7 +103,7 @@ DryRunResult = TypedDict(
 )
 DRY_RUN_RESULT_FIELDS = ("outcome", "action", "rule", "grant",)
 
-PROBLEM_CODES = ("invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls",)
+PROBLEM_CODES = ("invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks",)
 
 # Query parameters of GET /api/v1/actions.
 LIST_ACTIONS_QUERY = ("intent_key", "state", "tool", "cursor", "limit",)

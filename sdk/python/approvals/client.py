@@ -203,6 +203,11 @@ class Approvals:
         """Reports that the effect definitely did not happen; releases the intent."""
         return self._call("POST", self._path(id, "fail"), body={"error": error}, safe=True)[2]
 
+    def verify(self, id: str) -> Dict[str, Any]:
+        """Asks the tool's verifier whether the effect of your in_progress
+        action happened: ``{"verdict", "reason", "checked_at", "action"}``."""
+        return self._call("POST", self._path(id, "verify"), safe=True)[2]
+
     def cancel(self, id: str) -> Action:
         """Withdraws a pending or approved action before execution."""
         return self._call("POST", self._path(id, "cancel"), safe=True)[2]

@@ -155,6 +155,14 @@ class TooManyUpstreamCallsError(ApprovalsError):
     """The server is making as many upstream calls as it may; nothing was done."""
 
 
+class NoVerifierError(ApprovalsError):
+    """The action's tool has no verifier: nothing can ask its system of record."""
+
+
+class TooManyChecksError(ApprovalsError):
+    """The action's verifier was asked less than 10 seconds ago; ask again after Retry-After."""
+
+
 ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "invalid_request": InvalidRequestError,
     "invalid_payload": InvalidPayloadError,
@@ -177,6 +185,8 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "method_not_allowed": MethodNotAllowedError,
     "too_many_waiters": TooManyWaitersError,
     "too_many_upstream_calls": TooManyUpstreamCallsError,
+    "no_verifier": NoVerifierError,
+    "too_many_checks": TooManyChecksError,
 }
 
 # Every code the OpenAPI document lists has its class (a drift fails at import).
@@ -206,9 +216,11 @@ class OutcomeUnknownError(Exception):
     reports nothing and leaves the action for reconciliation: do not call the
     tool again for the same intent."""
 
-    def __init__(self, action: Action, cause: BaseException, performed: bool = False, result: Any = None) -> None:
+    def __init__(self, action: Action, cause: BaseException, performed: bool = False, result: Any = None,
+                 client: Any = None) -> None:
         self.action = action
         self.cause = cause
+        self._client = client
         #: True when the function returned and only recording its result failed.
         self.performed = performed
         self.result = result
@@ -217,6 +229,16 @@ class OutcomeUnknownError(Exception):
         super().__init__(
             "approvals: %s (action %s, intent %r); it is left in progress for reconciliation: "
             "do not call this tool again for the same intent. Cause: %s" % (what, action["id"], action["intent_key"], cause))
+
+    def verify(self) -> Dict[str, Any]:
+        """Asks the tool's system of record whether the effect happened
+        (POST /api/v1/actions/{id}/verify): ``{"verdict", "reason",
+        "checked_at", "action"}``. With a ``done`` verdict on a tool that
+        resolves automatically, ``action["result"]`` is the stored result.
+        Raises NoVerifierError for a tool without a verifier."""
+        if self._client is None:
+            raise RuntimeError("approvals: this OutcomeUnknownError has no client to ask with")
+        return self._client.verify(self.action["id"])
 
 
 class NotApprovedError(Exception):

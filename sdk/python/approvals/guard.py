@@ -89,7 +89,7 @@ def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call
             pass
         raise
     except Exception as e:  # noqa: BLE001 - any other failure may follow the effect
-        raise OutcomeUnknownError(claimed, e) from e
+        raise OutcomeUnknownError(claimed, e, client=client) from e
     try:
         client.complete(claimed["id"], result)
     except OutcomeConflictError as e:
@@ -97,7 +97,7 @@ def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call
         # report meets. Never report fail from here; say performed, with the result.
         raise OutcomeConflictError.after_performed(e, result) from e
     except Exception as e:  # noqa: BLE001
-        raise OutcomeUnknownError(claimed, e, performed=True, result=result) from e
+        raise OutcomeUnknownError(claimed, e, performed=True, result=result, client=client) from e
     return result
 
 

@@ -7,7 +7,7 @@ import type {
   State,
   SubmitBody,
 } from './openapi.js';
-import { ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problemError } from './errors.js';
+import { ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problemError, type VerifyCheck } from './errors.js';
 import { defaultRetryPolicy, nextRetry, parseRetryAfter, retryableStatus, sleep, type RetryPolicy } from './retry.js';
 import { goDuration, toMs, type Duration } from './duration.js';
 import { guard, type GuardedFunction, type GuardOptions } from './guard.js';
@@ -242,6 +242,11 @@ export class Approvals {
     return (
       await this.call<Action>({ method: 'POST', path: `/api/v1/actions/${encodeURIComponent(id)}/fail`, body: { error }, repeat: 'safe', signal: options.signal })
     ).body;
+  }
+
+  /** Asks the tool's verifier whether the effect of your in_progress action happened (section 18 of the contract). */
+  async verify(id: string, options: CallOptions = {}): Promise<VerifyCheck> {
+    return (await this.call<VerifyCheck>({ method: 'POST', path: `/api/v1/actions/${encodeURIComponent(id)}/verify`, repeat: 'safe', signal: options.signal })).body;
   }
 
   /** Withdraws a pending or approved action before execution. */

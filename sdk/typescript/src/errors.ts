@@ -124,6 +124,10 @@ export class MethodNotAllowedError extends ApprovalsError {}
 export class TooManyWaitersError extends ApprovalsError {}
 /** The server is making as many upstream calls as it may; nothing was done (429, Retry-After). */
 export class TooManyUpstreamCallsError extends ApprovalsError {}
+/** The action's tool has no verifier: nothing can ask its system of record (404). */
+export class NoVerifierError extends ApprovalsError {}
+/** The action's verifier was asked less than 10 seconds ago (429, Retry-After). */
+export class TooManyChecksError extends ApprovalsError {}
 
 /** Refusal codes of the contract that the OpenAPI document may not list yet; the SDK knows them by name. */
 export type RefusalCode = 'not_in_plan' | 'step_not_ready';
@@ -151,6 +155,8 @@ const classes: Record<ProblemCode | RefusalCode, typeof ApprovalsError> = {
   method_not_allowed: MethodNotAllowedError,
   too_many_waiters: TooManyWaitersError,
   too_many_upstream_calls: TooManyUpstreamCallsError,
+  no_verifier: NoVerifierError,
+  too_many_checks: TooManyChecksError,
 };
 
 /** The typed error of a problem answer; an unknown code is a plain ApprovalsError. */
@@ -187,6 +193,20 @@ export class NotPerformedError extends Error {
  * could not be recorded. `guard` reports nothing and leaves the action for
  * reconciliation; do not call the tool again for the same intent.
  */
+/** What POST /api/v1/actions/{id}/verify answers: the verdict of one check of the tool's verifier. */
+export interface VerifyCheck {
+  verdict: 'done' | 'not_done' | 'unknown';
+  reason: string;
+  checked_at: string;
+  /** The action as it then is: done with the provider's record when the tool resolves automatically. */
+  action: Action;
+}
+
+/** What OutcomeUnknownError.verify asks with (an Approvals client). */
+export interface Verifying {
+  verify(id: string): Promise<VerifyCheck>;
+}
+
 export class OutcomeUnknownError extends Error {
   readonly action: Action;
   /** True when the function returned and only recording its result failed. */
@@ -194,7 +214,8 @@ export class OutcomeUnknownError extends Error {
   /** What the function returned, when performed is true. */
   readonly result: unknown;
   override readonly cause: unknown;
-  constructor(action: Action, cause: unknown, performed = false, result?: unknown) {
+  readonly #client: Verifying | undefined;
+  constructor(action: Action, cause: unknown, performed = false, result?: unknown, client?: Verifying) {
     const what = performed
       ? `the effect happened but approvals did not record its outcome`
       : `the effect may or may not have happened`;
@@ -207,6 +228,18 @@ export class OutcomeUnknownError extends Error {
     this.performed = performed;
     this.result = result;
     this.cause = cause;
+    this.#client = client;
+  }
+
+  /**
+   * Asks the tool's system of record whether the effect happened (POST
+   * /api/v1/actions/{id}/verify). A `done` verdict on a tool that resolves
+   * automatically returns the action done with the stored result; a tool
+   * without a verifier throws NoVerifierError.
+   */
+  verify(): Promise<VerifyCheck> {
+    if (!this.#client) return Promise.reject(new Error('approvals: this OutcomeUnknownError has no client to ask with'));
+    return this.#client.verify(this.action.id);
   }
 }
 

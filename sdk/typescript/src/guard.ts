@@ -73,7 +73,7 @@ export function guard<P extends Record<string, unknown>, R>(
           await client.fail(claimed.id, err.message || 'not performed', { signal }).catch(() => undefined);
           throw err;
         }
-        throw new OutcomeUnknownError(claimed, err);
+        throw new OutcomeUnknownError(claimed, err, false, undefined, client);
       }
       try {
         await client.complete(claimed.id, result, { signal });
@@ -81,7 +81,7 @@ export function guard<P extends Record<string, unknown>, R>(
         // fn ran and returned: the effect happened, whatever the report
         // meets. Never report fail from here; say performed, with the result.
         if (err instanceof OutcomeConflictError) throw OutcomeConflictError.afterPerformed(err, result);
-        throw new OutcomeUnknownError(claimed, err, true, result);
+        throw new OutcomeUnknownError(claimed, err, true, result, client);
       }
       return result;
     };

@@ -61,7 +61,7 @@ export interface Problem {
   "title": string;
   "status": number;
   "detail": string;
-  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "intent_under_review" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls";
+  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "intent_under_review" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls" | "no_verifier" | "too_many_checks";
   "action"?: Action;
 }
 
@@ -75,6 +75,8 @@ export interface Tool {
   "check": string;
   "guidance": string;
   "webhook": boolean;
+  /** approvals can ask the tool's system of record whether an unknown outcome happened (POST /api/v1/actions/{id}/verify, MCP verify_action). */
+  "has_verifier": boolean;
   /** The upstream MCP server on which approvals calls this tool itself (the gateway); absent for other tools. */
   "upstream"?: string;
   /** The tool's name on its upstream. */
@@ -128,7 +130,7 @@ export interface DryRunResult {
 /** The problem codes the API documents. */
 export type ProblemCode = Problem['code'];
 
-export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","intent_under_review","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls"] as const;
+export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","intent_under_review","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls","no_verifier","too_many_checks"] as const;
 
 /** Query parameters of POST /api/v1/actions. */
 export interface SubmitQuery {
@@ -177,6 +179,14 @@ export type CompleteBody = {
 /** Request body of POST /api/v1/actions/{id}/fail. */
 export type FailBody = {
   "error": string;
+};
+
+/** 200 answer of POST /api/v1/actions/{id}/verify. */
+export type PostApiV1ActionsIdVerifyResponse = {
+  "verdict": "done" | "not_done" | "unknown";
+  "reason": string;
+  "checked_at": string;
+  "action": Action;
 };
 
 /** 200 answer of GET /api/v1/tools. */

@@ -1,0 +1,93 @@
+package handlers
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// CheckTicket handles POST /tickets/{id}/check: "Check now" asks the
+// verifier of the ticket's action at once, records the check and applies
+// the tool's resolve mode, as the sweep's check would. 303 to /tickets, or
+// for htmx 200 and the updated ticket.
+func (d *Dashboard) CheckTicket(c echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	t, err := d.Store.TicketGetByID(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return notFound("ticket", id)
+	}
+	if err != nil {
+		return err
+	}
+	check, err := d.Service.Verify(ctx, queue.VerifyRequest{ActionID: t.ActionID, By: actor(currentUser(c))})
+	if err != nil {
+		return d.resolveFailed(c, id, err, templates.ResolveForm{})
+	}
+	if !isHX(c) {
+		return c.Redirect(http.StatusSeeOther, "/tickets")
+	}
+	if t, err = d.Store.TicketGetByID(ctx, id); err != nil {
+		return err
+	}
+	row, err := d.ticketRow(ctx, t)
+	if err != nil {
+		return err
+	}
+	row.Notice = fmt.Sprintf("Checked: %s (%s).", check.Verdict, check.Reason)
+	return render(c, http.StatusOK, templates.TicketCard(d.ticketsBase(c, ""), row))
+}
+
+// verifyChecks adds the verifier's checks of the row's action, newest
+// first, and the proof a person may accept with one click.
+func (d *Dashboard) verifyChecks(ctx context.Context, row *templates.TicketRow) error {
+	a := row.Action
+	tool, _ := d.Service.Registry().Lookup(a.Tool)
+	row.Verifier = tool.HasVerifier()
+	events, err := d.Store.EventList(ctx, queue.EventListParams{ActionID: a.ID, Kind: queue.EventVerified, Limit: 20})
+	if err != nil {
+		return err
+	}
+	if !row.Verifier && len(events) == 0 {
+		return nil
+	}
+	for _, ev := range events {
+		var data struct {
+			Verdict string          `json:"verdict"`
+			Reason  string          `json:"reason"`
+			Answer  json.RawMessage `json:"answer"`
+			Text    string          `json:"answer_text"`
+			Result  json.RawMessage `json:"result"`
+		}
+		_ = json.Unmarshal(ev.Data, &data)
+		v := templates.VerifyCheckView{Verdict: data.Verdict, Reason: data.Reason, At: ev.At, Answer: data.Text}
+		if len(data.Answer) > 0 {
+			v.Answer = templates.PrettyJSON(data.Answer)
+		}
+		if len(data.Result) > 0 && string(data.Result) != "null" {
+			v.Result, v.ResultJSON = templates.PrettyJSON(data.Result), string(data.Result)
+		}
+		switch data.Verdict {
+		case classify.VerdictDone:
+			v.Outcome = string(queue.StateDone)
+		case classify.VerdictNotDone:
+			v.Outcome = string(queue.StateFailed)
+		}
+		if v.Outcome != "" {
+			v.Note = queue.VerifiedNote(classify.VerifyOutcome{Verdict: v.Verdict, Reason: v.Reason}) + " at " + templates.FormatTime(ev.At)
+		}
+		row.Checks = append(row.Checks, v)
+	}
+	if len(row.Checks) > 0 && row.Checks[0].Outcome != "" && row.Ticket.Kind == queue.TicketStale {
+		row.Suggested = &row.Checks[0]
+	}
+	return nil
+}

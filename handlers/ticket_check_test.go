@@ -1,0 +1,86 @@
+package handlers_test
+
+import (
+	"html"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/queue"
+)
+
+// A suggest verifier's proof shows on the ticket with its answer; "Resolve
+// as verified" settles it in one click with the note and the provider's
+// record prefilled; "Check now" asks again at once.
+func TestTicketResolveAsVerified(t *testing.T) {
+	t.Parallel()
+	var asked atomic.Int32
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"refunds":[{"id":"re_77","line_id":1,"amount":5}]}`)
+	}))
+	t.Cleanup(provider.Close)
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+	reg, err := classify.Parse([]byte(`
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      webhook: `+provider.URL+`
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+      result: 'response.refunds.filter(r, r.line_id == payload.line_id)[0]'
+`), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: secret})
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
+	a, tk := d.StaleTicket("o9")
+	if n := asked.Load(); n != 1 {
+		t.Fatalf("the sweep asked %d times, want once at once", n)
+	}
+	if got := d.Action(a.ID); got.State != queue.StateInProgress {
+		t.Fatalf("suggest moved the action to %s", got.State)
+	}
+	page := ops.Get("/tickets")
+	page.WantStatus(t, http.StatusOK)
+	page.WantContains(t, `data-testid="verifier"`, "Resolve as verified (done)", "re_77", "Check now")
+
+	// Check now asks at once and records a second check.
+	ops.Post("/tickets/"+tk.ID+"/check", nil).WantRedirect(t, "/tickets")
+	if n := asked.Load(); n != 2 {
+		t.Fatalf("check now: asked %d times", n)
+	}
+	if n := apptest.EventCount(t, d.Store, a.ID, queue.EventVerified); n != 2 {
+		t.Fatalf("%d verified events", n)
+	}
+
+	// One click: the form's hidden fields, as the browser would send them.
+	form := regexp.MustCompile(`(?s)data-testid="resolve-verified".*?</form>`).FindString(ops.Get("/tickets").Body)
+	values := url.Values{}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="([a-z]+)" value="([^"]*)"`).FindAllStringSubmatch(form, -1) {
+		values.Set(m[1], html.UnescapeString(m[2]))
+	}
+	if values.Get("outcome") != "done" || !strings.Contains(values.Get("note"), "verified done") {
+		t.Fatalf("form %v", values)
+	}
+	ops.Post("/tickets/"+tk.ID+"/resolve", values).WantRedirect(t, "/tickets")
+	got := d.Action(a.ID)
+	if got.State != queue.StateDone || !queue.JSONEqual(got.Result, []byte(`{"id":"re_77","line_id":1,"amount":5}`)) {
+		t.Fatalf("action %s result %s", got.State, got.Result)
+	}
+	if got.Ticket.ResolvedBy == nil || *got.Ticket.ResolvedBy != "user:ops@example.com" {
+		t.Fatalf("resolved by %v", got.Ticket.ResolvedBy)
+	}
+}

@@ -1,0 +1,352 @@
+package queue
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+)
+
+// Verifiers (contract section 18): an unknown outcome is settled by asking
+// the system that would have performed the effect. The Service asks
+// through a VerifyAsker (an adapter beside the executors: a signed webhook
+// or an upstream MCP tool), judges the answer with the tool's expressions,
+// seals the evidence in the action's timeline (event verified) and applies
+// the tool's resolve mode through the one rule of resolving a ticket.
+
+// EventVerified is one check of a verifier, with its verdict and evidence.
+const EventVerified = "verified"
+
+// ChannelVerifier is the channel of what a verifier does.
+const ChannelVerifier = "verifier"
+
+// VerifyAgentInterval is how often an agent may ask about one action.
+const VerifyAgentInterval = 10 * time.Second
+
+// MaxVerifyAnswer caps the answer an event keeps as evidence.
+const MaxVerifyAnswer = 64 << 10
+
+// VerifyAsker asks a tool's system of record. Ask returns the answer's
+// body (a webhook's 2xx body, an upstream tool's structured result); any
+// other status, a timeout, or no answer is an error saying why, which
+// makes the verdict unknown.
+type VerifyAsker interface {
+	Ask(ctx context.Context, t classify.Tool, q VerifyQuestion) (json.RawMessage, error)
+}
+
+// VerifyQuestion is what a verifier is asked about one action.
+type VerifyQuestion struct {
+	// Body is the webhook request's body: {"type": "action.verify", "action": {…}}.
+	Body json.RawMessage
+	// MessageID is the request's own webhook-id.
+	MessageID string
+	// Payload is the approved payload where there is one, else the
+	// submitted one, decoded: an upstream verifier's argument templates
+	// are filled from it.
+	Payload map[string]any
+	Action  *Action
+}
+
+// VerifyCheck is the verdict of one check, as the API answers it.
+type VerifyCheck struct {
+	Verdict   string    `json:"verdict"`
+	Reason    string    `json:"reason"`
+	CheckedAt time.Time `json:"checked_at"`
+	Action    *Action   `json:"action"`
+}
+
+// VerifyRequest asks the verifier about one action now.
+type VerifyRequest struct {
+	ActionID string
+	// By is who asks: the sweep ("system"), an operator's "Check now"
+	// (user:EMAIL) or the agent holding the claim (agent:NAME), recorded in
+	// the event's data; the event's actor is always verifier:TOOL.
+	By string
+	// Agent, when set, restricts the check to that agent's own in_progress
+	// action (POST /api/v1/actions/{id}/verify).
+	Agent string
+}
+
+// TicketChecks keep the verifiers' asking schedule: a row per ticket a
+// verifier was asked about, its rounds, when the next is due and the latest
+// verdict.
+type TicketChecks interface {
+	// TicketCheckDue claims this round's checks: the open tickets of
+	// actions of p.Tools never asked about, or whose verdict is still
+	// unknown and whose next round is due at p.Now, at most p.Limit. The
+	// claim and the scheduling of the next round (after 1, 2, 4 … minutes,
+	// at most hourly) are one statement per ticket (PostgreSQL: the
+	// tickets locked FOR UPDATE SKIP LOCKED; SQLite: its one writer), so
+	// several processes never claim one round twice. It returns the
+	// claimed tickets.
+	TicketCheckDue(ctx context.Context, p TicketCheckDueParams) ([]*Ticket, error)
+	// TicketCheckRecord appends p.Event (kind verified) and, for a ticket,
+	// keeps p.Verdict as its latest verdict, in one transaction.
+	TicketCheckRecord(ctx context.Context, p TicketCheckRecordParams) error
+}
+
+// TicketCheckDueParams select the checks due.
+type TicketCheckDueParams struct {
+	Now   time.Time
+	Tools []string
+	Limit int
+}
+
+// TicketCheckRecordParams record one check.
+type TicketCheckRecordParams struct {
+	TicketID string // "" when the action has no open ticket
+	Verdict  string
+	Event    Event
+}
+
+// VerifyNextDelay is how long after round n (1 for the first) the next one
+// is due: 1, 2, 4 … minutes, at most an hour. The stores compute the same.
+func VerifyNextDelay(n int) time.Duration {
+	if n < 1 {
+		return 0
+	}
+	if n > 7 {
+		return time.Hour
+	}
+	return min(time.Duration(1<<(n-1))*time.Minute, time.Hour)
+}
+
+// VerifyDue asks the verifiers of every ticket whose round is due, each
+// once across processes, and applies what they prove. It returns how many
+// it asked.
+func (s *Service) VerifyDue(ctx context.Context) (int, error) {
+	reg := s.Registry()
+	var tools []string
+	for _, t := range reg.Tools() {
+		if t.HasVerifier() {
+			tools = append(tools, t.Name)
+		}
+	}
+	if len(tools) == 0 || s.opts.Verifier == nil {
+		return 0, nil
+	}
+	const batch = 50
+	asked := 0
+	for {
+		due, err := s.store.TicketCheckDue(ctx, TicketCheckDueParams{Now: s.Now(), Tools: tools, Limit: batch})
+		if err != nil {
+			return asked, err
+		}
+		for _, t := range due {
+			if _, err := s.Verify(ctx, VerifyRequest{ActionID: t.ActionID, By: "system"}); err != nil && ctx.Err() == nil {
+				s.log.Warn("verifier check failed", "action", t.ActionID, "ticket", t.ID, "err", err)
+			}
+			asked++
+		}
+		if len(due) < batch {
+			return asked, nil
+		}
+	}
+}
+
+// Verify asks the action's verifier now, records the check and applies the
+// tool's resolve mode. An answer that proves nothing changes nothing.
+func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, error) {
+	a, err := s.store.ActionGetByID(ctx, r.ActionID)
+	if err != nil {
+		return VerifyCheck{}, err
+	}
+	if r.Agent != "" && a.RequestedBy != r.Agent {
+		return VerifyCheck{}, ActionNotFound(r.ActionID)
+	}
+	tool, _ := s.Registry().Lookup(a.Tool)
+	if !tool.HasVerifier() || s.opts.Verifier == nil {
+		return VerifyCheck{}, Errorf(CodeNoVerifier, "tool %s has no verifier: nothing can be asked about its actions", a.Tool)
+	}
+	if r.Agent != "" {
+		if a.State != StateInProgress {
+			return VerifyCheck{}, &Error{Code: CodeInvalidTransition, Action: a,
+				Detail: fmt.Sprintf("action %s is %s: only an in_progress action's outcome is asked about", a.ID, a.State)}
+		}
+		last, ok, err := LatestVerifyCheck(ctx, s.store, a.ID)
+		if err != nil {
+			return VerifyCheck{}, err
+		}
+		if ok && s.Now().Sub(last.At) < VerifyAgentInterval {
+			return VerifyCheck{}, &Error{Code: CodeTooManyChecks, Action: a,
+				Detail: fmt.Sprintf("the verifier of action %s was asked at %s; an agent may ask once every %s", a.ID, fmtTime(&last.At), VerifyAgentInterval)}
+		}
+	}
+	v := tool.Verify
+	now := s.Now()
+	out, answer := AskVerifier(ctx, s.opts.Verifier, tool, a, now)
+	by := "verifier:" + a.Tool
+	data := map[string]any{"verdict": out.Verdict, "reason": out.Reason, "asked_by": r.By,
+		"tools_hash": s.Registry().Hash, "resolve": v.Resolve,
+		"expressions": map[string]string{"done": v.Done, "not_done": v.NotDone, "result": v.Result}}
+	if len(answer) > 0 {
+		if len(answer) <= MaxVerifyAnswer && json.Valid(answer) {
+			data["answer"] = json.RawMessage(answer)
+		} else {
+			data["answer_text"] = Excerpt(answer, MaxVerifyAnswer)
+			data["answer_cut"] = len(answer) > MaxVerifyAnswer
+		}
+	}
+	if out.Verdict == classify.VerdictDone {
+		data["result"] = out.Result
+	}
+	ticketID := ""
+	if a.Ticket != nil && a.Ticket.State == TicketOpen {
+		ticketID = a.Ticket.ID
+		data["ticket"] = ticketID
+	}
+	dataJS, err := json.Marshal(data)
+	if err != nil {
+		return VerifyCheck{}, fmt.Errorf("verify %s: %w", a.ID, err)
+	}
+	if err := s.store.TicketCheckRecord(ctx, TicketCheckRecordParams{TicketID: ticketID, Verdict: out.Verdict,
+		Event: Event{ActionID: a.ID, Kind: EventVerified, Actor: by, Channel: ChannelVerifier, At: now, Data: dataJS}}); err != nil {
+		return VerifyCheck{}, fmt.Errorf("record the check of %s: %w", a.ID, err)
+	}
+	if s.opts.OnVerified != nil {
+		s.opts.OnVerified(a.Tool, out.Verdict)
+	}
+	check := VerifyCheck{Verdict: out.Verdict, Reason: out.Reason, CheckedAt: now, Action: a}
+	if out.Verdict == classify.VerdictUnknown {
+		return check, nil
+	}
+	outcome := StateDone
+	if out.Verdict == classify.VerdictNotDone {
+		outcome = StateFailed
+	}
+	switch {
+	case a.State != StateInProgress && a.State != outcome && (a.State == StateDone || a.State == StateFailed):
+		// A proof that contradicts the stored outcome: a person looks.
+		ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
+			Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
+		if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
+			return check, fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
+		}
+	case v.Resolve == classify.ResolveAuto && ticketID != "" && a.Ticket.Kind == TicketStale && a.State == StateInProgress:
+		res, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: ticketID, Now: now, By: by, Outcome: outcome,
+			Result: out.Result, Note: VerifiedNote(out), Channel: ChannelVerifier})
+		switch {
+		case errors.Is(err, ErrTicketNotOpen):
+			// An operator or the agent's late report resolved it first: theirs stands.
+		case err != nil:
+			return check, fmt.Errorf("resolve ticket %s: %w", ticketID, err)
+		}
+		if res.Action != nil {
+			check.Action = res.Action
+		}
+	case v.Resolve == classify.ResolveAuto && ticketID == "" && a.State == StateInProgress:
+		// No ticket yet (the agent asked before the claim went stale): the
+		// proof moves the action as the agent's own report would, and
+		// resolves a stale ticket opened meanwhile.
+		p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, To: outcome, Now: now, FinishedAt: &now,
+			ResolveStaleTicket: true, Event: Event{ActionID: a.ID, Kind: OutcomeEventKind(outcome), Actor: by, Channel: ChannelVerifier, At: now}}
+		if outcome == StateDone {
+			p.Result, p.Event.Data = out.Result, out.Result
+		} else {
+			e := "resolved by verifier: " + VerifiedNote(out)
+			p.Error = &e
+		}
+		moved, err := s.store.ActionTransition(ctx, p)
+		switch {
+		case errors.Is(err, ErrStateMismatch):
+			// The agent's report or an operator came first: theirs stands.
+		case err != nil:
+			return check, fmt.Errorf("settle %s: %w", a.ID, err)
+		}
+		if moved != nil {
+			check.Action = moved
+		}
+	}
+	return check, nil
+}
+
+// AskVerifier asks tool's verifier about a through asker and judges the
+// answer at now; it writes nothing (approvals verify test uses it alone).
+// answer is what the system of record said, if anything.
+func AskVerifier(ctx context.Context, asker VerifyAsker, tool classify.Tool, a *Action, now time.Time) (out classify.VerifyOutcome, answer json.RawMessage) {
+	v := tool.Verify
+	payload := a.ApprovedPayload
+	if len(payload) == 0 {
+		payload = a.Payload
+	}
+	var payloadMap map[string]any
+	_ = decodeJSONNumbers(payload, &payloadMap)
+	fields := map[string]any{"id": a.ID, "tool": a.Tool, "intent_key": a.IntentKey, "attempt": a.Attempt,
+		"payload": a.Payload, "approved_payload": a.ApprovedPayload, "claimed_at": a.ClaimedAt}
+	if len(a.ApprovedPayload) == 0 {
+		fields["approved_payload"] = nil
+	}
+	body, err := json.Marshal(map[string]any{"type": "action.verify", "action": fields})
+	if err != nil {
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "the question could not be written: " + err.Error()}, nil
+	}
+	askCtx, cancel := context.WithTimeout(ctx, v.Timeout)
+	answer, askErr := asker.Ask(askCtx, tool, VerifyQuestion{Body: body, MessageID: NewID(now), Payload: payloadMap, Action: a})
+	cancel()
+	var response any
+	switch {
+	case askErr != nil:
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "no answer: " + askErr.Error()}, answer
+	case decodeJSONNumbers(answer, &response) != nil:
+		return classify.VerifyOutcome{Verdict: classify.VerdictUnknown, Reason: "the answer is not JSON"}, answer
+	}
+	var actionMap map[string]any
+	js, _ := json.Marshal(fields)
+	_ = decodeJSONNumbers(js, &actionMap)
+	var claimed time.Time
+	if a.ClaimedAt != nil {
+		claimed = *a.ClaimedAt
+	}
+	return v.Evaluate(&tool, classify.VerifyInput{Response: response, Payload: payloadMap, Action: actionMap,
+		ClaimedAt: claimed, Now: now}, answer), answer
+}
+
+// VerifiedNote is the note of a ticket resolved by a verifier's proof.
+func VerifiedNote(out classify.VerifyOutcome) string {
+	return fmt.Sprintf("verified %s by asking the system of record: %s (the answer is in the timeline's verified event)", out.Verdict, out.Reason)
+}
+
+// LatestVerifyCheck returns the action's newest verified event, or false.
+func LatestVerifyCheck(ctx context.Context, r Reader, actionID string) (Event, bool, error) {
+	evs, err := r.EventList(ctx, EventListParams{ActionID: actionID, Kind: EventVerified, Limit: 1})
+	if err != nil || len(evs) == 0 {
+		return Event{}, false, err
+	}
+	return evs[0], true, nil
+}
+
+// VerifyTools names the tools of reg that have a verifier.
+func VerifyTools(reg *classify.Registry) []string {
+	var out []string
+	for _, t := range reg.Tools() {
+		if t.HasVerifier() {
+			out = append(out, t.Name)
+		}
+	}
+	return slices.Clip(out)
+}
+
+func decodeJSONNumbers(b []byte, dst any) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if err := dec.Decode(dst); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+func mustJSON(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -1,0 +1,117 @@
+package verifier_test
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/queue"
+)
+
+// The agent whose refund's answer was lost asks the verifier itself
+// (POST /api/v1/actions/{id}/verify): the provider has the refund, so the
+// action is done with the provider's record, before any ticket; a second
+// ask within 10 s is 429; a tool without a verifier is 404 no_verifier; a
+// finished action 409; the registry says which tools have a verifier.
+func TestVerifyEndpoint(t *testing.T) {
+	t.Parallel()
+	for _, sqlite := range []bool{false, true} {
+		p := newProvider(t)
+		reg, err := classify.Parse([]byte(strings.ReplaceAll(verifyTools, "URL", p.srv.URL)+`
+  plain:
+    class: exactly-once
+    intent: "plain:{id}"
+`), classify.Options{WebhookSecretSet: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := apptest.StartAPI(t, apptest.Options{SQLite: sqlite, Tools: reg, WebhookSecret: secret, Clock: testclock.Frozen()})
+		base, tok := api.URL, api.AgentToken
+
+		tools := api.Do(base, tok, http.MethodGet, "/api/v1/tools", nil)
+		var list struct {
+			Tools []struct {
+				Name        string `json:"name"`
+				HasVerifier bool   `json:"has_verifier"`
+				Guidance    string `json:"guidance"`
+			} `json:"tools"`
+		}
+		if err := json.Unmarshal(tools.Body, &list); err != nil {
+			t.Fatal(err)
+		}
+		for _, tl := range list.Tools {
+			want := tl.Name != "plain"
+			if tl.HasVerifier != want || strings.Contains(tl.Guidance, "verify_action") != want {
+				t.Fatalf("tool %s: has_verifier %v, guidance %q", tl.Name, tl.HasVerifier, tl.Guidance)
+			}
+		}
+
+		// 1. the agent's late wait of the real pain: it asks, instead of resending.
+		sub := api.Do(base, tok, http.MethodPost, "/api/v1/actions", map[string]any{"tool": "issue_refund",
+			"payload": map[string]any{"order_id": "found-api", "line_id": "l-1", "amount": 12.5}})
+		a := sub.Action(t)
+		if a.State != queue.StateInProgress {
+			t.Fatalf("submitted %s", a.State)
+		}
+		r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+a.ID+"/verify", nil)
+		var check struct {
+			Verdict string       `json:"verdict"`
+			Action  queue.Action `json:"action"`
+		}
+		if err := json.Unmarshal(r.Body, &check); err != nil || r.Status != http.StatusOK {
+			t.Fatalf("verify: %d %s", r.Status, r.Body)
+		}
+		if check.Verdict != "done" || check.Action.State != queue.StateDone || !strings.Contains(string(check.Action.Result), "re_42") {
+			t.Fatalf("verify answered %s, action %s %s", check.Verdict, check.Action.State, check.Action.Result)
+		}
+		// Its retry replays the provider's record.
+		again := api.Do(base, tok, http.MethodPost, "/api/v1/actions", map[string]any{"tool": "issue_refund",
+			"payload": map[string]any{"order_id": "found-api", "line_id": "l-1", "amount": 12.5}})
+		if again.Status != http.StatusOK || !strings.Contains(string(again.Body), "re_42") {
+			t.Fatalf("retry: %d %s", again.Status, again.Body)
+		}
+		// Done now: asking again is 409.
+		if r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+a.ID+"/verify", nil); r.Status != http.StatusConflict || r.Problem(t).Code != queue.CodeInvalidTransition {
+			t.Fatalf("verify done: %d %s", r.Status, r.Body)
+		}
+
+		// 2. unknown (500) twice within 10 s: the second is 429 with Retry-After.
+		b := api.Do(base, tok, http.MethodPost, "/api/v1/actions", map[string]any{"tool": "issue_refund",
+			"payload": map[string]any{"order_id": "err-api", "line_id": "l-1", "amount": 1}}).Action(t)
+		if r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+b.ID+"/verify", nil); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `"unknown"`) {
+			t.Fatalf("verify 500: %d %s", r.Status, r.Body)
+		}
+		r = api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+b.ID+"/verify", nil)
+		if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "10" || r.Problem(t).Code != queue.CodeTooManyChecks {
+			t.Fatalf("second verify: %d %v %s", r.Status, r.Header, r.Body)
+		}
+		api.Clock.Advance(10 * time.Second)
+		if r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+b.ID+"/verify", nil); r.Status != http.StatusOK {
+			t.Fatalf("after 10 s: %d %s", r.Status, r.Body)
+		}
+		if n := api.Metric(t, `approvals_verifications_total{tool="issue_refund",verdict="unknown"}`); n != 2 {
+			t.Fatalf("unknown verifications counted %v", n)
+		}
+		if n := api.Metric(t, `approvals_verifications_total{tool="issue_refund",verdict="done"}`); n != 1 {
+			t.Fatalf("done verifications counted %v", n)
+		}
+		if n := p.count("err-api"); n != 2 {
+			t.Fatalf("the provider was asked %d times", n)
+		}
+		if a := api.Do(base, tok, http.MethodGet, "/api/v1/actions/"+b.ID, nil).Action(t); a.State != queue.StateInProgress {
+			t.Fatalf("unknown moved it to %s", a.State)
+		}
+
+		// 3. no verifier: 404 no_verifier.
+		c := api.Do(base, tok, http.MethodPost, "/api/v1/actions", map[string]any{"tool": "plain", "payload": map[string]any{"id": "1"}}).Action(t)
+		if r := api.Do(base, tok, http.MethodPost, "/api/v1/actions/"+c.ID+"/verify", nil); r.Status != http.StatusNotFound || r.Problem(t).Code != queue.CodeNoVerifier {
+			t.Fatalf("no verifier: %d %s", r.Status, r.Body)
+		}
+		p.check(t)
+	}
+}
