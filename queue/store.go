@@ -163,6 +163,8 @@ type Store interface {
 	// ReasonPrompts records the chat messages that ask for a rejection's
 	// reason (reasonprompt.go).
 	ReasonPrompts
+	// PlanStore stores plans (plan.go).
+	PlanStore
 	// Close releases the store; waiters see their channels closed.
 	Close() error
 }
@@ -181,6 +183,10 @@ type ActionSubmitParams struct {
 	// TokenHash, when set, makes the claim conditional on an active agent
 	// token with this hash (Store.SupportsTokenGuard).
 	TokenHash string
+	// PlanStep, when set, uses that plan step for the new action in the
+	// same transaction (PlanStepClaim); a submission without one costs the
+	// store nothing more.
+	PlanStep *PlanStepClaim
 }
 
 // ActionSubmitResult is what a submission found or made.
@@ -195,6 +201,10 @@ type ActionSubmitResult struct {
 	// its latest attempt (Holder, with that ticket as its Ticket), so
 	// nothing was inserted and no grant was used.
 	UnderReview bool
+	// PlanStepRefused: p.PlanStep could not be used (the plan is not
+	// approved or expired, the step was used, an earlier step of an
+	// ordered plan is not done), so nothing was inserted.
+	PlanStepRefused bool
 }
 
 // ActionDecideResult is the action after a decision and what the decision did.
