@@ -66,6 +66,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Policy", policyTests},
 		{"Grant", grantTests},
 		{"ReasonPrompt", reasonPromptTests},
+		{"Plan", planTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {
