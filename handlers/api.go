@@ -127,7 +127,7 @@ func (h *API) Submit(c echo.Context) error {
 	}
 	res, err := h.Service.Submit(c.Request().Context(), queue.SubmitRequest{
 		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api",
-		TokenHash: guard(c)})
+		TokenHash: guard(c), Plan: sb.Plan})
 	if err != nil {
 		return err
 	}

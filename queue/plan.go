@@ -678,3 +678,47 @@ func (s *Service) planRefused(ctx context.Context, req SubmitRequest, a *Action)
 	}
 	return nil, Errorf(CodeStepNotReady, "step %d of plan %s could not be used now; read the plan and try again", st.N, pl.ID)
 }
+
+// Final reports whether no change leaves a plan in state st.
+func (st PlanState) Final() bool {
+	switch st {
+	case PlanRejected, PlanChangesRequested, PlanCancelled, PlanExpired, PlanDone:
+		return true
+	}
+	return false
+}
+
+// planPollInterval paces WaitPlan: a plan's decision made through any
+// process is seen within it.
+const planPollInterval = 500 * time.Millisecond
+
+// WaitPlan returns the plan once its state differs from until (the state
+// at the call when ""), at once for a final state, or at the end of d with
+// its current state. It reads the plan every planPollInterval: plans are
+// few and their waiters fewer than actions'.
+func (s *Service) WaitPlan(ctx context.Context, id string, until PlanState, d time.Duration) (*Plan, error) {
+	pl, err := s.GetPlan(ctx, id)
+	if err != nil || d <= 0 {
+		return pl, err
+	}
+	if until == "" {
+		until = pl.State
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	tick := time.NewTicker(planPollInterval)
+	defer tick.Stop()
+	for pl.State == until && !pl.State.Final() {
+		select {
+		case <-ctx.Done():
+			return pl, nil
+		case <-deadline.C:
+			return pl, nil
+		case <-tick.C:
+		}
+		if pl, err = s.GetPlan(ctx, id); err != nil {
+			return nil, err
+		}
+	}
+	return pl, nil
+}
