@@ -9,7 +9,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
-		"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/web/agentapi"
 )
 
@@ -153,4 +153,3 @@ func parsePlanState(s string) (queue.PlanState, error) {
 	}
 	return "", queue.Errorf(queue.CodeInvalidRequest, "state: %q is not a plan state (pending, approved, rejected, changes_requested, cancelled, expired, done)", s)
 }
-
