@@ -212,6 +212,21 @@ func TestPlanRefusalsOverHTTP(t *testing.T) {
 		if pl := propose(map[string]any{"title": "plain", "steps": []any{plain}}); pl.State != queue.PlanApproved || pl.Steps[0].Decision != queue.StepApprove || pl.Steps[0].Rule != "internal-recipient" {
 			t.Fatalf("a step a rule approves: %+v", pl)
 		}
+		// A rule that cannot be evaluated (no currency) makes the step a
+		// person's, and even under the approved plan its action waits for
+		// a person: no plan approves what carries a warning.
+		bare := map[string]any{"tool": "issue_refund", "payload": map[string]any{"order_id": "o-7", "line_id": 1, "amount": 5}}
+		failed := propose(map[string]any{"title": "bare", "steps": []any{bare}})
+		if failed.State != queue.PlanPending || failed.Steps[0].Decision != queue.StepHuman || failed.Steps[0].Rule != "no-crypto" {
+			t.Fatalf("a step whose rule failed: %+v", failed.Steps[0])
+		}
+		if _, err := approvePlan(t, e, failed.ID, "ann@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(bare, failed.ID))
+		if a := r.Action(t); r.Status != http.StatusCreated || a.State != queue.StatePending || a.DecidedBy != nil {
+			t.Fatalf("a step with policy_error under an approved plan: %d %s", r.Status, r.Body)
+		}
 		// Malformed plans are 400 naming what is wrong.
 		for _, tc := range []struct {
 			body map[string]any

@@ -80,7 +80,7 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 		}
 		res, err := s.svc.Submit(ctx, queue.SubmitRequest{
 			Tool: tool, Payload: sub.Payload, IntentKey: sub.IntentKey, Agent: agent, Channel: Channel,
-			TokenHash: queue.TokenGuard(ctx)})
+			TokenHash: queue.TokenGuard(ctx), Plan: sub.Plan})
 		if err != nil {
 			return nil, err
 		}
