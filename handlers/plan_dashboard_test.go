@@ -87,7 +87,7 @@ func TestPlanOnDashboard(t *testing.T) {
 			if err != nil || len(evs) != 1 || evs[0].Actor != "user:bob@example.com" || evs[0].Subject != "plan:"+other.ID {
 				t.Fatalf("the decision's event: %+v %v", evs, err)
 			}
-			ann.Get("/plans/" + queue.NewID(d.Now())).WantStatus(t, http.StatusNotFound)
+			ann.Get("/plans/"+queue.NewID(d.Now())).WantStatus(t, http.StatusNotFound)
 		})
 	}
 }
