@@ -290,3 +290,44 @@ func TestPlanStepConcurrently(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanQuorum: a plan needs the largest required of its human steps;
+// concurrent approvals by several people record each once and approve it
+// exactly when the quorum is reached.
+func TestPlanQuorum(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		vip := mailStep("vip-1", "refund", "v@customer.org")
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "vip", "steps": []any{vip, apptest.RefundBody("o-1", 10)}}))
+		if pl.State != queue.PlanPending || pl.ApprovalsRequired != 2 || pl.Steps[0].Rule != "vip-two-people" {
+			t.Fatalf("plan %+v", pl)
+		}
+		res, err := approvePlan(t, e, pl.ID, "ann@example.com")
+		if err != nil || res.Outcome != queue.DecideCounted || res.Plan.State != queue.PlanPending {
+			t.Fatalf("first approval: %+v %v", res, err)
+		}
+		if res, err := approvePlan(t, e, pl.ID, "ann@example.com"); err != nil || res.Outcome != queue.DecideReplayed {
+			t.Fatalf("the same person again: %+v %v", res, err)
+		}
+		// bob and cy approve at once: both count, the plan is approved once.
+		for _, who := range []string{"bob@example.com", "cy@example.com"} {
+			apptest.AddStaff(t, e.Store, who, accounts.RoleApprover)
+		}
+		errs := apptest.RunConcurrently(2, func(i int) error {
+			_, err := e.Service.DecidePlan(context.Background(), queue.PlanDecideRequest{ID: pl.ID, To: queue.PlanApproved,
+				By: "user:" + []string{"bob@example.com", "cy@example.com"}[i]})
+			return err
+		})
+		got, err := e.Service.GetPlan(context.Background(), pl.ID)
+		if err != nil || got.State != queue.PlanApproved || len(got.Approvals) != 2 || got.Approvals[0].By != "user:ann@example.com" {
+			t.Fatalf("after concurrent approvals (%v): %+v %v", errs, got, err)
+		}
+		if n := queue.ErrorCode(errs[0]) + queue.ErrorCode(errs[1]); errs[0] != nil && errs[1] != nil || n != "" && n != queue.CodeAlreadyDecided {
+			t.Fatalf("concurrent approvals answered %v", errs)
+		}
+		evs, _ := e.Store.EventList(context.Background(), queue.EventListParams{Kind: queue.EventPlanApproved, Limit: 10})
+		if len(evs) != 1 {
+			t.Fatalf("%d plan_approved events, want 1", len(evs))
+		}
+	})
+}
