@@ -118,6 +118,22 @@ func TestPlanOverHTTP(t *testing.T) {
 			}
 			ids[tool] = a.ID
 		}
+		// The plan-approved email never waited: its channels hear of its
+		// approval, never of it pending.
+		if _, err := e.Outbox.FanOut(context.Background(), 100); err != nil {
+			t.Fatal(err)
+		}
+		notes, err := e.Store.NotificationList(context.Background(), ids["send_customer_email"])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var types []string
+		for _, n := range notes {
+			types = append(types, n.Type)
+		}
+		if strings.Join(types, ",") != "action.approved" {
+			t.Fatalf("notifications of the plan-approved email: %v, want only action.approved", types)
+		}
 		// A replay answers the stored action; another copy uses nothing.
 		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(mail, pl.ID))
 		if r.Status != http.StatusOK || r.Action(t).ID != ids["send_customer_email"] || r.Header.Get("Idempotent-Replayed") != "true" {

@@ -647,6 +647,9 @@ func (s *Service) planDecides(a *Action, pl *Plan, sub *submission) {
 	ev := &Event{Kind: EventApproved, Actor: actor, Channel: PlanChannel, At: now, Data: data}
 	ev.Unrouted = s.unrouted(*ev, a)
 	sub.decision = ev
+	// It never waited for anyone: its submission tells no channel (as a
+	// grant's approval does).
+	sub.ev.Unrouted = true
 }
 
 // planRefused explains why the store refused a step's claim: the plan
