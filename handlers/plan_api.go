@@ -102,9 +102,17 @@ func (h *API) GetPlan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	until, err := parsePlanState(c.QueryParam("state"))
+	until, err := queue.ParsePlanState(c.QueryParam("state"))
 	if err != nil {
 		return err
+	}
+	if wait > 0 {
+		// A plan's long-poll counts against the agent's waiters as an action's does.
+		release, err := h.Service.AcquireWaiter("agent:" + agent(c))
+		if err != nil {
+			return err
+		}
+		defer release()
 	}
 	pl, err := h.Service.WaitPlan(c.Request().Context(), c.Param("id"), until, wait)
 	if err != nil {
@@ -115,7 +123,7 @@ func (h *API) GetPlan(c echo.Context) error {
 
 // ListPlans handles GET /api/v1/plans?state=.
 func (h *API) ListPlans(c echo.Context) error {
-	state, err := parsePlanState(c.QueryParam("state"))
+	state, err := queue.ParsePlanState(c.QueryParam("state"))
 	if err != nil {
 		return err
 	}
@@ -142,14 +150,4 @@ func (h *API) CancelPlan(c echo.Context) error {
 		return err
 	}
 	return writeJSON(c, http.StatusOK, pl)
-}
-
-// parsePlanState reads a plan state parameter ("" when absent).
-func parsePlanState(s string) (queue.PlanState, error) {
-	switch st := queue.PlanState(s); st {
-	case "", queue.PlanPending, queue.PlanApproved, queue.PlanRejected, queue.PlanChangesRequested,
-		queue.PlanCancelled, queue.PlanExpired, queue.PlanDone:
-		return st, nil
-	}
-	return "", queue.Errorf(queue.CodeInvalidRequest, "state: %q is not a plan state (pending, approved, rejected, changes_requested, cancelled, expired, done)", s)
 }

@@ -258,6 +258,11 @@ func TestPlanRefusalsOverHTTP(t *testing.T) {
 				t.Fatalf("%v: %d %s, want 400 naming %s", tc.body, r.Status, r.Body, tc.want)
 			}
 		}
+		for _, path := range []string{"/api/v1/plans?state=bogus", "/api/v1/plans/" + pl.ID + "?state=bogus&wait=1s", "/api/v1/plans?dry_run=true"} {
+			if r := e.Do(e.URL, e.AgentToken, "GET", path, nil); r.Status != http.StatusBadRequest {
+				t.Fatalf("%s: %d %s, want 400", path, r.Status, r.Body)
+			}
+		}
 		r = e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+queue.NewID(time.Now()), nil)
 		if r.Status != http.StatusNotFound {
 			t.Fatalf("unknown plan: %d", r.Status)

@@ -142,7 +142,18 @@ func (s *server) getPlan(ctx context.Context, agent string, args arguments) (*mc
 	if err != nil {
 		return nil, err
 	}
-	pl, err := s.svc.WaitPlan(ctx, id, queue.PlanState(st), wait)
+	until, err := queue.ParsePlanState(st)
+	if err != nil {
+		return nil, err
+	}
+	if wait > 0 {
+		release, err := s.svc.AcquireWaiter("agent:" + agent)
+		if err != nil {
+			return nil, err
+		}
+		defer release()
+	}
+	pl, err := s.svc.WaitPlan(ctx, id, until, wait)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package mcpserver_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
@@ -81,6 +82,8 @@ func TestPlanThroughMCP(t *testing.T) {
 			if again := wantAction(t, call(t, cs, "send_customer_email", mail), queue.StateApproved); again.ID != approved.ID {
 				t.Fatalf("replay answered %s, want %s", again.ID, approved.ID)
 			}
+			wantRefusal(t, call(t, cs, "get_plan", map[string]any{"id": pl.ID, "state": "bogus", "wait": "1s"}), queue.CodeInvalidRequest)
+			wantRefusal(t, call(t, cs, "get_plan", map[string]any{"id": queue.NewID(time.Now())}), queue.CodeNotFound)
 			got = decode[queue.Plan](t, call(t, cs, "get_plan", map[string]any{"id": pl.ID}))
 			if got.Steps[0].ActionID != claimed.ID || got.Steps[1].ActionID != approved.ID || got.Steps[1].ActionState != queue.StateApproved {
 				t.Fatalf("steps %+v %+v", got.Steps[0], got.Steps[1])

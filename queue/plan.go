@@ -725,3 +725,13 @@ func (s *Service) WaitPlan(ctx context.Context, id string, until PlanState, d ti
 	}
 	return pl, nil
 }
+
+// ParsePlanState reads a plan state parameter ("" when absent), for every
+// face.
+func ParsePlanState(s string) (PlanState, error) {
+	switch st := PlanState(s); st {
+	case "", PlanPending, PlanApproved, PlanRejected, PlanChangesRequested, PlanCancelled, PlanExpired, PlanDone:
+		return st, nil
+	}
+	return "", Errorf(CodeInvalidRequest, "state: %q is not a plan state (pending, approved, rejected, changes_requested, cancelled, expired, done)", s)
+}
