@@ -21,7 +21,7 @@ import (
 // Deciding is what the flow needs of the domain.
 type Deciding interface {
 	Decide(ctx context.Context, r queue.DecideRequest) (queue.DriveResult, error)
-	Decider(ctx context.Context, by string) (queue.Decider, error)
+	Staff() queue.Staff
 }
 
 // Flow is one channel's use of the decision flow.
@@ -57,10 +57,10 @@ func (f Flow) Who(ctx context.Context, account string, lookup func(context.Conte
 }
 
 // MayNotDecide says why by may not decide a, or "" when they may: the
-// rule the decision itself applies (Action.MayDecide over Service.Decider,
+// rule the decision itself applies (Action.MayDecide over Service.Staff().Decider,
 // which counts identity-provider groups), asked before anything is offered.
 func (f Flow) MayNotDecide(ctx context.Context, a *queue.Action, by string) string {
-	d, err := f.Service.Decider(ctx, by)
+	d, err := f.Service.Staff().Decider(ctx, by)
 	email := strings.TrimPrefix(by, "user:")
 	switch {
 	case err != nil:

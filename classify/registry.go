@@ -115,7 +115,7 @@ var toolKeys = []string{"annotations", "approval", "check", "claim_timeout", "cl
 
 // reservedNames are the MCP endpoint's own tools; a registered tool of the same name would
 // hide one of them.
-var reservedNames = []string{"cancel_action", "complete_action", "execute_action", "fail_action", "find_actions", "get_action", "list_tools", "verify_action"}
+var reservedNames = []string{"cancel_action", "complete_action", "execute_action", "fail_action", "find_actions", "get_action", "get_plan", "list_tools", "propose_plan", "verify_action"}
 
 // Reserved reports whether name belongs to one of the MCP endpoint's own tools, which a tools
 // file may not define.

@@ -316,6 +316,8 @@ func TestParseToolNames(t *testing.T) {
 		{"has space", false},
 		{"émail", false},
 		{"get_action", false}, // reserved for the MCP endpoint
+		{"propose_plan", false},
+		{"get_plan", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -491,7 +491,7 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 		if err != nil || len(open) != 1 || open[0].Kind != queue.TicketStale {
 			t.Fatalf("open tickets of %s: %v %+v", tc.a.ID, err, open)
 		}
-		a, tk, err := restarted.Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+		a, tk, err := restarted.Service.Tickets().Resolve(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
 			By: "user:ops@example.com", Outcome: tc.outcome, Result: json.RawMessage(tc.result), Note: "checked the partner's log"})
 		if err != nil || a.State != tc.outcome || tk.State != queue.TicketResolved || apptest.Deref(tk.ResolvedBy) != "user:ops@example.com" {
 			t.Fatalf("resolve: %v %+v %+v", err, a, tk)
@@ -499,7 +499,7 @@ func TestUnknownOutcomeBecomesOneTicket(t *testing.T) {
 		if tc.result != "" && !queue.JSONEqual(a.Result, []byte(tc.result)) {
 			t.Fatalf("result %s, want %s", a.Result, tc.result)
 		}
-		if _, _, err := e.Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
+		if _, _, err := e.Service.Tickets().Resolve(context.Background(), queue.ResolveRequest{TicketID: open[0].ID,
 			By: "user:other@example.com", Outcome: queue.StateDone, Note: "me too"}); queue.ErrorCode(err) != queue.CodeTicketResolved {
 			t.Fatalf("resolving twice: %v", err)
 		}
@@ -681,7 +681,7 @@ func TestDeliveryAfterOperatorSettledIt(t *testing.T) {
 			if err != nil || len(res.Tickets) != 1 {
 				t.Fatalf("sweep: %v %+v", err, res.Tickets)
 			}
-			settled, _, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
+			settled, _, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
 				Outcome: queue.StateDone, Result: json.RawMessage(tc.result), Note: "found it in the partner's inbox"})
 			if err != nil || settled.State != queue.StateDone {
 				t.Fatalf("resolve: %v %+v", err, settled)

@@ -134,7 +134,7 @@ func (h *API) Submit(c echo.Context) error {
 	}
 	res, err := h.Service.Submit(c.Request().Context(), queue.SubmitRequest{
 		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api",
-		TokenHash: guard(c)})
+		TokenHash: guard(c), Plan: sb.Plan})
 	if err != nil {
 		return err
 	}
@@ -309,7 +309,7 @@ func (h *API) Verify(c echo.Context) error {
 	if _, err := h.emptyBody(c); err != nil {
 		return err
 	}
-	check, err := h.Service.Verify(c.Request().Context(), queue.VerifyRequest{ActionID: c.Param("id"),
+	check, err := h.Service.Tickets().Verify(c.Request().Context(), queue.VerifyRequest{ActionID: c.Param("id"),
 		Agent: "agent:" + agent(c), By: "agent:" + agent(c)})
 	if err != nil {
 		return err

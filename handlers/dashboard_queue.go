@@ -34,6 +34,9 @@ func (d *Dashboard) Queue(c echo.Context) error {
 		return err
 	}
 	p.Live = true
+	if v.Plans, err = d.pendingPlans(c); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, templates.QueuePage(p, v))
 }
 

@@ -15,6 +15,8 @@ type SubmitBody struct {
 	Tool      string          `json:"tool"`
 	Payload   json.RawMessage `json:"payload"`
 	IntentKey string          `json:"intent_key,omitempty"`
+	// Plan names the approved plan this submission is a step of.
+	Plan string `json:"plan,omitempty"`
 }
 
 // readBody reads at most max bytes; more is payload_too_large.
@@ -35,9 +37,14 @@ func readBody(r io.Reader, max int64) ([]byte, error) {
 // anywhere and a well-formed key.
 func DecodeSubmit(body []byte, idempotencyKey string) (SubmitBody, error) {
 	var sb SubmitBody
-	raw, err := decodeObjectFields(body, map[string]bool{"tool": true, "payload": true, "intent_key": true})
+	raw, err := decodeObjectFields(body, map[string]bool{"tool": true, "payload": true, "intent_key": true, "plan": true})
 	if err != nil {
 		return sb, err
+	}
+	if p, ok := raw["plan"]; ok {
+		if err := decodeString(p, &sb.Plan); err != nil || !queue.ValidID(sb.Plan) {
+			return sb, queue.Errorf(queue.CodeInvalidRequest, "plan must be the id of a plan (a string as POST /api/v1/plans answers it)")
+		}
 	}
 	toolRaw, ok := raw["tool"]
 	if !ok {

@@ -40,7 +40,7 @@ func TestConflictHoldsIntentAcrossServers(t *testing.T) {
 	if err != nil || stale.Ticket == nil || stale.Ticket.Kind != queue.TicketStale {
 		t.Fatalf("stale ticket: %v %+v", err, stale)
 	}
-	if _, _, err := e.App.Service.ResolveTicket(t.Context(), queue.ResolveRequest{TicketID: stale.Ticket.ID,
+	if _, _, err := e.App.Service.Tickets().Resolve(t.Context(), queue.ResolveRequest{TicketID: stale.Ticket.ID,
 		By: "user:ops@example.com", Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
 		t.Fatal(err)
 	}
@@ -80,7 +80,7 @@ func TestConflictHoldsIntentAcrossServers(t *testing.T) {
 	}
 
 	// Resolved, the intent takes a new attempt again.
-	if _, _, err := e.App.Service.ResolveTicket(t.Context(), queue.ResolveRequest{TicketID: ticket,
+	if _, _, err := e.App.Service.Tickets().Resolve(t.Context(), queue.ResolveRequest{TicketID: ticket,
 		By: "user:ops@example.com", Outcome: queue.StateFailed, Note: "the late report was a retry of a declined call"}); err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	}
 	if u == nil || u.PasswordHash == "" || !accounts.CheckPassword(u.PasswordHash, password) {
 		// Which of the two it was stays unsaid, as on the page.
-		if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
+		if err := d.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
 			Subject: queue.UserSubject(normalized), Channel: "password",
 			Data: map[string]any{"reason": "bad_credentials", "address": addr}}); err != nil {
 			return err
@@ -153,7 +153,7 @@ func (d *Dashboard) Login(c echo.Context) error {
 	}
 	// Recorded before the session opens: a sign-in that cannot be
 	// recorded does not happen.
-	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: actor(u),
+	if err := d.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: actor(u),
 		Subject: queue.UserSubject(u.Email), Channel: "password", Data: map[string]any{"address": addr}}); err != nil {
 		return err
 	}

@@ -166,7 +166,7 @@ func (d *Dashboard) ssoAdmit(ctx context.Context, email string, id *sso.Identity
 	if err != nil {
 		return nil, err
 	}
-	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: "user:" + res.User.Email,
+	if err := d.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignedIn, Actor: "user:" + res.User.Email,
 		Subject: queue.UserSubject(res.User.Email), Channel: "sso",
 		Data: map[string]any{"role": string(role), "idp_groups": nonNil(id.Groups), "created": res.Created, "subject": id.Subject,
 			"issuer": d.SSO.Issuer()}}); err != nil {
@@ -220,7 +220,7 @@ func (d *Dashboard) ssoRefused(c echo.Context, err error, email string) error {
 	if email != "" {
 		actor, subject = "user:"+email, queue.UserSubject(email)
 	}
-	if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: actor, Subject: subject, Channel: "sso",
+	if err := d.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: actor, Subject: subject, Channel: "sso",
 		Data: map[string]any{"reason": string(r.Reason), "detail": truncate(r.Detail, 1000), "address": ClientSubject(c.RealIP())}}); err != nil {
 		return err
 	}
@@ -302,7 +302,7 @@ func (d *Dashboard) recheckSSO(ctx context.Context, sess *sessions.Session, u *a
 		if err := d.ssoDeny(ctx, u.Email, id, now); err != nil {
 			return nil, err
 		}
-		if err := d.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: "user:" + u.Email,
+		if err := d.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: "user:" + u.Email,
 			Subject: queue.UserSubject(u.Email), Channel: "sso",
 			Data: map[string]any{"reason": string(sso.ReasonNoRole), "recheck": true,
 				"detail": "at the recheck the groups " + groupList(id.Groups) + " match no rule of " + d.SSO.Roles().String()}}); err != nil {

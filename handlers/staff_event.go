@@ -9,7 +9,7 @@ import (
 )
 
 // recordStaff records a staff change made on the dashboard by the user
-// signed in (queue.Service.RecordStaffEvent), right after it committed. If
+// signed in (queue.Service.Staff().Record), right after it committed. If
 // the record cannot be written the request fails (the change stands and
 // the error is logged), so that no change passes unseen.
 func (d *Dashboard) recordStaff(c echo.Context, ev queue.StaffEvent) error {
@@ -19,7 +19,7 @@ func (d *Dashboard) recordStaff(c echo.Context, ev queue.StaffEvent) error {
 	if ev.Channel == "" {
 		ev.Channel = "dashboard"
 	}
-	if err := d.Service.RecordStaffEvent(c.Request().Context(), ev); err != nil {
+	if err := d.Service.Staff().Record(c.Request().Context(), ev); err != nil {
 		return fmt.Errorf("%s of %s was made, but its audit event was not recorded: %w", ev.Kind, ev.Subject, err)
 	}
 	return nil

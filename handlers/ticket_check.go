@@ -28,7 +28,7 @@ func (d *Dashboard) CheckTicket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	check, err := d.Service.Verify(ctx, queue.VerifyRequest{ActionID: t.ActionID, By: actor(currentUser(c))})
+	check, err := d.Service.Tickets().Verify(ctx, queue.VerifyRequest{ActionID: t.ActionID, By: actor(currentUser(c))})
 	if err != nil {
 		return d.resolveFailed(c, id, err, templates.ResolveForm{})
 	}

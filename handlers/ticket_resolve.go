@@ -26,7 +26,7 @@ func (d *Dashboard) ResolveTicket(c echo.Context) error {
 		}
 		result = json.RawMessage(form.Result)
 	}
-	a, t, err := d.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: id, By: actor(currentUser(c)),
+	a, t, err := d.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: id, By: actor(currentUser(c)),
 		Outcome: queue.State(form.Outcome), Result: result, Note: form.Note})
 	if err != nil {
 		return d.resolveFailed(c, id, err, form)

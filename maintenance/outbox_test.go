@@ -344,7 +344,7 @@ func TestFanOutTellsOperatorOutcomes(t *testing.T) {
 		if err != nil || stale.Ticket == nil {
 			t.Fatalf("no stale ticket: %v", err)
 		}
-		if _, _, err := svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
+		if _, _, err := svc.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
 			Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
 			t.Fatal(err)
 		}
@@ -485,7 +485,7 @@ func TestFanOutFollowsUpOnWhatWasSent(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if _, _, err := svc.ResolveTicket(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
+		if _, _, err := svc.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: stale.Ticket.ID, By: "user:ops@example.com",
 			Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
 			t.Fatal(err)
 		}

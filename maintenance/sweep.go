@@ -58,9 +58,9 @@ type SweepResult struct {
 }
 
 // Verifying is a Service whose verifiers the sweep asks about open tickets
-// (queue.Service.VerifyDue).
+// (queue.Tickets.VerifyDue).
 type Verifying interface {
-	VerifyDue(ctx context.Context) (int, error)
+	Tickets() queue.Tickets
 }
 
 // Sweep expires what is due and opens a stale ticket for every claim held
@@ -113,7 +113,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	}
 	// Last: the tickets opened above are asked about at once.
 	if v, ok := s.svc.(Verifying); ok {
-		n, err := v.VerifyDue(ctx)
+		n, err := v.Tickets().VerifyDue(ctx)
 		res.Verified = n
 		if err != nil {
 			return res, err

@@ -128,7 +128,7 @@ func TestStaleClaimLateAgentReport(t *testing.T) {
 				t.Fatalf("%d tickets still open", n)
 			}
 			// Resolving it now is refused; the action keeps the agent's outcome.
-			if _, _, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: tk.ID, By: "user:ops@example.com",
+			if _, _, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: tk.ID, By: "user:ops@example.com",
 				Outcome: queue.StateDone, Note: "checked"}); queue.ErrorCode(err) != queue.CodeTicketResolved {
 				t.Fatalf("resolving a resolved ticket: %v", err)
 			}
@@ -178,10 +178,10 @@ func TestResolveStaleTicket(t *testing.T) {
 			if err != nil || len(res.Tickets) != 1 {
 				t.Fatalf("sweep: %v %+v", err, res.Tickets)
 			}
-			if _, _, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com", Outcome: outcome}); queue.ErrorCode(err) != queue.CodeInvalidRequest {
+			if _, _, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com", Outcome: outcome}); queue.ErrorCode(err) != queue.CodeInvalidRequest {
 				t.Fatalf("resolve without a note: %v", err)
 			}
-			got, tk, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
+			got, tk, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: res.Tickets[0].ID, By: "user:ops@example.com",
 				Outcome: outcome, Note: "found no refund on the line"})
 			if err != nil || got.State != outcome || tk.State != queue.TicketResolved || apptest.Deref(tk.Note) != "found no refund on the line" {
 				t.Fatalf("resolve: %v %+v %+v", err, got, tk)

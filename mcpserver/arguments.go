@@ -133,6 +133,8 @@ func (a arguments) string(name string, required bool) (string, error) {
 type submission struct {
 	Payload   json.RawMessage
 	IntentKey string
+	// Plan is the approved plan the call is a step of (argPlan).
+	Plan string
 }
 
 // decodeSubmission decodes a guarded tool's raw arguments, with the checks
@@ -145,7 +147,7 @@ func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 	if _, err := objectArguments(raw); err != nil {
 		return submission{}, err
 	}
-	payload, key, err := splitIntentKey(raw)
+	payload, key, plan, err := splitIntentKey(raw)
 	if err != nil {
 		return submission{}, err
 	}
@@ -153,18 +155,23 @@ func decodeSubmission(raw json.RawMessage, max int64) (submission, error) {
 	if sub.IntentKey, err = queue.DecodeIntentKey(key); err != nil {
 		return submission{}, err
 	}
+	if plan != nil {
+		if json.Unmarshal(plan, &sub.Plan) != nil || !queue.ValidID(sub.Plan) {
+			return submission{}, queue.Errorf(queue.CodeInvalidRequest, "%s must be the id of a plan, as propose_plan answers it", argPlan)
+		}
+	}
 	return sub, nil
 }
 
-// splitIntentKey takes the intent_key members out of the arguments object
-// raw and returns the rest unchanged, member by member as written, with the
-// value of the last intent_key member (nil when there is none, and then
-// payload is raw itself). Duplicate names never reach it: rawArguments
+// splitIntentKey takes the intent_key and plan members out of the
+// arguments object raw and returns the rest unchanged, member by member as
+// written, with the value of the last intent_key member and of the plan
+// member (nil when there is none; with neither, payload is raw itself). Duplicate names never reach it: rawArguments
 // refuses them first.
-func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err error) {
+func splitIntentKey(raw json.RawMessage) (payload, key, plan json.RawMessage, err error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return nil, nil, errNotObject
+		return nil, nil, nil, errNotObject
 	}
 	// Each member runs from its key to the end of its value; what lies
 	// between two members is their separator (a comma and spaces).
@@ -181,25 +188,28 @@ func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err erro
 		}
 		t, err := dec.Token()
 		if err != nil {
-			return nil, nil, errNotObject
+			return nil, nil, nil, errNotObject
 		}
 		name, _ := t.(string)
 		var v json.RawMessage
 		if err := dec.Decode(&v); err != nil {
-			return nil, nil, errNotObject
+			return nil, nil, nil, errNotObject
 		}
 		end = int(dec.InputOffset())
 		members = append(members, member{start, end})
-		drop = append(drop, name == argIntentKey)
-		if name == argIntentKey {
+		drop = append(drop, name == argIntentKey || name == argPlan)
+		switch name {
+		case argIntentKey:
 			key = bytes.TrimSpace(v)
+		case argPlan:
+			plan = bytes.TrimSpace(v)
 		}
 	}
 	if t, err := dec.Token(); err != nil || t != json.Delim('}') || !onlySpace(raw[dec.InputOffset():]) {
-		return nil, nil, errNotObject
+		return nil, nil, nil, errNotObject
 	}
-	if key == nil {
-		return raw, nil, nil
+	if key == nil && plan == nil {
+		return raw, nil, nil, nil
 	}
 	// '{' and the spaces before the first member, the kept members each with
 	// the separator that preceded it (none before the first kept), then the
@@ -218,7 +228,7 @@ func splitIntentKey(raw json.RawMessage) (payload, key json.RawMessage, err erro
 		kept++
 	}
 	out = append(out, raw[members[len(members)-1].end:]...)
-	return out, key, nil
+	return out, key, plan, nil
 }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -101,7 +101,7 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 		}
 		res, err := s.svc.Submit(ctx, queue.SubmitRequest{
 			Tool: tool, Payload: sub.Payload, IntentKey: sub.IntentKey, Agent: agent, Channel: Channel,
-			TokenHash: queue.TokenGuard(ctx)})
+			TokenHash: queue.TokenGuard(ctx), Plan: sub.Plan})
 		if err != nil {
 			return nil, err
 		}
@@ -312,7 +312,7 @@ func (s *server) verifyAction(ctx context.Context, agent string, args arguments)
 	if err != nil {
 		return nil, err
 	}
-	check, err := s.svc.Verify(ctx, queue.VerifyRequest{ActionID: id, Agent: "agent:" + agent, By: "agent:" + agent})
+	check, err := s.svc.Tickets().Verify(ctx, queue.VerifyRequest{ActionID: id, Agent: "agent:" + agent, By: "agent:" + agent})
 	if err != nil {
 		return nil, err
 	}

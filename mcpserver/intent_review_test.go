@@ -41,7 +41,7 @@ func TestIntentUnderReviewThroughMCP(t *testing.T) {
 		t.Fatalf("actions of the intent under review: %v %d, want only the first", err, len(list))
 	}
 
-	if _, _, err := e.svc.ResolveTicket(t.Context(), queue.ResolveRequest{TicketID: ticket, By: "user:ops@example.com",
+	if _, _, err := e.svc.Tickets().Resolve(t.Context(), queue.ResolveRequest{TicketID: ticket, By: "user:ops@example.com",
 		Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
 		t.Fatal(err)
 	}

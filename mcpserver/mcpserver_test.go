@@ -213,7 +213,8 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 		tools[tl.Name] = tl
 	}
 	want := []string{"send_customer_email", "post_partner_message", "issue_refund", "invalidate_cache",
-		"get_action", "find_actions", "list_tools", "execute_action", "complete_action", "fail_action", "cancel_action", "verify_action"}
+		"get_action", "find_actions", "list_tools", "execute_action", "complete_action", "fail_action", "cancel_action", "verify_action",
+		"propose_plan", "get_plan"}
 	if len(tools) != len(want) {
 		t.Errorf("got %d tools, want %d", len(tools), len(want))
 	}
@@ -252,7 +253,10 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 		if key == nil || key["type"] != "string" {
 			t.Errorf("%s: schema lacks the intent_key string property: %v", g.name, props)
 		}
-		if req, _ := schema["required"].([]any); containsAny(req, "intent_key") {
+		if p, _ := props["plan"].(map[string]any); p == nil || p["type"] != "string" {
+			t.Errorf("%s: schema lacks the optional plan string property: %v", g.name, props)
+		}
+		if req, _ := schema["required"].([]any); containsAny(req, "intent_key") || containsAny(req, "plan") {
 			t.Errorf("%s: intent_key must be optional, schema requires it", g.name)
 		}
 		for _, f := range g.fields {
@@ -265,7 +269,7 @@ func TestListToolsShowsGuardedAndActionTools(t *testing.T) {
 		t.Errorf("the tool's own schema keywords are kept: %v", s)
 	}
 
-	for _, name := range []string{"get_action", "find_actions", "list_tools"} {
+	for _, name := range []string{"get_action", "find_actions", "list_tools", "get_plan"} {
 		if a := tools[name].Annotations; a == nil || !a.ReadOnlyHint {
 			t.Errorf("%s: want readOnlyHint true, got %+v", name, a)
 		}

@@ -155,6 +155,7 @@ func (s *server) build(reg *classify.Registry) *mcp.Server {
 		guarded[t.Name] = true
 	}
 	s.addActionTools(ms, guarded)
+	s.addPlanTools(ms)
 	// Calls whose statement checks a cached token go straight on; every
 	// other method looks it up first (caller).
 	ms.AddReceivingMiddleware(tokenCheck(guarded))

@@ -16,6 +16,11 @@ import (
 // key; every other argument is the payload.
 const argIntentKey = "intent_key"
 
+// argPlan is the argument of a guarded tool that names the approved plan
+// the call is a step of (queue.SubmitRequest.Plan); like intent_key it is
+// not part of the payload.
+const argPlan = "plan"
+
 // guardedTool describes one registered tool as an MCP tool: the tool's own
 // schema plus intent_key, its description followed by its class's guidance,
 // and annotations that tell a client the call is safe to repeat behind the
@@ -66,6 +71,10 @@ func inputSchema(t classify.Tool) map[string]any {
 		"minLength":   1,
 		"maxLength":   classify.MaxKeyLength,
 		"description": intentKeyDescription(t),
+	}
+	props[argPlan] = map[string]any{
+		"type":        "string",
+		"description": "Optional: the id of an approved plan (propose_plan) this call is a step of; the call must equal the step exactly.",
 	}
 	schema["properties"] = props
 	return schema

@@ -495,6 +495,77 @@ const sqlHourly = `SELECT hour, sum(submitted)::bigint, sum(decided)::bigint FRO
     FROM actions WHERE decided_at >= $1 AND decided_at <= $2 AND decided_by LIKE 'user:%' GROUP BY 1
 ) h GROUP BY hour ORDER BY hour`
 
+// (sql/plan.sql)
+const planInsertSQL = `INSERT INTO plans (id, title, agent, ordered, state, created_at, expires_at, approvals_required,
+    approvals, decided_by, decided_at, decision_note)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9::json, $10, $11, $12)`
+
+// (sql/plan.sql)
+const planStepInsertSQL = `INSERT INTO plan_steps (plan_id, n, tool, class, intent_key, payload, decision, rule, warnings, approval)
+VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9::json, $10::json)`
+
+// (sql/plan.sql)
+const planGetSQL = `SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
+    approvals::text, decided_by, decided_at, decision_note, version
+FROM plans WHERE id = $1`
+
+// planListSQL lists plans in the states $1 (all when empty), newest first.
+// (sql/plan.sql)
+const planListSQL = `SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
+    approvals::text, decided_by, decided_at, decision_note, version
+FROM plans WHERE cardinality($1::text[]) = 0 OR state = ANY($1::text[])
+ORDER BY created_at DESC, id DESC LIMIT $2`
+
+// planStepsSQL reads the steps of the plans $1 with their actions' states.
+// (sql/plan.sql)
+const planStepsSQL = `SELECT s.plan_id::text, s.n, s.tool, s.class, s.intent_key, s.payload::text, s.decision, s.rule,
+    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, '')
+FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+WHERE s.plan_id = ANY($1::uuid[]) ORDER BY s.plan_id, s.n`
+
+// planUpdateSQL writes a decision or a cancellation only if the plan is
+// still the version the Service judged ($2), and with $8 only while no
+// step was used. A step's submission bumps the version in its own
+// transaction first (planLockSQL), so an update racing it waits for the
+// row lock and then finds another version.
+// (sql/plan.sql)
+const planUpdateSQL = `WITH up AS (
+    UPDATE plans SET state = $3, approvals = $4::json, decided_by = $5, decided_at = $6,
+        decision_note = $7, version = version + 1
+    WHERE id = $1 AND version = $2
+      AND (NOT $8 OR NOT EXISTS (SELECT 1 FROM plan_steps s WHERE s.plan_id = $1 AND s.action_id IS NOT NULL))
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $9, $10, $11, $12, $13, $14::json, true FROM up
+)
+SELECT count(*)::int FROM up`
+
+// planLockSQL takes the plan's row for a step's submission: only while it
+// is approved and unexpired at $2. It bumps the version, so decisions and
+// cancellations judged before it are refused (planUpdateSQL), and
+// concurrent submissions of its steps queue on the row.
+// (sql/plan.sql)
+const planLockSQL = `UPDATE plans SET version = version + 1
+WHERE id = $1 AND state = 'approved' AND expires_at > $2
+RETURNING ordered`
+
+// planStepClaimSQL uses step $2 of plan $1 for the action $3: only an
+// unused step, and for an ordered plan ($4) only when every earlier step's
+// action is done or recorded. It runs after the plan's row is locked, in
+// a statement of its own, so it reads what committed before the lock.
+// (sql/plan.sql)
+const planStepClaimSQL = `UPDATE plan_steps SET action_id = $3
+WHERE plan_id = $1 AND n = $2 AND action_id IS NULL
+  AND (NOT $4 OR NOT EXISTS (
+      SELECT 1 FROM plan_steps e LEFT JOIN actions a ON a.id = e.action_id
+      WHERE e.plan_id = $1 AND e.n < $2 AND (a.id IS NULL OR a.state NOT IN ('done', 'recorded'))))`
+
+// planTokenActiveSQL tells a step's submission refused by the token guard
+// from one that lost a race with a holder.
+// (sql/plan.sql)
+const planTokenActiveSQL = `SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL)`
+
 // (sql/reasonprompt.sql)
 const reasonPromptAddSQL = `INSERT INTO reason_prompts (kind, address, ref, action_id, asked, sent_at) VALUES ($1, $2, $3, $4, $5, $6)`
 

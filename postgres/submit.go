@@ -24,7 +24,7 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 	if tokenHash != "" {
 		guard = &tokenHash
 	}
-	if a.Class != classify.AtLeastOnce && s.hint.has(a.IntentKey) {
+	if a.Class != classify.AtLeastOnce && p.PlanStep == nil && s.hint.has(a.IntentKey) {
 		got, err := s.lookupReplay(ctx, a, ev, guard)
 		if err == nil {
 			s.found.Add(1)
@@ -47,6 +47,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		warn = string(b)
 	}
 	in := submitInput{a: a, spec: string(spec), warnings: warn, ev: ev, tokenHash: guard, extras: submitExtras(a, p)}
+	if p.PlanStep != nil {
+		return s.planSubmit(ctx, p, in)
+	}
 	// The first try goes through the batcher, sorted by intent key (the lock
 	// a submission takes); retries after a lost race run on their own.
 	for try := range 10 {

@@ -87,7 +87,7 @@ func (s *Service) Bulk(ctx context.Context, r BulkRequest) ([]BulkResult, error)
 		return nil, err
 	}
 	// One decider for the whole selection.
-	decider, err := s.Decider(ctx, r.By)
+	decider, err := s.Staff().Decider(ctx, r.By)
 	if err != nil {
 		return nil, err
 	}

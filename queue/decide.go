@@ -28,7 +28,7 @@ type DecideRequest struct {
 	// Channel is where the decision was made: "dashboard" (the default),
 	// "slack", …; it shows in the timeline.
 	Channel string
-	// decider is By as Service.Decider resolved it, when the caller (Bulk)
+	// decider is By as Service.Staff().Decider resolved it, when the caller (Bulk)
 	// did so already; nil: Decide resolves it.
 	decider *Decider
 	// Grant, approve only: also create a grant of the actions like this
@@ -178,7 +178,7 @@ func (s *Service) decide(ctx context.Context, p ActionDecideParams, d *Decider) 
 // decideOnce is decide without its span.
 func (s *Service) decideOnce(ctx context.Context, p ActionDecideParams, d *Decider) (DriveResult, error) {
 	if d == nil {
-		got, err := s.Decider(ctx, p.By)
+		got, err := s.Staff().Decider(ctx, p.By)
 		if err != nil {
 			return DriveResult{}, err
 		}
@@ -247,7 +247,7 @@ type ActionDecideParams struct {
 	To State  // StateApproved, StateRejected or StateChangesRequested
 	By string // user:EMAIL
 	// IdPGroups and NoAccess are what the staff directory knows of By
-	// (Service.Decider): PlanDecision judges eligibility by them.
+	// (Service.Staff().Decider): PlanDecision judges eligibility by them.
 	IdPGroups []string
 	NoAccess  bool
 	Note      string

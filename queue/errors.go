@@ -32,7 +32,15 @@ const (
 	// latest attempt (its effect may have happened twice); nothing was
 	// claimed until an operator resolves it.
 	CodeIntentUnderReview Code = "intent_under_review"
-	CodeUnavailable       Code = "unavailable"
+	// CodeNotInPlan: a submission naming a plan equals none of its unused
+	// steps; nothing was stored.
+	CodeNotInPlan Code = "not_in_plan"
+	// CodeStepNotReady: an ordered plan's step waits for an earlier one.
+	CodeStepNotReady Code = "step_not_ready"
+	// CodePlanNotApproved: the plan named is not approved (pending,
+	// rejected, expired, done, …), so it lets no new step through.
+	CodePlanNotApproved Code = "plan_not_approved"
+	CodeUnavailable     Code = "unavailable"
 	// CodeNoVerifier: the action's tool has no verifier (section 18), so
 	// nothing can be asked about it.
 	CodeNoVerifier Code = "no_verifier"

@@ -57,7 +57,7 @@ func (s *Service) List(ctx context.Context, r ListRequest) ([]*Action, string, e
 // judged here by the same Action.MayDecide the deciding transaction uses,
 // not approximated in SQL; the scan reads pending actions only.
 func (s *Service) listWaitingFor(ctx context.Context, r ListRequest) ([]*Action, string, error) {
-	by, err := s.Decider(ctx, r.WaitingFor)
+	by, err := s.Staff().Decider(ctx, r.WaitingFor)
 	if err != nil {
 		return nil, "", err
 	}

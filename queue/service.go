@@ -159,3 +159,17 @@ func ValidID(s string) bool {
 	}
 	return true
 }
+
+// Plans are the operations on plans (contract section 19): one decision
+// for a piece of work.
+type Plans struct{ s *Service }
+
+// Plans returns the operations on plans.
+func (s *Service) Plans() Plans { return Plans{s} }
+
+// Tickets are the operations on reconciliation tickets: an operator's
+// finding, and the verifiers that ask the system of record (section 18).
+type Tickets struct{ s *Service }
+
+// Tickets returns the operations on tickets.
+func (s *Service) Tickets() Tickets { return Tickets{s} }

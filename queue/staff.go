@@ -47,7 +47,8 @@ func (d Decider) Person() classify.Person {
 // directory knows of them: every face (dashboard, bulk, Slack, the queue's
 // "waiting for me") decides through it, so the identity provider's groups
 // count wherever a decision is made.
-func (s *Service) Decider(ctx context.Context, by string) (Decider, error) {
+func (st Staff) Decider(ctx context.Context, by string) (Decider, error) {
+	s := st.s
 	d := Decider{By: by}
 	if s.opts.Staff == nil || !strings.HasPrefix(by, "user:") {
 		return d, nil
@@ -106,14 +107,15 @@ func UserSubject(email string) string { return "user:" + email }
 // TokenSubject names an agent token as a staff event's subject.
 func TokenSubject(name string) string { return "token:" + name }
 
-// RecordStaffEvent writes a staff event to the events log, now. It is the
+// Record writes a staff event to the events log, now. It is the
 // one place staff events are recorded (the password and SSO sign-ins, the
 // dashboard's user and token pages, the commands), each right after the
 // change it records committed, so that the audit log sees every one.
 // Actor, subject and channel keep their printable characters (a control
 // character or a byte that is not UTF-8 becomes U+FFFD): a refused sign-in
 // records whatever address was typed, and every store must keep it.
-func (s *Service) RecordStaffEvent(ctx context.Context, ev StaffEvent) error {
+func (st Staff) Record(ctx context.Context, ev StaffEvent) error {
+	s := st.s
 	ev.Actor, ev.Subject, ev.Channel = printable(ev.Actor), printable(ev.Subject), printable(ev.Channel)
 	switch {
 	case ev.Kind == "":
@@ -141,3 +143,10 @@ func printable(s string) string {
 		return r
 	}, strings.ToValidUTF8(s, "\uFFFD"))
 }
+
+// Staff are the rules about staff members: who may decide, and the record
+// of their sign-ins and account changes.
+type Staff struct{ s *Service }
+
+// Staff returns the rules about staff members.
+func (s *Service) Staff() Staff { return Staff{s} }

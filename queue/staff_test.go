@@ -64,7 +64,7 @@ func TestIdPGroupsDecide(t *testing.T) {
 			}
 		}
 		for by, want := range map[string]bool{"user:zoe@example.com": true, "user:yan@example.com": false, "user:xia@example.com": false} {
-			d, err := svc.Decider(ctx, by)
+			d, err := svc.Staff().Decider(ctx, by)
 			if got := one.MayDecide(d); err != nil || got != want {
 				t.Errorf("MayDecide(%s) = %v, %v; want %v", by, got, err, want)
 			}
@@ -108,7 +108,7 @@ func TestIdPGroupsDecide(t *testing.T) {
 	})
 }
 
-// RecordStaffEvent writes an event of no action at the service clock's
+// Staff().Record writes an event of no action at the service clock's
 // time, with what was typed kept visible (a control character or a byte
 // that is not UTF-8 becomes U+FFFD, which every store keeps), and refuses
 // an event without a kind or an actor; on both stores.
@@ -117,13 +117,13 @@ func TestRecordStaffEvent(t *testing.T) {
 	at := time.Date(2031, 3, 14, 9, 26, 53, 0, time.UTC)
 	apptest.OnBothStores(t, apptest.EnvOptions{Clock: testclock.At(at)}, func(t *testing.T, e *apptest.Env) {
 		ctx := context.Background()
-		if err := e.Service.RecordStaffEvent(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
+		if err := e.Service.Staff().Record(ctx, queue.StaffEvent{Kind: queue.EventSignInRefused, Actor: queue.ActorAnonymous,
 			Subject: queue.UserSubject("eve\x00\x1b\xff@example.com"), Channel: "password",
 			Data: map[string]any{"reason": "bad_credentials"}}); err != nil {
 			t.Fatal(err)
 		}
 		for _, bad := range []queue.StaffEvent{{Actor: "user:a@example.com"}, {Kind: queue.EventSignedIn}} {
-			if err := e.Service.RecordStaffEvent(ctx, bad); err == nil {
+			if err := e.Service.Staff().Record(ctx, bad); err == nil {
 				t.Errorf("%+v was recorded", bad)
 			}
 		}

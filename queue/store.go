@@ -134,7 +134,7 @@ type Store interface {
 	EventInsert(ctx context.Context, ev Event) error
 	// StaffEventInsert appends an event of no action (ev.ActionID is
 	// ignored) about ev.Subject: a sign-in or a refused one, a user or
-	// token change (Service.RecordStaffEvent). It notifies no channel.
+	// token change (Service.Staff().Record). It notifies no channel.
 	StaffEventInsert(ctx context.Context, ev Event) error
 
 	// GrantRevoke revokes an unrevoked grant in one conditional update and
@@ -165,6 +165,8 @@ type Store interface {
 	// ReasonPrompts records the chat messages that ask for a rejection's
 	// reason (reasonprompt.go).
 	ReasonPrompts
+	// PlanStore stores plans (plan.go).
+	PlanStore
 	// Close releases the store; waiters see their channels closed.
 	Close() error
 }
@@ -183,6 +185,10 @@ type ActionSubmitParams struct {
 	// TokenHash, when set, makes the claim conditional on an active agent
 	// token with this hash (Store.SupportsTokenGuard).
 	TokenHash string
+	// PlanStep, when set, uses that plan step for the new action in the
+	// same transaction (PlanStepClaim); a submission without one costs the
+	// store nothing more.
+	PlanStep *PlanStepClaim
 }
 
 // ActionSubmitResult is what a submission found or made.
@@ -197,6 +203,10 @@ type ActionSubmitResult struct {
 	// its latest attempt (Holder, with that ticket as its Ticket), so
 	// nothing was inserted and no grant was used.
 	UnderReview bool
+	// PlanStepRefused: p.PlanStep could not be used (the plan is not
+	// approved or expired, the step was used, an earlier step of an
+	// ordered plan is not done), so nothing was inserted.
+	PlanStepRefused bool
 }
 
 // ActionDecideResult is the action after a decision and what the decision did.

@@ -26,6 +26,9 @@ type SubmitRequest struct {
 	// (Store.SupportsTokenGuard): the caller took Agent from a cache, not
 	// from the database. Only for a store whose SupportsTokenGuard is true.
 	TokenHash string
+	// Plan, when set, names an approved plan this submission is a step of
+	// (plan.go): it is let through only if it equals an unused step.
+	Plan string
 }
 
 type tokenGuardKey struct{}
@@ -128,6 +131,8 @@ type submission struct {
 	// held is the action that holds the intent, when the checks read it
 	// (an upstream tool that cannot be called now).
 	held *Action
+	// plan is the plan step the new action uses (SubmitRequest.Plan).
+	plan *PlanStepClaim
 }
 
 // routed reports whether a channel hears of an event the submission
@@ -271,8 +276,18 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if err != nil {
 		return SubmitResult{}, err
 	}
+	if req.Plan != "" {
+		claim, replay, err := s.applyPlan(ctx, req, sub)
+		if err != nil {
+			return SubmitResult{}, err
+		}
+		if replay != nil {
+			return s.answerHeld(ctx, req, sub.a, replay, false)
+		}
+		sub.plan = claim
+	}
 	a, ev := sub.a, sub.ev
-	agent, channel, key, now := a.RequestedBy, a.Channel, a.IntentKey, a.CreatedAt
+	key := a.IntentKey
 	if claimedUpstream(a) {
 		// The call happens within the submission: take its slot before
 		// anything is stored, so a refusal has done nothing.
@@ -293,9 +308,16 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 	if startRecorded {
 		sub.decision = s.upstreamStart(a)
 	}
-	stored, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, Decision: sub.decision, Grant: sub.grant, TokenHash: req.TokenHash})
+	stored, err := s.store.ActionSubmit(ctx, ActionSubmitParams{Action: a, Event: ev, Decision: sub.decision, Grant: sub.grant, TokenHash: req.TokenHash, PlanStep: sub.plan})
 	if err != nil {
 		return SubmitResult{}, err
+	}
+	if stored.PlanStepRefused {
+		used, err := s.planRefused(ctx, req, a)
+		if err != nil {
+			return SubmitResult{}, err
+		}
+		return s.answerHeld(ctx, req, a, used, false)
 	}
 	holder, replayRecorded := stored.Holder, stored.ReplayRecorded
 	if stored.UnderReview {
@@ -319,6 +341,15 @@ func (s *Service) submit(ctx context.Context, req SubmitRequest, tool classify.T
 		}
 		return SubmitResult{Action: holder, Created: true}, nil
 	}
+	return s.answerHeld(ctx, req, a, holder, replayRecorded)
+}
+
+// answerHeld answers a submission whose intent holder is holder: a replay
+// (200), or a refusal when the holder has another tool or payload or is
+// an exactly-once claim mid-flight, with its event (unless the store
+// recorded it: replayRecorded).
+func (s *Service) answerHeld(ctx context.Context, req SubmitRequest, a *Action, holder *Action, replayRecorded bool) (SubmitResult, error) {
+	agent, channel, key, now := a.RequestedBy, a.Channel, a.IntentKey, a.CreatedAt
 	// A recorded replay had the same tool and payload text: no need to compare.
 	same := replayRecorded || holder.Tool == req.Tool && JSONEqual(holder.Payload, req.Payload)
 	kind := EventReplayed

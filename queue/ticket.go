@@ -22,9 +22,10 @@ type ResolveRequest struct {
 	Note     string
 }
 
-// ResolveTicket records an operator's finding. For a stale ticket the
+// Resolve records an operator's finding. For a stale ticket the
 // action moves to the outcome; a conflict ticket changes no state.
-func (s *Service) ResolveTicket(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
+func (ts Tickets) Resolve(ctx context.Context, r ResolveRequest) (*Action, *Ticket, error) {
+	s := ts.s
 	if !tracing.Enabled() {
 		return s.resolveTicket(ctx, r)
 	}

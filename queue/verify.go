@@ -119,7 +119,8 @@ func VerifyNextDelay(n int) time.Duration {
 // VerifyDue asks the verifiers of every ticket whose round is due, each
 // once across processes, and applies what they prove. It returns how many
 // it asked.
-func (s *Service) VerifyDue(ctx context.Context) (int, error) {
+func (ts Tickets) VerifyDue(ctx context.Context) (int, error) {
+	s := ts.s
 	reg := s.Registry()
 	var tools []string
 	for _, t := range reg.Tools() {
@@ -138,7 +139,7 @@ func (s *Service) VerifyDue(ctx context.Context) (int, error) {
 			return asked, err
 		}
 		for _, t := range due {
-			if _, err := s.Verify(ctx, VerifyRequest{ActionID: t.ActionID, By: "system"}); err != nil && ctx.Err() == nil {
+			if _, err := s.Tickets().Verify(ctx, VerifyRequest{ActionID: t.ActionID, By: "system"}); err != nil && ctx.Err() == nil {
 				s.log.Warn("verifier check failed", "action", t.ActionID, "ticket", t.ID, "err", err)
 			}
 			asked++
@@ -151,7 +152,8 @@ func (s *Service) VerifyDue(ctx context.Context) (int, error) {
 
 // Verify asks the action's verifier now, records the check and applies the
 // tool's resolve mode. An answer that proves nothing changes nothing.
-func (s *Service) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, error) {
+func (ts Tickets) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, error) {
+	s := ts.s
 	a, err := s.store.ActionGetByID(ctx, r.ActionID)
 	if err != nil {
 		return VerifyCheck{}, err

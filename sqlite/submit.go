@@ -102,6 +102,13 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 			}
 		}
 		err := row.scan(tx.QueryRowContext(ctx, insert, insertArgs(&a, string(spec), string(warnings))...))
+		if err == nil && p.PlanStep != nil {
+			// The action exists now, so the step can name it; a refusal
+			// rolls the insert back.
+			if err := claimPlanStep(ctx, tx, p.PlanStep, a.ID); err != nil {
+				return err
+			}
+		}
 		if err == nil {
 			ev := p.Event
 			ev.ActionID = a.ID
@@ -150,6 +157,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		}
 		return fmt.Errorf("intent %q: insert refused and no holder found", a.IntentKey)
 	})
+	if errors.Is(err, errPlanStepRefused) {
+		return queue.ActionSubmitResult{PlanStepRefused: true}, nil
+	}
 	if err != nil {
 		return queue.ActionSubmitResult{}, fmt.Errorf("submit action %s: %w", given.ID, err)
 	}

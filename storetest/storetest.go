@@ -67,6 +67,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"Grant", grantTests},
 		{"ReasonPrompt", reasonPromptTests},
 		{"TicketCheck", verifyTests},
+		{"Plan", planTests},
 	}
 	for _, g := range groups {
 		t.Run(g.name, func(t *testing.T) {

@@ -25,6 +25,8 @@ type QueueView struct {
 	OpenTickets int64
 	// Bulk is the selection form; its checkboxes show for those who decide.
 	Bulk BulkForm
+	// Plans are the pending plans: each one item, decided on its page.
+	Plans []*queue.Plan
 }
 
 // QueueRow is one pending action.

@@ -298,7 +298,7 @@ func TestVerifierVerdicts(t *testing.T) {
 			t.Fatalf("500 asked %d times", n)
 		}
 		// Operator resolution of the suggested verdict still works as any resolution.
-		if a, _, err := e.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: get(t, e, suggest.ID).Ticket.ID,
+		if a, _, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: get(t, e, suggest.ID).Ticket.ID,
 			By: "user:ops@example.com", Outcome: queue.StateDone, Note: "verified"}); err != nil || a.State != queue.StateDone {
 			t.Fatalf("resolve as verified: %v", err)
 		}

@@ -90,7 +90,7 @@ func TestDecidingSafelyOnAPhone(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, ticket := d.StaleTicket("o-settled")
-	if _, _, err := d.Service.ResolveTicket(ctx, queue.ResolveRequest{TicketID: ticket.ID, Outcome: queue.StateFailed, Note: "Not in the ledger", By: "user:oscar@example.com"}); err != nil {
+	if _, _, err := d.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: ticket.ID, Outcome: queue.StateFailed, Note: "Not in the ledger", By: "user:oscar@example.com"}); err != nil {
 		t.Fatal(err)
 	}
 	d.StaleTicket("o-open")

@@ -253,8 +253,30 @@ func dashRoutes() []dashRoute {
 	pending := func(d *apptest.Dashboard, n int) string {
 		return d.SubmitEmail(fmt.Sprintf("route%d", n), "Hello", "Body").ID
 	}
+	// A pending plan of one step nobody's rules decide (an unregistered
+	// tool: every approver and admin may decide it).
+	plan := func(d *apptest.Dashboard, n int) string {
+		res, err := d.Service.Plans().Propose(context.Background(), queue.PlanRequest{Title: "route plan", Agent: "bot",
+			Steps: []queue.PlanStepRequest{{Tool: "route_note", Payload: []byte(fmt.Sprintf(`{"n":%d}`, n)), IntentKey: fmt.Sprintf("route-plan:%d", n)}}})
+		if err != nil {
+			d.T.Fatal(err)
+		}
+		return res.Plan.ID
+	}
 	return []dashRoute{
 		{"queue", "GET /", http.MethodGet, fixed("/"), http.StatusOK, allStaff},
+		{"plan", "GET /plans/:id", http.MethodGet, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			return "/plans/" + plan(d, n), nil
+		}, http.StatusOK, allStaff},
+		{"plan approve", "POST /plans/:id/approve", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			return "/plans/" + plan(d, n) + "/approve", url.Values{"note": {"fine"}}
+		}, http.StatusSeeOther, deciders},
+		{"plan reject", "POST /plans/:id/reject", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			return "/plans/" + plan(d, n) + "/reject", url.Values{"note": {"no"}}
+		}, http.StatusSeeOther, deciders},
+		{"plan request changes", "POST /plans/:id/request_changes", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			return "/plans/" + plan(d, n) + "/request_changes", url.Values{"note": {"smaller"}}
+		}, http.StatusSeeOther, deciders},
 		{"search", "GET /actions", http.MethodGet, fixed("/actions?state=pending"), http.StatusOK, allStaff},
 		{"action", "GET /actions/:id", http.MethodGet, func(d *apptest.Dashboard, n int) (string, url.Values) {
 			return "/actions/" + pending(d, n), nil

@@ -186,6 +186,10 @@ func (s *Server) routes(e *echo.Echo) error {
 	api.POST("/actions/:id/cancel", s.api.Cancel, hot, none)
 	api.POST("/actions/:id/verify", s.api.Verify, auth, none)
 	api.GET("/tools", s.api.Tools, auth, none)
+	api.POST("/plans", s.api.ProposePlan, auth, handlers.OnlyQuery("dry_run"))
+	api.GET("/plans", s.api.ListPlans, auth, handlers.OnlyQuery("state", "limit"))
+	api.GET("/plans/:id", s.api.GetPlan, auth, handlers.OnlyQuery("wait", "state"))
+	api.POST("/plans/:id/cancel", s.api.CancelPlan, auth, none)
 	// Unknown API paths authenticate first too, so a caller without a token
 	// learns nothing about which routes exist.
 	api.RouteNotFound("/*", echo.NotFoundHandler, auth)

@@ -45,7 +45,7 @@ func newAuditDB(t *testing.T, kind string) *auditDB {
 		apptest.Approve(t, e.Service, a.ID)
 	}
 	for _, name := range []string{"billing", "support"} {
-		if err := e.Service.RecordStaffEvent(t.Context(), queue.StaffEvent{Kind: queue.EventTokenCreated,
+		if err := e.Service.Staff().Record(t.Context(), queue.StaffEvent{Kind: queue.EventTokenCreated,
 			Actor: "user:ann@example.com", Subject: queue.TokenSubject(name), Channel: "dashboard"}); err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestAuditExportAndVerifyOffline(t *testing.T) {
 	}
 
 	// Later events, exported after the first export's checkpoint.
-	if err := db.env.Service.RecordStaffEvent(t.Context(), queue.StaffEvent{Kind: queue.EventTokenRevoked,
+	if err := db.env.Service.Staff().Record(t.Context(), queue.StaffEvent{Kind: queue.EventTokenRevoked,
 		Actor: "user:ann@example.com", Subject: queue.TokenSubject("billing")}); err != nil {
 		t.Fatal(err)
 	}

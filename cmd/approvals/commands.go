@@ -146,7 +146,7 @@ func userData(role, previous accounts.Role, slackID string) map[string]any {
 // and fails.
 func recordCLIEvent(ctx context.Context, st queue.Store, ev queue.StaffEvent) error {
 	ev.Actor, ev.Channel = cliActor(), "cli"
-	if err := queue.NewService(st, nil, queue.Options{}).RecordStaffEvent(ctx, ev); err != nil {
+	if err := queue.NewService(st, nil, queue.Options{}).Staff().Record(ctx, ev); err != nil {
 		return fmt.Errorf("the change was made, but its audit event was not recorded: %w", err)
 	}
 	return nil

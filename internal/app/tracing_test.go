@@ -562,7 +562,7 @@ func TestTracingLinksATicketResolution(t *testing.T) {
 			if err != nil || stale.Ticket == nil {
 				t.Fatalf("stale ticket: %v %+v", err, stale)
 			}
-			if _, _, err := env.AddProcess().Service.ResolveTicket(context.Background(), queue.ResolveRequest{TicketID: stale.Ticket.ID,
+			if _, _, err := env.AddProcess().Service.Tickets().Resolve(context.Background(), queue.ResolveRequest{TicketID: stale.Ticket.ID,
 				By: "user:ops@example.com", Outcome: queue.StateFailed, Note: "no refund in the provider"}); err != nil {
 				t.Fatal(err)
 			}

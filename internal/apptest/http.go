@@ -230,7 +230,7 @@ func pathTemplate(path string) string {
 	path, _, _ = strings.Cut(path, "?")
 	parts := strings.Split(path, "/")
 	// /api/v1/actions/{id}[/verb]
-	if len(parts) >= 5 && parts[3] == "actions" {
+	if len(parts) >= 5 && (parts[3] == "actions" || parts[3] == "plans") {
 		parts[4] = "{id}"
 	}
 	return strings.Join(parts, "/")

@@ -37,11 +37,12 @@ func Status(c queue.Code) int {
 	case queue.CodeMethodNotAllowed:
 		return http.StatusMethodNotAllowed
 	case queue.CodeInProgress, queue.CodeInvalidTransition, queue.CodeOutcomeConflict, queue.CodeAlreadyDecided,
-		queue.CodeTicketResolved, queue.CodeUpstreamUnavailable, queue.CodeIntentUnderReview: // a refusal, not a failure of approvals: never a 5xx
+		queue.CodeTicketResolved, queue.CodeUpstreamUnavailable, queue.CodeIntentUnderReview,
+		queue.CodeStepNotReady, queue.CodePlanNotApproved: // a refusal, not a failure of approvals: never a 5xx
 		return http.StatusConflict
 	case queue.CodePayloadTooLarge:
 		return http.StatusRequestEntityTooLarge
-	case queue.CodeInvalidPayload, queue.CodeIntentKeyMismatch, queue.CodeIntentKeyReused:
+	case queue.CodeInvalidPayload, queue.CodeIntentKeyMismatch, queue.CodeIntentKeyReused, queue.CodeNotInPlan:
 		return http.StatusUnprocessableEntity
 	case queue.CodeTooManyWaiters, queue.CodeTooManyUpstreamCalls, queue.CodeTooManyChecks:
 		return http.StatusTooManyRequests

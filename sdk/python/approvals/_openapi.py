@@ -61,7 +61,7 @@ Problem = TypedDict(
         "title": str,
         "status": int,
         "detail": str,
-        "code": Literal["invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks"],
+        "code": Literal["invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks", "not_in_plan", "step_not_ready", "plan_not_approved", "already_decided"],
         "action": 'Action',
     },
     total=False,
@@ -103,7 +103,46 @@ DryRunResult = TypedDict(
 )
 DRY_RUN_RESULT_FIELDS = ("outcome", "action", "rule", "grant",)
 
-PROBLEM_CODES = ("invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks",)
+PlanStep = TypedDict(
+    'PlanStep',
+    {
+        "n": int,
+        "tool": str,
+        "class": 'Class',
+        "intent_key": str,
+        "payload": Dict[str, Any],
+        "decision": Literal["approve", "human", "reject", "none"],
+        "rule": str,
+        "warnings": List[str],
+        "action_id": str,
+        "state": 'State',
+    },
+    total=False,
+)
+PLAN_STEP_FIELDS = ("n", "tool", "class", "intent_key", "payload", "decision", "rule", "warnings", "action_id", "state",)
+
+Plan = TypedDict(
+    'Plan',
+    {
+        "id": str,
+        "state": Literal["pending", "approved", "rejected", "changes_requested", "cancelled", "expired", "done"],
+        "title": str,
+        "agent": str,
+        "ordered": bool,
+        "created_at": str,
+        "expires_at": str,
+        "approvals_required": int,
+        "approvals": List[Dict[str, Any]],
+        "decided_by": Optional[str],
+        "decided_at": Optional[str],
+        "decision_note": Optional[str],
+        "steps": List['PlanStep'],
+    },
+    total=False,
+)
+PLAN_FIELDS = ("id", "state", "title", "agent", "ordered", "created_at", "expires_at", "approvals_required", "approvals", "decided_by", "decided_at", "decision_note", "steps",)
+
+PROBLEM_CODES = ("invalid_request", "invalid_payload", "intent_key_required", "intent_key_mismatch", "intent_key_reused", "in_progress", "intent_under_review", "invalid_transition", "outcome_conflict", "not_found", "forbidden", "unauthorized", "payload_too_large", "unavailable", "upstream_unavailable", "method_not_allowed", "too_many_waiters", "too_many_upstream_calls", "no_verifier", "too_many_checks", "not_in_plan", "step_not_ready", "plan_not_approved", "already_decided",)
 
 # Query parameters of GET /api/v1/actions.
 LIST_ACTIONS_QUERY = ("intent_key", "state", "tool", "cursor", "limit",)

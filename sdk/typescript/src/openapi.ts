@@ -61,7 +61,7 @@ export interface Problem {
   "title": string;
   "status": number;
   "detail": string;
-  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "intent_under_review" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls" | "no_verifier" | "too_many_checks";
+  "code": "invalid_request" | "invalid_payload" | "intent_key_required" | "intent_key_mismatch" | "intent_key_reused" | "in_progress" | "intent_under_review" | "invalid_transition" | "outcome_conflict" | "not_found" | "forbidden" | "unauthorized" | "payload_too_large" | "unavailable" | "upstream_unavailable" | "method_not_allowed" | "too_many_waiters" | "too_many_upstream_calls" | "no_verifier" | "too_many_checks" | "not_in_plan" | "step_not_ready" | "plan_not_approved" | "already_decided";
   "action"?: Action;
 }
 
@@ -127,10 +127,48 @@ export interface DryRunResult {
   "grant"?: string;
 }
 
+export interface PlanStep {
+  "n": number;
+  "tool": string;
+  "class": Class;
+  "intent_key": string;
+  "payload": Record<string, unknown>;
+  /** What the tool's rules make of the step: approve or reject (by the rule named in rule), human (a person decides; also any step with a warning), none (nobody needs to). */
+  "decision": "approve" | "human" | "reject" | "none";
+  "rule"?: string;
+  "warnings": string[];
+  /** The action that used the step, once submitted. */
+  "action_id"?: string;
+  "state"?: State;
+  [key: string]: unknown;
+}
+
+export interface Plan {
+  "id": string;
+  "state": "pending" | "approved" | "rejected" | "changes_requested" | "cancelled" | "expired" | "done";
+  "title": string;
+  "agent": string;
+  "ordered": boolean;
+  "created_at"?: string;
+  "expires_at": string;
+  "approvals_required"?: number;
+  "approvals": Array<{
+    "by"?: string;
+    "at"?: string;
+    "note"?: string;
+    [key: string]: unknown;
+  }>;
+  "decided_by"?: string | null;
+  "decided_at"?: string | null;
+  "decision_note"?: string | null;
+  "steps": PlanStep[];
+  [key: string]: unknown;
+}
+
 /** The problem codes the API documents. */
 export type ProblemCode = Problem['code'];
 
-export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","intent_under_review","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls","no_verifier","too_many_checks"] as const;
+export const ProblemCodes = ["invalid_request","invalid_payload","intent_key_required","intent_key_mismatch","intent_key_reused","in_progress","intent_under_review","invalid_transition","outcome_conflict","not_found","forbidden","unauthorized","payload_too_large","unavailable","upstream_unavailable","method_not_allowed","too_many_waiters","too_many_upstream_calls","no_verifier","too_many_checks","not_in_plan","step_not_ready","plan_not_approved","already_decided"] as const;
 
 /** Query parameters of POST /api/v1/actions. */
 export interface SubmitQuery {
@@ -143,6 +181,8 @@ export type SubmitBody = {
   "tool": string;
   "payload": Record<string, unknown>;
   "intent_key"?: string;
+  /** The id of an approved plan whose unused step this submission equals (same tool, intent key and payload): the plan approves it (decided_by plan:ID). */
+  "plan"?: string;
 };
 
 /** 200 answer of POST /api/v1/actions. */
@@ -194,3 +234,40 @@ export type ListToolsResponse = {
   "tools": Tool[];
   "guidance": string;
 };
+
+/** Query parameters of POST /api/v1/plans. */
+export interface PostApiV1PlansQuery {
+  /** true: answer 200 with the plan as it would be, storing nothing. */
+  "dry_run"?: boolean;
+}
+
+/** Request body of POST /api/v1/plans. */
+export type PostApiV1PlansBody = {
+  "title": string;
+  "steps": Array<{
+    "tool": string;
+    "payload": Record<string, unknown>;
+    "intent_key"?: string;
+  }>;
+  "ordered"?: boolean;
+  /** A Go duration, at most 168h (default 24h). */
+  "expires_after"?: string;
+};
+
+/** Query parameters of GET /api/v1/plans. */
+export interface GetApiV1PlansQuery {
+  "state"?: string;
+  "limit"?: number;
+}
+
+/** 200 answer of GET /api/v1/plans. */
+export type GetApiV1PlansResponse = {
+  "plans": Plan[];
+  [key: string]: unknown;
+};
+
+/** Query parameters of GET /api/v1/plans/{id}. */
+export interface GetApiV1PlansIdQuery {
+  "wait"?: string;
+  "state"?: string;
+}
