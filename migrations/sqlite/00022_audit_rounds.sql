@@ -28,7 +28,11 @@ SELECT r.seq + j.key AS seq, j.value AS event_id,
 FROM audit_round r, json_each(r.event_ids) j;
 
 -- +goose Down
-CREATE TABLE audit_chain_links (
+-- The links one a row again, in the table as 00016 made it.
+CREATE TABLE audit_chain_links AS SELECT seq, event_id, prev_hash, hash FROM audit_chain;
+DROP VIEW audit_chain;
+DROP TABLE audit_round;
+CREATE TABLE audit_chain (
     seq       INTEGER PRIMARY KEY NOT NULL,
     event_id  INTEGER NOT NULL,
     prev_hash BLOB    NOT NULL,
@@ -36,8 +40,6 @@ CREATE TABLE audit_chain_links (
     CONSTRAINT audit_chain_seq_positive CHECK (seq >= 1),
     CONSTRAINT audit_chain_hash_size CHECK (length(prev_hash) = 32 AND length(hash) = 32)
 ) STRICT;
-INSERT INTO audit_chain_links SELECT seq, event_id, prev_hash, hash FROM audit_chain;
-DROP VIEW audit_chain;
-DROP TABLE audit_round;
-ALTER TABLE audit_chain_links RENAME TO audit_chain;
+INSERT INTO audit_chain (seq, event_id, prev_hash, hash) SELECT seq, event_id, prev_hash, hash FROM audit_chain_links;
+DROP TABLE audit_chain_links;
 CREATE UNIQUE INDEX audit_chain_event ON audit_chain (event_id);
