@@ -255,7 +255,7 @@ func (s *Store) AuditStrayList(ctx context.Context, limit int) ([]audit.Stray, e
 	coalesce((SELECT min(c.seq) FROM audit_chain c WHERE c.event_id > e.id), 0)
 	FROM events e `+auditEventJoin+`
 	WHERE e.id <= (SELECT cursor_id FROM audit_head WHERE id = 1)
-	  AND e.id NOT IN (SELECT j.value FROM audit_round r, json_each(r.event_ids) j)
+	  AND e.id NOT IN (SELECT j.value FROM audit_round r, json_each(r.event_ids) j WHERE j.value IS NOT NULL)
 	ORDER BY e.id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("look for events outside the audit chain: %w", err)
