@@ -75,14 +75,19 @@ SELECT count(*) FROM audit_head h JOIN events e ON (e.txid, e.id) > (h.cursor_tx
 -- Events at or before the cursor that are not in the chain, each with the
 -- seq of the first sealed event after it (the chain is in seal order). It
 -- reads the whole table, as the verification that calls it reads the
--- whole chain: an anti-join against every round's ids.
+-- whole chain: one hash anti-join against every round's ids. The CTE is
+-- materialized so that the LIMIT does not talk the planner into a nested
+-- loop over the rounds for every event (no index names an event's round).
+WITH stray AS MATERIALIZED (
+    SELECT e.id, e.txid FROM audit_head h JOIN events e ON (e.txid, e.id) <= (h.cursor_txid, h.cursor_id)
+    WHERE h.id = 1 AND NOT EXISTS (SELECT 1 FROM audit_round r, unnest(r.event_ids) AS u(id) WHERE u.id = e.id)
+)
 SELECT e.id, {{auditEventColumns}},
     coalesce((SELECT min(c.seq) FROM audit_chain c JOIN events f ON f.id = c.event_id
-              WHERE (f.txid, f.id) > (e.txid, e.id)), 0)
-FROM audit_head h JOIN events e ON (e.txid, e.id) <= (h.cursor_txid, h.cursor_id)
+              WHERE (f.txid, f.id) > (s.txid, s.id)), 0)
+FROM stray s JOIN events e ON e.id = s.id
     LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
-WHERE h.id = 1 AND NOT EXISTS (SELECT 1 FROM audit_round r, unnest(r.event_ids) AS u(id) WHERE u.id = e.id)
-ORDER BY e.txid, e.id LIMIT $1;
+ORDER BY s.txid, s.id LIMIT $1;
 
 -- name: auditVerificationSaveSQL
 UPDATE audit_head SET verified_at = $1, verified_seq = $2, verified_ok = $3, verified_detail = $4 WHERE id = 1;
