@@ -26,10 +26,11 @@ type Store interface {
 	// at p.Seq and the lease is p.Holder's or free; it then holds the
 	// lease for p.Lease from now (p.Release: it ends now). It reports
 	// whether it did: false when another sealer moved the head or holds
-	// the lease, and then nothing is written. The chain's primary key on
-	// seq refuses a second link of one seq whatever the callers do, and
-	// links that do not follow one another (ChainAppendParams.Check) are
-	// an error.
+	// the lease, and then nothing is written. Both stores keep the links
+	// of one call as one row (its first seq, the event ids and hashes),
+	// whose primary key on the first seq refuses a second append from one
+	// head whatever the callers do; links that do not follow one another
+	// (ChainAppendParams.Check) are an error.
 	AuditChainAppend(ctx context.Context, p ChainAppendParams) (bool, error)
 	// AuditChainList returns at most p.Limit links after seq p.AfterSeq,
 	// in seq order, each with its event as stored now (nil when the event
@@ -113,7 +114,7 @@ type ChainAppendParams struct {
 
 // Check reports links that do not follow one another: seqs p.Seq+1,
 // p.Seq+2, … and each link's PrevHash the hash of the one before it. A
-// store may then keep a link's event and hash alone (PostgreSQL does).
+// store may then keep a link's event and hash alone (both stores do).
 func (p ChainAppendParams) Check() error {
 	for i, l := range p.Links {
 		if l.Seq != p.Seq+int64(i)+1 || i > 0 && l.PrevHash != p.Links[i-1].Hash {

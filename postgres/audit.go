@@ -12,8 +12,9 @@ import (
 	"github.com/approvals/approvals/audit"
 )
 
-// The chain is kept in audit_chain and audit_head beside the events
-// (migrations/postgres/00016_audit.sql). The sealer reads committed events
+// The chain is kept in audit_round (one row per sealing round, read one
+// link a row through the view audit_chain) and audit_head beside the events
+// (migrations/postgres/00016_audit.sql, 00022_audit_rounds.sql). The sealer reads committed events
 // below the horizon of its statement's snapshot (auditSealableListSQL),
 // hashes them in Go and appends them in one short transaction that locks
 // only the head's row, so no submission or decision ever waits for it.
@@ -121,8 +122,8 @@ func (s *Store) AuditSealableList(ctx context.Context, p audit.SealableListParam
 // AuditChainAppend implements audit.Store: the head's conditional update,
 // then the links, in one transaction.
 func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams) (bool, error) {
-	// The links are sent as their event ids and hashes alone
-	// (auditChainInsertSQL).
+	// The links are stored as one row of the round: their first seq, event
+	// ids and hashes (auditChainInsertSQL).
 	if err := p.Check(); err != nil {
 		return false, fmt.Errorf("append to the audit chain after seq %d: %w", p.Seq, err)
 	}
@@ -151,7 +152,7 @@ func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams)
 				hashes = append(hashes, l.Hash[:]...)
 			}
 			first := p.Links[0].PrevHash
-			if _, err := tx.Exec(ctx, auditChainInsertSQL, p.Seq, ids, first[:], hashes); err != nil {
+			if _, err := tx.Exec(ctx, auditChainInsertSQL, p.Links[0].Seq, ids, first[:], hashes); err != nil {
 				return err
 			}
 		}

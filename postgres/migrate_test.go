@@ -589,3 +589,103 @@ INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, rev
 		t.Fatal(err)
 	}
 }
+
+// Migration 00022 keeps the chain in one row per sealing round. Going down
+// gives the links one a row again, with the schema 00018 left; going up
+// turns each stored link into a round of its own, so that every link is
+// read back as it was stored: a prev_hash edited before the migration is
+// still found at its seq after it. A round sealed after it is one row.
+func TestMigrationAuditRounds(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	u := pgtest.URL(t)
+	pool, p := migrationProvider(t, u)
+	// 18: the last migration before this one on this branch.
+	if _, err := p.UpTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	before := describeSchema(t, pool)
+	count := func(q string) (n int) {
+		t.Helper()
+		if err := pool.QueryRow(ctx, q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+
+	// Seven events sealed in three rounds (3, 2, 2) by the current store.
+	// Each round waits until all its events are below the horizon (other
+	// tests' transactions on the cluster may hold it a moment), so that
+	// one call of the sealer takes them all.
+	st := pgtest.OpenURL(t, u)
+	staff := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := st.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com",
+				Subject: fmt.Sprintf("user:u%d@example.com", i), At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		head, err := st.AuditHeadGet(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+			list, err := st.AuditSealableList(ctx, audit.SealableListParams{After: head.Cursor, Limit: 100})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Events) == n {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%d of %d events sealable after 30 s", len(list.Events), n)
+			}
+		}
+		if res, err := audit.Seal(ctx, st, audit.SealParams{Holder: "t", Lease: time.Minute, Limit: 100}); err != nil || res.Sealed != n {
+			t.Fatalf("sealed %+v, %v; want %d", res, err, n)
+		}
+	}
+	staff(3)
+	staff(2)
+	staff(2)
+	if n := count(`SELECT count(*) FROM audit_round`); n != 3 {
+		t.Fatalf("7 events sealed in 3 rounds are %d rows, want 3", n)
+	}
+	if rep, err := audit.VerifyStore(ctx, st); err != nil || rep.Problem != nil || rep.Last.Seq != 7 {
+		t.Fatalf("verify the rounds: %+v, %v", rep, err)
+	}
+
+	if _, err := p.DownTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	if got := describeSchema(t, pool); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	if n := count(`SELECT count(*) FROM audit_chain c JOIN events e ON e.id = c.event_id
+		WHERE c.seq BETWEEN 1 AND 7 AND length(c.prev_hash) = 32 AND length(c.hash) = 32`); n != 7 {
+		t.Fatalf("after Down, %d links of their events, want 7", n)
+	}
+	// A hand edits the link at seq 3 while the links stand one a row.
+	if _, err := pool.Exec(ctx, `UPDATE audit_chain SET prev_hash = decode(repeat('ab', 32), 'hex') WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.UpTo(ctx, 22); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(`SELECT count(*) FROM audit_round WHERE cardinality(event_ids) = 1`); n != 7 {
+		t.Fatalf("after Up, %d rounds of one link, want 7", n)
+	}
+	rep, err := audit.VerifyStore(ctx, st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Problem == nil || rep.Problem.Seq != 3 || rep.Problem.Kind != audit.Changed {
+		t.Fatalf("verify after Up: %+v, want seq 3 changed", rep.Problem)
+	}
+	staff(4)
+	if n := count(`SELECT count(*) FROM audit_round WHERE seq = 8 AND cardinality(event_ids) = 4`); n != 1 {
+		t.Fatalf("the 4 events sealed after Up are not one round at seq 8")
+	}
+}

@@ -217,45 +217,59 @@ const auditHeadAdvanceSQL = `UPDATE audit_head SET seq = $2, hash = coalesce($3,
 WHERE id = 1 AND seq = $1
     AND (holder = $6 OR holder IS NULL OR lease_until IS NULL OR lease_until <= clock_timestamp())`
 
-// The links after seq $1, of the events $2 in order: $4 is their hashes end
-// to end, 32 bytes each, and each link's prev_hash is the hash before it,
-// the first's $3 (the head's). One bytea, not an array of them, is what
-// the sealer's round costs least to send.
+// One round's links as one row (migrations/postgres/00022_audit_rounds.sql):
+// the first seq $1, the events $2 in order, the hash before the first $3
+// and their hashes end to end $4, 32 bytes each. One row and one index
+// entry per round, whatever its size.
 // (sql/audit.sql)
-const auditChainInsertSQL = `INSERT INTO audit_chain (seq, event_id, prev_hash, hash)
-SELECT $1::bigint + u.o, u.id,
-    CASE WHEN u.o = 1 THEN $3::bytea ELSE substring($4::bytea FROM (u.o::int - 2) * 32 + 1 FOR 32) END,
-    substring($4::bytea FROM (u.o::int - 1) * 32 + 1 FOR 32)
-FROM unnest($2::bigint[]) WITH ORDINALITY AS u(id, o)`
+const auditChainInsertSQL = `INSERT INTO audit_round (seq, event_ids, prev_hash, hashes) VALUES ($1, $2, $3, $4)`
 
+// The links after seq $1, one a row, at most $2. A round holds at least
+// one link, so the round holding seq $1 and the $2 after it hold them
+// all: the read stays a range of the primary key however long the chain.
 // A link whose event row is gone reads with found false.
 // (sql/audit.sql)
-const auditChainListSQL = `SELECT c.seq, c.event_id, c.prev_hash, c.hash, e.id IS NOT NULL, coalesce(e.id, 0), coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
+const auditChainListSQL = `WITH r AS (
+    SELECT * FROM audit_round
+    WHERE seq >= coalesce((SELECT max(seq) FROM audit_round WHERE seq <= $1), 0)
+    ORDER BY seq LIMIT $2::int + 1
+)
+SELECT r.seq + u.o - 1 AS link_seq, u.id,
+    CASE WHEN u.o = 1 THEN r.prev_hash ELSE substring(r.hashes FROM (u.o::int - 2) * 32 + 1 FOR 32) END,
+    substring(r.hashes FROM (u.o::int - 1) * 32 + 1 FOR 32),
+    e.id IS NOT NULL, coalesce(e.id, 0), coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
     coalesce(e.channel, ''), coalesce(e.at, 'epoch'), e.data,
     a.id IS NOT NULL, coalesce(a.tool, ''), coalesce(a.class, ''), coalesce(a.intent_key, ''),
     coalesce(a.attempt, 0), a.payload, coalesce(a.requested_by, '')
-FROM audit_chain c LEFT JOIN events e ON e.id = c.event_id
+FROM r CROSS JOIN LATERAL unnest(r.event_ids) WITH ORDINALITY AS u(id, o)
+    LEFT JOIN events e ON e.id = u.id
     LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
-WHERE c.seq > $1 ORDER BY c.seq LIMIT $2`
+WHERE r.seq + u.o - 1 > $1 ORDER BY link_seq, r.seq LIMIT $2`
 
 // A range of events_seal_order.
 // (sql/audit.sql)
 const auditUnsealedCountSQL = `SELECT count(*) FROM audit_head h JOIN events e ON (e.txid, e.id) > (h.cursor_txid, h.cursor_id) WHERE h.id = 1`
 
 // Events at or before the cursor that are not in the chain, each with the
-// seq of the first sealed event after it. It reads the whole table, as the
-// verification that calls it reads the whole chain.
+// seq of the first sealed event after it (the chain is in seal order). It
+// reads the whole table, as the verification that calls it reads the
+// whole chain: one hash anti-join against every round's ids. The CTE is
+// materialized so that the LIMIT does not talk the planner into a nested
+// loop over the rounds for every event (no index names an event's round).
 // (sql/audit.sql)
-const auditStrayListSQL = `SELECT e.id, coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
+const auditStrayListSQL = `WITH stray AS MATERIALIZED (
+    SELECT e.id, e.txid FROM audit_head h JOIN events e ON (e.txid, e.id) <= (h.cursor_txid, h.cursor_id)
+    WHERE h.id = 1 AND NOT EXISTS (SELECT 1 FROM audit_round r, unnest(r.event_ids) AS u(id) WHERE u.id = e.id)
+)
+SELECT e.id, coalesce(e.action_id::text, ''), coalesce(e.subject, ''), coalesce(e.kind, ''), coalesce(e.actor, ''),
     coalesce(e.channel, ''), coalesce(e.at, 'epoch'), e.data,
     a.id IS NOT NULL, coalesce(a.tool, ''), coalesce(a.class, ''), coalesce(a.intent_key, ''),
     coalesce(a.attempt, 0), a.payload, coalesce(a.requested_by, ''),
-    coalesce((SELECT c.seq FROM events f JOIN audit_chain c ON c.event_id = f.id
-              WHERE (f.txid, f.id) > (e.txid, e.id) ORDER BY f.txid, f.id LIMIT 1), 0)
-FROM audit_head h JOIN events e ON (e.txid, e.id) <= (h.cursor_txid, h.cursor_id)
+    coalesce((SELECT min(c.seq) FROM audit_chain c JOIN events f ON f.id = c.event_id
+              WHERE (f.txid, f.id) > (s.txid, s.id)), 0)
+FROM stray s JOIN events e ON e.id = s.id
     LEFT JOIN actions a ON e.kind = 'submitted' AND a.id = e.action_id
-WHERE h.id = 1 AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.event_id = e.id)
-ORDER BY e.txid, e.id LIMIT $1`
+ORDER BY s.txid, s.id LIMIT $1`
 
 // (sql/audit.sql)
 const auditVerificationSaveSQL = `UPDATE audit_head SET verified_at = $1, verified_seq = $2, verified_ok = $3, verified_detail = $4 WHERE id = 1`

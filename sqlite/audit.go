@@ -5,11 +5,16 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/approvals/approvals/audit"
 )
 
+// The chain is kept in audit_round, one row per sealing round (read one
+// link a row through the view audit_chain), and audit_head
+// (migrations/sqlite/00016_audit.sql, 00022_audit_rounds.sql).
+//
 // SQLite orders the chain by event id: every write holds the database's
 // one write lock, so ids are handed out in commit order and an event
 // committed after another always has the larger id. The sealer reads what
@@ -152,9 +157,24 @@ func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams)
 		if err != nil || n == 0 {
 			return err
 		}
-		for _, l := range p.Links {
-			if _, err := q.ExecContext(ctx, `INSERT INTO audit_chain (seq, event_id, prev_hash, hash) VALUES (?, ?, ?, ?)`,
-				l.Seq, l.EventID, l.PrevHash[:], l.Hash[:]); err != nil {
+		if len(p.Links) > 0 {
+			// One row for the round (migrations/sqlite/00022_audit_rounds.sql):
+			// its first seq, the events' ids as a JSON array, the hash
+			// before the first and the hashes end to end.
+			ids := make([]byte, 0, len(p.Links)*8+2)
+			hashes := make([]byte, 0, len(p.Links)*len(audit.Hash{}))
+			ids = append(ids, '[')
+			for i, l := range p.Links {
+				if i > 0 {
+					ids = append(ids, ',')
+				}
+				ids = strconv.AppendInt(ids, l.EventID, 10)
+				hashes = append(hashes, l.Hash[:]...)
+			}
+			ids = append(ids, ']')
+			first := p.Links[0]
+			if _, err := q.ExecContext(ctx, `INSERT INTO audit_round (seq, event_ids, prev_hash, hashes) VALUES (?, ?, ?, ?)`,
+				first.Seq, string(ids), first.PrevHash[:], hashes); err != nil {
 				return err
 			}
 		}
@@ -169,9 +189,19 @@ func (s *Store) AuditChainAppend(ctx context.Context, p audit.ChainAppendParams)
 
 // AuditChainList implements audit.Store.
 func (s *Store) AuditChainList(ctx context.Context, p audit.ChainListParams) ([]audit.SealedEvent, error) {
-	rows, err := s.read.QueryContext(ctx, `SELECT c.seq, c.event_id, c.prev_hash, c.hash, e.id IS NOT NULL, `+auditEventColumnsOuter+`
-	FROM audit_chain c LEFT JOIN events e ON e.id = c.event_id `+auditEventJoin+`
-	WHERE c.seq > ? ORDER BY c.seq LIMIT ?`, p.AfterSeq, p.Limit)
+	// A round holds at least one link, so the round holding seq AfterSeq
+	// and the Limit after it hold every link asked for: the read stays a
+	// range of the primary key however long the chain.
+	rows, err := s.read.QueryContext(ctx, `WITH r AS (
+		SELECT * FROM audit_round
+		WHERE seq >= coalesce((SELECT max(seq) FROM audit_round WHERE seq <= ?1), 0)
+		ORDER BY seq LIMIT ?2 + 1
+	)
+	SELECT r.seq + j.key AS link_seq, j.value,
+		CASE WHEN j.key = 0 THEN r.prev_hash ELSE substr(r.hashes, (j.key - 1) * 32 + 1, 32) END,
+		substr(r.hashes, j.key * 32 + 1, 32), e.id IS NOT NULL, `+auditEventColumnsOuter+`
+	FROM r, json_each(r.event_ids) j LEFT JOIN events e ON e.id = j.value `+auditEventJoin+`
+	WHERE r.seq + j.key > ?1 ORDER BY link_seq, r.seq LIMIT ?2`, p.AfterSeq, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("list the audit chain: %w", err)
 	}
@@ -222,10 +252,10 @@ func (s *Store) AuditUnsealedCount(ctx context.Context) (int64, error) {
 // as the verification that calls it reads the whole chain.
 func (s *Store) AuditStrayList(ctx context.Context, limit int) ([]audit.Stray, error) {
 	rows, err := s.read.QueryContext(ctx, `SELECT `+auditEventColumns+`,
-	coalesce((SELECT c.seq FROM audit_chain c WHERE c.event_id > e.id ORDER BY c.event_id LIMIT 1), 0)
+	coalesce((SELECT min(c.seq) FROM audit_chain c WHERE c.event_id > e.id), 0)
 	FROM events e `+auditEventJoin+`
 	WHERE e.id <= (SELECT cursor_id FROM audit_head WHERE id = 1)
-	  AND NOT EXISTS (SELECT 1 FROM audit_chain c WHERE c.event_id = e.id)
+	  AND e.id NOT IN (SELECT j.value FROM audit_round r, json_each(r.event_ids) j WHERE j.value IS NOT NULL)
 	ORDER BY e.id LIMIT ?`, limit)
 	if err != nil {
 		return nil, fmt.Errorf("look for events outside the audit chain: %w", err)

@@ -615,3 +615,86 @@ INSERT INTO grants (id, tool, granted_by, action_id, created_at, expires_at, rev
 		t.Fatal(err)
 	}
 }
+
+// Migration 00022 keeps the chain in one row per sealing round, as
+// postgres's twin does. Going down gives the links one a row again, with
+// the schema 00018 left; going up turns each stored link into a round of
+// its own, so that a prev_hash edited before the migration is still found
+// at its seq after it. A round sealed after it is one row.
+func TestMigrationAuditRounds(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "a.db")
+	db, p := migrationProvider(t, path)
+	// 18: the last migration before this one on this branch.
+	if _, err := p.UpTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	before := fmt.Sprint(readSchema(t, db))
+	count := func(db *sql.DB, q string) (n int) {
+		t.Helper()
+		if err := db.QueryRowContext(ctx, q).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	_ = db.Close()
+
+	// Seven events sealed in three rounds (3, 2, 2) by the current store.
+	s := openTestStore(t, path)
+	staff := func(n int) {
+		t.Helper()
+		for i := range n {
+			if err := s.StaffEventInsert(ctx, queue.Event{Kind: "signed_in", Actor: "user:ann@example.com",
+				Subject: fmt.Sprintf("user:u%d@example.com", i), At: time.Now()}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if res, err := audit.Seal(ctx, s, audit.SealParams{Holder: "t", Lease: time.Minute, Limit: 100}); err != nil || res.Sealed != n {
+			t.Fatalf("sealed %+v, %v; want %d", res, err, n)
+		}
+	}
+	staff(3)
+	staff(2)
+	staff(2)
+	if rep, err := audit.VerifyStore(ctx, s); err != nil || rep.Problem != nil || rep.Last.Seq != 7 {
+		t.Fatalf("verify the rounds: %+v, %v", rep, err)
+	}
+	db, p = migrationProvider(t, path)
+	if n := count(db, `SELECT count(*) FROM audit_round`); n != 3 {
+		t.Fatalf("7 events sealed in 3 rounds are %d rows, want 3", n)
+	}
+
+	if _, err := p.DownTo(ctx, 18); err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(readSchema(t, db)); got != before {
+		t.Errorf("schema after Down:\n%s\nwant:\n%s", got, before)
+	}
+	if n := count(db, `SELECT count(*) FROM audit_chain c JOIN events e ON e.id = c.event_id
+		WHERE c.seq BETWEEN 1 AND 7 AND length(c.prev_hash) = 32 AND length(c.hash) = 32`); n != 7 {
+		t.Fatalf("after Down, %d links of their events, want 7", n)
+	}
+	// A hand edits the link at seq 3 while the links stand one a row.
+	if _, err := db.ExecContext(ctx, `UPDATE audit_chain SET prev_hash = unhex(printf('%.64c', 'A')) WHERE seq = 3`); err != nil {
+		t.Fatal(err)
+	}
+
+	if _, err := p.UpTo(ctx, 22); err != nil {
+		t.Fatal(err)
+	}
+	if n := count(db, `SELECT count(*) FROM audit_round WHERE json_array_length(event_ids) = 1`); n != 7 {
+		t.Fatalf("after Up, %d rounds of one link, want 7", n)
+	}
+	rep, err := audit.VerifyStore(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Problem == nil || rep.Problem.Seq != 3 || rep.Problem.Kind != audit.Changed {
+		t.Fatalf("verify after Up: %+v, want seq 3 changed", rep.Problem)
+	}
+	staff(4)
+	if n := count(db, `SELECT count(*) FROM audit_round WHERE seq = 8 AND json_array_length(event_ids) = 4`); n != 1 {
+		t.Fatalf("the 4 events sealed after Up are not one round at seq 8")
+	}
+}

@@ -257,7 +257,7 @@ func TestSealerKilledMidSealIsTakenOver(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lock.Exec(t.Context(), `LOCK TABLE audit_chain IN SHARE MODE`); err != nil {
+	if _, err := lock.Exec(t.Context(), `LOCK TABLE audit_round IN SHARE MODE`); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 5 {
@@ -267,7 +267,7 @@ func TestSealerKilledMidSealIsTakenOver(t *testing.T) {
 	}
 	watch := connect(t, d.DatabaseURL)
 	deadline := time.Now().Add(30 * time.Second)
-	for count(t, watch, `SELECT count(*) FROM pg_locks WHERE relation = 'audit_chain'::regclass AND NOT granted`) == 0 {
+	for count(t, watch, `SELECT count(*) FROM pg_locks WHERE relation = 'audit_round'::regclass AND NOT granted`) == 0 {
 		if time.Now().After(deadline) {
 			t.Fatal("the sealer never waited on its append")
 		}

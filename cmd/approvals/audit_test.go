@@ -34,6 +34,36 @@ type auditDB struct {
 	query func(t *testing.T, query string) int64
 	// param is the n-th placeholder of the dialect.
 	param func(n int) string
+	// ids is the dialect's audit_round.event_ids of the ids in list, an
+	// SQL expression ("1, 2").
+	ids func(list string) string
+}
+
+// oneRound stores the chain's links as one round's row, as a sealer that
+// found all ten events sealable at once stores them (PostgreSQL's horizon
+// may have split them). The chain still holds.
+func oneRound(t *testing.T, db *auditDB, kind string) {
+	t.Helper()
+	merge := `SELECT min(seq) AS seq, array_agg(event_id ORDER BY seq) AS ids, (array_agg(prev_hash ORDER BY seq))[1] AS prev, string_agg(hash, ''::bytea ORDER BY seq) AS hashes FROM audit_chain`
+	if kind == "sqlite" {
+		merge = `SELECT min(seq), json_group_array(event_id ORDER BY seq), (SELECT prev_hash FROM audit_chain ORDER BY seq LIMIT 1),
+			unhex(group_concat(hex(hash), '' ORDER BY seq)) FROM audit_chain`
+	}
+	db.exec(t, "CREATE TABLE audit_links_merged AS "+merge)
+	db.exec(t, "DELETE FROM audit_round")
+	db.exec(t, "INSERT INTO audit_round (seq, event_ids, prev_hash, hashes) SELECT * FROM audit_links_merged")
+	db.exec(t, "DROP TABLE audit_links_merged")
+}
+
+// splitRounds stores the chain's links one round each, as migration 00022
+// stores a chain sealed before it: each link's row stands alone, for a
+// hand that moves, deletes or inserts single links. The chain still holds.
+func splitRounds(t *testing.T, db *auditDB) {
+	t.Helper()
+	db.exec(t, "CREATE TABLE audit_links_split AS SELECT seq, event_id, prev_hash, hash FROM audit_chain")
+	db.exec(t, "DELETE FROM audit_round")
+	db.exec(t, "INSERT INTO audit_round (seq, event_ids, prev_hash, hashes) SELECT seq, "+db.ids("event_id")+", prev_hash, hash FROM audit_links_split")
+	db.exec(t, "DROP TABLE audit_links_split")
 }
 
 func newAuditDB(t *testing.T, kind string) *auditDB {
@@ -73,6 +103,7 @@ func newAuditDB(t *testing.T, kind string) *auditDB {
 			return n
 		}
 		db.param = func(int) string { return "?" }
+		db.ids = func(list string) string { return "json_array(" + list + ")" }
 		return db
 	}
 	db.url = e.DatabaseURL
@@ -95,6 +126,7 @@ func newAuditDB(t *testing.T, kind string) *auditDB {
 		return n
 	}
 	db.param = func(n int) string { return fmt.Sprintf("$%d", n) }
+	db.ids = func(list string) string { return "ARRAY[" + list + "]::bigint[]" }
 	return db
 }
 
@@ -104,11 +136,12 @@ func eventAt(seq int) string {
 }
 
 // shiftSeqs moves the links from seq on by delta, through a range no link
-// uses (the primary key refuses two links of one seq at any moment).
+// uses (the primary key refuses two links of one seq at any moment). The
+// links must stand one a round (splitRounds).
 func shiftSeqs(t *testing.T, db *auditDB, from, delta int) {
 	t.Helper()
-	db.exec(t, fmt.Sprintf("UPDATE audit_chain SET seq = seq + 1000000 WHERE seq >= %d", from))
-	db.exec(t, fmt.Sprintf("UPDATE audit_chain SET seq = seq - 1000000 + (%d) WHERE seq >= 1000000", delta))
+	db.exec(t, fmt.Sprintf("UPDATE audit_round SET seq = seq + 1000000 WHERE seq >= %d", from))
+	db.exec(t, fmt.Sprintf("UPDATE audit_round SET seq = seq - 1000000 + (%d) WHERE seq >= 1000000", delta))
 	db.exec(t, fmt.Sprintf("UPDATE audit_head SET seq = seq + (%d)", delta))
 }
 
@@ -156,11 +189,13 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 		}, "seq 5: removed", ""},
 		{"an event and its link deleted, the seqs closed up", func(t *testing.T, db *auditDB, _ string) {
 			db.exec(t, "DELETE FROM events WHERE id = "+eventAt(5))
-			db.exec(t, "DELETE FROM audit_chain WHERE seq = 5")
+			splitRounds(t, db)
+			db.exec(t, "DELETE FROM audit_round WHERE seq = 5")
 			shiftSeqs(t, db, 6, -1)
 		}, "seq 5: removed", ""},
 		{"the last link deleted", func(t *testing.T, db *auditDB, _ string) {
-			db.exec(t, "DELETE FROM audit_chain WHERE seq = 10")
+			splitRounds(t, db)
+			db.exec(t, "DELETE FROM audit_round WHERE seq = 10")
 		}, "seq 10: removed", ""},
 		{"an event inserted before the cursor", func(t *testing.T, db *auditDB, kind string) {
 			if kind == "sqlite" {
@@ -180,16 +215,41 @@ func TestAuditVerifyFindsTampering(t *testing.T) {
 			forgeLink(t, db, 3)
 		}, "seq 3: inserted", ""},
 		{"two links swapped", func(t *testing.T, db *auditDB, _ string) {
-			db.exec(t, "UPDATE audit_chain SET seq = 1000003 WHERE seq = 3")
-			db.exec(t, "UPDATE audit_chain SET seq = 3 WHERE seq = 4")
-			db.exec(t, "UPDATE audit_chain SET seq = 4 WHERE seq = 1000003")
+			splitRounds(t, db)
+			db.exec(t, "UPDATE audit_round SET seq = 1000003 WHERE seq = 3")
+			db.exec(t, "UPDATE audit_round SET seq = 3 WHERE seq = 4")
+			db.exec(t, "UPDATE audit_round SET seq = 4 WHERE seq = 1000003")
 		}, "seq 3: reordered", ""},
 		{"two events swapped under their links", func(t *testing.T, db *auditDB, _ string) {
 			e3, e4 := db.query(t, "SELECT "+eventAt(3)), db.query(t, "SELECT "+eventAt(4))
-			db.exec(t, "UPDATE audit_chain SET event_id = -1 WHERE seq = 3")
-			db.exec(t, fmt.Sprintf("UPDATE audit_chain SET event_id = %d WHERE seq = 4", e3))
-			db.exec(t, fmt.Sprintf("UPDATE audit_chain SET event_id = %d WHERE seq = 3", e4))
+			splitRounds(t, db)
+			db.exec(t, "UPDATE audit_round SET event_ids = "+db.ids("-1")+" WHERE seq = 3")
+			db.exec(t, fmt.Sprintf("UPDATE audit_round SET event_ids = %s WHERE seq = 4", db.ids(fmt.Sprint(e3))))
+			db.exec(t, fmt.Sprintf("UPDATE audit_round SET event_ids = %s WHERE seq = 3", db.ids(fmt.Sprint(e4))))
 		}, "seq 3: reordered", ""},
+		// The same inside one round's row, as it was sealed: the ids at seq
+		// 3 and 4 swapped in its array, the hashes left.
+		{"two events swapped inside a round", func(t *testing.T, db *auditDB, kind string) {
+			oneRound(t, db, kind)
+			e3, e4 := db.query(t, "SELECT "+eventAt(3)), db.query(t, "SELECT "+eventAt(4))
+			if kind == "sqlite" {
+				db.exec(t, fmt.Sprintf("UPDATE audit_round SET event_ids = json_set(event_ids, '$[2]', %d, '$[3]', %d)", e4, e3))
+				return
+			}
+			db.exec(t, fmt.Sprintf("UPDATE audit_round SET event_ids[3] = %d, event_ids[4] = %d", e4, e3))
+		}, "seq 3: reordered", ""},
+		// A link cut out of a round's row (its id and its hash): the links
+		// keep no prev_hash of their own inside a round, so the event now
+		// at seq 5 reads as changed there, the first seq that does not hold.
+		{"a link cut out of a round", func(t *testing.T, db *auditDB, kind string) {
+			oneRound(t, db, kind)
+			if kind == "sqlite" {
+				db.exec(t, "UPDATE audit_round SET event_ids = json_remove(event_ids, '$[4]'), hashes = unhex(substr(hex(hashes), 1, 256) || substr(hex(hashes), 321))")
+			} else {
+				db.exec(t, "UPDATE audit_round SET event_ids = event_ids[1:4] || event_ids[6:], hashes = substring(hashes FROM 1 FOR 128) || substring(hashes FROM 161)")
+			}
+			db.exec(t, "UPDATE audit_head SET seq = seq - 1")
+		}, "seq 5: changed", ""},
 	}
 	for _, kind := range []string{"sqlite", "postgres"} {
 		for _, tc := range cases {
@@ -249,9 +309,10 @@ func forgeLink(t *testing.T, db *auditDB, seq int64) {
 	}
 	prev := before[0].Hash
 	h := audit.Next(prev, list.Events[0])
+	splitRounds(t, db)
 	shiftSeqs(t, db, int(seq), 1)
-	db.exec(t, fmt.Sprintf("INSERT INTO audit_chain (seq, event_id, prev_hash, hash) VALUES (%s, %s, %s, %s)",
-		db.param(1), db.param(2), db.param(3), db.param(4)), seq, list.Events[0].ID, prev[:], h[:])
+	db.exec(t, fmt.Sprintf("INSERT INTO audit_round (seq, event_ids, prev_hash, hashes) VALUES (%s, %s, %s, %s)",
+		db.param(1), db.ids(db.param(2)), db.param(3), db.param(4)), seq, list.Events[0].ID, prev[:], h[:])
 }
 
 // TestAuditExportAndVerifyOffline runs keygen, export and verify as an
