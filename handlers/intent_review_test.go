@@ -9,6 +9,7 @@ import (
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // TestConflictHoldsIntentAcrossServers: an operator resolved a stale claim
@@ -61,8 +62,11 @@ func TestConflictHoldsIntentAcrossServers(t *testing.T) {
 		if p.Action == nil || p.Action.ID != a.ID || p.Action.Ticket == nil || p.Action.Ticket.ID != ticket || p.Action.Ticket.State != queue.TicketOpen {
 			t.Fatalf("the refusal names %+v, want action %s with its open ticket %s", p.Action, a.ID, ticket)
 		}
-		if !strings.Contains(p.Detail, ticket) || !strings.Contains(p.Detail, a.ID) || !strings.Contains(p.Detail, "do not submit") {
-			t.Fatalf("detail %q: must name the ticket and the action and say not to submit again", p.Detail)
+		if !strings.Contains(p.Detail, ticket) || !strings.Contains(p.Detail, a.ID) {
+			t.Fatalf("detail %q: must name the ticket and the action", p.Detail)
+		}
+		if p.Guidance != problem.Guidance(queue.CodeIntentUnderReview, problem.FaceREST) || !strings.Contains(p.Guidance, "do not call again for this intent") {
+			t.Fatalf("guidance %q: must say not to call again, in the words of MCP and the SDKs", p.Guidance)
 		}
 	}
 	// A dry run says so, naming the attempt under review.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // answer is a successful result: v as structuredContent, then the paragraph
@@ -70,31 +71,32 @@ func refusalAdvice(e *queue.Error, agent string) string {
 	case queue.CodeIntentKeyMismatch:
 		return "Nothing was done: leave intent_key out, approvals derives it from the arguments."
 	case queue.CodeIntentKeyReused:
-		return "Do not call again with other arguments for this intent: read the action that holds it (returned as action) and tell the user if it is not what was meant."
+		return problem.Guidance(e.Code, problem.FaceMCP)
 	case queue.CodeInProgress:
+		g := problem.Guidance(e.Code, problem.FaceMCP)
 		switch {
 		case a == nil:
-			return "Do not act; read the action later with get_action."
+			return g
 		case a.Gated(): // a repeated execute_action
 			return nextStep(a, agent)
 		case a.Agent() == agent:
-			return fmt.Sprintf("Do not perform the effect because of this answer. If the claim comes from your own earlier call for this intent "+
+			return g + fmt.Sprintf(" If the claim comes from your own earlier call for this intent "+
 				"that timed out or failed before you saw its result, call find_actions with intent_key %q and follow what it says; "+
 				"otherwise read it later with get_action (id %s, wait).", a.IntentKey, a.ID)
 		}
-		return fmt.Sprintf("Do not act: %s holds the claim. Read it later with get_action (id %s, wait).", a.RequestedBy, a.ID)
+		return g + fmt.Sprintf(" %s holds the claim: read it later with get_action (id %s, wait).", a.RequestedBy, a.ID)
 	case queue.CodeInvalidTransition, queue.CodeAlreadyDecided:
 		if a != nil {
 			return nextStep(a, agent)
 		}
 	case queue.CodeOutcomeConflict:
-		return "The stored outcome stands and an operator ticket is open: do not report again."
+		return problem.Guidance(e.Code, problem.FaceMCP)
 	case queue.CodeIntentUnderReview:
+		g := problem.Guidance(e.Code, problem.FaceMCP)
 		if a == nil {
-			return "Nothing was done: do not call again for this intent, its earlier effect may have happened; an operator is checking it."
+			return g
 		}
-		return fmt.Sprintf("Nothing was done, and the effect of the earlier attempt may already have happened: do not call %s again for this intent "+
-			"and do not perform it another way. Call find_actions with intent_key %q to read it, and tell the user an operator is checking it.", a.Tool, a.IntentKey)
+		return g + fmt.Sprintf(" Do not perform %s another way: call find_actions with intent_key %q, and tell the user an operator is checking it.", a.Tool, a.IntentKey)
 	case queue.CodeForbidden:
 		return "Only the agent that submitted an action may drive it; you may read it with get_action."
 	case queue.CodeNotFound:

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/web/problem"
 )
 
 // TestIntentUnderReviewThroughMCP: a late complete after a fail opened a
@@ -31,7 +32,8 @@ func TestIntentUnderReviewThroughMCP(t *testing.T) {
 	if r.Action == nil || r.Action.ID != first.ID || r.Action.Ticket == nil || r.Action.Ticket.ID != ticket {
 		t.Fatalf("refusal %+v, want action %s with its ticket %s", r, first.ID, ticket)
 	}
-	for _, want := range []string{ticket, first.ID, "Nothing was done", "do not call issue_refund again", "find_actions", first.IntentKey} {
+	for _, want := range []string{ticket, first.ID, "this call did nothing", "do not call again for this intent until the ticket is resolved", "Do not perform issue_refund another way", "find_actions", first.IntentKey,
+		problem.Guidance(queue.CodeIntentUnderReview, problem.FaceMCP)} {
 		if !strings.Contains(text(res), want) {
 			t.Errorf("the refusal's text lacks %q: %s", want, text(res))
 		}

@@ -439,8 +439,16 @@ func TestMCPAndRESTShareIntents(t *testing.T) {
 	if r.Action == nil || r.Action.IntentKey != "refund:o-9:l-1" {
 		t.Fatalf("refusal action: %+v", r.Action)
 	}
-	// Another payload for the held intent: intent_key_reused, nothing done.
-	wantRefusal(t, call(t, cs, "issue_refund", map[string]any{"amount": 7, "line_id": "l-1", "order_id": "o-9"}), queue.CodeIntentKeyReused)
+	// Another payload for the held intent: intent_key_reused, nothing done;
+	// the text says so in the words of REST and the SDKs, naming find_actions.
+	res := call(t, cs, "issue_refund", map[string]any{"amount": 7, "line_id": "l-1", "order_id": "o-9"})
+	wantRefusal(t, res, queue.CodeIntentKeyReused)
+	if g := problem.Guidance(queue.CodeIntentKeyReused, problem.FaceMCP); !strings.Contains(text(res), g) {
+		t.Errorf("the refusal's text lacks the guidance %q: %s", g, text(res))
+	}
+	if strings.Contains(strings.ToLower(text(res)), "nothing was done") {
+		t.Errorf("the refusal reads as if the effect did not happen: %s", text(res))
+	}
 }
 
 // An MCP payload is stored as the client wrote it, as a REST payload is:

@@ -387,7 +387,7 @@ func reused(holder *Action, tool, key string) error {
 		what = "tool (" + holder.Tool + ")"
 	}
 	return &Error{Code: CodeIntentKeyReused, Action: holder,
-		Detail: fmt.Sprintf("intent %q is held by action %s (state %s) with a different %s; nothing was done", key, holder.ID, holder.State, what)}
+		Detail: fmt.Sprintf("this call did nothing new: intent %q is already held by action %s (state %s) with a different %s", key, holder.ID, holder.State, what)}
 }
 
 // inProgressHeld is the refusal of a submission whose intent holder is an
@@ -406,7 +406,7 @@ func underReview(latest *Action, key string) error {
 		ticket = latest.Ticket.ID
 	}
 	return &Error{Code: CodeIntentUnderReview, Action: latest,
-		Detail: fmt.Sprintf("intent %q is under review: conflict ticket %s is open on action %s (%s), whose effect may have happened; nothing was done: do not submit it again until an operator resolves the ticket, and read the intent's actions by its key (find_actions)", key, ticket, latest.ID, latest.State)}
+		Detail: fmt.Sprintf("intent %q is under review: conflict ticket %s is open on action %s (%s), whose effect may have happened; this call did nothing", key, ticket, latest.ID, latest.State)}
 }
 
 // payloadError is the refusal of a payload the tool's schema or intent

@@ -15,12 +15,14 @@ import (
 
 // Details is an RFC 9457 problem details body.
 type Details struct {
-	Type   string        `json:"type"`
-	Title  string        `json:"title"`
-	Status int           `json:"status"`
-	Detail string        `json:"detail"`
-	Code   queue.Code    `json:"code"`
-	Action *queue.Action `json:"action,omitempty"`
+	Type   string     `json:"type"`
+	Title  string     `json:"title"`
+	Status int        `json:"status"`
+	Detail string     `json:"detail"`
+	Code   queue.Code `json:"code"`
+	// Guidance says what to do next after a refusal an agent meets (Guidance).
+	Guidance string        `json:"guidance,omitempty"`
+	Action   *queue.Action `json:"action,omitempty"`
 }
 
 // Status is the status a code answers over HTTP.
@@ -63,7 +65,7 @@ func Write(w http.ResponseWriter, e *queue.Error) error {
 	if d := queue.RetryAfter(e.Code); d > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))
 	}
-	p := Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code, Action: e.Action}
+	p := Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code, Guidance: Guidance(e.Code, FaceREST), Action: e.Action}
 	if p.Title == "" {
 		p.Title = "Error"
 	}

@@ -57,6 +57,7 @@ TICKET_FIELDS = ("id", "kind", "state", "opened_at", "resolved_at", "resolved_by
 Problem = TypedDict(
     'Problem',
     {
+        "guidance": str,
         "type": str,
         "title": str,
         "status": int,
@@ -66,7 +67,7 @@ Problem = TypedDict(
     },
     total=False,
 )
-PROBLEM_FIELDS = ("type", "title", "status", "detail", "code", "action",)
+PROBLEM_FIELDS = ("guidance", "type", "title", "status", "detail", "code", "action",)
 
 Tool = TypedDict(
     'Tool',

@@ -57,6 +57,8 @@ export interface Ticket {
 }
 
 export interface Problem {
+  /** What to do next, for the refusals an agent meets (intent_key_reused, in_progress, intent_under_review, outcome_conflict): what happened and the read to make instead of a blind retry; the same words over MCP and in the SDKs. */
+  "guidance"?: string;
   "type": string;
   "title": string;
   "status": number;
