@@ -127,10 +127,25 @@ tools:
 				if n%2 == 0 {
 					tool = "agent_task"
 				}
-				status, body, err := post(base, "/api/v1/actions", fmt.Sprintf(`{"tool": %q, "payload": {"n": %d}}`, tool, n))
-				if err != nil || status != http.StatusCreated {
+				// A submission without an answer may have committed: like the
+				// SDKs, the agent sends the same one again (its intent makes
+				// that safe) until it is answered, even once told to stop,
+				// so that no action it submitted is left unknown to it.
+				var (
+					status int
+					body   []byte
+					err    error
+				)
+				for deadline := time.Now().Add(40 * time.Second); ; {
+					status, body, err = post(base, "/api/v1/actions", fmt.Sprintf(`{"tool": %q, "payload": {"n": %d}}`, tool, n))
+					if err == nil && (status == http.StatusCreated || status == http.StatusOK) {
+						break
+					}
+					if time.Now().After(deadline) {
+						t.Errorf("submission %d not answered within 40s: %d %v %s", n, status, err, body)
+						return
+					}
 					time.Sleep(200 * time.Millisecond) // the SDK waits as Retry-After says; enough here
-					continue
 				}
 				var a queue.Action
 				if err := json.Unmarshal(body, &a); err != nil {
