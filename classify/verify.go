@@ -47,7 +47,7 @@ const (
 )
 
 // Verify says how to ask the system of record whether an action's effect
-// happened (contract section 18): a signed webhook, or a read-only tool of
+// happened (docs/verifiers.md): a signed webhook, or a read-only tool of
 // an upstream MCP server, and the CEL expressions over its answer that
 // prove done or not done. It is data only: the compiled expressions live
 // in a cache shared by every copy, so a Tool still round-trips through JSON.

@@ -303,7 +303,7 @@ func jsonEncode(w io.Writer, v any) error {
 }
 
 // Verify handles POST /api/v1/actions/{id}/verify: the agent whose action is
-// in_progress asks the tool's verifier now (contract section 18) and gets
+// in_progress asks the tool's verifier now (docs/verifiers.md) and gets
 // the verdict, the reason, when it was checked and the action as it then is.
 func (h *API) Verify(c echo.Context) error {
 	if _, err := h.emptyBody(c); err != nil {

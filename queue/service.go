@@ -160,7 +160,7 @@ func ValidID(s string) bool {
 	return true
 }
 
-// Plans are the operations on plans (contract section 19): one decision
+// Plans are the operations on plans (docs/plans.md): one decision
 // for a piece of work.
 type Plans struct{ s *Service }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/approvals/approvals/classify"
 )
 
-// Verifiers (contract section 18): an unknown outcome is settled by asking
+// Verifiers (docs/verifiers.md): an unknown outcome is settled by asking
 // the system that would have performed the effect. The Service asks
 // through a VerifyAsker (an adapter beside the executors: a signed webhook
 // or an upstream MCP tool), judges the answer with the tool's expressions,

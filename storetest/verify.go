@@ -20,7 +20,7 @@ var verifyTests = []test{
 	{"AutoResolutionRacesOperatorAndLateReport", func(t *testing.T, s Store) {
 		// A verifier's proof, an operator's finding and the agent's late
 		// report arrive at once on one stale ticket: one decides, the
-		// others are refused as the contract says, nothing is resolved twice.
+		// others are refused as docs/verifiers.md says, nothing is resolved twice.
 		for round := range lockOrderRounds {
 			what := fmt.Sprintf("round %d", round)
 			a, tk := staleTicket(t, s, fmt.Sprintf("verify:race:%d", round))

@@ -8,8 +8,8 @@ import (
 	"strings"
 )
 
-// CallRead calls a read-only tool of an upstream for a verifier (contract
-// section 18) and returns what it answered: the result's structuredContent,
+// CallRead calls a read-only tool of an upstream for a verifier (docs/verifiers.md)
+// and returns what it answered: the result's structuredContent,
 // else its text content (which the verifier parses as JSON). Any outcome
 // but an answer without isError is an error saying why, which makes the
 // verdict unknown.

@@ -1,5 +1,5 @@
 // Package verifier asks a tool's system of record whether an action's
-// effect happened (contract section 18): a signed webhook, or a read-only
+// effect happened (docs/verifiers.md): a signed webhook, or a read-only
 // tool of an upstream MCP server. It is the queue.VerifyAsker the Service
 // judges the answers of; it only fetches them.
 package verifier

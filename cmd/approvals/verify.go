@@ -18,7 +18,7 @@ import (
 
 // verifyCmd is "approvals verify test TOOLS_FILE ACTION_ID…": it asks the
 // file's verifiers about stored actions and prints each verdict, reason and
-// answer, writing nothing (contract section 18, "Trying it").
+// answer, writing nothing (docs/verifiers.md, "Trying it").
 func verifyCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	const use = "usage: approvals verify test TOOLS_FILE ACTION_ID…"
 	if len(args) == 0 || args[0] != "test" {

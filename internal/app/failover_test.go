@@ -45,7 +45,7 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 // processes on a primary with a synchronous standby (PostgreSQL's own
 // initdb, pg_basebackup and pg_ctl), kills the primary mid-delivery,
 // promotes the standby 8 s later (HA managers take 10-30 s by default;
-// the dispatcher used to retry an outcome for about three), and checks contract section 20: every
+// the dispatcher used to retry an outcome for about three), and checks docs/operations.md, "Replication and failover": every
 // acknowledged submission is there, every answered delivery is done and was
 // made once, every agent's complete sent during the outage is written
 // without being sent again, nothing is left in progress and no ticket is

@@ -46,7 +46,7 @@ def seconds(d: Duration) -> float:
 class RetryPolicy:
     """How the calls that are safe to repeat are retried after a lost
     connection or a 429/5xx answer: for up to ``budget`` seconds from the first
-    try (default 60, longer than a database failover: contract section 20),
+    try (default 60, longer than a database failover: docs/operations.md, "Replication and failover"),
     with exponential backoff and full jitter, waiting at least Retry-After.
     Unbounded retries only move the failure from duplicates to overload."""
 

@@ -174,7 +174,7 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     "intent_under_review": IntentUnderReviewError,
     "invalid_transition": InvalidTransitionError,
     "outcome_conflict": OutcomeConflictError,
-    # Refusal codes of the contract the OpenAPI document may not list yet: known by name.
+    # Refusal codes of the API (docs/api.md) the OpenAPI document may not list yet: known by name.
     "not_in_plan": NotInPlanError,
     "step_not_ready": StepNotReadyError,
     "not_found": NotFoundError,

@@ -1,7 +1,7 @@
 """The mapping of problem answers to typed errors, and the advice each refusal
 an agent can meet carries (issue 43: every refusal says what happened and
 what to do next). No server: some codes (intent_under_review, not_in_plan,
-step_not_ready) are the contract's before the server sends them."""
+step_not_ready) are documented (docs/api.md) before the server sends them."""
 import unittest
 
 from approvals import (REFUSAL_GUIDANCE, ApprovalsError, InProgressError, IntentKeyReusedError,

@@ -244,7 +244,7 @@ export class Approvals {
     ).body;
   }
 
-  /** Asks the tool's verifier whether the effect of your in_progress action happened (section 18 of the contract). */
+  /** Asks the tool's verifier whether the effect of your in_progress action happened (docs/verifiers.md). */
   async verify(id: string, options: CallOptions = {}): Promise<VerifyCheck> {
     return (await this.call<VerifyCheck>({ method: 'POST', path: `/api/v1/actions/${encodeURIComponent(id)}/verify`, repeat: 'safe', signal: options.signal })).body;
   }

@@ -130,7 +130,7 @@ export class NoVerifierError extends ApprovalsError {}
 /** The action's verifier was asked less than 10 seconds ago (429, Retry-After). */
 export class TooManyChecksError extends ApprovalsError {}
 
-/** Refusal codes of the contract that the OpenAPI document may not list yet; the SDK knows them by name. */
+/** Refusal codes of the API (docs/api.md) that the OpenAPI document may not list yet; the SDK knows them by name. */
 export type RefusalCode = 'not_in_plan' | 'step_not_ready';
 
 // Every code the OpenAPI document lists must have its class: when the

@@ -2,7 +2,7 @@
 // protocol's business (client.ts says per call), how often and how far apart
 // is this file's. Unbounded retries only move the failure from duplicates to
 // overload, so retries are bounded by a time budget (default 60 s, longer
-// than a database failover: contract section 20), back off exponentially
+// than a database failover: docs/operations.md, "Replication and failover"), back off exponentially
 // with full jitter, and wait at least what the server asked for in
 // Retry-After.
 

@@ -121,7 +121,7 @@ test('guard: any other throw is OutcomeUnknownError, never fail; the intent stay
   assert.equal(calls, 1);
 });
 
-// Contract, hardening round 3: after fn ran and returned, the effect
+// Hardening round 3 (issue 38): after fn ran and returned, the effect
 // happened; a complete that meets another stored outcome (here a fail
 // recorded meanwhile, as an operator resolving a stale claim would) is an
 // OutcomeConflictError that says so, and the guard never reports fail.

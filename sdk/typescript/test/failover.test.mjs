@@ -1,4 +1,4 @@
-// Contract section 20: while the server or its database is away (a
+// docs/operations.md, "Replication and failover": while the server or its database is away (a
 // failover), the SDK retries the calls that are safe to repeat for up to
 // 60 s, honouring Retry-After, with backoff and jitter; it never repeats an
 // execute. Against the real server, stopped and started again on the same
