@@ -587,7 +587,7 @@ func TestTracingLinksATicketResolution(t *testing.T) {
 				"approvals.outcome": "failed", "approvals.state": "failed", "gen_ai.tool.name": "issue_refund"}
 			got := map[string]string{}
 			for _, kv := range resolve.Attributes {
-				got[string(kv.Key)] = kv.Value.Emit()
+				got[string(kv.Key)] = kv.Value.String()
 			}
 			for k, v := range want {
 				if got[k] != v {
@@ -595,7 +595,7 @@ func TestTracingLinksATicketResolution(t *testing.T) {
 				}
 			}
 			for _, kv := range resolve.Attributes {
-				if strings.Contains(kv.Value.Emit(), "no refund in the provider") {
+				if strings.Contains(kv.Value.String(), "no refund in the provider") {
 					t.Errorf("the operator's note appears in %s", kv.Key)
 				}
 			}
