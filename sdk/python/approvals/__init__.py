@@ -17,6 +17,7 @@ from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedE
                      IntentKeyReusedError, IntentUnderReviewError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
                      MethodNotAllowedError, NotApprovedError, NotFoundError, NotInPlanError, NotPerformedError, OutcomeConflictError,
                      OutcomeUnknownError, PayloadTooLargeError, REFUSAL_GUIDANCE, RejectedError, StepNotReadyError, StillPendingError,
+                     PlanNotApprovedError, AlreadyDecidedError,
                      TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
                      UpstreamUnavailableError)
 from .guard import guard
@@ -27,6 +28,6 @@ __all__ = [
     "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "IntentUnderReviewError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
     "NotFoundError", "NotInPlanError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
-    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
+    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "PlanNotApprovedError", "AlreadyDecidedError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
     "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
 ]

@@ -120,6 +120,14 @@ class StepNotReadyError(ApprovalsError):
     """409 step_not_ready: an earlier step of an ordered plan is not done yet."""
 
 
+class PlanNotApprovedError(ApprovalsError):
+    """409 plan_not_approved: the plan named is not approved (pending, rejected, expired, done), so it lets no step through."""
+
+
+class AlreadyDecidedError(ApprovalsError):
+    """409 already_decided: a person or rule decided first (the action is returned with the error)."""
+
+
 class NotFoundError(ApprovalsError):
     pass
 
@@ -177,6 +185,8 @@ ERROR_CLASSES: Dict[str, Type[ApprovalsError]] = {
     # Refusal codes of the API (docs/api.md) the OpenAPI document may not list yet: known by name.
     "not_in_plan": NotInPlanError,
     "step_not_ready": StepNotReadyError,
+    "plan_not_approved": PlanNotApprovedError,
+    "already_decided": AlreadyDecidedError,
     "not_found": NotFoundError,
     "forbidden": ForbiddenError,
     "unauthorized": UnauthorizedError,

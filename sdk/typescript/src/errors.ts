@@ -115,6 +115,10 @@ export class OutcomeConflictError extends ApprovalsError {
 export class NotInPlanError extends ApprovalsError {}
 /** 409 step_not_ready: an earlier step of an ordered plan is not done yet. */
 export class StepNotReadyError extends ApprovalsError {}
+/** 409 plan_not_approved: the plan named is not approved (pending, rejected, expired, done), so it lets no step through. */
+export class PlanNotApprovedError extends ApprovalsError {}
+/** 409 already_decided: a person or rule decided first (the action is returned with the error). */
+export class AlreadyDecidedError extends ApprovalsError {}
 export class NotFoundError extends ApprovalsError {}
 export class ForbiddenError extends ApprovalsError {}
 export class UnauthorizedError extends ApprovalsError {}
@@ -138,6 +142,8 @@ export type RefusalCode = 'not_in_plan' | 'step_not_ready';
 const classes: Record<ProblemCode | RefusalCode, typeof ApprovalsError> = {
   not_in_plan: NotInPlanError,
   step_not_ready: StepNotReadyError,
+  plan_not_approved: PlanNotApprovedError,
+  already_decided: AlreadyDecidedError,
   invalid_request: InvalidRequestError,
   invalid_payload: InvalidPayloadError,
   intent_key_required: IntentKeyRequiredError,
