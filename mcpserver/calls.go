@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"go.opentelemetry.io/otel/attribute"
@@ -112,37 +113,48 @@ func (s *server) submit(tool string) mcp.ToolHandler {
 	}, true)
 }
 
-func (s *server) getAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	if err := args.only("id", "wait", "state"); err != nil {
-		return nil, err
+// pollArgs reads the id, wait and state arguments of a read that may
+// long-poll (get_action, get_plan; parseState takes the state), then takes
+// the agent's waiter slot when it waits: call release once done (a no-op
+// when it does not wait).
+func (s *server) pollArgs(agent string, args arguments, parseState func(string) error) (id string, wait time.Duration, release func(), err error) {
+	release = func() {}
+	if err = args.only("id", "wait", "state"); err != nil {
+		return
 	}
-	id, err := args.string("id", true)
-	if err != nil {
-		return nil, err
+	if id, err = args.string("id", true); err != nil {
+		return
 	}
 	w, err := args.string("wait", false)
 	if err != nil {
-		return nil, err
+		return
 	}
-	wait, err := agentapi.ParseWait(w)
-	if err != nil {
-		return nil, err
+	if wait, err = agentapi.ParseWait(w); err != nil {
+		return
 	}
 	st, err := args.string("state", false)
 	if err != nil {
-		return nil, err
+		return
 	}
-	until, err := agentapi.ParseState(st)
+	if err = parseState(st); err != nil {
+		return
+	}
+	if wait > 0 {
+		release, err = s.polls.AcquireWaiter("agent:" + agent)
+	}
+	return
+}
+
+func (s *server) getAction(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
+	var until queue.State
+	id, wait, release, err := s.pollArgs(agent, args, func(st string) (err error) {
+		until, err = agentapi.ParseState(st)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	if wait > 0 {
-		release, err := s.polls.AcquireWaiter("agent:" + agent)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	}
+	defer release()
 	a, err := s.polls.Wait(ctx, id, until, wait)
 	if err != nil {
 		return nil, err

@@ -11,7 +11,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // The plan tools: propose_plan asks one decision for a piece of work,
@@ -123,36 +122,15 @@ func (s *server) proposePlan(ctx context.Context, agent string, args arguments) 
 }
 
 func (s *server) getPlan(ctx context.Context, agent string, args arguments) (*mcp.CallToolResult, error) {
-	if err := args.only("id", "wait", "state"); err != nil {
-		return nil, err
-	}
-	id, err := args.string("id", true)
+	var until queue.PlanState
+	id, wait, release, err := s.pollArgs(agent, args, func(st string) (err error) {
+		until, err = queue.ParsePlanState(st)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	w, err := args.string("wait", false)
-	if err != nil {
-		return nil, err
-	}
-	wait, err := agentapi.ParseWait(w)
-	if err != nil {
-		return nil, err
-	}
-	st, err := args.string("state", false)
-	if err != nil {
-		return nil, err
-	}
-	until, err := queue.ParsePlanState(st)
-	if err != nil {
-		return nil, err
-	}
-	if wait > 0 {
-		release, err := s.polls.AcquireWaiter("agent:" + agent)
-		if err != nil {
-			return nil, err
-		}
-		defer release()
-	}
+	defer release()
 	pl, err := s.svc.Plans().Wait(ctx, id, until, wait)
 	if err != nil {
 		return nil, err
