@@ -13,15 +13,17 @@ type Face struct {
 	Find string
 	// Get reads one action, and with wait long-polls it.
 	Get string
+	// Verify asks an action's verifier.
+	Verify string
 }
 
 var (
-	FaceREST = Face{Find: "GET /api/v1/actions", Get: "GET /api/v1/actions/{id}"}
-	FaceMCP  = Face{Find: "find_actions", Get: "get_action"}
+	FaceREST = Face{Find: "GET /api/v1/actions", Get: "GET /api/v1/actions/{id}", Verify: "POST /api/v1/actions/{id}/verify"}
+	FaceMCP  = Face{Find: "find_actions", Get: "get_action", Verify: "verify_action"}
 	// FaceSDK is the SDKs' (sdk/typescript/src/errors.ts refusalGuidance,
 	// sdk/python/approvals/errors.py REFUSAL_GUIDANCE), which tests compare
 	// with sdk/testdata/refusal-guidance.json, written from this table.
-	FaceSDK = Face{Find: "find", Get: "get"}
+	FaceSDK = Face{Find: "find", Get: "get", Verify: "verify"}
 )
 
 // refusalGuidance is what to do next after each refusal an agent can meet:
@@ -38,9 +40,12 @@ var refusalGuidance = map[queue.Code]string{
 	queue.CodeIntentUnderReview: "An earlier attempt of this intent may have taken effect and an operator is reviewing it (a conflict ticket is open); this call did nothing: " +
 		"do not call again for this intent until the ticket is resolved; read it with {find} and its intent key.",
 	queue.CodeOutcomeConflict: "The stored outcome stands and an operator ticket is open: do not report again and do not call the tool again for this intent.",
-	"not_in_plan": "This call matches no unused step of the approved plan, so it did nothing: call again only with a step exactly as the plan was approved " +
+	queue.CodePlanNotApproved: "The plan this call names is not approved (it is pending, rejected, expired or done), so this call did nothing: do not perform the step another way; read the plan and wait for its decision, or propose a new plan.",
+	queue.CodeTooManyChecks:   "This action's verifier was asked moments ago, so this call asked nothing: do not perform the effect; ask again after Retry-After ({verify}), or read the action ({get} with wait).",
+	queue.CodeNoVerifier:      "This tool has no verifier, so nothing can ask its system of record: do not perform the effect again; read the action ({get} with wait) and leave an unknown outcome to an operator's ticket.",
+	queue.CodeNotInPlan: "This call matches no unused step of the approved plan, so it did nothing: call again only with a step exactly as the plan was approved " +
 		"(the error names the nearest step and the fields that differ), or propose a new plan.",
-	"step_not_ready": "An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps first, then call this step again.",
+	queue.CodeStepNotReady: "An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps first, then call this step again.",
 }
 
 // Guidance is what an agent on face should do after a refusal with code c;
@@ -50,7 +55,7 @@ func Guidance(c queue.Code, f Face) string {
 	if !ok {
 		return ""
 	}
-	return strings.NewReplacer("{find}", f.Find, "{get}", f.Get).Replace(g)
+	return strings.NewReplacer("{find}", f.Find, "{get}", f.Get, "{verify}", f.Verify).Replace(g)
 }
 
 // GuidanceCodes are the codes that carry guidance.

@@ -59,6 +59,12 @@ export const refusalGuidance: Readonly<Record<string, string>> = {
     '(the error names the nearest step and the fields that differ), or propose a new plan.',
   step_not_ready:
     'An earlier step of this ordered plan is not done yet, so this call did nothing: perform the earlier steps first, then call this step again.',
+  plan_not_approved:
+    'The plan this call names is not approved (it is pending, rejected, expired or done), so this call did nothing: do not perform the step another way; read the plan and wait for its decision, or propose a new plan.',
+  too_many_checks:
+    "This action's verifier was asked moments ago, so this call asked nothing: do not perform the effect; ask again after Retry-After (verify), or read the action (get with wait).",
+  no_verifier:
+    "This tool has no verifier, so nothing can ask its system of record: do not perform the effect again; read the action (get with wait) and leave an unknown outcome to an operator's ticket.",
 };
 
 export class InvalidRequestError extends ApprovalsError {}
