@@ -381,13 +381,11 @@ func TestTLS(t *testing.T) {
 // errors for the outbox to retry.
 func TestNotifyFailures(t *testing.T) {
 	t.Parallel()
-	// A port that was just listened on and closed: nothing answers there.
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	down := &mailServer{addr: l.Addr().(*net.TCPAddr)}
-	_ = l.Close()
+	// Port 1 (tcpmux, privileged, served by nobody here): a connection is
+	// refused. A port just listened on and closed was not safe: a parallel
+	// test's TLS server could be given it again, and the dial then failed
+	// with EOF instead.
+	down := &mailServer{addr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 1), Port: 1}}
 	for _, tc := range []struct {
 		name  string
 		setup func(*mailServer)
