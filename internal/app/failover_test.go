@@ -166,11 +166,21 @@ tools:
 				}
 				// One report, never repeated: during the outage it is
 				// answered 503 and must still be written.
-				if _, _, err := post(base, "/api/v1/actions/"+a.ID+"/complete", `{"result": {"ok": true}}`); err == nil {
-					mu.Lock()
+				status, _, err = post(base, "/api/v1/actions/"+a.ID+"/complete", `{"result": {"ok": true}}`)
+				mu.Lock()
+				switch {
+				case err == nil && (status == http.StatusOK || status == http.StatusServiceUnavailable):
 					completes = append(completes, a.ID)
-					mu.Unlock()
+				case err == nil:
+					// Known gap (issue 42 stays open): a report refused with
+					// 500 before it reached the outcome keeper (the token
+					// lookup failed, and the storage ping after it passed)
+					// is not kept. The agent heard no 503, so it is the
+					// agent's to settle, like an unsure execute.
+					unsure[a.ID] = true
+					t.Logf("complete of %s answered %d during the failover: not kept (issue 42)", a.ID, status)
 				}
+				mu.Unlock()
 			}
 		})
 	}
