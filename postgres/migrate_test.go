@@ -189,22 +189,12 @@ ORDER BY 1`)
 func TestMigrationAtLeastOnceOutcomes(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, pgtest.URL(t))
 	if _, err := p.UpTo(ctx, 11); err != nil {
 		t.Fatal(err)
 	}
 	const recorded, done = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002"
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, result, error, requested_by,
     created_at, finished_at, claimed_at, claim_deadline, spec)
 VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}',
@@ -285,22 +275,12 @@ VALUES ($1, 'crm_lookup', 'at-least-once', 'lookup:c-1', 1, 'recorded', '{"a":1}
 func TestMigrationPoliciesAndGrants(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, pgtest.URL(t))
 	if _, err := p.UpTo(ctx, 12); err != nil {
 		t.Fatal(err)
 	}
 	const mail, refund, gated = "01890a5d-0000-7000-8000-000000000001", "01890a5d-0000-7000-8000-000000000002", "01890a5d-0000-7000-8000-000000000003"
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by, created_at, expires_at, spec)
 VALUES ($1, 'send_customer_email', 'at-most-once', 'email:c-1:t', 1, 'pending', '{"a":1}', 'agent:bot',
         '2031-03-14T09:00:00Z', '2031-03-17T09:00:00Z', '{"name":"send_customer_email"}');
@@ -362,17 +342,7 @@ VALUES ($1, 'issue_refund', 'exactly-once', 'refund:o-1:1', 1, 'done', '{"a":1}'
 func TestMigrationSSO(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, pgtest.URL(t))
 	if _, err := p.UpTo(ctx, 13); err != nil {
 		t.Fatal(err)
 	}
@@ -437,8 +407,6 @@ VALUES ('ann@example.com', 'h', 'admin', '2031-03-14T09:00:00Z', '2031-03-14T09:
 	}
 }
 
-// describeSchema lists the current schema's columns, constraints and
-// indexes, with the schema's name left out so two schemas compare.
 // migrationProvider connects to u and returns the pool and a goose
 // provider of the store's migrations on it, to step through them.
 func migrationProvider(t *testing.T, u string) (*pgxpool.Pool, *goose.Provider) {
@@ -535,21 +503,11 @@ VALUES ($1, 'send_email', 'at-most-once', 'email:1', 1, 'pending', '{"a":1}', 'a
 func TestMigrationGrantEnd(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	pool, err := pgxpool.New(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	db := stdlib.OpenDBFromPool(pool)
-	t.Cleanup(func() { _ = db.Close() })
-	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.Postgres(), goose.WithDisableGlobalRegistry(true))
-	if err != nil {
-		t.Fatal(err)
-	}
+	pool, p := migrationProvider(t, pgtest.URL(t))
 	if _, err := p.UpTo(ctx, 16); err != nil {
 		t.Fatal(err)
 	}
-	_, err = pool.Exec(ctx, `
+	_, err := pool.Exec(ctx, `
 INSERT INTO users (email, password_hash, role, created_at, password_changed_at, sso_denied_at) VALUES
     ('Ann@example.com', 'x', 'approver', now(), now(), NULL),
     ('vic@example.com', 'x', 'viewer', now(), now(), NULL),
