@@ -60,7 +60,8 @@ const tokenGuardKey = "approvals.token_guard"
 // (queue.Store.SupportsTokenGuard), a token seen valid before is taken from
 // memory, which saves a query per request (docs/performance.md, "The token
 // is checked inside the claim"). Every other refusal re-checks the token
-// first, so a revoked token still gets 401 before any other refusal.
+// first, so a revoked token still gets 401 before any other refusal; a
+// re-check the database could not answer leaves the token in memory.
 func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		if !h.Store.SupportsTokenGuard() {
@@ -89,7 +90,13 @@ func (h *API) HotAuth(next echo.HandlerFunc) echo.HandlerFunc {
 		if queue.ErrorCode(err) != queue.CodeUnauthorized {
 			// Refused before, or apart from, the statement's own check.
 			_, err2 := accounts.AgentByHash(r.Context(), h.Accounts, hash)
-			if err2 == nil {
+			if queue.ErrorCode(err2) != queue.CodeUnauthorized {
+				// Valid, or not known because the database is away
+				// (a failover): the token stays in memory, so the
+				// agent's next report, a complete during the outage,
+				// still reaches the Service, which keeps it until the
+				// database answers (queue.OutcomeKeepFor). Its
+				// statement checks the token when it is written.
 				return err
 			}
 			err = err2

@@ -149,13 +149,25 @@ type Pinger interface {
 	Ping(ctx context.Context) error
 }
 
+// UnavailableClassifier is a storage that can tell from an error alone that
+// the database could not be reached or took no writes (a lost connection,
+// a server shutting down, a standby not yet promoted). ErrorOf answers such
+// an error unavailable without asking the database again: during a
+// failover the ping after it may already reach the new primary, and a
+// request refused for the outage must still be told to try again, not that
+// something broke.
+type UnavailableClassifier interface {
+	Unavailable(err error) bool
+}
+
 // pingTimeout bounds the storage check of ErrorOf.
 const pingTimeout = 2 * time.Second
 
 // ErrorOf turns any error into a domain error, the one classification
 // every face (REST, dashboard, MCP) uses. A domain error is returned as it
 // is. Anything else is unexpected and logged here, once, with attrs: it is
-// unavailable when storage does not answer a ping (the caller may try
+// unavailable when the storage says the error is an outage
+// (UnavailableClassifier) or does not answer a ping (the caller may try
 // again; a database that answers read-only, a standby mid-failover, fails
 // the ping too), internal otherwise. Neither detail reveals SQL, stack traces or
 // identifiers. The ping has its own short deadline, because the caller's
@@ -168,6 +180,10 @@ func ErrorOf(ctx context.Context, err error, storage Pinger, log *slog.Logger, a
 	}
 	if log == nil {
 		log = slog.Default()
+	}
+	if u, ok := storage.(UnavailableClassifier); ok && u.Unavailable(err) {
+		log.WarnContext(ctx, "storage unavailable", append(attrs, "err", err)...)
+		return &Error{Code: CodeUnavailable, Detail: "storage is unavailable; try again"}
 	}
 	log.ErrorContext(ctx, "unexpected error", append(attrs, "err", err)...)
 	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), pingTimeout)
