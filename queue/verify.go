@@ -206,12 +206,44 @@ func (ts Tickets) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 	if err != nil {
 		return VerifyCheck{}, fmt.Errorf("verify %s: %w", a.ID, err)
 	}
-	if err := s.store.TicketCheckRecord(ctx, TicketCheckRecordParams{TicketID: ticketID, Verdict: out.Verdict,
-		Event: Event{ActionID: a.ID, Kind: EventVerified, Actor: by, Channel: ChannelVerifier, At: now, Data: dataJS}}); err != nil {
-		return VerifyCheck{}, fmt.Errorf("record the check of %s: %w", a.ID, err)
-	}
-	if s.opts.OnVerified != nil {
-		s.opts.OnVerified(a.Tool, out.Verdict)
+	w := checkWrite{a: a, tool: tool, out: out, data: dataJS, ticketID: ticketID, by: by, now: now}
+	check, err := s.writeCheck(ctx, &w)
+	// A verdict learnt while the database is away is kept and written
+	// once it answers (docs/operations.md, "Replication and failover"):
+	// the system of record is not asked again for what it already said.
+	s.keepUnwritten(ctx, err, a.ID, "verified "+string(out.Verdict), func(ctx context.Context) error {
+		_, err := s.writeCheck(ctx, &w)
+		return err
+	})
+	return check, err
+}
+
+// checkWrite is one verifier check to write: its event, then what its
+// verdict settles. recorded says the event is written, so a kept write
+// tried again does not record the check twice.
+type checkWrite struct {
+	a        *Action
+	tool     classify.Tool
+	out      classify.VerifyOutcome
+	data     json.RawMessage
+	ticketID string
+	by       string
+	now      time.Time
+	recorded bool
+}
+
+// writeCheck records the check and settles what its verdict proves.
+func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, error) {
+	a, out, ticketID, by, now, v := w.a, w.out, w.ticketID, w.by, w.now, w.tool.Verify
+	if !w.recorded {
+		if err := s.store.TicketCheckRecord(ctx, TicketCheckRecordParams{TicketID: ticketID, Verdict: out.Verdict,
+			Event: Event{ActionID: a.ID, Kind: EventVerified, Actor: by, Channel: ChannelVerifier, At: now, Data: w.data}}); err != nil {
+			return VerifyCheck{}, fmt.Errorf("record the check of %s: %w", a.ID, err)
+		}
+		w.recorded = true
+		if s.opts.OnVerified != nil {
+			s.opts.OnVerified(a.Tool, out.Verdict)
+		}
 	}
 	check := VerifyCheck{Verdict: out.Verdict, Reason: out.Reason, CheckedAt: now, Action: a}
 	if out.Verdict == classify.VerdictUnknown {
