@@ -308,7 +308,10 @@ class Approvals:
         """The caller's trace context: the trace_context option's, else
         OpenTelemetry's active one when it is importable."""
         if self._trace_context is not None:
-            carrier: Mapping[str, str] = self._trace_context() or {}
+            try:
+                carrier: Mapping[str, str] = self._trace_context() or {}
+            except Exception:  # noqa: BLE001 - a broken trace context never fails the call
+                return
         else:
             inject = _otel_inject()
             if inject is None:

@@ -382,7 +382,12 @@ export class Approvals {
   /** The caller's trace context: the traceContext option's, else OpenTelemetry's active one when it is installed. */
   private async traceHeaders(headers: Record<string, string>): Promise<void> {
     if (this.traceContext) {
-      const tc = this.traceContext();
+      let tc: TraceContext | undefined;
+      try {
+        tc = this.traceContext();
+      } catch {
+        return; // a broken trace context never fails the call
+      }
       if (tc?.traceparent) headers.traceparent = tc.traceparent;
       if (tc?.traceparent && tc.tracestate) headers.tracestate = tc.tracestate;
       return;
