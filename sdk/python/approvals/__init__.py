@@ -11,13 +11,14 @@ human approval). Standard library only; Python 3.9+.
         return payments.refund(payload["order_id"], payload["amount"])
 """
 from ._openapi import Action, Class, State, Ticket, Tool
-from .client import FINAL_STATES, NO_RETRY, Approvals, Duration, RetryPolicy, Submission
+from .client import FINAL_STATES, NO_RETRY, Approvals, ApprovedPlan, Duration, RetryPolicy, Submission
 from .errors import (ApprovalsConnectionError, ApprovalsError, ChangesRequestedError, DryRunUnsupportedError,
                      ForbiddenError, InProgressError, IntentKeyMismatchError, IntentKeyRequiredError,
                      IntentKeyReusedError, IntentUnderReviewError, InvalidPayloadError, InvalidRequestError, InvalidTransitionError,
                      MethodNotAllowedError, NotApprovedError, NotFoundError, NotInPlanError, NotPerformedError, OutcomeConflictError,
                      OutcomeUnknownError, PayloadTooLargeError, REFUSAL_GUIDANCE, RejectedError, StepNotReadyError, StillPendingError,
-                     PlanNotApprovedError, AlreadyDecidedError,
+                     PlanNotApprovedError, PlanRejectedError, PlanChangesRequestedError, PlanExpiredError,
+                     PlanCancelledError, PlanStillPendingError, AlreadyDecidedError, NoVerifierError, TooManyChecksError,
                      TooManyUpstreamCallsError, TooManyWaitersError, UnauthorizedError, UnavailableError,
                      UpstreamUnavailableError)
 from .guard import guard
@@ -28,6 +29,8 @@ __all__ = [
     "IntentKeyMismatchError", "IntentKeyRequiredError", "IntentKeyReusedError", "IntentUnderReviewError", "InvalidPayloadError",
     "InvalidRequestError", "InvalidTransitionError", "MethodNotAllowedError", "NO_RETRY", "NotApprovedError",
     "NotFoundError", "NotInPlanError", "NotPerformedError", "OutcomeConflictError", "OutcomeUnknownError", "PayloadTooLargeError",
-    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "PlanNotApprovedError", "AlreadyDecidedError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
+    "REFUSAL_GUIDANCE", "RejectedError", "RetryPolicy", "State", "StepNotReadyError", "PlanNotApprovedError", "PlanRejectedError",
+    "PlanChangesRequestedError", "PlanExpiredError", "PlanCancelledError", "PlanStillPendingError", "ApprovedPlan",
+    "NoVerifierError", "TooManyChecksError", "AlreadyDecidedError", "StillPendingError", "Submission", "Ticket", "TooManyUpstreamCallsError", "TooManyWaitersError",
     "Tool", "UnauthorizedError", "UnavailableError", "UpstreamUnavailableError", "guard",
 ]

@@ -12,10 +12,11 @@ import urllib.parse
 import urllib.request
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
-from typing import Any, Callable, Dict, Mapping, Optional, Tuple, Union
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Tuple, Union
 
-from ._openapi import GET_ACTION_QUERY, LIST_ACTIONS_QUERY, Action
-from .errors import ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problem_error
+from ._openapi import GET_ACTION_QUERY, LIST_ACTIONS_QUERY, Action, Plan
+from .errors import (ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, PlanNotApprovedError,
+                     PlanStillPendingError, problem_error)
 
 #: A wait: seconds, or a Go duration string such as "30s", "10m" or "1h30m".
 Duration = Union[int, float, str]
@@ -23,7 +24,13 @@ Duration = Union[int, float, str]
 #: The final states: a long-poll answers at once for these.
 FINAL_STATES = frozenset(["done", "failed", "rejected", "changes_requested", "expired", "cancelled", "recorded"])
 
+#: The plan states a long-poll answers at once for.
+PLAN_FINAL_STATES = frozenset(["rejected", "changes_requested", "cancelled", "expired", "done"])
+
 MAX_POLL = 60.0  # the API's longest ?wait
+
+#: A W3C trace context: {"traceparent": ..., "tracestate": ...}.
+TraceContext = Mapping[str, str]
 
 
 def seconds(d: Duration) -> float:
@@ -105,7 +112,13 @@ class Approvals:
     """A client of approvals: ``Approvals(url, token)``."""
 
     def __init__(self, url: str, token: str, *, timeout: float = 30.0, retry: RetryPolicy = RetryPolicy(),
-                 opener: Optional[urllib.request.OpenerDirector] = None) -> None:
+                 opener: Optional[urllib.request.OpenerDirector] = None,
+                 trace_context: Optional[Callable[[], Optional[TraceContext]]] = None) -> None:
+        """``trace_context``: a function answering the caller's current W3C
+        trace context (``traceparent``, ``tracestate``), sent with every
+        request, for callers without OpenTelemetry. Without it the active
+        context is injected through ``opentelemetry.propagate`` when the
+        ``opentelemetry`` package is importable."""
         if not url:
             raise ValueError("Approvals(url, token): url is required")
         if not token:
@@ -118,14 +131,19 @@ class Approvals:
         # API never redirects, and a token must not travel elsewhere.
         self._opener = opener or urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
         self._dry_run_offered: Optional[bool] = None
+        self._trace_context = trace_context
 
     # -- calls --------------------------------------------------------------
 
-    def submit(self, tool: str, payload: Mapping[str, Any], *, intent_key: Optional[str] = None) -> Submission:
-        """Submits a call of tool (POST /api/v1/actions); a repeat of the same call replays."""
+    def submit(self, tool: str, payload: Mapping[str, Any], *, intent_key: Optional[str] = None,
+               plan: Optional[str] = None) -> Submission:
+        """Submits a call of tool (POST /api/v1/actions); a repeat of the same
+        call replays. ``plan``: the id of an approved plan the call is a step of."""
         body: Dict[str, Any] = {"tool": tool, "payload": dict(payload)}
         if intent_key is not None:
             body["intent_key"] = intent_key
+        if plan is not None:
+            body["plan"] = plan
         status, headers, action = self._call("POST", "/api/v1/actions", body=body, safe=True)
         return Submission(action=action, created=status == 201, replayed=headers.get("Idempotent-Replayed") == "true")
 
@@ -203,23 +221,111 @@ class Approvals:
         """Reports that the effect definitely did not happen; releases the intent."""
         return self._call("POST", self._path(id, "fail"), body={"error": error}, safe=True)[2]
 
-    def verify(self, id: str) -> Dict[str, Any]:
+    def verify(self, id: str, *, once: bool = False) -> Dict[str, Any]:
         """Asks the tool's verifier whether the effect of your in_progress
-        action happened: ``{"verdict", "reason", "checked_at", "action"}``."""
-        return self._call("POST", self._path(id, "verify"), safe=True)[2]
+        action happened: ``{"verdict", "reason", "checked_at", "action"}``.
+        ``once``: one try, no retry of a lost answer or of a 429
+        too_many_checks (the guard's own ask)."""
+        return self._call("POST", self._path(id, "verify"), safe=not once)[2]
+
+    # -- plans --------------------------------------------------------------
+
+    def plan(self, steps: Sequence[Mapping[str, Any]], *, title: Optional[str] = None, ordered: Optional[bool] = None,
+             expires_after: Optional[Duration] = None, wait_for: Duration = "10m") -> "ApprovedPlan":
+        """Proposes a plan (POST /api/v1/plans), waits up to ``wait_for`` for a
+        person's decision and returns the approved plan, whose guarded calls
+        carry its id. Each step is ``{"tool", "payload", "intent_key"?}``. A
+        plan rejected, sent back for changes, cancelled or expired raises
+        PlanRejectedError, PlanChangesRequestedError, PlanCancelledError or
+        PlanExpiredError (all PlanNotApprovedError); one still pending after
+        ``wait_for`` raises PlanStillPendingError (it stays pending)."""
+        p = self.propose_plan(steps, title=title, ordered=ordered, expires_after=expires_after)
+        wait = seconds(wait_for)
+        if p["state"] == "pending":
+            p = self.get_plan(p["id"], wait=wait, state="pending")
+        if p["state"] in ("approved", "done"):
+            return ApprovedPlan(self, p)
+        if p["state"] == "pending":
+            raise PlanStillPendingError(p, wait)
+        raise PlanNotApprovedError.of(p)
+
+    def propose_plan(self, steps: Sequence[Mapping[str, Any]], *, title: Optional[str] = None,
+                     ordered: Optional[bool] = None, expires_after: Optional[Duration] = None) -> Plan:
+        """Proposes a plan and returns it as stored (201), without waiting: plan() waits too."""
+        if not steps:
+            raise ValueError("approvals.plan(steps): steps must be a non-empty list")
+        body: Dict[str, Any] = {
+            "title": title if title is not None else "%d steps: %s" % (len(steps), ", ".join(s["tool"] for s in steps)),
+            "steps": [dict({"tool": s["tool"], "payload": dict(s["payload"])},
+                           **({"intent_key": s["intent_key"]} if s.get("intent_key") is not None else {}))
+                      for s in steps],
+        }
+        if ordered is not None:
+            body["ordered"] = ordered
+        if expires_after is not None:
+            body["expires_after"] = "%dms" % int(seconds(expires_after) * 1000)
+        # Never repeated: a second proposal would be a second plan for a person to decide.
+        return self._call("POST", "/api/v1/plans", body=body, safe=False)[2]
+
+    def get_plan(self, id: str, *, wait: Optional[Duration] = None, state: Optional[str] = None) -> Plan:
+        """Reads a plan; with ``wait`` it long-polls as get() does for an action."""
+        path = "/api/v1/plans/" + urllib.parse.quote(id, safe="")
+        if wait is None:
+            return self._call("GET", path, safe=True)[2]
+        deadline = time.monotonic() + seconds(wait)
+        until = state
+        if until is None:
+            p = self._call("GET", path, safe=True)[2]
+            if p["state"] in PLAN_FINAL_STATES:
+                return p
+            until = p["state"]
+        while True:
+            remaining = max(0.0, min(MAX_POLL, deadline - time.monotonic()))
+            query = {"wait": "%dms" % int(remaining * 1000), "state": until}
+            p = self._call("GET", path, query=query, safe=True, extra=remaining)[2]
+            if p["state"] != until or p["state"] in PLAN_FINAL_STATES or time.monotonic() >= deadline:
+                return p
+
+    def cancel_plan(self, id: str) -> Plan:
+        """Withdraws a plan while none of its steps has been submitted."""
+        return self._call("POST", "/api/v1/plans/%s/cancel" % urllib.parse.quote(id, safe=""), safe=True)[2]
 
     def cancel(self, id: str) -> Action:
         """Withdraws a pending or approved action before execution."""
         return self._call("POST", self._path(id, "cancel"), safe=True)[2]
 
     def guard(self, tool: str, *, wait_for: Duration = "10m",
-              intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+              intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None, plan: Optional[str] = None,
+              verify: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
         """``@approvals.guard("issue_refund")``: see approvals.guard.guard."""
         from .guard import guard
 
-        return guard(self, tool, wait_for=wait_for, intent_key=intent_key)
+        return guard(self, tool, wait_for=wait_for, intent_key=intent_key, plan=plan, verify=verify)
 
     # -- transport ----------------------------------------------------------
+
+    def _trace_headers(self, headers: Dict[str, str]) -> None:
+        """The caller's trace context: the trace_context option's, else
+        OpenTelemetry's active one when it is importable."""
+        if self._trace_context is not None:
+            try:
+                carrier: Mapping[str, str] = self._trace_context() or {}
+            except Exception:  # noqa: BLE001 - a broken trace context never fails the call
+                return
+        else:
+            inject = _otel_inject()
+            if inject is None:
+                return
+            carrier = {}
+            try:
+                inject(carrier)
+            except Exception:  # noqa: BLE001 - a broken propagator never fails the call
+                return
+        traceparent = carrier.get("traceparent")
+        if traceparent:
+            headers["traceparent"] = traceparent
+            if carrier.get("tracestate"):
+                headers["tracestate"] = carrier["tracestate"]
 
     @staticmethod
     def _path(id: str, verb: str) -> str:
@@ -236,6 +342,7 @@ class Approvals:
             headers["Authorization"] = "Bearer " + self._token
         if data is not None:
             headers["Content-Type"] = "application/json"
+        self._trace_headers(headers)
         policy = self._retry if safe else NO_RETRY
         started = time.monotonic()
         attempt = 0
@@ -263,6 +370,53 @@ class Approvals:
                     method, path, self.url,
                     " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
                     e)) from e
+
+
+class ApprovedPlan:
+    """An approved plan (Approvals.plan): its guarded calls and submissions
+    carry its id, so that each step equal to one the person approved goes
+    through once; a call that differs from every unused step is refused
+    (NotInPlanError) and nothing is stored."""
+
+    def __init__(self, client: Approvals, plan: Plan) -> None:
+        self.client = client
+        #: The plan as it was approved.
+        self.plan = plan
+        self.id: str = plan["id"]
+
+    @property
+    def steps(self) -> List[Dict[str, Any]]:
+        return list(self.plan["steps"])
+
+    def guard(self, tool: str, *, wait_for: Duration = "10m",
+              intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None,
+              verify: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+        """``@plan.guard("issue_refund")``: Approvals.guard, each call a step of this plan."""
+        return self.client.guard(tool, wait_for=wait_for, intent_key=intent_key, plan=self.id, verify=verify)
+
+    def submit(self, tool: str, payload: Mapping[str, Any], *, intent_key: Optional[str] = None) -> Submission:
+        """Approvals.submit, as a step of this plan."""
+        return self.client.submit(tool, payload, intent_key=intent_key, plan=self.id)
+
+    def refresh(self, *, wait: Optional[Duration] = None, state: Optional[str] = None) -> Plan:
+        """The plan as it is now (each step's action_id and state once submitted)."""
+        return self.client.get_plan(self.id, wait=wait, state=state)
+
+
+_otel: Any = False  # not looked for yet
+
+
+def _otel_inject() -> Optional[Callable[[Dict[str, str]], None]]:
+    """opentelemetry.propagate.inject when the opentelemetry package is importable (looked for once), else None."""
+    global _otel
+    if _otel is False:
+        try:
+            from opentelemetry import propagate  # type: ignore[import-not-found]
+
+            _otel = propagate.inject
+        except Exception:  # noqa: BLE001 - not installed, or broken: send no context
+            _otel = None
+    return _otel
 
 
 class _NoRedirect(urllib.request.HTTPRedirectHandler):

@@ -127,7 +127,42 @@ class StepNotReadyError(ApprovalsError):
 
 
 class PlanNotApprovedError(ApprovalsError):
-    """409 plan_not_approved: the plan named is not approved (pending, rejected, expired, done), so it lets no step through."""
+    """409 plan_not_approved: the plan named is not approved (pending, rejected, expired, done), so it lets no step through.
+    ``Approvals.plan`` raises it (or a subclass) too when the plan it proposed was not approved: ``plan`` is the plan
+    as it then was."""
+
+    def __init__(self, problem: Dict[str, Any], message: Optional[str] = None, plan: Optional[Dict[str, Any]] = None) -> None:
+        super().__init__(problem, message)
+        #: The plan, when the SDK read it (Approvals.plan).
+        self.plan = plan
+
+    @staticmethod
+    def of(plan: Dict[str, Any]) -> "PlanNotApprovedError":
+        """The error for a proposed plan that ended in its state (rejected, changes_requested, cancelled, expired)."""
+        cls = {"rejected": PlanRejectedError, "changes_requested": PlanChangesRequestedError,
+               "expired": PlanExpiredError, "cancelled": PlanCancelledError}.get(plan["state"], PlanNotApprovedError)
+        detail = "plan %s (%r) is %s%s%s" % (plan["id"], plan.get("title"), plan["state"],
+                                             " by " + plan["decided_by"] if plan.get("decided_by") else "",
+                                             ": " + plan["decision_note"] if plan.get("decision_note") else "")
+        nxt = (" Revise the steps as the note asks and propose the plan again." if plan["state"] == "changes_requested"
+               else " None of its steps may be performed under it: do not perform them another way.")
+        return cls({"status": 409, "code": "plan_not_approved", "detail": detail}, "approvals: %s.%s" % (detail, nxt), plan)
+
+
+class PlanRejectedError(PlanNotApprovedError):
+    """A person (or a rule, for a rule-rejected step) rejected the proposed plan; ``plan["decision_note"]`` says why."""
+
+
+class PlanChangesRequestedError(PlanNotApprovedError):
+    """A person asked for changes to the proposed plan: revise its steps as the note asks and propose it again."""
+
+
+class PlanExpiredError(PlanNotApprovedError):
+    """The proposed plan's window ended before it was approved."""
+
+
+class PlanCancelledError(PlanNotApprovedError):
+    """The proposed plan was withdrawn (cancel_plan)."""
 
 
 class AlreadyDecidedError(ApprovalsError):
@@ -238,6 +273,9 @@ class OutcomeUnknownError(Exception):
         self.action = action
         self.cause = cause
         self._client = client
+        #: The check the guard asked for after the unknown outcome (its verdict was not a proven, stored done),
+        #: or the refusal it met (NoVerifierError, TooManyChecksError, ...); None when nothing was asked.
+        self.check: Any = None
         #: True when the function returned and only recording its result failed.
         self.performed = performed
         self.result = result
@@ -247,7 +285,7 @@ class OutcomeUnknownError(Exception):
             "approvals: %s (action %s, intent %r); it is left in progress for reconciliation: "
             "do not call this tool again for the same intent. Cause: %s" % (what, action["id"], action["intent_key"], cause))
 
-    def verify(self) -> Dict[str, Any]:
+    def verify(self, *, once: bool = False) -> Dict[str, Any]:
         """Asks the tool's system of record whether the effect happened
         (POST /api/v1/actions/{id}/verify): ``{"verdict", "reason",
         "checked_at", "action"}``. With a ``done`` verdict on a tool that
@@ -255,7 +293,7 @@ class OutcomeUnknownError(Exception):
         Raises NoVerifierError for a tool without a verifier."""
         if self._client is None:
             raise RuntimeError("approvals: this OutcomeUnknownError has no client to ask with")
-        return self._client.verify(self.action["id"])
+        return self._client.verify(self.action["id"], once=once)
 
 
 class NotApprovedError(Exception):
@@ -296,6 +334,17 @@ class StillPendingError(Exception):
         super().__init__("approvals: action %s (intent %r) is still waiting for a person after %ds; call again with "
                          "the same intent later: nothing is sent until it is approved." % (
                              action["id"], action["intent_key"], round(waited)))
+
+
+class PlanStillPendingError(Exception):
+    """Nobody decided the proposed plan within the wait; it stays pending: read it later (get_plan) or withdraw it
+    (cancel_plan)."""
+
+    def __init__(self, plan: Dict[str, Any], waited: float) -> None:
+        self.plan = plan
+        super().__init__("approvals: plan %s (%r) is still waiting for a person after %ds; none of its steps may be "
+                         "performed yet: read it later (get_plan with wait) or withdraw it (cancel_plan)." % (
+                             plan["id"], plan.get("title"), round(waited)))
 
 
 class DryRunUnsupportedError(Exception):

@@ -3,7 +3,7 @@ wrapped in the protocol (the README's "From your agent")."""
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any, Callable, Dict, Union
+from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from ._openapi import Action
 from .client import Duration, seconds
@@ -15,7 +15,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
-          intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+          intent_key: Union[None, str, Callable[[Dict[str, Any]], str]] = None, plan: Optional[str] = None,
+          verify: bool = True) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
     """Decorates the function that performs tool's effect. Call the result with
     the payload as one dict, or as keyword arguments; the function is called
     the same way, with what was approved:
@@ -26,10 +27,16 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
       then the function once with the approved payload; rejected or
       changes_requested: RejectedError / ChangesRequestedError with the note;
     - the function raises NotPerformedError: ``fail`` is reported and it is
-      re-raised; anything else: nothing is reported, OutcomeUnknownError;
+      re-raised; anything else: nothing is reported, and the tool's verifier
+      is asked once (POST .../verify, unless ``verify=False``): a proven
+      ``done`` that approvals stored returns the stored result (the provider's
+      record); any other verdict, no verifier or too many checks raises
+      OutcomeUnknownError with ``check`` set;
     - the function returned: only ``complete`` is reported, never ``fail``; a
       complete that meets another stored outcome raises OutcomeConflictError
       with ``performed = True`` and the result.
+
+    ``plan``: the id of an approved plan each call is a step of (ApprovedPlan.guard sets it).
     """
     wait = seconds(wait_for)
 
@@ -45,14 +52,14 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
                 return fn(p) if as_dict else fn(**p)
 
             key = intent_key(payload) if callable(intent_key) else intent_key
-            sub = client.submit(tool, payload, intent_key=key)
+            sub = client.submit(tool, payload, intent_key=key, plan=plan)
             a = sub.action
             state = a["state"]
             if state == "recorded":
                 return call(payload)  # at-least-once: repeating it is harmless
             if state == "in_progress":
                 if sub.created:
-                    return _perform(client, a, payload, call)
+                    return _perform(client, a, payload, call, verify)
                 raise _in_progress(a)
             if state == "done":
                 return a.get("result")
@@ -64,7 +71,7 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
             if state == "approved":
                 claimed = client.execute(a["id"])
                 approved = claimed.get("approved_payload")
-                return _perform(client, claimed, claimed["payload"] if approved is None else approved, call)
+                return _perform(client, claimed, claimed["payload"] if approved is None else approved, call, verify)
             if state == "done":
                 return a.get("result")  # executed elsewhere (a webhook executor)
             if state == "pending":
@@ -78,7 +85,8 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
     return decorate
 
 
-def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call: Callable[[Dict[str, Any]], Any]) -> Any:
+def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call: Callable[[Dict[str, Any]], Any],
+             verify: bool) -> Any:
     try:
         result = call(payload)
     except NotPerformedError as e:
@@ -89,7 +97,7 @@ def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call
             pass
         raise
     except Exception as e:  # noqa: BLE001 - any other failure may follow the effect
-        raise OutcomeUnknownError(claimed, e, client=client) from e
+        return _settle(client, OutcomeUnknownError(claimed, e, client=client), verify)
     try:
         client.complete(claimed["id"], result)
     except OutcomeConflictError as e:
@@ -97,8 +105,26 @@ def _perform(client: "Approvals", claimed: Action, payload: Dict[str, Any], call
         # report meets. Never report fail from here; say performed, with the result.
         raise OutcomeConflictError.after_performed(e, result) from e
     except Exception as e:  # noqa: BLE001
-        raise OutcomeUnknownError(claimed, e, performed=True, result=result, client=client) from e
+        return _settle(client, OutcomeUnknownError(claimed, e, performed=True, result=result, client=client), verify)
     return result
+
+
+def _settle(client: "Approvals", unknown: OutcomeUnknownError, verify: bool) -> Any:
+    """After an unknown outcome: ask the system of record once (never perform
+    again). A proof of ``done`` that approvals stored is the result; anything
+    else leaves the action to reconciliation and raises the unknown outcome."""
+    if verify:
+        try:
+            check = client.verify(unknown.action["id"], once=True)
+            unknown.check = check
+            if check.get("verdict") == "done":
+                a = check.get("action") or client.get(unknown.action["id"])
+                if a.get("state") == "done":
+                    return a.get("result")
+        except Exception as e:  # noqa: BLE001 - no verifier, too many checks, no answer: the outcome stays unknown
+            if unknown.check is None:
+                unknown.check = e
+    raise unknown from unknown.cause
 
 
 def _in_progress(a: Action) -> InProgressError:

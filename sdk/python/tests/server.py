@@ -46,13 +46,13 @@ class Server:
     port it listens there, and halt() and resume() stop and start its process
     on the same address and database, as a failover would."""
 
-    def __init__(self, tools=TOOLS, port=0):
+    def __init__(self, tools=TOOLS, port=0, env=None):
         self.dir = tempfile.mkdtemp(prefix="approvals-py-")
         path = os.path.join(self.dir, "tools.yaml")
         with open(path, "w") as f:
             f.write(tools)
         self.env = dict(os.environ, DATABASE_URL="sqlite:" + os.path.join(self.dir, "approvals.db"),
-                        APPROVALS_TOOLS=path, APPROVALS_ADDR="127.0.0.1:%d" % port)
+                        APPROVALS_TOOLS=path, APPROVALS_ADDR="127.0.0.1:%d" % port, **(env or {}))
         self.port = port
         self.bin = binary()
         self.proc = subprocess.Popen([self.bin, "serve"], env=self.env, stdout=subprocess.DEVNULL,
@@ -93,6 +93,17 @@ class Server:
                 return actions[0]
             if time.monotonic() > deadline:
                 raise AssertionError("no pending action of %s within %ss" % (intent_key, timeout))
+            time.sleep(0.05)
+
+    def pending_plan(self, title, timeout=20.0):
+        """The pending plan titled title, once there is one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            for p in self.rest("/api/v1/plans?state=pending")["plans"]:
+                if p["title"] == title:
+                    return p
+            if time.monotonic() > deadline:
+                raise AssertionError("no pending plan %r within %ss" % (title, timeout))
             time.sleep(0.05)
 
     def halt(self):
@@ -172,6 +183,14 @@ class Staff:
             raise AssertionError("%s %s answered %d: %s" % (decision, id, status, text[:300]))
 
 
+    def decide_plan(self, id, decision, note=""):
+        """Decides a plan on its page (/plans/{id}): approve, reject or request_changes."""
+        status, text = self.request("POST", "/plans/%s/%s" % (id, decision),
+                                    {"_csrf": self.csrf("/plans/" + id), "note": note})
+        if status != 303:
+            raise AssertionError("%s plan %s answered %d: %s" % (decision, id, status, text[:300]))
+
+
 class LossyProxy:
     """A TCP proxy between the SDK and the server that can lose answers: while
     ``drop(request_line)`` holds, it forwards the request, lets the server
@@ -236,14 +255,17 @@ class Fixture:
     SDK client. In the module: ``fx = Fixture()``, ``setUpModule = fx.start``,
     ``tearDownModule = fx.stop``."""
 
-    def __init__(self, **client_options):
+    def __init__(self, tools=None, env=None, **client_options):
         self.client_options = client_options
+        self.tools = tools  # the tools file's text, or a function answering it at start
+        self.env = env
         self.server = self.staff = self.approvals = None
 
     def start(self):
         from approvals import Approvals
 
-        self.server = Server()
+        tools = self.tools() if callable(self.tools) else self.tools
+        self.server = Server(tools or TOOLS, env=self.env)
         self.staff = Staff(self.server.url).login()
         self.approvals = Approvals(self.server.url, self.server.token, **self.client_options)
 

@@ -2,7 +2,7 @@
 // agent" and docs/sdk.md's framework adapters), type-checked by `npm run check:examples` against the built
 // package, so that they cannot rot. Not run: payments, mailer and model
 // stand for the reader's own.
-import { Approvals, NotPerformedError } from '@approvals/sdk';
+import { Approvals, NotPerformedError, type ApprovedPlan } from '@approvals/sdk';
 import { generateText, tool, stepCountIs, type LanguageModel } from 'ai';
 import { guardTools } from '@approvals/sdk/ai';
 import { Agent, run } from '@openai/agents';
@@ -34,6 +34,36 @@ export async function aiSdk(approvals: Approvals) {
     issue_refund: tool({ description: 'Refund one order line.', inputSchema: refundSchema, execute: async (p) => payments.refund(p) }),
   });
   const { text } = await generateText({ model, tools, stopWhen: stepCountIs(5), prompt: 'Refund the duplicate charge on order A-1001, line 2.' });
+  return text;
+}
+
+// This package's README, "Plans".
+export async function plans(approvals: Approvals) {
+  const plan = await approvals.plan([
+    { tool: 'issue_refund', payload: { order_id: 'A-1001', line_id: 2, amount: 19.9 } },
+    { tool: 'send_customer_email', payload: { customer_id: 'c-42', topic: 'refund', subject: 'Your refund' } },
+  ], { title: 'Refund A-1001 line 2 and tell the customer', waitFor: '10m' });
+  const refund = plan.guard('issue_refund', async (p) => payments.refund(p));
+  return refund({ order_id: 'A-1001', line_id: 2, amount: 19.9 });
+}
+
+// docs/sdk.md: a plan with the AI SDK.
+export async function aiSdkPlan(approvals: Approvals) {
+  const refundTool = tool({ description: 'Refund one order line.', inputSchema: refundSchema, execute: async (p) => payments.refund(p) });
+  const emailTool = tool({ description: 'Email a customer.', inputSchema: emailSchema, execute: async (p) => mailer.send(p) });
+  let plan: ApprovedPlan | undefined;
+  const step = z.object({ tool: z.string(), payload: z.record(z.string(), z.unknown()), intent_key: z.string().optional() });
+  const planned = {
+    propose_plan: tool({ description: 'Propose every call of a piece of work at once; a person approves the plan.',
+      inputSchema: z.object({ title: z.string(), steps: z.array(step) }),
+      execute: async ({ title, steps }) => {
+        plan = await approvals.plan(steps.map((s) => ({ tool: s.tool, payload: s.payload, intentKey: s.intent_key })), { title });
+        return { plan_id: plan.id, state: plan.plan.state };
+      } }),
+    ...guardTools(approvals, { issue_refund: refundTool, send_customer_email: emailTool }, { plan: () => plan }),
+  };
+  const { text } = await generateText({ model, tools: planned, stopWhen: stepCountIs(8),
+    prompt: 'Refund order A-1001 line 2 and tell the customer.' });
   return text;
 }
 

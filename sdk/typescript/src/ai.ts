@@ -1,7 +1,7 @@
 // The Vercel AI SDK adapter (`ai` 7.x): guardTools wraps the execute of
 // each tool of a tool set in approvals' guard. It needs nothing from `ai` at
 // run time, so the package root exports it too.
-import type { Approvals } from './client.js';
+import type { Approvals, ApprovedPlan } from './client.js';
 import type { Duration } from './duration.js';
 import { withGuidance } from './guidance.js';
 
@@ -22,6 +22,13 @@ export interface GuardToolsOptions {
   waitFor?: Duration;
   /** Append the guard's guidance to each description, so the model knows not to rephrase a failed call (default true). */
   describe?: boolean;
+  /**
+   * The approved plan the calls are steps of (approvals.plan), or a function
+   * answering it at each call (undefined: no plan yet): each guarded call then
+   * carries its id, and one that differs from every unused step is refused
+   * with not_in_plan.
+   */
+  plan?: ApprovedPlan | string | (() => ApprovedPlan | string | undefined);
 }
 
 /**
@@ -46,10 +53,16 @@ export function guardTools<T extends Record<string, any>>(approvals: Approvals, 
         approvals.guard(options.names?.[name] ?? name, (payload) => execute(payload, execOptions), {
           waitFor: options.waitFor,
           intentKey: options.intentKeys?.[name],
+          plan: planId(options.plan),
         })(input, { signal: execOptions?.abortSignal }),
     };
   }
   return out as T;
+}
+
+function planId(plan: GuardToolsOptions['plan']): string | undefined {
+  const p = typeof plan === 'function' ? plan() : plan;
+  return typeof p === 'string' ? p : p?.id;
 }
 
 function describeGuarded(description: unknown): unknown {

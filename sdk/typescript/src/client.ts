@@ -4,10 +4,20 @@ import type {
   ListActionsQuery,
   ListActionsResponse,
   ListToolsResponse,
+  Plan,
+  PostApiV1PlansBody,
   State,
   SubmitBody,
 } from './openapi.js';
-import { ApprovalsConnectionError, ApprovalsError, DryRunUnsupportedError, problemError, type VerifyCheck } from './errors.js';
+import {
+  ApprovalsConnectionError,
+  ApprovalsError,
+  DryRunUnsupportedError,
+  PlanNotApprovedError,
+  PlanStillPendingError,
+  problemError,
+  type VerifyCheck,
+} from './errors.js';
 import { defaultRetryPolicy, nextRetry, parseRetryAfter, retryableStatus, sleep, type RetryPolicy } from './retry.js';
 import { goDuration, toMs, type Duration } from './duration.js';
 import { guard, type GuardedFunction, type GuardOptions } from './guard.js';
@@ -28,6 +38,19 @@ export interface ApprovalsOptions {
   retry?: Partial<RetryPolicy> | false;
   /** One request's deadline, a long-poll's wait not counted (default 30 s). */
   requestTimeoutMs?: number;
+  /**
+   * The caller's current W3C trace context, sent with every request
+   * (`traceparent`, `tracestate`), for callers without OpenTelemetry. Without
+   * it the SDK injects the active context through `@opentelemetry/api`'s
+   * propagator when that package is installed (an optional peer dependency).
+   */
+  traceContext?: () => TraceContext | undefined;
+}
+
+/** A W3C trace context (https://www.w3.org/TR/trace-context/). */
+export interface TraceContext {
+  traceparent?: string;
+  tracestate?: string;
 }
 
 export interface CallOptions {
@@ -37,6 +60,39 @@ export interface CallOptions {
 export interface SubmitOptions extends CallOptions {
   /** The business intent, such as refund:{order_id}:{line_id}; omit it when the tool's template derives it. */
   intentKey?: string;
+  /** The id of an approved plan this call is a step of (`"plan"` in the submission; see plan()). */
+  plan?: string;
+}
+
+export interface VerifyOptions extends CallOptions {
+  /** One try: no retry of a lost answer or of a 429 too_many_checks (guard's own ask). */
+  once?: boolean;
+}
+
+/** One step of a plan: a call exactly as it will be submitted. */
+export interface PlanStepInput {
+  tool: string;
+  payload: Record<string, unknown>;
+  /** Omit it when the tool's template derives it. */
+  intentKey?: string;
+}
+
+export interface PlanOptions extends CallOptions {
+  /** What the person deciding reads first (default: the steps' tools). */
+  title?: string;
+  /** Each step only once every earlier one is done or recorded. */
+  ordered?: boolean;
+  /** How long the plan may be used (default 24h, at most 168h). */
+  expiresAfter?: Duration;
+  /** How long to wait for a person's decision (default 10 minutes). */
+  waitFor?: Duration;
+}
+
+export interface GetPlanOptions extends CallOptions {
+  /** Long-poll: wait up to this long for the state to change (longer than 60 s is several polls). */
+  wait?: Duration;
+  /** Wait while the plan's state is this one (default: the state when the call starts). */
+  state?: Plan['state'];
 }
 
 export interface GetOptions extends CallOptions {
@@ -117,6 +173,7 @@ export class Approvals {
   private readonly retry: RetryPolicy;
   private readonly timeoutMs: number;
   private dryRunOffered?: Promise<boolean>;
+  private readonly traceContext: (() => TraceContext | undefined) | undefined;
 
   constructor(options: ApprovalsOptions) {
     if (!options || !options.url) throw new TypeError('new Approvals({url, token}): url is required');
@@ -126,12 +183,14 @@ export class Approvals {
     this.fetchImpl = options.fetch ?? globalThis.fetch.bind(globalThis);
     this.retry = options.retry === false ? { ...defaultRetryPolicy, attempts: 1 } : { ...defaultRetryPolicy, ...options.retry };
     this.timeoutMs = options.requestTimeoutMs ?? 30_000;
+    this.traceContext = options.traceContext;
   }
 
   /** Submits a call of tool (POST /api/v1/actions); a repeat of the same call replays. */
   async submit(tool: string, payload: Record<string, unknown>, options: SubmitOptions = {}): Promise<Submission> {
     const body: SubmitBody = { tool, payload };
     if (options.intentKey !== undefined) body.intent_key = options.intentKey;
+    if (options.plan !== undefined) body.plan = options.plan;
     const res = await this.call<Action>({ method: 'POST', path: '/api/v1/actions', body, repeat: 'safe', signal: options.signal });
     return { action: res.body, created: res.status === 201, replayed: res.headers.get('idempotent-replayed') === 'true' };
   }
@@ -245,8 +304,65 @@ export class Approvals {
   }
 
   /** Asks the tool's verifier whether the effect of your in_progress action happened (docs/verifiers.md). */
-  async verify(id: string, options: CallOptions = {}): Promise<VerifyCheck> {
-    return (await this.call<VerifyCheck>({ method: 'POST', path: `/api/v1/actions/${encodeURIComponent(id)}/verify`, repeat: 'safe', signal: options.signal })).body;
+  async verify(id: string, options: VerifyOptions = {}): Promise<VerifyCheck> {
+    const path = `/api/v1/actions/${encodeURIComponent(id)}/verify`;
+    return (await this.call<VerifyCheck>({ method: 'POST', path, repeat: options.once ? 'never' : 'safe', signal: options.signal })).body;
+  }
+
+  /**
+   * Proposes a plan (POST /api/v1/plans), waits up to waitFor for a person's
+   * decision and returns the approved plan, whose guarded calls carry its id.
+   * A plan that is rejected, sent back for changes, cancelled or expired
+   * throws PlanRejectedError, PlanChangesRequestedError, PlanCancelledError
+   * or PlanExpiredError (all PlanNotApprovedError); one still pending after
+   * waitFor throws PlanStillPendingError (the plan stays pending: read it
+   * later with getPlan, or withdraw it with cancelPlan).
+   */
+  async plan(steps: PlanStepInput[], options: PlanOptions = {}): Promise<ApprovedPlan> {
+    let p = await this.proposePlan(steps, options);
+    const waitMs = toMs(options.waitFor ?? '10m');
+    if (p.state === 'pending') p = await this.getPlan(p.id, { wait: waitMs, state: 'pending', signal: options.signal });
+    if (p.state === 'approved' || p.state === 'done') return new ApprovedPlan(this, p);
+    if (p.state === 'pending') throw new PlanStillPendingError(p, waitMs);
+    throw PlanNotApprovedError.of(p);
+  }
+
+  /** Proposes a plan and answers it as stored (201), without waiting: plan() waits too. */
+  async proposePlan(steps: PlanStepInput[], options: Omit<PlanOptions, 'waitFor'> = {}): Promise<Plan> {
+    if (!Array.isArray(steps) || steps.length === 0) throw new TypeError('approvals.plan(steps): steps must be a non-empty array');
+    const body: PostApiV1PlansBody = {
+      title: options.title ?? `${steps.length} steps: ${steps.map((s) => s.tool).join(', ')}`,
+      steps: steps.map((s) => (s.intentKey === undefined ? { tool: s.tool, payload: s.payload } : { tool: s.tool, payload: s.payload, intent_key: s.intentKey })),
+    };
+    if (options.ordered !== undefined) body.ordered = options.ordered;
+    if (options.expiresAfter !== undefined) body.expires_after = goDuration(toMs(options.expiresAfter));
+    // Not repeated: a second proposal would be a second plan for a person to decide.
+    return (await this.call<Plan>({ method: 'POST', path: '/api/v1/plans', body, repeat: 'never', signal: options.signal })).body;
+  }
+
+  /** Reads a plan; with `wait` it long-polls as get() does for an action. */
+  async getPlan(id: string, options: GetPlanOptions = {}): Promise<Plan> {
+    const path = `/api/v1/plans/${encodeURIComponent(id)}`;
+    if (options.wait === undefined) return (await this.call<Plan>({ method: 'GET', path, repeat: 'safe', signal: options.signal })).body;
+    const waitMs = toMs(options.wait);
+    const deadline = Date.now() + waitMs;
+    let until: Plan['state'] | undefined = options.state;
+    if (until === undefined) {
+      const p: Plan = (await this.call<Plan>({ method: 'GET', path, repeat: 'safe', signal: options.signal })).body;
+      if (PLAN_FINAL_STATES.has(p.state)) return p;
+      until = p.state;
+    }
+    for (;;) {
+      const remaining = Math.max(0, Math.min(maxPollMs, deadline - Date.now()));
+      const query: Record<string, string> = { wait: goDuration(remaining), state: until };
+      const p: Plan = (await this.call<Plan>({ method: 'GET', path, query, repeat: 'safe', signal: options.signal, extraMs: remaining })).body;
+      if (p.state !== until || PLAN_FINAL_STATES.has(p.state) || Date.now() >= deadline) return p;
+    }
+  }
+
+  /** Withdraws a plan while none of its steps has been submitted. */
+  async cancelPlan(id: string, options: CallOptions = {}): Promise<Plan> {
+    return (await this.call<Plan>({ method: 'POST', path: `/api/v1/plans/${encodeURIComponent(id)}/cancel`, repeat: 'safe', signal: options.signal })).body;
   }
 
   /** Withdraws a pending or approved action before execution. */
@@ -263,11 +379,37 @@ export class Approvals {
     return guard(this, tool, fn, options);
   }
 
+  /** The caller's trace context: the traceContext option's, else OpenTelemetry's active one when it is installed. */
+  private async traceHeaders(headers: Record<string, string>): Promise<void> {
+    if (this.traceContext) {
+      let tc: TraceContext | undefined;
+      try {
+        tc = this.traceContext();
+      } catch {
+        return; // a broken trace context never fails the call
+      }
+      if (tc?.traceparent) headers.traceparent = tc.traceparent;
+      if (tc?.traceparent && tc.tracestate) headers.tracestate = tc.tracestate;
+      return;
+    }
+    const otel = await loadOpenTelemetry();
+    if (!otel) return;
+    const carrier: Record<string, string> = {};
+    try {
+      otel.propagation.inject(otel.context.active(), carrier);
+    } catch {
+      return; // a broken propagator never fails the call
+    }
+    if (carrier.traceparent) headers.traceparent = carrier.traceparent;
+    if (carrier.traceparent && carrier.tracestate) headers.tracestate = carrier.tracestate;
+  }
+
   private async call<T>(req: Request): Promise<Answer<T>> {
     const url = new URL(this.url + req.path);
     for (const [k, v] of Object.entries(req.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
     const headers: Record<string, string> = { accept: 'application/json, application/problem+json' };
     if (req.auth !== false) headers.authorization = `Bearer ${this.token}`;
+    await this.traceHeaders(headers);
     let body: string | undefined;
     if (req.body !== undefined) {
       headers['content-type'] = 'application/json';
@@ -312,6 +454,71 @@ export class Approvals {
       throw problemError(parseProblem(res.status, text));
     }
   }
+}
+
+/** The plan states a long-poll answers at once for. */
+const PLAN_FINAL_STATES: ReadonlySet<Plan['state']> = new Set<Plan['state']>(['rejected', 'changes_requested', 'cancelled', 'expired', 'done']);
+
+/**
+ * An approved plan (approvals.plan): its guarded calls and submissions carry
+ * its id, so that each step equal to one the person approved goes through
+ * once; a call that differs from every unused step is refused (NotInPlanError)
+ * and nothing is stored.
+ */
+export class ApprovedPlan {
+  readonly id: string;
+  constructor(
+    readonly client: Approvals,
+    /** The plan as it was approved. */
+    readonly plan: Plan,
+  ) {
+    this.id = plan.id;
+  }
+
+  get steps(): Plan['steps'] {
+    return this.plan.steps;
+  }
+
+  /** client.guard, with each call a step of this plan. */
+  guard<P extends Record<string, unknown>, R>(
+    tool: string,
+    fn: (payload: P, action: Action) => R | Promise<R>,
+    options: GuardOptions<P> = {},
+  ): GuardedFunction<P, R> {
+    return guard(this.client, tool, fn, { ...options, plan: this.id });
+  }
+
+  /** client.submit, as a step of this plan. */
+  submit(tool: string, payload: Record<string, unknown>, options: Omit<SubmitOptions, 'plan'> = {}): Promise<Submission> {
+    return this.client.submit(tool, payload, { ...options, plan: this.id });
+  }
+
+  /** The plan as it is now (each step's action_id and state once submitted). */
+  refresh(options: GetPlanOptions = {}): Promise<Plan> {
+    return this.client.getPlan(this.id, options);
+  }
+}
+
+interface OpenTelemetryApi {
+  context: { active(): unknown };
+  propagation: { inject(context: unknown, carrier: Record<string, string>): void };
+}
+
+let openTelemetry: Promise<OpenTelemetryApi | null> | undefined;
+
+/** @opentelemetry/api when the application has it installed (an optional peer dependency), else null; loaded once. */
+function loadOpenTelemetry(): Promise<OpenTelemetryApi | null> {
+  // A specifier in a variable: the package is never required, and no bundler
+  // or type check insists on it.
+  const name = '@opentelemetry/api';
+  openTelemetry ??= import(name).then(
+    (m: { default?: OpenTelemetryApi } & Partial<OpenTelemetryApi>) => {
+      const api = m.propagation && m.context ? (m as OpenTelemetryApi) : m.default;
+      return api && api.propagation && api.context ? api : null;
+    },
+    () => null,
+  );
+  return openTelemetry;
 }
 
 function parseProblem(status: number, text: string): { status: number; code: string; detail?: string; title?: string } {

@@ -1,4 +1,4 @@
-import type { Action, Problem, ProblemCode } from './openapi.js';
+import type { Action, Plan, Problem, ProblemCode } from './openapi.js';
 
 /** A problem as the server sent it; code is a string, as a newer server may send a code this SDK does not know. */
 export type ProblemInit = Omit<Partial<Problem>, 'code' | 'status'> & { status: number; code: string };
@@ -121,8 +121,42 @@ export class OutcomeConflictError extends ApprovalsError {
 export class NotInPlanError extends ApprovalsError {}
 /** 409 step_not_ready: an earlier step of an ordered plan is not done yet. */
 export class StepNotReadyError extends ApprovalsError {}
-/** 409 plan_not_approved: the plan named is not approved (pending, rejected, expired, done), so it lets no step through. */
-export class PlanNotApprovedError extends ApprovalsError {}
+/**
+ * 409 plan_not_approved: the plan named is not approved (pending, rejected,
+ * expired, done), so it lets no step through. `approvals.plan()` throws it
+ * (or a subclass) too when the plan it proposed was not approved: `plan`
+ * is the plan as it then was.
+ */
+export class PlanNotApprovedError extends ApprovalsError {
+  /** The plan, when the SDK read it (approvals.plan); the server's 409 names it in detail. */
+  readonly plan: Plan | undefined;
+  constructor(problem: ProblemInit, message?: string, plan?: Plan) {
+    super(problem, message);
+    this.plan = plan;
+  }
+
+  /** The error for a proposed plan that ended in state (rejected, changes_requested, cancelled, expired). */
+  static of(plan: Plan): PlanNotApprovedError {
+    const Class =
+      plan.state === 'rejected' ? PlanRejectedError : plan.state === 'changes_requested' ? PlanChangesRequestedError : plan.state === 'expired' ? PlanExpiredError : plan.state === 'cancelled' ? PlanCancelledError : PlanNotApprovedError;
+    const by = plan.decided_by ? ` by ${plan.decided_by}` : '';
+    const note = plan.decision_note ? `: ${plan.decision_note}` : '';
+    const detail = `plan ${plan.id} (${JSON.stringify(plan.title)}) is ${plan.state}${by}${note}`;
+    const next =
+      plan.state === 'changes_requested'
+        ? ' Revise the steps as the note asks and propose the plan again.'
+        : ' None of its steps may be performed under it: do not perform them another way.';
+    return new Class({ status: 409, code: 'plan_not_approved', detail }, `approvals: ${detail}.${next}`, plan);
+  }
+}
+/** A person (or a rule, for a rule-rejected step) rejected the proposed plan; decision_note says why. */
+export class PlanRejectedError extends PlanNotApprovedError {}
+/** A person asked for changes to the proposed plan: revise its steps as the note asks and propose it again. */
+export class PlanChangesRequestedError extends PlanNotApprovedError {}
+/** The proposed plan's window ended before it was approved. */
+export class PlanExpiredError extends PlanNotApprovedError {}
+/** The proposed plan was withdrawn (POST /api/v1/plans/{id}/cancel). */
+export class PlanCancelledError extends PlanNotApprovedError {}
 /** 409 already_decided: a person or rule decided first (the action is returned with the error). */
 export class AlreadyDecidedError extends ApprovalsError {}
 export class NotFoundError extends ApprovalsError {}
@@ -217,7 +251,7 @@ export interface VerifyCheck {
 
 /** What OutcomeUnknownError.verify asks with (an Approvals client). */
 export interface Verifying {
-  verify(id: string): Promise<VerifyCheck>;
+  verify(id: string, options?: { once?: boolean; signal?: AbortSignal }): Promise<VerifyCheck>;
 }
 
 export class OutcomeUnknownError extends Error {
@@ -228,6 +262,12 @@ export class OutcomeUnknownError extends Error {
   readonly result: unknown;
   override readonly cause: unknown;
   readonly #client: Verifying | undefined;
+  /**
+   * The check `guard` asked for after the unknown outcome (its verdict was
+   * not a proven, stored `done`), or the refusal it met (no_verifier,
+   * too_many_checks, ...); undefined when nothing was asked.
+   */
+  check: VerifyCheck | Error | undefined;
   constructor(action: Action, cause: unknown, performed = false, result?: unknown, client?: Verifying) {
     const what = performed
       ? `the effect happened but approvals did not record its outcome`
@@ -250,9 +290,9 @@ export class OutcomeUnknownError extends Error {
    * automatically returns the action done with the stored result; a tool
    * without a verifier throws NoVerifierError.
    */
-  verify(): Promise<VerifyCheck> {
+  verify(options: { once?: boolean; signal?: AbortSignal } = {}): Promise<VerifyCheck> {
     if (!this.#client) return Promise.reject(new Error('approvals: this OutcomeUnknownError has no client to ask with'));
-    return this.#client.verify(this.action.id);
+    return this.#client.verify(this.action.id, options);
   }
 }
 
@@ -302,6 +342,19 @@ export class StillPendingError extends Error {
     );
     this.name = 'StillPendingError';
     this.action = action;
+  }
+}
+
+/** Nobody decided the proposed plan within the wait; it stays pending: read it later (getPlan) or withdraw it (cancelPlan). */
+export class PlanStillPendingError extends Error {
+  readonly plan: Plan;
+  constructor(plan: Plan, waitedMs: number) {
+    super(
+      `approvals: plan ${plan.id} (${JSON.stringify(plan.title)}) is still waiting for a person after ${Math.round(waitedMs / 1000)}s; ` +
+        `none of its steps may be performed yet: read it later (getPlan with wait) or withdraw it (cancelPlan).`,
+    );
+    this.name = 'PlanStillPendingError';
+    this.plan = plan;
   }
 }
 

@@ -24,6 +24,13 @@ export interface GuardOptions<P> {
    * up to waitFor. The LangGraph adapter interrupts the graph instead.
    */
   awaitDecision?: (action: Action) => Promise<Action>;
+  /** The approved plan each call is a step of (ApprovedPlan.guard sets it): submitted as `"plan"`. */
+  plan?: string;
+  /**
+   * After an unknown outcome, ask the tool's verifier once and return the
+   * stored result when it proves the effect done (default true).
+   */
+  verify?: boolean;
 }
 
 export interface GuardCallOptions {
@@ -43,7 +50,10 @@ export const defaultWaitFor = '10m';
  * - pending: wait for the decision; approved: execute, then fn(approved_payload) once;
  *   rejected / changes_requested: errors carrying the note;
  * - fn throws NotPerformedError: report fail, rethrow; anything else: report
- *   nothing and throw OutcomeUnknownError (the effect may have happened);
+ *   nothing, ask the tool's verifier once (POST .../verify): a proven `done`
+ *   that approvals stored returns the stored result (the provider's record);
+ *   any other verdict, no verifier or too many checks throws
+ *   OutcomeUnknownError (the effect may have happened) with `check` set;
  * - fn returned: only complete is ever reported, never fail; a complete that
  *   meets another stored outcome throws OutcomeConflictError with
  *   performed: true and the result.
@@ -58,8 +68,26 @@ export function guard<P extends Record<string, unknown>, R>(
   return async (payload: P, call: GuardCallOptions = {}): Promise<R> => {
     const signal = call.signal && options.signal ? AbortSignal.any([call.signal, options.signal]) : (call.signal ?? options.signal);
     const intentKey = typeof options.intentKey === 'function' ? options.intentKey(payload) : options.intentKey;
-    const sub = await client.submit(tool, payload, { intentKey, signal });
+    const sub = await client.submit(tool, payload, { intentKey, signal, plan: options.plan });
     let a = sub.action;
+
+    // After an unknown outcome: ask the system of record once (never perform
+    // again). A proof of `done` that approvals stored is the result;
+    // anything else leaves the action to reconciliation and throws unknown.
+    const settle = async (unknown: OutcomeUnknownError): Promise<R> => {
+      if (options.verify === false) throw unknown;
+      try {
+        const check = await client.verify(unknown.action.id, { once: true, signal });
+        unknown.check = check;
+        if (check.verdict !== 'done') throw unknown;
+        const a = check.action ?? (await client.get(unknown.action.id, { signal }));
+        if (a.state === 'done') return a.result as R;
+      } catch (err) {
+        if (err === unknown) throw err;
+        unknown.check ??= err instanceof Error ? err : new Error(String(err));
+      }
+      throw unknown;
+    };
 
     const perform = async (claimed: Action, input: P): Promise<R> => {
       let result: R;
@@ -73,7 +101,7 @@ export function guard<P extends Record<string, unknown>, R>(
           await client.fail(claimed.id, err.message || 'not performed', { signal }).catch(() => undefined);
           throw err;
         }
-        throw new OutcomeUnknownError(claimed, err, false, undefined, client);
+        return settle(new OutcomeUnknownError(claimed, err, false, undefined, client));
       }
       try {
         await client.complete(claimed.id, result, { signal });
@@ -81,7 +109,7 @@ export function guard<P extends Record<string, unknown>, R>(
         // fn ran and returned: the effect happened, whatever the report
         // meets. Never report fail from here; say performed, with the result.
         if (err instanceof OutcomeConflictError) throw OutcomeConflictError.afterPerformed(err, result);
-        throw new OutcomeUnknownError(claimed, err, true, result, client);
+        return settle(new OutcomeUnknownError(claimed, err, true, result, client));
       }
       return result;
     };

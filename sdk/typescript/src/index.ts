@@ -1,5 +1,18 @@
-export { Approvals, FINAL_STATES } from './client.js';
-export type { ApprovalsOptions, CallOptions, SubmitOptions, GetOptions, FindOptions, Submission, DryRunResult } from './client.js';
+export { Approvals, ApprovedPlan, FINAL_STATES } from './client.js';
+export type {
+  ApprovalsOptions,
+  CallOptions,
+  SubmitOptions,
+  GetOptions,
+  FindOptions,
+  Submission,
+  DryRunResult,
+  VerifyOptions,
+  PlanStepInput,
+  PlanOptions,
+  GetPlanOptions,
+  TraceContext,
+} from './client.js';
 export { guard, defaultWaitFor } from './guard.js';
 export type { GuardOptions, GuardedFunction, GuardCallOptions } from './guard.js';
 export { guardTools } from './ai.js';

@@ -40,11 +40,11 @@ export async function freePort() {
  * {port} it listens there, and halt() and resume() stop and start its
  * process on the same address and database, as a failover would.
  */
-export async function startServer(tools, { port = 0 } = {}) {
+export async function startServer(tools, { port = 0, env: extraEnv = {} } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'approvals-sdk-'));
   const toolsPath = join(dir, 'tools.yaml');
   writeFileSync(toolsPath, tools);
-  const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'approvals.db')}`, APPROVALS_TOOLS: toolsPath, APPROVALS_ADDR: `127.0.0.1:${port}` };
+  const env = { ...process.env, DATABASE_URL: `sqlite:${join(dir, 'approvals.db')}`, APPROVALS_TOOLS: toolsPath, APPROVALS_ADDR: `127.0.0.1:${port}`, ...extraEnv };
   const bin = binary();
   let proc = spawn(bin, ['serve'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
   let log = '';
@@ -146,6 +146,13 @@ export class Staff {
     if (res.status !== 303) throw new Error(`${decision} ${id} answered ${res.status}: ${res.text.slice(0, 500)}`);
   }
 
+  /** Decides a plan on its page (/plans/{id}): approve, reject or request_changes. */
+  async decidePlan(id, decision, note = '') {
+    const _csrf = await this.csrf(`/plans/${id}`);
+    const res = await this.request('POST', `/plans/${id}/${decision}`, { _csrf, note });
+    if (res.status !== 303) throw new Error(`${decision} plan ${id} answered ${res.status}: ${res.text.slice(0, 500)}`);
+  }
+
   approve(id, note = 'ok') {
     return this.decide(id, 'approve', note);
   }
@@ -170,6 +177,18 @@ export async function pendingAction(server, intentKey, timeoutMs = 20_000) {
     const list = await rest(server, `/api/v1/actions?state=pending&intent_key=${encodeURIComponent(intentKey)}`);
     if (list.actions.length > 0) return list.actions[0];
     if (Date.now() > deadline) throw new Error(`no pending action of ${intentKey} within ${timeoutMs}ms`);
+    await new Promise((r) => setTimeout(r, 50));
+  }
+}
+
+/** Resolves with the pending plan titled title once there is one. */
+export async function pendingPlan(server, title, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const list = await rest(server, '/api/v1/plans?state=pending');
+    const p = list.plans.find((x) => x.title === title);
+    if (p) return p;
+    if (Date.now() > deadline) throw new Error(`no pending plan ${JSON.stringify(title)} within ${timeoutMs}ms`);
     await new Promise((r) => setTimeout(r, 50));
   }
 }
@@ -230,10 +249,10 @@ export { existsSync };
  * signed-in staff member and an SDK client, set up before the file's tests
  * and stopped after them. Its fields are set once `before` has run.
  */
-export function useServer(tools, clientOptions = {}) {
+export function useServer(tools, clientOptions = {}, serverOptions = {}) {
   const ctx = {};
   before(async () => {
-    ctx.server = await startServer(tools);
+    ctx.server = await startServer(typeof tools === 'function' ? await tools() : tools, serverOptions);
     ctx.staff = await new Staff(ctx.server.url).login();
     ctx.approvals = new Approvals({ url: ctx.server.url, token: ctx.server.token, ...clientOptions });
   });
