@@ -237,6 +237,8 @@ func (ts Tickets) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 			// An operator or the agent's late report resolved it first: theirs stands.
 		case err != nil:
 			return check, fmt.Errorf("resolve ticket %s: %w", ticketID, err)
+		default:
+			s.ticketResolvedBy(by)
 		}
 		if res.Action != nil {
 			check.Action = res.Action
@@ -259,6 +261,8 @@ func (ts Tickets) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 			// The agent's report or an operator came first: theirs stands.
 		case err != nil:
 			return check, fmt.Errorf("settle %s: %w", a.ID, err)
+		default:
+			s.noteStaleTicketResolved(p, moved)
 		}
 		if moved != nil {
 			check.Action = moved

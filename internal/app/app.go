@@ -195,6 +195,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	}
 	svcOpts.Verifier = asker
 	svcOpts.OnVerified = metrics.OnVerified
+	svcOpts.OnTicketResolved = metrics.OnTicketResolved
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	polls := longpoll.New(queueStore, longpoll.Options{WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters,
 		MaxStreams: opts.MaxStreams, Done: stopping})
