@@ -33,6 +33,13 @@ type Config struct {
 	// Upstream calls an upstream MCP server's tool (the gateway's
 	// manager); nil: upstream verifiers answer unknown.
 	Upstream UpstreamCaller
+	// Refuse, when set, says why the named tool's upstream verifier must
+	// not be called now: tools check's read-only check
+	// (classify.Registry.VerifierUpstreamProblem) against the upstream's
+	// listing as it is at the call, so that a tool which is missing or
+	// not read-only is never called, whenever its upstream (re)connected.
+	// Such a check answers unknown, saying why.
+	Refuse func(tool string) error
 }
 
 // UpstreamCaller calls one tool of an upstream MCP server and returns its
@@ -75,7 +82,7 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 		return nil, fmt.Errorf("tool %s has no verifier", t.Name)
 	}
 	if v.Upstream != "" {
-		return a.askUpstream(ctx, v, q)
+		return a.askUpstream(ctx, t.Name, v, q)
 	}
 	signer, err := a.signerFor(t)
 	if err != nil {
@@ -137,9 +144,14 @@ func (a *Asker) signerFor(t classify.Tool) (*webhooksign.Signer, error) {
 
 // askUpstream calls the verifier's upstream tool with its arguments'
 // templates filled from the payload.
-func (a *Asker) askUpstream(ctx context.Context, v *classify.Verify, q queue.VerifyQuestion) (json.RawMessage, error) {
+func (a *Asker) askUpstream(ctx context.Context, tool string, v *classify.Verify, q queue.VerifyQuestion) (json.RawMessage, error) {
 	if a.cfg.Upstream == nil {
 		return nil, fmt.Errorf("this server has no connection to upstream %s", v.Upstream)
+	}
+	if a.cfg.Refuse != nil {
+		if err := a.cfg.Refuse(tool); err != nil {
+			return nil, fmt.Errorf("verifier disabled, not called: %w", err)
+		}
 	}
 	args := map[string]any{}
 	for name, tmpl := range v.Arguments {
