@@ -16,8 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 	"github.com/approvals/approvals/webhooksign"
 )
 
@@ -88,9 +93,31 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 	if err != nil {
 		return nil, err
 	}
+	// The request is a client span of the check's, and its traceparent
+	// lets the system of record continue the trace.
+	ctx, span := tracing.Start(ctx, "POST", trace.WithSpanKind(trace.SpanKindClient))
+	status := 0
+	defer func() {
+		if span.IsRecording() {
+			if status != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", status))
+			}
+			if status < 200 || status > 299 {
+				span.SetStatus(codes.Error, "")
+			}
+		}
+		span.End()
+	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.Webhook, bytes.NewReader(q.Body))
 	if err != nil {
 		return nil, err
+	}
+	if span.IsRecording() {
+		// Not the URL's path or query: a webhook's path is often its secret.
+		span.SetAttributes(attribute.String("http.request.method", http.MethodPost),
+			attribute.String("url.scheme", req.URL.Scheme), attribute.String("server.address", req.URL.Hostname()),
+			attribute.String("approvals.action.id", q.Action.ID), attribute.Int("approvals.attempt", q.Action.Attempt))
+		tracing.Inject(ctx, req.Header)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "approvals-verifier")
@@ -107,6 +134,7 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 		return nil, errors.New(classify.RedactURLsIn(err.Error()))
 	}
 	defer res.Body.Close()
+	status = res.StatusCode
 	body, err := io.ReadAll(io.LimitReader(res.Body, queue.MaxVerifyAnswer+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %s", classify.RedactURLsIn(err.Error()))
