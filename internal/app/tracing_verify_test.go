@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -13,9 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
 	"github.com/approvals/approvals/maintenance"
@@ -223,5 +226,92 @@ tools:
 		if strings.Contains(dump, secret) {
 			t.Errorf("a span carries %q, a payload or answer value", secret)
 		}
+	}
+}
+
+// TestTracingFollowsAnUpstreamVerifier: the check of an upstream verifier
+// (a read-only tool of the Go SDK's MCP server) is an approvals.verify
+// span whose child is the client span of the upstream call, and the
+// upstream receives in its _meta a traceparent continuing that call.
+func TestTracingFollowsAnUpstreamVerifier(t *testing.T) {
+	recv, _, flush := startTracing(t)
+	var (
+		mu   sync.Mutex
+		meta map[string]any
+	)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "payments", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "get_refunds", InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}}}`),
+		Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			mu.Lock()
+			meta = req.Params.Meta
+			mu.Unlock()
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunds"}},
+				StructuredContent: map[string]any{"refunds": []any{map[string]any{"id": "re_up", "line_id": "l-1"}}}}, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	file, err := classify.Parse(fmt.Appendf(nil, `
+upstreams:
+  payments:
+    url: %s
+    timeout: 5s
+    import: [get_refunds]
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      upstream: payments
+      tool: get_refunds
+      arguments: { order_id: "{order_id}" }
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+      resolve: auto
+`, ts.URL), classify.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, reg, err := app.StartGateway(t.Context(), file, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = g.Close() })
+	a := apptest.Start(t, apptest.Options{SQLite: true, Tools: reg, Upstreams: g.Manager, Clock: testclock.Frozen()})
+	g.Serve(a.Tools)
+	ctx := context.Background()
+	res, err := a.Service.Submit(ctx, queue.SubmitRequest{Tool: "issue_refund", Payload: json.RawMessage(`{"order_id":"o-1","line_id":"l-1"}`), Agent: "bot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Clock.Advance(2*time.Minute + time.Second)
+	if _, err := a.Sweeper.Sweep(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := a.Store.ActionGetByID(ctx, res.Action.ID); got.State != queue.StateDone {
+		t.Fatalf("the upstream verifier did not settle it: %s", got.State)
+	}
+	flush()
+	var check, call *receivedSpan
+	spans := recv.spans()
+	for i, s := range spans {
+		switch s.Name {
+		case "approvals.verify":
+			check = &spans[i]
+		case "tools/call get_refunds":
+			call = &spans[i]
+		}
+	}
+	if check == nil || call == nil {
+		t.Fatalf("check %v, upstream call %v:\n%s", check != nil, call != nil, recv.dump())
+	}
+	if !bytes.Equal(call.ParentSpanId, check.SpanId) || call.Kind != tracepb.Span_SPAN_KIND_CLIENT {
+		t.Errorf("upstream call: parent %s kind %v, want the check %s, client", hexID(call.ParentSpanId), call.Kind, hexID(check.SpanId))
+	}
+	mu.Lock()
+	got, _ := meta["traceparent"].(string)
+	mu.Unlock()
+	if want := "00-" + hexID(call.TraceId) + "-" + hexID(call.SpanId) + "-01"; got != want {
+		t.Errorf("the upstream got traceparent %q, want %q", got, want)
 	}
 }
