@@ -321,43 +321,54 @@ func (p *toolParser) verify(n *yaml.Node, t *Tool) *Verify {
 }
 
 // CheckVerifierUpstreams checks, once the upstreams are listed, that every
-// upstream verifier names a tool its upstream lists as read-only (its
-// readOnlyHint, whether or not trust_annotations is set: it only reads), or
-// one the file classes at-least-once. An upstream not listed (down) is not
-// an error here: its verifier answers unknown until it is back.
+// upstream verifier names a tool its upstream lists as read-only
+// (VerifierUpstreamProblem), joining what it finds in tool order.
 func (r *Registry) CheckVerifierUpstreams(listings map[string]UpstreamListing) error {
 	var errs []error
 	for _, name := range r.names {
-		t := r.tools[name]
-		if t.Verify == nil || t.Verify.Upstream == "" {
-			continue
-		}
-		v := t.Verify
-		l, ok := listings[v.Upstream]
-		if !ok || l.Unavailable != "" {
-			continue
-		}
-		var found *UpstreamTool
-		for i := range l.Tools {
-			if l.Tools[i].Name == v.Tool {
-				found = &l.Tools[i]
-			}
-		}
-		if found == nil {
-			errs = append(errs, fmt.Errorf("tool %q, field %q: upstream %s lists no tool %s", name, "verify.tool", v.Upstream, v.Tool))
-			continue
-		}
-		readOnly := found.Annotations.ReadOnlyHint != nil && *found.Annotations.ReadOnlyHint
-		for _, other := range r.tools {
-			if other.Upstream == v.Upstream && other.UpstreamTool == v.Tool && other.Class == AtLeastOnce {
-				readOnly = true
-			}
-		}
-		if !readOnly {
-			errs = append(errs, fmt.Errorf("tool %q, field %q: upstream %s's tool %s is not read-only (no readOnlyHint, and the file does not class it at-least-once); a verifier only reads", name, "verify.tool", v.Upstream, v.Tool))
+		if err := r.VerifierUpstreamProblem(name, listings); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// VerifierUpstreamProblem says why tool's upstream verifier must not be
+// called with these listings: its upstream lists no such tool, or lists it
+// as not read-only (no readOnlyHint, whether or not trust_annotations is
+// set: a verifier only reads, and the file does not class it
+// at-least-once). Nil for a tool without an upstream verifier, and for an
+// upstream not listed (down): its verifier answers unknown until it is
+// back, and is checked again then.
+func (r *Registry) VerifierUpstreamProblem(tool string, listings map[string]UpstreamListing) error {
+	t, ok := r.tools[tool]
+	if !ok || t.Verify == nil || t.Verify.Upstream == "" {
+		return nil
+	}
+	v := t.Verify
+	l, ok := listings[v.Upstream]
+	if !ok || l.Unavailable != "" {
+		return nil
+	}
+	var found *UpstreamTool
+	for i := range l.Tools {
+		if l.Tools[i].Name == v.Tool {
+			found = &l.Tools[i]
+		}
+	}
+	if found == nil {
+		return fmt.Errorf("tool %q, field %q: upstream %s lists no tool %s", tool, "verify.tool", v.Upstream, v.Tool)
+	}
+	readOnly := found.Annotations.ReadOnlyHint != nil && *found.Annotations.ReadOnlyHint
+	for _, other := range r.tools {
+		if other.Upstream == v.Upstream && other.UpstreamTool == v.Tool && other.Class == AtLeastOnce {
+			readOnly = true
+		}
+	}
+	if !readOnly {
+		return fmt.Errorf("tool %q, field %q: upstream %s's tool %s is not read-only (no readOnlyHint, and the file does not class it at-least-once); a verifier only reads", tool, "verify.tool", v.Upstream, v.Tool)
+	}
+	return nil
 }
 
 // checkVerifierUpstreamNames checks that every upstream verifier names an

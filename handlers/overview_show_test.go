@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/net/html"
 
@@ -25,6 +26,13 @@ func TestDashboardOverview(t *testing.T) {
 		t.Fatal(err)
 	}
 	d.StaleTicket("ov-order")
+	// A second ticket, resolved by a person 90 minutes after it opened.
+	_, tk := d.StaleTicket("ov-order-2")
+	d.Advance(90 * time.Minute)
+	if _, _, err := d.Service.Tickets().Resolve(t.Context(), queue.ResolveRequest{TicketID: tk.ID, By: "user:ops@example.com",
+		Outcome: queue.StateFailed, Note: "no refund at the provider"}); err != nil {
+		t.Fatal(err)
+	}
 
 	res := vic.Get("/overview")
 	res.WantStatus(t, http.StatusOK)
@@ -46,6 +54,22 @@ func TestDashboardOverview(t *testing.T) {
 	for _, id := range []string{"pending-total", "decisions-24h", "open-tickets"} {
 		if n := byID[id]; n == nil || textOf(n) != "1" {
 			t.Errorf("%s = %v, want 1", id, n)
+		}
+	}
+	// The tickets' table: one resolved by a person in each window, none
+	// by a verifier, the person's wait shown.
+	for n := range byID["ticket-resolutions"].Descendants() {
+		if n.Type != html.ElementNode || n.Data != "tr" || attr(n, "data-window") == "" {
+			continue
+		}
+		got := map[string]string{}
+		for c := range n.Descendants() {
+			if id := attr(c, "data-testid"); id != "" {
+				got[id] = textOf(c)
+			}
+		}
+		if got["by-verifier"] != "0" || got["by-person"] != "1" || got["wait-p50"] != "1h 30m" || got["wait-p90"] != "1h 30m" {
+			t.Errorf("tickets resolved, %s: %v", attr(n, "data-window"), got)
 		}
 	}
 	chart := byID["hourly-chart"]

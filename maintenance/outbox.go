@@ -10,8 +10,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // OutboxConfig configures the sender.
@@ -318,7 +323,22 @@ func (o *Outbox) deliver(ctx context.Context, r queue.NotificationRecord) error 
 	}
 	dctx, cancel := context.WithTimeout(ctx, o.cfg.Lease/2)
 	defer cancel()
-	return n.Notify(dctx, note)
+	if !tracing.Enabled() {
+		return n.Notify(dctx, note)
+	}
+	// The message is a span of the action's trace, and the channel's HTTP
+	// requests (its API calls, a webhook) carry its traceparent.
+	dctx, span := tracing.Start(trace.ContextWithSpan(dctx, trace.SpanFromContext(queue.SubmissionTraceContext(ctx, o.store, a.ID))),
+		"approvals.notify", trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("approvals.action.id", a.ID), attribute.String("gen_ai.tool.name", a.Tool),
+			attribute.String("approvals.channel.kind", ch.Kind()), attribute.String("approvals.notification.type", r.Type),
+			attribute.Int("approvals.notification.attempt", r.Attempts)))
+	err = n.Notify(dctx, note)
+	if err != nil {
+		span.SetStatus(codes.Error, "")
+	}
+	span.End()
+	return err
 }
 
 func (o *Outbox) streak(r queue.NotificationRecord, outcome, lastErr string) {

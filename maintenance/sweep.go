@@ -89,6 +89,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 			break
 		}
 	}
+	queue.TraceSwept(ctx, s.store, now, res.Expired, res.Tickets)
 	// Escalate before reminding: an action due for both is told of its
 	// escalation, and its reminder clock still runs.
 	for {

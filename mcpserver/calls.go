@@ -53,6 +53,16 @@ func (s *server) handle(c call, guarded bool) mcp.ToolHandler {
 			if req.Session != nil {
 				span.SetAttributes(attribute.String("mcp.session.id", req.Session.ID()))
 			}
+			// The agent's name for its tool call: _meta's, else the HTTP
+			// request's X-Tool-Call-Id (MCP has no id of its own for it).
+			id, _ := req.Params.Meta[tracing.ToolCallIDMeta].(string)
+			if id == "" && req.Extra != nil {
+				id = req.Extra.Header.Get(tracing.ToolCallIDHeader)
+			}
+			if id != "" {
+				ctx = tracing.WithToolCallID(ctx, id)
+				span.SetAttributes(attribute.String("gen_ai.tool.call.id", tracing.ToolCallID(ctx)))
+			}
 		}
 		agent, ok := agentOf(req)
 		ca := callerOf(req)

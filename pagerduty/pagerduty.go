@@ -21,6 +21,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // DefaultURL is PagerDuty's Events API; APPROVALS_PAGERDUTY_URL overrides it (tests).
@@ -60,6 +61,8 @@ func New(cfg Config) (*Notifier, error) {
 		c = *cfg.Client
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// Each request carries the traceparent of the span that sent it.
+	c.Transport = tracing.Transport(c.Transport)
 	n := &Notifier{enqueue: strings.TrimRight(base, "/") + "/v2/enqueue", publicURL: strings.TrimRight(cfg.PublicURL, "/"), client: &c, now: cfg.Now}
 	if n.now == nil {
 		n.now = time.Now

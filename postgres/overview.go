@@ -76,3 +76,14 @@ func (s *Store) ActionHourly(ctx context.Context, p queue.PeriodParams) ([]queue
 	}
 	return out, rows.Err()
 }
+
+// TicketResolutionStats implements queue.Store.
+func (s *Store) TicketResolutionStats(ctx context.Context, p queue.PeriodParams) (queue.TicketResolutions, error) {
+	var r queue.TicketResolutions
+	var p50, p90 int64
+	if err := s.pool.QueryRow(ctx, sqlTicketResolutions, p.Since, p.Until).Scan(&r.ByVerifier, &r.ByPerson, &p50, &p90); err != nil {
+		return r, fmt.Errorf("ticket resolutions: %w", err)
+	}
+	r.WaitP50, r.WaitP90 = time.Duration(p50)*time.Microsecond, time.Duration(p90)*time.Microsecond
+	return r, nil
+}

@@ -15,10 +15,11 @@ import (
 // a sequential scan, or a full scan of some other index, would read all
 // of a million actions on every page view.
 var overviewIndexes = map[string][]string{
-	"pending by tool": {"actions_pending_tool"},
-	"decision count":  {"actions_decided"},
-	"decision times":  {"actions_decided"},
-	"hourly":          {"actions_created", "actions_decided"},
+	"pending by tool":    {"actions_pending_tool"},
+	"decision count":     {"actions_decided"},
+	"decision times":     {"actions_decided"},
+	"hourly":             {"actions_created", "actions_decided"},
+	"ticket resolutions": {"tickets_resolved"},
 }
 
 func TestOverviewUsesIndexes(t *testing.T) {

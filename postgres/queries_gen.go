@@ -509,6 +509,25 @@ const sqlHourly = `SELECT hour, sum(submitted)::bigint, sum(decided)::bigint FRO
     FROM actions WHERE decided_at >= $1 AND decided_at <= $2 AND decided_by LIKE 'user:%' GROUP BY 1
 ) h GROUP BY hour ORDER BY hour`
 
+// sqlTicketResolutions counts a window's resolved tickets by a verifier
+// and by a person, with the nearest ranks of a person's wait from the
+// ticket's opening, as sqlDecisionTimes computes them. It reads the index
+// tickets_resolved (migration 00026).
+// (sql/overview.sql)
+const sqlTicketResolutions = `WITH r AS (
+    SELECT resolved_by LIKE 'verifier:%' AS verifier, resolved_by LIKE 'user:%' AS person,
+           resolved_at - opened_at AS waited
+    FROM tickets
+    WHERE state = 'resolved' AND resolved_at > $1 AND resolved_at <= $2
+), p AS (
+    SELECT waited, row_number() OVER (ORDER BY waited) AS rn, count(*) OVER () AS n
+    FROM r WHERE person
+)
+SELECT (SELECT count(*) FROM r WHERE verifier),
+       (SELECT count(*) FROM p),
+       coalesce((SELECT (extract(epoch FROM waited) * 1000000)::bigint FROM p WHERE rn = (n + 1) / 2), 0),
+       coalesce((SELECT (extract(epoch FROM waited) * 1000000)::bigint FROM p WHERE rn = (9 * n + 9) / 10), 0)`
+
 // (sql/plan.sql)
 const planInsertSQL = `INSERT INTO plans (id, title, agent, ordered, state, created_at, expires_at, approvals_required,
     approvals, decided_by, decided_at, decision_note)

@@ -222,6 +222,9 @@ func (d *Dispatch) record(ctx context.Context, a *Action, channel string, out Ex
 	p.Event.Data, _ = json.Marshal(info)
 	p.Event.Unrouted = s.unrouted(p.Event, a)
 	got, err := s.store.ActionTransition(ctx, p)
+	if err == nil {
+		s.noteStaleTicketResolved(p, got)
+	}
 	if errors.Is(err, ErrStateMismatch) && got != nil {
 		// Someone settled it first: an operator after a ticket, which the
 		// executor timeout (shorter than claim_timeout) should prevent.

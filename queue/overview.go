@@ -42,6 +42,20 @@ type OverviewStore interface {
 	// (decided_at) with Since <= t <= Until per UTC hour, in hour order,
 	// leaving out hours with neither.
 	ActionHourly(ctx context.Context, p PeriodParams) ([]HourCount, error)
+	// TicketResolutionStats counts the tickets resolved with Since <
+	// resolved_at <= Until by a verifier (resolved_by "verifier:…") and by
+	// a person ("user:…"), with the nearest-rank 50th and 90th percentiles
+	// of resolved_at - opened_at of a person's: how long a ticket waited
+	// for a person (0 when none). Served by the index tickets_resolved.
+	TicketResolutionStats(ctx context.Context, p PeriodParams) (TicketResolutions, error)
+}
+
+// TicketResolutions is how a window's tickets were settled: by verifiers
+// asking the system of record, or by a person, and how long the person's
+// waited from the ticket's opening.
+type TicketResolutions struct {
+	ByVerifier, ByPerson int64
+	WaitP50, WaitP90     time.Duration
 }
 
 // PeriodParams are the bounds of an overview statement; each method says
@@ -82,6 +96,9 @@ type Overview struct {
 	Decisions24h  int64
 	DecisionTimes []ToolDecisionTimes
 	OpenTickets   int64
+	// Tickets24h and Tickets7d are the tickets resolved in the last
+	// OverviewDecisionWindow and OverviewTimingWindow.
+	Tickets24h, Tickets7d TicketResolutions
 	// Hours has exactly OverviewHours buckets, oldest first, the last one
 	// the current (partial) hour.
 	Hours []HourCount
@@ -110,6 +127,12 @@ func ReadOverview(ctx context.Context, st Reader, now time.Time, rollup *HourlyR
 		return nil, err
 	}
 	if o.OpenTickets, err = st.TicketCountOpen(ctx); err != nil {
+		return nil, err
+	}
+	if o.Tickets24h, err = st.TicketResolutionStats(ctx, PeriodParams{Since: now.Add(-OverviewDecisionWindow), Until: now}); err != nil {
+		return nil, err
+	}
+	if o.Tickets7d, err = st.TicketResolutionStats(ctx, PeriodParams{Since: now.Add(-OverviewTimingWindow), Until: now}); err != nil {
 		return nil, err
 	}
 	if rollup == nil {

@@ -62,6 +62,10 @@ type Options struct {
 	Verifier VerifyAsker
 	// OnVerified observes every verifier check's verdict, for metrics.
 	OnVerified func(tool, verdict string)
+	// OnTicketResolved observes every committed resolution of a ticket, by
+	// ResolvedByVerifier, ResolvedByOperator or ResolvedByAgent, for
+	// metrics: once per ticket, after the store wrote it.
+	OnTicketResolved func(by string)
 	// MaxUpstreamCalls caps the upstream calls submissions make at once
 	// (APPROVALS_MAX_UPSTREAM_CALLS; default DefaultMaxUpstreamCalls).
 	MaxUpstreamCalls int

@@ -87,6 +87,9 @@ func (s *Service) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, 
 			s.opts.OnSubmit(tool.Class, outcome)
 		}
 		if span.IsRecording() {
+			if id := tracing.ToolCallID(ctx); id != "" {
+				span.SetAttributes(attribute.String("gen_ai.tool.call.id", id))
+			}
 			traceSubmission(span, req, tool, res, outcome)
 		}
 	}

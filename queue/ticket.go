@@ -68,6 +68,9 @@ func (s *Service) resolveTicket(ctx context.Context, r ResolveRequest) (*Action,
 	if errors.Is(err, ErrTicketNotOpen) {
 		return a, t, ticketResolved(a, t)
 	}
+	if err == nil {
+		s.ticketResolvedBy(r.By)
+	}
 	return a, t, err
 }
 
@@ -146,4 +149,45 @@ func PlanTicketResolution(a *Action, t *Ticket, p TicketResolveParams) (TicketRe
 	plan.Events = append(plan.Events, Event{ActionID: a.ID, Kind: EventTicketResolved, Actor: p.By,
 		Channel: channel, At: p.Now, Data: TicketEventData(t.ID, t.Kind, p.Outcome, p.Note, p.Result)})
 	return plan, nil
+}
+
+// Who resolved a ticket: the values of approvals_tickets_resolved_total{by}.
+const (
+	// ResolvedByVerifier: a verifier's proof (actor verifier:TOOL).
+	ResolvedByVerifier = "verifier"
+	// ResolvedByOperator: a person's finding (actor user:EMAIL).
+	ResolvedByOperator = "operator"
+	// ResolvedByAgent: the action's own late report, the agent's or its
+	// webhook's answer, resolving the stale ticket it was waited for by.
+	ResolvedByAgent = "agent"
+)
+
+// ticketResolvedBy counts one resolution that committed, made by actor.
+func (s *Service) ticketResolvedBy(actor string) {
+	if s.opts.OnTicketResolved == nil {
+		return
+	}
+	by := ResolvedByAgent
+	switch {
+	case strings.HasPrefix(actor, "verifier:"):
+		by = ResolvedByVerifier
+	case strings.HasPrefix(actor, "user:"):
+		by = ResolvedByOperator
+	}
+	s.opts.OnTicketResolved(by)
+}
+
+// noteStaleTicketResolved counts the stale ticket that transition p
+// resolved, when it resolved one: p moved a (its answer) out of
+// in_progress, and an action has at most one stale ticket (its
+// resolution, or a report, ends the claim it was opened for), so a stale
+// ticket a's answer shows resolved by p's actor is the one p resolved.
+func (s *Service) noteStaleTicketResolved(p ActionTransitionParams, a *Action) {
+	if !p.ResolveStaleTicket || a == nil || a.Ticket == nil {
+		return
+	}
+	t := a.Ticket
+	if t.Kind == TicketStale && t.State == TicketResolved && t.ResolvedBy != nil && *t.ResolvedBy == p.Event.Actor {
+		s.ticketResolvedBy(p.Event.Actor)
+	}
 }

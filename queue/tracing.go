@@ -3,6 +3,7 @@ package queue
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -22,10 +23,15 @@ const traceparentField = "traceparent"
 // submissionTrace is the span context of a's submission, or an invalid
 // one (tracing off, or submitted untraced).
 func (s *Service) submissionTrace(ctx context.Context, id string) trace.SpanContext {
+	return submissionTraceIn(ctx, s.store, id)
+}
+
+// submissionTraceIn is submissionTrace read from r.
+func submissionTraceIn(ctx context.Context, r Reader, id string) trace.SpanContext {
 	if !tracing.Enabled() {
 		return trace.SpanContext{}
 	}
-	evs, err := s.store.EventList(ctx, EventListParams{ActionID: id, Kind: EventSubmitted, Limit: 1})
+	evs, err := r.EventList(ctx, EventListParams{ActionID: id, Kind: EventSubmitted, Limit: 1})
 	if err != nil || len(evs) == 0 || len(evs[0].Data) == 0 {
 		return trace.SpanContext{}
 	}
@@ -75,4 +81,40 @@ func endSpan(span trace.Span, err error) {
 		}
 	}
 	span.End()
+}
+
+// SubmissionTraceContext is a context whose span is the submission of
+// action id, as a remote parent (Background's when there is none): where
+// the spans of what happens to an action later (the sweep's, a
+// notification's) go, so that they appear in the agent's trace.
+func SubmissionTraceContext(ctx context.Context, r Reader, id string) context.Context {
+	sc := submissionTraceIn(ctx, r, id)
+	if !sc.IsValid() {
+		return context.Background()
+	}
+	return trace.ContextWithRemoteSpanContext(context.Background(), sc)
+}
+
+// TraceSwept records what a sweep did at now as spans of each action's
+// trace: approvals.expire for every expired action, approvals.ticket.open
+// for every ticket opened. Nothing with tracing off.
+func TraceSwept(ctx context.Context, r Reader, now time.Time, expired []*Action, opened []*Ticket) {
+	if !tracing.Enabled() {
+		return
+	}
+	for _, a := range expired {
+		_, span := tracing.Start(SubmissionTraceContext(ctx, r, a.ID), "approvals.expire", trace.WithTimestamp(now),
+			trace.WithAttributes(actionAttrs(a)...), trace.WithAttributes(attribute.String("approvals.state", string(a.State))))
+		span.End(trace.WithTimestamp(now))
+	}
+	for _, t := range opened {
+		_, span := tracing.Start(SubmissionTraceContext(ctx, r, t.ActionID), "approvals.ticket.open", trace.WithTimestamp(now),
+			trace.WithAttributes(attribute.String("approvals.ticket.id", t.ID), attribute.String("approvals.ticket.kind", string(t.Kind))))
+		if a, err := r.ActionGetByID(ctx, t.ActionID); err == nil {
+			span.SetAttributes(actionAttrs(a)...)
+		} else {
+			span.SetAttributes(attribute.String("approvals.action.id", t.ActionID))
+		}
+		span.End(trace.WithTimestamp(now))
+	}
 }

@@ -125,12 +125,16 @@ func (s *Service) complete(ctx context.Context, id, agent string, result json.Ra
 	}
 	now := s.Now()
 	by := "agent:" + agent
-	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
+	p := ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateDone, Now: now, Result: result, FinishedAt: &now,
 		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
 		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result,
 			Unrouted: s.unrouted(Event{Kind: EventCompleted}, nil)},
-	})
+	}
+	got, err := s.store.ActionTransition(ctx, p)
+	if err == nil {
+		s.noteStaleTicketResolved(p, got)
+	}
 	if errors.Is(err, ErrStateMismatch) {
 		if err := refusal(got, agent, "complete", true); err != nil {
 			return DriveResult{}, err
@@ -165,12 +169,16 @@ func (s *Service) fail(ctx context.Context, id, agent, errText, channel string) 
 	now := s.Now()
 	by := "agent:" + agent
 	data, _ := json.Marshal(map[string]string{"error": errText})
-	got, err := s.store.ActionTransition(ctx, ActionTransitionParams{
+	p := ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateFailed, Now: now, Error: &errText, FinishedAt: &now,
 		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
 		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data,
 			Unrouted: s.unrouted(Event{Kind: EventFailed}, nil)},
-	})
+	}
+	got, err := s.store.ActionTransition(ctx, p)
+	if err == nil {
+		s.noteStaleTicketResolved(p, got)
+	}
 	if errors.Is(err, ErrStateMismatch) {
 		if err := refusal(got, agent, "fail", true); err != nil {
 			return DriveResult{}, err

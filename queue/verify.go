@@ -7,9 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Verifiers (docs/verifiers.md): an unknown outcome is settled by asking
@@ -139,8 +144,20 @@ func (ts Tickets) VerifyDue(ctx context.Context) (int, error) {
 			return asked, err
 		}
 		for _, t := range due {
-			if _, err := s.Tickets().Verify(ctx, VerifyRequest{ActionID: t.ActionID, By: "system"}); err != nil && ctx.Err() == nil {
+			// The round is a reconciliation span of the action's trace,
+			// its check the child.
+			rctx, span := ctx, trace.Span(nil)
+			if tracing.Enabled() {
+				rctx, span = tracing.Start(trace.ContextWithSpan(ctx, trace.SpanFromContext(SubmissionTraceContext(ctx, s.store, t.ActionID))),
+					"approvals.reconcile", trace.WithAttributes(attribute.String("approvals.ticket.id", t.ID),
+						attribute.String("approvals.ticket.kind", string(t.Kind)), attribute.String("approvals.action.id", t.ActionID)))
+			}
+			_, err := s.Tickets().Verify(rctx, VerifyRequest{ActionID: t.ActionID, By: "system"})
+			if err != nil && ctx.Err() == nil {
 				s.log.Warn("verifier check failed", "action", t.ActionID, "ticket", t.ID, "err", err)
+			}
+			if span != nil {
+				endSpan(span, err)
 			}
 			asked++
 		}
@@ -153,6 +170,43 @@ func (ts Tickets) VerifyDue(ctx context.Context) (int, error) {
 // Verify asks the action's verifier now, records the check and applies the
 // tool's resolve mode. An answer that proves nothing changes nothing.
 func (ts Tickets) Verify(ctx context.Context, r VerifyRequest) (VerifyCheck, error) {
+	if !tracing.Enabled() {
+		return ts.verify(ctx, r)
+	}
+	// One check, one span: who asked, the verdict, never the answer.
+	ctx, span := tracing.Start(ctx, "approvals.verify", trace.WithAttributes(attribute.String("approvals.action.id", r.ActionID),
+		attribute.String("approvals.verify.asked_by", askedByKind(r.By))))
+	check, err := ts.verify(ctx, r)
+	if a := check.Action; a != nil {
+		span.SetAttributes(actionAttrs(a)...)
+		span.SetAttributes(attribute.String("approvals.state", string(a.State)))
+		if a.Ticket != nil {
+			span.SetAttributes(attribute.String("approvals.ticket.id", a.Ticket.ID))
+		}
+		if sc := ts.s.submissionTrace(ctx, a.ID); sc.IsValid() && sc.TraceID() != trace.SpanContextFromContext(ctx).TraceID() {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+	}
+	if check.Verdict != "" {
+		span.SetAttributes(attribute.String("approvals.verify.verdict", check.Verdict))
+	}
+	endSpan(span, err)
+	return check, err
+}
+
+// askedByKind is who asked for a check, without naming a person: system
+// (the sweep), operator or agent.
+func askedByKind(by string) string {
+	switch {
+	case strings.HasPrefix(by, "user:"):
+		return "operator"
+	case strings.HasPrefix(by, "agent:"):
+		return "agent"
+	}
+	return "system"
+}
+
+func (ts Tickets) verify(ctx context.Context, r VerifyRequest) (VerifyCheck, error) {
 	s := ts.s
 	a, err := s.store.ActionGetByID(ctx, r.ActionID)
 	if err != nil {
@@ -269,6 +323,8 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 			// An operator or the agent's late report resolved it first: theirs stands.
 		case err != nil:
 			return check, fmt.Errorf("resolve ticket %s: %w", ticketID, err)
+		default:
+			s.ticketResolvedBy(by)
 		}
 		if res.Action != nil {
 			check.Action = res.Action
@@ -291,6 +347,8 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 			// The agent's report or an operator came first: theirs stands.
 		case err != nil:
 			return check, fmt.Errorf("settle %s: %w", a.ID, err)
+		default:
+			s.noteStaleTicketResolved(p, moved)
 		}
 		if moved != nil {
 			check.Action = moved

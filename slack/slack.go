@@ -17,6 +17,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // DefaultAPIURL is Slack's Web API; APPROVALS_SLACK_API_URL overrides it (tests).
@@ -75,7 +76,8 @@ func New(cfg Config) (*Client, error) {
 	if next == nil {
 		next = http.DefaultTransport
 	}
-	hc.Transport = bearer{token: cfg.BotToken, prefix: apiURL, next: next}
+	// Each API call carries the traceparent of the span that sent it.
+	hc.Transport = bearer{token: cfg.BotToken, prefix: apiURL, next: tracing.Transport(next)}
 	return &Client{
 		api:       slackapi.New(cfg.BotToken, slackapi.OptionAPIURL(apiURL), slackapi.OptionHTTPClient(&hc)),
 		http:      &hc,

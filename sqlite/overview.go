@@ -44,6 +44,21 @@ FROM d GROUP BY tool, n ORDER BY tool`
     SELECT substr(decided_at, 1, 13), 0, count(*)
     FROM actions WHERE decided_at >= ?1 AND decided_at <= ?2 AND decided_by LIKE 'user:%' GROUP BY 1
 ) GROUP BY hour ORDER BY hour`
+
+	sqlTicketResolutions = `WITH r AS (
+    SELECT resolved_by LIKE 'verifier:%' AS verifier, resolved_by LIKE 'user:%' AS person,
+           (unixepoch(substr(resolved_at, 1, 19)) - unixepoch(substr(opened_at, 1, 19))) * 1000000
+             + (CAST(substr(resolved_at, 21, 9) AS INTEGER) - CAST(substr(opened_at, 21, 9) AS INTEGER)) / 1000 AS waited
+    FROM tickets
+    WHERE state = 'resolved' AND resolved_at > ?1 AND resolved_at <= ?2
+), p AS (
+    SELECT waited, row_number() OVER (ORDER BY waited) AS rn, count(*) OVER () AS n
+    FROM r WHERE person
+)
+SELECT (SELECT count(*) FROM r WHERE verifier),
+       (SELECT count(*) FROM p),
+       coalesce((SELECT waited FROM p WHERE rn = (n + 1) / 2), 0),
+       coalesce((SELECT waited FROM p WHERE rn = (9 * n + 9) / 10), 0)`
 )
 
 // ActionPendingByTool implements queue.Store.
@@ -117,4 +132,15 @@ func (s *Store) ActionHourly(ctx context.Context, p queue.PeriodParams) ([]queue
 		out = append(out, h)
 	}
 	return out, rows.Err()
+}
+
+// TicketResolutionStats implements queue.Store.
+func (s *Store) TicketResolutionStats(ctx context.Context, p queue.PeriodParams) (queue.TicketResolutions, error) {
+	var r queue.TicketResolutions
+	var p50, p90 int64
+	if err := s.read.QueryRowContext(ctx, sqlTicketResolutions, fmtTime(p.Since), fmtTime(p.Until)).Scan(&r.ByVerifier, &r.ByPerson, &p50, &p90); err != nil {
+		return r, fmt.Errorf("ticket resolutions: %w", err)
+	}
+	r.WaitP50, r.WaitP90 = time.Duration(p50)*time.Microsecond, time.Duration(p90)*time.Microsecond
+	return r, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -181,6 +182,76 @@ var overviewTests = []test{
 		hoursOf(last, &r, spy)
 		add(last.Truncate(time.Hour).Add(-time.Minute))
 		sameBut("a late row in an hour not settled", hoursOf(last.Add(2*time.Minute), &r, spy), hoursOf(last.Add(2*time.Minute), nil, s))
+	}},
+	// Tickets settled by verifiers, and how long a person's waited: each
+	// ticket opened and resolved at a known time, the windows' edges
+	// crossed by one just outside, and a late report by the agent and an
+	// open ticket counted by neither.
+	{"TicketResolutions", func(t *testing.T, s Store) {
+		now := at(8 * 24 * time.Hour)
+		const h, d, m = time.Hour, 24 * time.Hour, time.Minute
+		n := 0
+		// open submits an exactly-once action whose claim (five minutes)
+		// lapses at when, and opens its stale ticket then; tickets are
+		// opened in time order, so each sweep opens only its own.
+		open := func(when time.Time) *queue.Ticket {
+			t.Helper()
+			n++
+			a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", fmt.Sprintf("tr:%d", n), when.Add(-5*m))
+			opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: when, Limit: 10})
+			noErr(t, err, "open stale ticket")
+			if len(opened) != 1 || opened[0].ActionID != a.ID {
+				t.Fatalf("opened %+v at %v, want the ticket of %s alone", opened, when, a.ID)
+			}
+			return opened[0]
+		}
+		resolve := func(tk *queue.Ticket, by string, when time.Time) {
+			t.Helper()
+			p := resolveParams(tk.ID, queue.StateFailed, when)
+			p.By = by
+			if strings.HasPrefix(by, "verifier:") {
+				p.Channel = queue.ChannelVerifier
+			}
+			_, err := s.TicketResolve(t.Context(), p)
+			noErr(t, err, "resolve by "+by)
+		}
+		person, verifier := "user:ops@example.com", "verifier:issue_refund"
+		// Eight days ago, after 12 hours: outside both windows.
+		resolve(open(now.Add(-8*d)), person, now.Add(-8*d+12*h))
+		// Three days ago, by people, after 30, 20 and 10 minutes.
+		for i, took := range []time.Duration{30 * m, 20 * m, 10 * m} {
+			opened := now.Add(-3*d - time.Duration(3-i)*h)
+			resolve(open(opened), person, opened.Add(took))
+		}
+		// Two days ago, by a verifier.
+		resolve(open(now.Add(-2*d-h)), verifier, now.Add(-2*d))
+		// In the last day: a person after two hours; the agent's late
+		// report; a verifier; and one still open.
+		p4 := open(now.Add(-3 * h))
+		late := open(now.Add(-2 * h))
+		resolve(p4, person, now.Add(-h))
+		_, err := s.ActionTransition(t.Context(), lateReport(late.ActionID, queue.StateDone, now.Add(-h)))
+		noErr(t, err, "late report")
+		resolve(open(now.Add(-h)), verifier, now.Add(-30*m))
+		open(now.Add(-20 * m))
+
+		o, err := queue.ReadOverview(t.Context(), s, now, nil)
+		noErr(t, err, "overview")
+		// 7 days: 10, 20, 30 minutes and 2 hours: ranks 2 and 4.
+		if want := (queue.TicketResolutions{ByVerifier: 2, ByPerson: 4, WaitP50: 20 * m, WaitP90: 2 * h}); o.Tickets7d != want {
+			t.Errorf("tickets in 7 days: %+v, want %+v", o.Tickets7d, want)
+		}
+		if want := (queue.TicketResolutions{ByVerifier: 1, ByPerson: 1, WaitP50: 2 * h, WaitP90: 2 * h}); o.Tickets24h != want {
+			t.Errorf("tickets in 24 hours: %+v, want %+v", o.Tickets24h, want)
+		}
+		if o.OpenTickets != 1 {
+			t.Errorf("open tickets = %d, want 1", o.OpenTickets)
+		}
+		empty, err := queue.ReadOverview(t.Context(), s, now.Add(10*d), nil)
+		noErr(t, err, "overview ten days on")
+		if empty.Tickets7d != (queue.TicketResolutions{}) || empty.Tickets24h != (queue.TicketResolutions{}) {
+			t.Errorf("ten days on: %+v and %+v, want zeros", empty.Tickets24h, empty.Tickets7d)
+		}
 	}},
 }
 

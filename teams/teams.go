@@ -22,6 +22,7 @@ import (
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/preview"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // Config sets up a Notifier.
@@ -48,6 +49,8 @@ func New(cfg Config) (*Notifier, error) {
 		c = *cfg.Client
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// Each request carries the traceparent of the span that sent it.
+	c.Transport = tracing.Transport(c.Transport)
 	return &Notifier{publicURL: strings.TrimRight(cfg.PublicURL, "/"), client: &c}, nil
 }
 

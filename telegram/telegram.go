@@ -21,6 +21,7 @@ import (
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 )
 
 // DefaultAPIURL is the Bot API; APPROVALS_TELEGRAM_API_URL overrides it (tests).
@@ -64,10 +65,14 @@ func New(cfg Config) (*Client, error) {
 		api = DefaultAPIURL
 	}
 	c := &Client{base: strings.TrimRight(api, "/") + "/bot" + cfg.BotToken + "/", token: cfg.BotToken, botID: id,
-		publicURL: strings.TrimRight(cfg.PublicURL, "/"), http: cfg.HTTPClient}
-	if c.http == nil {
-		c.http = &http.Client{Timeout: 10 * time.Second}
+		publicURL: strings.TrimRight(cfg.PublicURL, "/")}
+	hc := http.Client{Timeout: 10 * time.Second}
+	if cfg.HTTPClient != nil {
+		hc = *cfg.HTTPClient
 	}
+	// Each API call carries the traceparent of the span that sent it.
+	hc.Transport = tracing.Transport(hc.Transport)
+	c.http = &hc
 	return c, nil
 }
 

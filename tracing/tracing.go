@@ -163,3 +163,53 @@ func WaitSpan(sc trace.SpanContext, from, to time.Time, attrs ...attribute.KeyVa
 	_, span := st.tracer.Start(ctx, "approvals.wait", trace.WithTimestamp(from), trace.WithAttributes(attrs...))
 	span.End(trace.WithTimestamp(to))
 }
+
+// ToolCallIDHeader is the HTTP header an agent names its tool call with
+// (an LLM's tool call id), REST or MCP over HTTP; an MCP request's _meta
+// key of the same meaning is ToolCallIDMeta.
+const (
+	ToolCallIDHeader = "X-Tool-Call-Id"
+	ToolCallIDMeta   = "gen_ai.tool.call.id"
+	// maxToolCallID bounds what a span keeps of it.
+	maxToolCallID = 256
+)
+
+type toolCallIDKey struct{}
+
+// WithToolCallID returns ctx carrying the agent's tool call id, the
+// submission span's gen_ai.tool.call.id. Nothing with tracing off, or
+// when id is empty or longer than 256 bytes (then it is not an id).
+func WithToolCallID(ctx context.Context, id string) context.Context {
+	if current.Load() == nil || id == "" || len(id) > maxToolCallID {
+		return ctx
+	}
+	return context.WithValue(ctx, toolCallIDKey{}, id)
+}
+
+// ToolCallID is the tool call id ctx carries, or "".
+func ToolCallID(ctx context.Context) string {
+	id, _ := ctx.Value(toolCallIDKey{}).(string)
+	return id
+}
+
+// Transport is base (http.DefaultTransport when nil) writing the W3C trace
+// context of each request's context into its headers: a channel's API
+// calls and a notification's webhook continue the span that sent them.
+// With tracing off, or a context with no span, it adds nothing.
+func Transport(base http.RoundTripper) http.RoundTripper {
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	return injecting{base}
+}
+
+type injecting struct{ base http.RoundTripper }
+
+func (t injecting) RoundTrip(r *http.Request) (*http.Response, error) {
+	if current.Load() == nil || !trace.SpanContextFromContext(r.Context()).IsValid() {
+		return t.base.RoundTrip(r)
+	}
+	r = r.Clone(r.Context()) // a RoundTripper must not change its request
+	Inject(r.Context(), r.Header)
+	return t.base.RoundTrip(r)
+}

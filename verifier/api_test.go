@@ -100,6 +100,11 @@ func TestVerifyEndpoint(t *testing.T) {
 		if n := api.Metric(t, `approvals_verifications_total{tool="issue_refund",verdict="done"}`); n != 1 {
 			t.Fatalf("done verifications counted %v", n)
 		}
+		for _, by := range []string{"verifier", "operator", "agent"} {
+			if n := api.Metric(t, `approvals_tickets_resolved_total{by="`+by+`"}`); n != 0 {
+				t.Fatalf("tickets resolved by %s counted %v, with no ticket", by, n)
+			}
+		}
 		if n := p.count("err-api"); n != 2 {
 			t.Fatalf("the provider was asked %d times", n)
 		}

@@ -132,8 +132,35 @@ tools:
       not_done: '!response.refunds.exists(r, r.line_id == payload.line_id)'
 `
 
+// resolvedCount counts the Service's ticket resolutions by who made them
+// (queue.Options.OnTicketResolved, what /metrics counts).
+type resolvedCount struct {
+	mu sync.Mutex
+	by map[string]int
+}
+
+func (c *resolvedCount) add(by string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.by[by]++
+}
+
+func (c *resolvedCount) want(t *testing.T, what string, verifier, operator, agent int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.by[queue.ResolvedByVerifier] != verifier || c.by[queue.ResolvedByOperator] != operator || c.by[queue.ResolvedByAgent] != agent || len(c.by) > 3 {
+		t.Fatalf("%s: tickets resolved %v, want verifier %d, operator %d, agent %d", what, c.by, verifier, operator, agent)
+	}
+}
+
 // verifyEnv runs fn on both stores, each with a payment provider of its own.
 func verifyEnv(t *testing.T, fn func(t *testing.T, e *apptest.Env, p *provider)) {
+	verifyEnvCounting(t, func(t *testing.T, e *apptest.Env, p *provider, _ *resolvedCount) { fn(t, e, p) })
+}
+
+// verifyEnvCounting is verifyEnv with the ticket resolutions counted.
+func verifyEnvCounting(t *testing.T, fn func(t *testing.T, e *apptest.Env, p *provider, c *resolvedCount)) {
 	for _, kind := range []string{"sqlite", "postgres"} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
@@ -146,8 +173,9 @@ func verifyEnv(t *testing.T, fn func(t *testing.T, e *apptest.Env, p *provider))
 			if err != nil {
 				t.Fatal(err)
 			}
+			c := &resolvedCount{by: map[string]int{}}
 			fn(t, apptest.NewEnv(t, apptest.EnvOptions{SQLite: kind == "sqlite", Tools: reg, Clock: testclock.Frozen(),
-				Service: queue.Options{Verifier: asker}}), p)
+				Service: queue.Options{Verifier: asker, OnTicketResolved: c.add}}), p, c)
 		})
 	}
 }
@@ -196,10 +224,11 @@ func lastCheck(t *testing.T, e *apptest.Env, id string) map[string]any {
 
 // Each answer of a payment provider, through the sweep: found resolves the
 // ticket and finishes the action with the provider's record; not found
-// fails it only after settle; slow, 500 and garbage change nothing.
+// fails it only after settle; slow, 500 and garbage change nothing. Each
+// ticket's resolution is counted once, by who made it.
 func TestVerifierVerdicts(t *testing.T) {
 	t.Parallel()
-	verifyEnv(t, func(t *testing.T, e *apptest.Env, p *provider) {
+	verifyEnvCounting(t, func(t *testing.T, e *apptest.Env, p *provider, resolved *resolvedCount) {
 		ctx := context.Background()
 		found := staleRefund(t, e, "issue_refund", "found-1")
 		none := staleRefund(t, e, "issue_refund", "none-1")
@@ -238,6 +267,13 @@ func TestVerifierVerdicts(t *testing.T) {
 		if n := e.EventCount(found.ID, queue.EventVerified); n != 1 {
 			t.Fatalf("%d checks", n)
 		}
+		resolved.want(t, "after the first round", 1, 0, 0)
+		// An operator who comes too late resolves nothing, and nothing is counted.
+		if _, _, err := e.Service.Tickets().Resolve(ctx, queue.ResolveRequest{TicketID: a.Ticket.ID,
+			By: "user:ops@example.com", Outcome: queue.StateDone, Note: "found it too"}); queue.ErrorCode(err) != queue.CodeTicketResolved {
+			t.Fatalf("late operator: %v", err)
+		}
+		resolved.want(t, "after a late operator", 1, 0, 0)
 
 		// Not found, but before settle (claim 2m + settle 1m): unknown.
 		if a := get(t, e, none.ID); a.State != queue.StateInProgress {
@@ -302,6 +338,18 @@ func TestVerifierVerdicts(t *testing.T) {
 			By: "user:ops@example.com", Outcome: queue.StateDone, Note: "verified"}); err != nil || a.State != queue.StateDone {
 			t.Fatalf("resolve as verified: %v", err)
 		}
+		resolved.want(t, "after the operator", 2, 1, 0)
+		// The agent's late report settles the garbage one's ticket; its
+		// second report is a replay and resolves nothing more.
+		for range 2 {
+			if _, err := e.Service.Complete(ctx, junk.ID, "bot", json.RawMessage(`{"refund":"re_9"}`), "api"); err != nil {
+				t.Fatalf("late report: %v", err)
+			}
+		}
+		if a := get(t, e, junk.ID); a.State != queue.StateDone || a.Ticket.State != queue.TicketResolved {
+			t.Fatalf("late report: %s, ticket %+v", a.State, a.Ticket)
+		}
+		resolved.want(t, "after the agent's late report", 2, 1, 1)
 		p.check(t)
 	})
 }

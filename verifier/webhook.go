@@ -16,8 +16,13 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 	"github.com/approvals/approvals/webhooksign"
 )
 
@@ -33,6 +38,13 @@ type Config struct {
 	// Upstream calls an upstream MCP server's tool (the gateway's
 	// manager); nil: upstream verifiers answer unknown.
 	Upstream UpstreamCaller
+	// Refuse, when set, says why the named tool's upstream verifier must
+	// not be called now: tools check's read-only check
+	// (classify.Registry.VerifierUpstreamProblem) against the upstream's
+	// listing as it is at the call, so that a tool which is missing or
+	// not read-only is never called, whenever its upstream (re)connected.
+	// Such a check answers unknown, saying why.
+	Refuse func(tool string) error
 }
 
 // UpstreamCaller calls one tool of an upstream MCP server and returns its
@@ -75,15 +87,37 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 		return nil, fmt.Errorf("tool %s has no verifier", t.Name)
 	}
 	if v.Upstream != "" {
-		return a.askUpstream(ctx, v, q)
+		return a.askUpstream(ctx, t.Name, v, q)
 	}
 	signer, err := a.signerFor(t)
 	if err != nil {
 		return nil, err
 	}
+	// The request is a client span of the check's, and its traceparent
+	// lets the system of record continue the trace.
+	ctx, span := tracing.Start(ctx, "POST", trace.WithSpanKind(trace.SpanKindClient))
+	status := 0
+	defer func() {
+		if span.IsRecording() {
+			if status != 0 {
+				span.SetAttributes(attribute.Int("http.response.status_code", status))
+			}
+			if status < 200 || status > 299 {
+				span.SetStatus(codes.Error, "")
+			}
+		}
+		span.End()
+	}()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, v.Webhook, bytes.NewReader(q.Body))
 	if err != nil {
 		return nil, err
+	}
+	if span.IsRecording() {
+		// Not the URL's path or query: a webhook's path is often its secret.
+		span.SetAttributes(attribute.String("http.request.method", http.MethodPost),
+			attribute.String("url.scheme", req.URL.Scheme), attribute.String("server.address", req.URL.Hostname()),
+			attribute.String("approvals.action.id", q.Action.ID), attribute.Int("approvals.attempt", q.Action.Attempt))
+		tracing.Inject(ctx, req.Header)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "approvals-verifier")
@@ -100,6 +134,7 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 		return nil, errors.New(classify.RedactURLsIn(err.Error()))
 	}
 	defer res.Body.Close()
+	status = res.StatusCode
 	body, err := io.ReadAll(io.LimitReader(res.Body, queue.MaxVerifyAnswer+1))
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %s", classify.RedactURLsIn(err.Error()))
@@ -137,9 +172,14 @@ func (a *Asker) signerFor(t classify.Tool) (*webhooksign.Signer, error) {
 
 // askUpstream calls the verifier's upstream tool with its arguments'
 // templates filled from the payload.
-func (a *Asker) askUpstream(ctx context.Context, v *classify.Verify, q queue.VerifyQuestion) (json.RawMessage, error) {
+func (a *Asker) askUpstream(ctx context.Context, tool string, v *classify.Verify, q queue.VerifyQuestion) (json.RawMessage, error) {
 	if a.cfg.Upstream == nil {
 		return nil, fmt.Errorf("this server has no connection to upstream %s", v.Upstream)
+	}
+	if a.cfg.Refuse != nil {
+		if err := a.cfg.Refuse(tool); err != nil {
+			return nil, fmt.Errorf("verifier disabled, not called: %w", err)
+		}
 	}
 	args := map[string]any{}
 	for name, tmpl := range v.Arguments {

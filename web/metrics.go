@@ -21,6 +21,7 @@ type Metrics struct {
 	notifications *prometheus.CounterVec
 	policy        *prometheus.CounterVec
 	verifications *prometheus.CounterVec
+	ticketsDone   *prometheus.CounterVec
 }
 
 // Counts is the store the metrics read actions by state and open tickets
@@ -75,7 +76,14 @@ func NewMetrics(store Counts, opts ...MetricsOption) *Metrics {
 		Name: "approvals_verifications_total",
 		Help: "Checks of tools' verifiers (asking the system of record), by tool and verdict (done, not_done, unknown).",
 	}, []string{"tool", "verdict"})
-	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, m.policy, m.verifications, sc,
+	m.ticketsDone = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "approvals_tickets_resolved_total",
+		Help: "Reconciliation tickets resolved, by who resolved them (verifier: its proof; operator: a person; agent: the action's late report), counted once each when the resolution commits.",
+	}, []string{"by"})
+	for _, by := range []string{queue.ResolvedByVerifier, queue.ResolvedByOperator, queue.ResolvedByAgent} {
+		m.ticketsDone.WithLabelValues(by)
+	}
+	m.Registry.MustRegister(m.submissions, m.Deliveries, m.notifications, m.policy, m.verifications, m.ticketsDone, sc,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -94,6 +102,12 @@ func (m *Metrics) OnPolicy(tool, rule, decision string) {
 // OnVerified counts one verifier check; pass it as queue.Options.OnVerified.
 func (m *Metrics) OnVerified(tool, verdict string) {
 	m.verifications.WithLabelValues(tool, verdict).Inc()
+}
+
+// OnTicketResolved counts one ticket resolution; pass it as
+// queue.Options.OnTicketResolved.
+func (m *Metrics) OnTicketResolved(by string) {
+	m.ticketsDone.WithLabelValues(by).Inc()
 }
 
 // OnNotification counts one notification attempt; pass it as

@@ -44,6 +44,8 @@ func traceRequests(next echo.HandlerFunc) echo.HandlerFunc {
 				attribute.String("network.protocol.version", protocolVersion(r.ProtoMajor, r.ProtoMinor)),
 			))
 		defer span.End()
+		// The agent's name for its tool call, for the submission's span.
+		ctx = tracing.WithToolCallID(ctx, r.Header.Get(tracing.ToolCallIDHeader))
 		c.SetRequest(r.WithContext(ctx))
 		if err := next(c); err != nil {
 			// Answered here, so that the span sees the status the

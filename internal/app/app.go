@@ -186,8 +186,12 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	// redirect.
 	vc := verifier.Config{Secret: opts.WebhookSecret}
 	if opts.Upstreams != nil {
-		// Upstream verifiers call a read-only tool through the gateway's connections.
+		// Upstream verifiers call a read-only tool through the gateway's
+		// connections, checked against the upstream's listing at each call
+		// (the Gateway logs a failing check loudly when the upstream lists).
 		vc.Upstream = opts.Upstreams
+		ups := opts.Upstreams
+		vc.Refuse = func(tool string) error { return tools.Load().VerifierUpstreamProblem(tool, ups.Listings()) }
 	}
 	asker, err := verifier.New(vc)
 	if err != nil {
@@ -195,6 +199,7 @@ func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts 
 	}
 	svcOpts.Verifier = asker
 	svcOpts.OnVerified = metrics.OnVerified
+	svcOpts.OnTicketResolved = metrics.OnTicketResolved
 	svc := queue.NewService(queueStore, reg, svcOpts)
 	polls := longpoll.New(queueStore, longpoll.Options{WaitRecheck: opts.WaitRecheck, Waiters: opts.Waiters,
 		MaxStreams: opts.MaxStreams, Done: stopping})

@@ -22,6 +22,9 @@ type Gateway struct {
 	log     *slog.Logger
 	mu      sync.Mutex         // one import at a time, so an older listing never wins
 	current *classify.Registry // the last import; it carries the classes learnt in this process, which no re-list lowers
+	// disabled are the verifiers whose upstream tool the last check found
+	// missing or not read-only, with why (under mu).
+	disabled map[string]string
 }
 
 // StartGateway connects to the file's upstreams (at most about the connect
@@ -42,6 +45,7 @@ func StartGateway(ctx context.Context, file *classify.Registry, log *slog.Logger
 	}
 	g.current = reg
 	g.logChanges(changes)
+	g.checkVerifiers(reg)
 	for _, t := range reg.Tools() {
 		if t.Unavailable != "" {
 			log.Warn("upstream tool unavailable; calls are refused until it is listed", "tool", t.Name, "reason", t.Unavailable)
@@ -75,7 +79,44 @@ func (g *Gateway) reimport() {
 	}
 	g.current = reg
 	g.logChanges(changes)
+	g.checkVerifiers(reg)
 	tools.Store(reg)
+}
+
+// checkVerifiers runs tools check's read-only check of the upstream
+// verifiers against the listings as they are now (at start, and whenever
+// an upstream connects or changes its list), and logs each verifier it
+// disables loudly, once, and each it enables again. The refusal itself is
+// made at every call (app.New's verifier.Config.Refuse), so a verifier is
+// never called between a change of a listing and this log.
+func (g *Gateway) checkVerifiers(reg *classify.Registry) {
+	listings := g.Manager.Listings()
+	now := map[string]string{}
+	for _, t := range reg.Tools() {
+		if t.Verify == nil || t.Verify.Upstream == "" {
+			continue
+		}
+		if l, ok := listings[t.Verify.Upstream]; !ok || l.Unavailable != "" {
+			// Down: nothing is called, and nothing is known until it lists again.
+			if why, ok := g.disabled[t.Name]; ok {
+				now[t.Name] = why
+			}
+			continue
+		}
+		if err := reg.VerifierUpstreamProblem(t.Name, listings); err != nil {
+			now[t.Name] = err.Error()
+			if g.disabled[t.Name] != err.Error() {
+				g.log.Error("VERIFIER DISABLED: its upstream tool fails tools check; its checks answer unknown and it is never called until the upstream lists the tool read-only",
+					"tool", t.Name, "upstream", t.Verify.Upstream, "upstream_tool", t.Verify.Tool, "err", err)
+			}
+		}
+	}
+	for name := range g.disabled {
+		if _, still := now[name]; !still {
+			g.log.Info("verifier enabled again: its upstream tool is listed read-only", "tool", name)
+		}
+	}
+	g.disabled = now
 }
 
 // logChanges logs every tool an import added or removed and every class it changed.

@@ -409,7 +409,7 @@ upstreams:
 	defer cs.Close()
 	const agentTrace, agentSpan = "0af7651916cd43dd8448eb211c80319c", "b7ad6b7169203331"
 	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{
-		Meta:      mcp.Meta{"traceparent": "00-" + agentTrace + "-" + agentSpan + "-01"},
+		Meta:      mcp.Meta{"traceparent": "00-" + agentTrace + "-" + agentSpan + "-01", "gen_ai.tool.call.id": "toolu_01Mcp"},
 		Name:      "crm_lookup",
 		Arguments: map[string]any{"order": "o-9", "note": "private-words-qq"},
 	})
@@ -451,6 +451,12 @@ upstreams:
 	}
 	if !bytes.Equal(submit.ParentSpanId, call.SpanId) {
 		t.Errorf("submission's parent %s, want the tools/call span", hexID(submit.ParentSpanId))
+	}
+	// The agent's tool call id, from _meta, on the call and its submission.
+	for _, s := range []*receivedSpan{call, submit} {
+		if v, _ := attr(s.Attributes, "gen_ai.tool.call.id"); v != "toolu_01Mcp" {
+			t.Errorf("%s: gen_ai.tool.call.id %q, want _meta's", s.Name, v)
+		}
 	}
 	if v, _ := attr(submit.Attributes, "approvals.tool.class"); v != "at-least-once" {
 		t.Errorf("submission class %q, want at-least-once", v)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/tracing"
 	"github.com/approvals/approvals/webhooksign"
 )
 
@@ -56,6 +57,8 @@ func New(cfg Config) (*Notifier, error) {
 		c = *cfg.Client
 	}
 	c.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	// Each request carries the traceparent of the span that sent it.
+	c.Transport = tracing.Transport(c.Transport)
 	n.client = &c
 	return n, nil
 }
