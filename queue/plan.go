@@ -192,16 +192,20 @@ type PlanStepClaim struct {
 	Now    time.Time
 }
 
-// PlanStore is the plans' part of the Store.
-type PlanStore interface {
-	// PlanInsert stores p.Plan with its steps and p.Event (on no action,
-	// subject plan:ID) in one transaction.
-	PlanInsert(ctx context.Context, p PlanInsertParams) error
+// PlanReader is the plans' part of the Reader.
+type PlanReader interface {
 	// PlanGetByID returns the plan with its steps and their actions'
 	// states, as stored (Plan.Settle is the Service's), or ErrNotFound.
 	PlanGetByID(ctx context.Context, id string) (*Plan, error)
 	// PlanList returns plans with their steps, newest first.
 	PlanList(ctx context.Context, p PlanListParams) ([]*Plan, error)
+}
+
+// PlanStore is the plans' part of the Store.
+type PlanStore interface {
+	// PlanInsert stores p.Plan with its steps and p.Event (on no action,
+	// subject plan:ID) in one transaction.
+	PlanInsert(ctx context.Context, p PlanInsertParams) error
 	// PlanUpdate writes p.Plan's state and decision columns, see
 	// PlanUpdateParams.
 	PlanUpdate(ctx context.Context, p PlanUpdateParams) (*Plan, error)
