@@ -132,10 +132,14 @@ func (s *Store) plansWithSteps(ctx context.Context, rows pgx.Rows) ([]*queue.Pla
 			planID, class, payload, warnings, actionState string
 			approval                                      *string
 			st                                            queue.PlanStep
+			tk                                            queue.PlanStepTicket
 		)
 		if err := srows.Scan(&planID, &st.N, &st.Tool, &class, &st.IntentKey, &payload, &st.Decision, &st.Rule,
-			&warnings, &approval, &st.ActionID, &actionState); err != nil {
+			&warnings, &approval, &st.ActionID, &actionState, &tk.ID, &tk.Kind, &tk.State); err != nil {
 			return nil, err
+		}
+		if tk.ID != "" {
+			st.Ticket = &tk
 		}
 		if err := decodeStep(&st, class, payload, warnings, approval, actionState); err != nil {
 			return nil, fmt.Errorf("plan %s step %d: %w", planID, st.N, err)

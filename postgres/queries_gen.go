@@ -545,11 +545,17 @@ WHERE CASE $1::text
   AND ($4::timestamptz IS NULL OR (p.created_at, p.id) < ($4::timestamptz, $5::uuid))
 ORDER BY p.created_at DESC, p.id DESC LIMIT $3`
 
-// planStepsSQL reads the steps of the plans $1 with their actions' states.
+// planStepsSQL reads the steps of the plans $1 with their actions' states
+// and current tickets.
 // (sql/plan.sql)
 const planStepsSQL = `SELECT s.plan_id::text, s.n, s.tool, s.class, s.intent_key, s.payload::text, s.decision, s.rule,
-    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, '')
+    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, ''),
+    coalesce(t.id::text, ''), coalesce(t.kind, ''), coalesce(t.state, '')
 FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+LEFT JOIN LATERAL (
+    SELECT * FROM tickets t WHERE t.action_id = a.id
+    ORDER BY t.state = 'open' DESC, t.opened_at DESC LIMIT 1
+) t ON true
 WHERE s.plan_id = ANY($1::uuid[]) ORDER BY s.plan_id, s.n`
 
 // planUpdateSQL writes a decision or a cancellation only if the plan is

@@ -94,6 +94,16 @@ type PlanStep struct {
 	// submitted.
 	ActionID    string `json:"action_id,omitempty"`
 	ActionState State  `json:"state,omitempty"`
+	// Ticket is the action's current ticket (its open one, else the
+	// newest), if it has one: a stale claim shows here.
+	Ticket *PlanStepTicket `json:"ticket,omitempty"`
+}
+
+// PlanStepTicket names a step's action's ticket.
+type PlanStepTicket struct {
+	ID    string      `json:"id"`
+	Kind  TicketKind  `json:"kind"`
+	State TicketState `json:"state"`
 }
 
 // Settle sets the state a stored plan has at now: an approved plan whose

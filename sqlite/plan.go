@@ -200,8 +200,12 @@ func (s *Store) readPlans(ctx context.Context, query string, args ...any) ([]*qu
 // readSteps reads a plan's steps with their actions' states.
 func readSteps(ctx context.Context, tx querier, pl *queue.Plan) error {
 	rows, err := tx.QueryContext(ctx, `SELECT s.n, s.tool, s.class, s.intent_key, s.payload, s.decision, s.rule, s.warnings,
-		s.approval, coalesce(s.action_id, ''), coalesce(a.state, '')
-		FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id WHERE s.plan_id = ? ORDER BY s.n`, pl.ID)
+		s.approval, coalesce(s.action_id, ''), coalesce(a.state, ''),
+		coalesce(t.id, ''), coalesce(t.kind, ''), coalesce(t.state, '')
+		FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+		LEFT JOIN tickets t ON t.id = (SELECT id FROM tickets WHERE action_id = s.action_id
+			ORDER BY state = 'open' DESC, opened_at DESC, id DESC LIMIT 1)
+		WHERE s.plan_id = ? ORDER BY s.n`, pl.ID)
 	if err != nil {
 		return err
 	}
@@ -211,10 +215,14 @@ func readSteps(ctx context.Context, tx querier, pl *queue.Plan) error {
 			st                                    queue.PlanStep
 			class, payload, warnings, actionState string
 			approval                              sql.NullString
+			tk                                    queue.PlanStepTicket
 		)
 		if err := rows.Scan(&st.N, &st.Tool, &class, &st.IntentKey, &payload, &st.Decision, &st.Rule, &warnings,
-			&approval, &st.ActionID, &actionState); err != nil {
+			&approval, &st.ActionID, &actionState, &tk.ID, &tk.Kind, &tk.State); err != nil {
 			return err
+		}
+		if tk.ID != "" {
+			st.Ticket = &tk
 		}
 		st.Class, st.Payload, st.ActionState = classify.Class(class), json.RawMessage(payload), queue.State(actionState)
 		if err := json.Unmarshal([]byte(warnings), &st.Warnings); err != nil {

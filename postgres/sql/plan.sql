@@ -43,10 +43,13 @@ WHERE CASE $1::text
 ORDER BY p.created_at DESC, p.id DESC LIMIT $3;
 
 -- name: planStepsSQL
--- planStepsSQL reads the steps of the plans $1 with their actions' states.
+-- planStepsSQL reads the steps of the plans $1 with their actions' states
+-- and current tickets.
 SELECT s.plan_id::text, s.n, s.tool, s.class, s.intent_key, s.payload::text, s.decision, s.rule,
-    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, '')
+    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, ''),
+    coalesce(t.id::text, ''), coalesce(t.kind, ''), coalesce(t.state, '')
 FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+{{currentTicket a}}
 WHERE s.plan_id = ANY($1::uuid[]) ORDER BY s.plan_id, s.n;
 
 -- name: planUpdateSQL
