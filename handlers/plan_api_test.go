@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -217,6 +218,37 @@ func TestPlanRefusalsOverHTTP(t *testing.T) {
 		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(mail5, late.ID))
 		if r.Status != http.StatusConflict || r.Problem(t).Code != queue.CodePlanNotApproved {
 			t.Fatalf("step of an expired plan: %d %s", r.Status, r.Body)
+		}
+		// Listed as expired before the sweep (read at the request) and
+		// after it (stored once, with its event).
+		listed := func(state string) []string {
+			t.Helper()
+			r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans?state="+state, nil)
+			var page struct {
+				Plans []queue.Plan `json:"plans"`
+			}
+			if r.Status != http.StatusOK || json.Unmarshal(r.Body, &page) != nil {
+				t.Fatalf("list %s: %d %s", state, r.Status, r.Body)
+			}
+			var ids []string
+			for _, pl := range page.Plans {
+				ids = append(ids, pl.ID)
+			}
+			return ids
+		}
+		for _, swept := range []bool{false, true} {
+			if swept {
+				res, err := e.Sweeper.Sweep(t.Context())
+				if err != nil || !slices.Contains(res.PlansExpired, late.ID) {
+					t.Fatalf("the sweep expired plans %v (%v), want %s among them", res.PlansExpired, err, late.ID)
+				}
+			}
+			if !slices.Contains(listed("expired"), late.ID) || slices.Contains(listed("approved"), late.ID) {
+				t.Fatalf("swept %v: expired %v, approved %v; want the late plan expired only", swept, listed("expired"), listed("approved"))
+			}
+		}
+		if res, err := e.Sweeper.Sweep(t.Context()); err != nil || slices.Contains(res.PlansExpired, late.ID) {
+			t.Fatalf("a second sweep expired %v (%v) again", res.PlansExpired, err)
 		}
 		// What no person saw, no rule approves: a warning makes the step a person's.
 		hidden := mailStep("c-6", "t", "a@example.com")

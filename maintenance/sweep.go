@@ -36,8 +36,8 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 		switch {
 		case err != nil && ctx.Err() == nil:
 			s.log.Warn("sweep failed", "err", err)
-		case len(res.Expired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0 || res.Verified > 0:
-			s.log.Info("sweep", "expired", len(res.Expired), "tickets_opened", len(res.Tickets),
+		case len(res.Expired) > 0 || len(res.PlansExpired) > 0 || len(res.Tickets) > 0 || res.Reminded > 0 || res.Escalated > 0 || res.Verified > 0:
+			s.log.Info("sweep", "expired", len(res.Expired), "plans_expired", len(res.PlansExpired), "tickets_opened", len(res.Tickets),
 				"reminded", res.Reminded, "escalated", res.Escalated, "verified", res.Verified)
 		}
 		select {
@@ -50,11 +50,14 @@ func (s *Sweeper) Run(ctx context.Context, interval time.Duration) {
 
 // SweepResult counts what one sweep did.
 type SweepResult struct {
-	Expired   []*queue.Action
-	Tickets   []*queue.Ticket
-	Reminded  int // pending actions reminded of (approval.remind_after)
-	Escalated int // pending actions escalated (approval.escalate_after)
-	Verified  int // verifier rounds asked (tools' verify blocks)
+	Expired []*queue.Action
+	// PlansExpired are the ids of the plans whose expiry this sweep
+	// stored (queue.Store.PlanExpireDue).
+	PlansExpired []string
+	Tickets      []*queue.Ticket
+	Reminded     int // pending actions reminded of (approval.remind_after)
+	Escalated    int // pending actions escalated (approval.escalate_after)
+	Verified     int // verifier rounds asked (tools' verify blocks)
 }
 
 // Verifying is a Service whose verifiers the sweep asks about open tickets
@@ -63,7 +66,7 @@ type Verifying interface {
 	Tickets() queue.Tickets
 }
 
-// Sweep expires what is due and opens a stale ticket for every claim held
+// Sweep expires what is due (actions, then plans) and opens a stale ticket for every claim held
 // longer than its tool's claim_timeout. It never releases a claim.
 func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	var res SweepResult
@@ -76,6 +79,16 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 		res.Expired = append(res.Expired, exp...)
 		if len(exp) < batch {
+			break
+		}
+	}
+	for {
+		ids, err := s.store.PlanExpireDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		if err != nil {
+			return res, err
+		}
+		res.PlansExpired = append(res.PlansExpired, ids...)
+		if len(ids) < batch {
 			break
 		}
 	}

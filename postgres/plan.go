@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -67,11 +68,17 @@ func (s *Store) PlanGetByID(ctx context.Context, id string) (*queue.Plan, error)
 
 // PlanList implements queue.Reader.
 func (s *Store) PlanList(ctx context.Context, p queue.PlanListParams) ([]*queue.Plan, error) {
-	states := make([]string, len(p.States))
-	for i, st := range p.States {
-		states[i] = string(st)
+	var (
+		afterAt *time.Time
+		afterID *string
+	)
+	if p.After != nil {
+		if !queue.ValidID(p.After.ID) {
+			return nil, queue.Errorf(queue.CodeInvalidRequest, "cursor: %q is not an id", p.After.ID)
+		}
+		afterAt, afterID = &p.After.CreatedAt, &p.After.ID
 	}
-	rows, err := s.pool.Query(ctx, planListSQL, states, p.Limit)
+	rows, err := s.pool.Query(ctx, planListSQL, string(p.State), p.Now, p.Limit, afterAt, afterID)
 	if err != nil {
 		return nil, fmt.Errorf("list plans: %w", err)
 	}
@@ -125,10 +132,14 @@ func (s *Store) plansWithSteps(ctx context.Context, rows pgx.Rows) ([]*queue.Pla
 			planID, class, payload, warnings, actionState string
 			approval                                      *string
 			st                                            queue.PlanStep
+			tk                                            queue.PlanStepTicket
 		)
 		if err := srows.Scan(&planID, &st.N, &st.Tool, &class, &st.IntentKey, &payload, &st.Decision, &st.Rule,
-			&warnings, &approval, &st.ActionID, &actionState); err != nil {
+			&warnings, &approval, &st.ActionID, &actionState, &tk.ID, &tk.Kind, &tk.State); err != nil {
 			return nil, err
+		}
+		if tk.ID != "" {
+			st.Ticket = &tk
 		}
 		if err := decodeStep(&st, class, payload, warnings, approval, actionState); err != nil {
 			return nil, fmt.Errorf("plan %s step %d: %w", planID, st.N, err)
@@ -172,6 +183,19 @@ func (s *Store) PlanUpdate(ctx context.Context, p queue.PlanUpdateParams) (*queu
 		return got, fmt.Errorf("update plan %s: %w", pl.ID, queue.ErrStateMismatch)
 	}
 	return got, nil
+}
+
+// PlanExpireDue implements queue.Store.
+func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string, error) {
+	rows, err := s.pool.Query(ctx, planExpireDueSQL, p.Now, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("expire due plans: %w", err)
+	}
+	ids, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return nil, fmt.Errorf("expire due plans: %w", err)
+	}
+	return ids, nil
 }
 
 // errPlanRollback ends a step's submission transaction without writing.

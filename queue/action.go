@@ -47,13 +47,11 @@ func (s State) Valid() bool {
 }
 
 // Final reports whether no transition leaves s (a long-poll answers at once).
-func (s State) Final() bool {
-	switch s {
-	case StateDone, StateFailed, StateRejected, StateChangesRequested, StateExpired, StateCancelled, StateRecorded:
-		return true
-	}
-	return false
-}
+func (s State) Final() bool { return slices.Contains(FinalStates, s) }
+
+// FinalStates are the states no change leaves (State.Final); the stores
+// read a plan as done when every step's action is in one of them.
+var FinalStates = []State{StateDone, StateFailed, StateRejected, StateChangesRequested, StateExpired, StateCancelled, StateRecorded}
 
 // HeldStates are the states that hold an intent key, for every class but
 // at-least-once; the stores enforce one action per key among them with a

@@ -19,9 +19,12 @@ import (
 // unused step, and performed as its class says, once.
 
 // PlanState is a plan's state. Pending, approved, rejected,
-// changes_requested and cancelled are stored; expired and done are what an
-// approved (or pending) plan becomes when its window ends or every step's
-// action is finished (Plan.Settle), computed on every read.
+// changes_requested, cancelled and expired are stored: the sweep writes
+// the expiry of a pending plan, or an approved one not done, once its
+// window has ended (PlanExpireDue). Done is what an approved plan is when
+// every step's action is finished, computed on every read (Plan.Settle,
+// and the stores' lists by state); so is the expiry of a plan whose window
+// ended since the last sweep.
 type PlanState string
 
 const (
@@ -91,11 +94,23 @@ type PlanStep struct {
 	// submitted.
 	ActionID    string `json:"action_id,omitempty"`
 	ActionState State  `json:"state,omitempty"`
+	// Ticket is the action's current ticket (its open one, else the
+	// newest), if it has one: a stale claim shows here.
+	Ticket *PlanStepTicket `json:"ticket,omitempty"`
+}
+
+// PlanStepTicket names a step's action's ticket.
+type PlanStepTicket struct {
+	ID    string      `json:"id"`
+	Kind  TicketKind  `json:"kind"`
+	State TicketState `json:"state"`
 }
 
 // Settle sets the state a stored plan has at now: an approved plan whose
 // every step's action is finished is done; a pending or approved plan
-// past its window is expired (its submitted steps go on).
+// past its window is expired (its submitted steps go on), as the next
+// sweep will store it. The stores' lists by state (PlanListParams) read
+// the same rule in SQL.
 func (p *Plan) Settle(now time.Time) {
 	if p.State != PlanApproved && p.State != PlanPending {
 		return
@@ -162,10 +177,17 @@ type PlanUpdateParams struct {
 	Event   Event
 }
 
-// PlanListParams filter plans: newest first, at most Limit.
+// PlanListParams filter plans: newest first, at most Limit. State is the
+// state as Plan.Settle reads it at Now ("": all): done is an approved plan
+// whose every step's action is in FinalStates; expired is a stored expiry,
+// or a pending or approved (not done) plan whose expires_at is at or
+// before Now that no sweep has expired yet. After pages on (created_at,
+// id), exclusive.
 type PlanListParams struct {
-	States []PlanState // stored states; none: all
-	Limit  int
+	State PlanState
+	Now   time.Time
+	After *Cursor
+	Limit int
 }
 
 // PlanStepClaim asks ActionSubmit to use step N of plan PlanID for the new
@@ -180,19 +202,29 @@ type PlanStepClaim struct {
 	Now    time.Time
 }
 
-// PlanStore is the plans' part of the Store.
-type PlanStore interface {
-	// PlanInsert stores p.Plan with its steps and p.Event (on no action,
-	// subject plan:ID) in one transaction.
-	PlanInsert(ctx context.Context, p PlanInsertParams) error
+// PlanReader is the plans' part of the Reader.
+type PlanReader interface {
 	// PlanGetByID returns the plan with its steps and their actions'
 	// states, as stored (Plan.Settle is the Service's), or ErrNotFound.
 	PlanGetByID(ctx context.Context, id string) (*Plan, error)
 	// PlanList returns plans with their steps, newest first.
 	PlanList(ctx context.Context, p PlanListParams) ([]*Plan, error)
+}
+
+// PlanStore is the plans' part of the Store.
+type PlanStore interface {
+	// PlanInsert stores p.Plan with its steps and p.Event (on no action,
+	// subject plan:ID) in one transaction.
+	PlanInsert(ctx context.Context, p PlanInsertParams) error
 	// PlanUpdate writes p.Plan's state and decision columns, see
 	// PlanUpdateParams.
 	PlanUpdate(ctx context.Context, p PlanUpdateParams) (*Plan, error)
+	// PlanExpireDue moves up to p.Limit pending plans, and approved plans
+	// not done, whose expires_at is at or before p.Now to expired, each in
+	// one conditional update with a plan_expired event (actor system;
+	// decided_by becomes system for a pending plan, as for an action), and
+	// returns their ids. Safe to run concurrently: each plan expires once.
+	PlanExpireDue(ctx context.Context, p DueParams) ([]string, error)
 }
 
 // Plan event kinds (subject plan:ID).
@@ -203,6 +235,7 @@ const (
 	EventPlanRejected  = "plan_rejected"
 	EventPlanChanges   = "plan_changes_requested"
 	EventPlanCancelled = "plan_cancelled"
+	EventPlanExpired   = "plan_expired"
 )
 
 // PlanResult is a proposal's answer: the plan, and whether it was stored.
@@ -252,25 +285,7 @@ func (ps Plans) Propose(ctx context.Context, r PlanRequest) (PlanResult, error) 
 		if step.Warnings == nil {
 			step.Warnings = []string{}
 		}
-		if r := sub.verdict.Rule; r != nil {
-			step.Rule = r.Name
-		}
-		if f := sub.verdict.Failed; f != nil {
-			step.Rule = f.Name
-		}
-		// What no person saw, no rule approves: a warning or a failed
-		// rule makes the step a person's, as a grant's check does.
-		risky := len(UnseenRisks(a.Warnings)) > 0 || sub.verdict.Failed != nil
-		switch {
-		case a.State == StateRejected:
-			step.Decision = StepReject
-		case risky || a.State == StatePending:
-			step.Decision = StepHuman
-		case a.State == StateApproved:
-			step.Decision = StepApprove
-		default:
-			step.Decision = StepNone
-		}
+		step.Decision, step.Rule = StepDecision(a.Class, sub.verdict, a.Warnings)
 		if step.Decision == StepHuman {
 			pl.ApprovalsRequired = max(pl.ApprovalsRequired, step.Approval.RequiredApprovals())
 		}
@@ -304,6 +319,33 @@ func (ps Plans) Propose(ctx context.Context, r PlanRequest) (PlanResult, error) 
 	return PlanResult{Plan: pl}, nil
 }
 
+// StepDecision is the one rule of what a step's tool's rules make of it
+// (the verdict v of its policy, its warnings): a reject rule rejects it;
+// what no person saw, no rule approves (a warning or a failed rule makes
+// it a person's, as a grant's check does); an approve rule approves it, a
+// human rule sends it to a person; with no rule, an at-most-once step is
+// a person's and any other needs nobody. rule names the rule that
+// matched or failed. Proposals and approvals policy test both ask it.
+func StepDecision(class classify.Class, v classify.Verdict, warnings []string) (decision, rule string) {
+	if v.Rule != nil {
+		rule = v.Rule.Name
+	}
+	if v.Failed != nil {
+		rule = v.Failed.Name
+	}
+	switch {
+	case v.Rule != nil && v.Rule.Decide == classify.DecideReject:
+		return StepReject, rule
+	case len(UnseenRisks(warnings)) > 0 || v.Failed != nil:
+		return StepHuman, rule
+	case v.Rule != nil && v.Rule.Decide == classify.DecideApprove:
+		return StepApprove, rule
+	case v.Rule != nil || class == classify.AtMostOnce:
+		return StepHuman, rule
+	}
+	return StepNone, rule
+}
+
 // stepError names the step in a step's own refusal.
 func stepError(n int, err error) error {
 	var e *Error
@@ -327,35 +369,25 @@ func (ps Plans) Get(ctx context.Context, id string) (*Plan, error) {
 	return pl, nil
 }
 
-// ListPlans returns plans in state (all when ""), newest first.
+// ListPlans returns plans in state (all when ""), newest first: the store
+// selects them by state as read now (PlanListParams), so a page is whole.
 func (ps Plans) List(ctx context.Context, state PlanState, limit int) ([]*Plan, error) {
 	s := ps.s
-	var stored []PlanState
-	switch state {
-	case "":
-	case PlanDone:
-		stored = []PlanState{PlanApproved}
-	case PlanExpired:
-		stored = []PlanState{PlanApproved, PlanPending}
-	case PlanPending, PlanApproved, PlanRejected, PlanChangesRequested, PlanCancelled:
-		stored = []PlanState{state}
-	default:
-		return nil, Errorf(CodeInvalidRequest, "state: %q is not a plan state (pending, approved, rejected, changes_requested, cancelled, expired, done)", state)
-	}
-	// Settling may drop some of a page: read more than asked.
-	plans, err := s.store.PlanList(ctx, PlanListParams{States: stored, Limit: limit * 4})
-	if err != nil {
+	if _, err := ParsePlanState(string(state)); err != nil {
 		return nil, err
 	}
 	now := s.Now()
-	out := make([]*Plan, 0, limit)
+	plans, err := s.store.PlanList(ctx, PlanListParams{State: state, Now: now, Limit: limit})
+	if err != nil {
+		return nil, err
+	}
 	for _, pl := range plans {
 		pl.Settle(now)
-		if (state == "" || pl.State == state) && len(out) < limit {
-			out = append(out, pl)
-		}
 	}
-	return out, nil
+	if plans == nil {
+		plans = []*Plan{} // a list, also when empty
+	}
+	return plans, nil
 }
 
 // CancelPlan cancels a plan for its agent while nothing has been submitted.

@@ -34,6 +34,41 @@ type PolicyReplay struct {
 	// Disagreements are the actions a rule would have decided otherwise
 	// than the person who did, oldest first.
 	Disagreements []Disagreement
+	// Plans are the window's plans, each judged as its proposal would be
+	// under the file's rules.
+	Plans PlansReplay
+}
+
+// PlansReplay counts the window's plans by what the file's rules would
+// make of them: a person decides (some step is human), approved by the
+// rules (no step needs a person), or rejected by a rule (some step is
+// rejected), as Plans.Propose judges a proposal.
+type PlansReplay struct {
+	Total, Human, Approved, Rejected int
+	// Each is every plan with its steps' routing, oldest first.
+	Each []PlanReplay
+}
+
+// PlanReplay is one plan under the file's rules.
+type PlanReplay struct {
+	ID, Title string
+	// Was is the plan's state as stored; Would what the rules make of it:
+	// pending (a person decides), approved or rejected.
+	Was, Would PlanState
+	// Did is what the person who decided it did against the rules ("" when
+	// no person decided it or they agree): rejected or asked for changes
+	// what the rules approve; approved what they reject.
+	Did   string
+	By    string
+	Steps []StepReplay
+}
+
+// StepReplay is how one step would be routed: its decision (StepDecision)
+// and the rule that matched or failed.
+type StepReplay struct {
+	N              int
+	Tool           string
+	Decision, Rule string
 }
 
 // ToolReplay counts a tool's actions per rule.
@@ -83,6 +118,9 @@ func ReplayPolicy(ctx context.Context, r Reader, p PolicyReplayParams) (PolicyRe
 		}
 	}
 	var out PolicyReplay
+	if err := replayPlans(ctx, r, p, size, &out.Plans); err != nil {
+		return out, err
+	}
 	var after *Cursor
 	for {
 		page, err := r.ActionList(ctx, ActionListParams{After: after, Limit: size})
@@ -101,6 +139,100 @@ func ReplayPolicy(ctx context.Context, r Reader, p PolicyReplayParams) (PolicyRe
 		last := page[len(page)-1]
 		after = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
+}
+
+// replayPlans judges the plans stored since p.Since, newest first by
+// page; Each ends oldest first.
+func replayPlans(ctx context.Context, r Reader, p PolicyReplayParams, size int, out *PlansReplay) error {
+	var after *Cursor
+	defer func() { slices.Reverse(out.Each) }()
+	for {
+		page, err := r.PlanList(ctx, PlanListParams{After: after, Limit: size})
+		if err != nil {
+			return fmt.Errorf("policy test: read plans: %w", err)
+		}
+		for _, pl := range page {
+			if pl.CreatedAt.Before(p.Since) {
+				return nil
+			}
+			out.add(replayPlan(p.Tools, pl))
+		}
+		if len(page) < size {
+			return nil
+		}
+		last := page[len(page)-1]
+		after = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
+	}
+}
+
+func (out *PlansReplay) add(pr PlanReplay) {
+	out.Total++
+	switch pr.Would {
+	case PlanRejected:
+		out.Rejected++
+	case PlanApproved:
+		out.Approved++
+	default:
+		out.Human++
+	}
+	out.Each = append(out.Each, pr)
+}
+
+// replayPlan judges each step of pl as its proposal would be judged under
+// reg: the tool as reg has it, its rules evaluated over the step's
+// payload at the plan's creation, the warnings that do not come from the
+// file (invisible characters) kept.
+func replayPlan(reg *classify.Registry, pl *Plan) PlanReplay {
+	pr := PlanReplay{ID: pl.ID, Title: pl.Title, Was: pl.State, Would: PlanApproved}
+	human := false
+	for _, st := range pl.Steps {
+		tool, registered := reg.Lookup(st.Tool)
+		var warnings []string
+		for _, w := range st.Warnings {
+			if w != WarningToolNotRegistered && !strings.HasPrefix(w, WarningPolicyError+":") {
+				warnings = append(warnings, w)
+			}
+		}
+		if !registered {
+			warnings = append(warnings, WarningToolNotRegistered)
+		}
+		var v classify.Verdict
+		if tool.HasPolicy() {
+			payload, err := DecodeObject(st.Payload)
+			if err != nil {
+				warnings = append(warnings, WarningPolicyError+":payload")
+			} else {
+				v = tool.Evaluate(classify.PolicyInput{Payload: payload, Tool: st.Tool, Agent: strings.TrimPrefix(pl.Agent, "agent:"),
+					IntentKey: st.IntentKey, Attempt: 1, Now: pl.CreatedAt})
+				warnings = append(warnings, policyWarnings(v)...)
+			}
+		}
+		d, rule := StepDecision(tool.Class, v, warnings)
+		pr.Steps = append(pr.Steps, StepReplay{N: st.N, Tool: st.Tool, Decision: d, Rule: rule})
+		switch d {
+		case StepReject:
+			pr.Would = PlanRejected
+		case StepHuman:
+			human = true
+		}
+	}
+	if human && pr.Would != PlanRejected {
+		pr.Would = PlanPending
+	}
+	if pl.DecidedBy != nil && strings.HasPrefix(*pl.DecidedBy, "user:") {
+		switch {
+		case pr.Would == PlanApproved && pl.State == PlanRejected:
+			pr.Did = "rejected"
+		case pr.Would == PlanApproved && pl.State == PlanChangesRequested:
+			pr.Did = "asked for changes"
+		case pr.Would == PlanRejected && len(pl.Approvals) > 0 && pl.State != PlanRejected && pl.State != PlanChangesRequested:
+			pr.Did = "approved"
+		}
+		if pr.Did != "" {
+			pr.By = *pl.DecidedBy
+		}
+	}
+	return pr
 }
 
 func replayOne(reg *classify.Registry, a *Action, byTool map[string]*ToolReplay, out *PolicyReplay) {

@@ -40,6 +40,8 @@ type Reader interface {
 	PolicyHits(ctx context.Context, p PolicyHitsParams) ([]PolicyHit, error)
 	// OverviewStore summarises the queue for GET /overview (overview.go).
 	OverviewStore
+	// PlanReader reads plans (plan.go).
+	PlanReader
 
 	// Subscribe delivers a Change for every state change made through any
 	// process sharing the database, until the subscription is cancelled.

@@ -136,13 +136,16 @@ func storableTimes(times ...*time.Time) error {
 }
 
 // heldStates is queue.HeldStates as an SQL list.
-var heldStates = "'" + strings.Join(func() []string {
-	out := make([]string, len(queue.HeldStates))
-	for i, st := range queue.HeldStates {
+var heldStates = stateList(queue.HeldStates)
+
+// stateList writes states as SQL literals: 'a', 'b'.
+func stateList(states []queue.State) string {
+	out := make([]string, len(states))
+	for i, st := range states {
 		out[i] = string(st)
 	}
-	return out
-}(), "', '") + "'"
+	return "'" + strings.Join(out, "', '") + "'"
+}
 
 // ActionGetByID returns the action with its ticket.
 func (s *Store) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {

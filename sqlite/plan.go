@@ -67,23 +67,83 @@ func (s *Store) PlanGetByID(ctx context.Context, id string) (*queue.Plan, error)
 	return plans[0], nil
 }
 
-// PlanList implements queue.Reader.
+// PlanList implements queue.Reader: plans in the state p.State as
+// queue.Plan.Settle reads it at p.Now (see PlanListParams).
 func (s *Store) PlanList(ctx context.Context, p queue.PlanListParams) ([]*queue.Plan, error) {
-	query := `SELECT ` + planColumns + ` FROM plans`
-	var args []any
-	if len(p.States) > 0 {
-		query += ` WHERE state IN (` + placeholders(len(p.States)) + `)`
-		for _, st := range p.States {
-			args = append(args, string(st))
-		}
+	now := fmtTime(p.Now)
+	var (
+		where string
+		args  []any
+	)
+	switch p.State {
+	case "":
+		where = `1`
+	case queue.PlanPending:
+		where, args = `p.state = 'pending' AND p.expires_at > ?`, []any{now}
+	case queue.PlanApproved:
+		where, args = `p.state = 'approved' AND p.expires_at > ? AND NOT `+planDone, []any{now}
+	case queue.PlanDone:
+		where = `p.state = 'approved' AND ` + planDone
+	case queue.PlanExpired:
+		where, args = `(p.state = 'expired' OR p.state IN ('pending', 'approved') AND p.expires_at <= ? AND NOT `+planDone+`)`, []any{now}
+	default:
+		where, args = `p.state = ?`, []any{string(p.State)}
 	}
-	query += ` ORDER BY created_at DESC, id DESC LIMIT ?`
+	if p.After != nil {
+		at := fmtTime(p.After.CreatedAt)
+		where += ` AND (p.created_at < ? OR p.created_at = ? AND p.id < ?)`
+		args = append(args, at, at, p.After.ID)
+	}
 	args = append(args, p.Limit)
-	plans, err := s.readPlans(ctx, query, args...)
+	plans, err := s.readPlans(ctx, `SELECT `+planColumns+` FROM plans p WHERE `+where+`
+		ORDER BY p.created_at DESC, p.id DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list plans: %w", err)
 	}
 	return plans, nil
+}
+
+// planDone holds for the plan p when every step's action is finished
+// (queue.FinalStates): an approved plan so is done.
+var planDone = `NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON da.id = ds.action_id
+	WHERE ds.plan_id = p.id AND (da.id IS NULL OR da.state NOT IN (` + stateList(queue.FinalStates) + `)))`
+
+// PlanExpireDue implements queue.Store: in one write transaction (the
+// writer's lock: nothing writes between its update and its events), the
+// due plans move to expired by one conditional update, each with a
+// plan_expired event.
+func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string, error) {
+	limit := p.Limit
+	if limit <= 0 {
+		limit = 100
+	}
+	ts := fmtTime(p.Now)
+	var ids []string
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		rows, err := tx.QueryContext(ctx, `UPDATE plans SET state = 'expired', version = version + 1,
+			decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
+			decided_at = CASE WHEN state = 'pending' THEN ?1 ELSE decided_at END
+		WHERE id IN (SELECT p.id FROM plans p WHERE p.state IN ('pending', 'approved') AND p.expires_at <= ?1
+		             AND NOT `+planDone+` ORDER BY p.expires_at, p.id LIMIT ?2)
+		RETURNING id`, ts, limit)
+		if err != nil {
+			return err
+		}
+		if ids, err = scanIDs(rows); err != nil {
+			return err
+		}
+		for _, id := range ids {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+				VALUES (NULL, ?, ?, 'system', '', ?, NULL, 1)`, queue.PlanActorPrefix+id, queue.EventPlanExpired, ts); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("expire due plans: %w", err)
+	}
+	return ids, nil
 }
 
 // readPlans reads plans and their steps in one read transaction.
@@ -140,8 +200,12 @@ func (s *Store) readPlans(ctx context.Context, query string, args ...any) ([]*qu
 // readSteps reads a plan's steps with their actions' states.
 func readSteps(ctx context.Context, tx querier, pl *queue.Plan) error {
 	rows, err := tx.QueryContext(ctx, `SELECT s.n, s.tool, s.class, s.intent_key, s.payload, s.decision, s.rule, s.warnings,
-		s.approval, coalesce(s.action_id, ''), coalesce(a.state, '')
-		FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id WHERE s.plan_id = ? ORDER BY s.n`, pl.ID)
+		s.approval, coalesce(s.action_id, ''), coalesce(a.state, ''),
+		coalesce(t.id, ''), coalesce(t.kind, ''), coalesce(t.state, '')
+		FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+		LEFT JOIN tickets t ON t.id = (SELECT id FROM tickets WHERE action_id = s.action_id
+			ORDER BY state = 'open' DESC, opened_at DESC, id DESC LIMIT 1)
+		WHERE s.plan_id = ? ORDER BY s.n`, pl.ID)
 	if err != nil {
 		return err
 	}
@@ -151,10 +215,14 @@ func readSteps(ctx context.Context, tx querier, pl *queue.Plan) error {
 			st                                    queue.PlanStep
 			class, payload, warnings, actionState string
 			approval                              sql.NullString
+			tk                                    queue.PlanStepTicket
 		)
 		if err := rows.Scan(&st.N, &st.Tool, &class, &st.IntentKey, &payload, &st.Decision, &st.Rule, &warnings,
-			&approval, &st.ActionID, &actionState); err != nil {
+			&approval, &st.ActionID, &actionState, &tk.ID, &tk.Kind, &tk.State); err != nil {
 			return err
+		}
+		if tk.ID != "" {
+			st.Ticket = &tk
 		}
 		st.Class, st.Payload, st.ActionState = classify.Class(class), json.RawMessage(payload), queue.State(actionState)
 		if err := json.Unmarshal([]byte(warnings), &st.Warnings); err != nil {

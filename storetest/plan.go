@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -86,7 +88,7 @@ var planTests = []test{
 		if _, err := s.PlanGetByID(t.Context(), queue.NewID(at(0))); !errors.Is(err, queue.ErrNotFound) {
 			t.Fatalf("unknown plan: %v, want not found", err)
 		}
-		list, err := s.PlanList(t.Context(), queue.PlanListParams{States: []queue.PlanState{queue.PlanApproved}, Limit: 10})
+		list, err := s.PlanList(t.Context(), queue.PlanListParams{State: queue.PlanApproved, Now: at(0), Limit: 10})
 		if err != nil || len(list) != 0 {
 			t.Fatalf("approved plans: %d, %v; want none", len(list), err)
 		}
@@ -211,6 +213,134 @@ var planTests = []test{
 		if got := getPlan(t, s, pl.ID); got.Steps[0].ActionID != "" {
 			t.Fatalf("the step was used by %s though nothing was inserted", got.Steps[0].ActionID)
 		}
+	}},
+	{"ExpireDueOnceWithEvent", func(t *testing.T, s Store) {
+		// Every plan ends its window at 1h (newPlan). pending and open
+		// (an approved plan with a step unsubmitted) expire; done (every
+		// step's action finished) and rejected never do; later ends at 3h.
+		pending := newPlan(t, s, queue.PlanPending, false, classify.AtMostOnce, "xp", 2, at(0))
+		open := newPlan(t, s, queue.PlanApproved, false, classify.ExactlyOnce, "xo", 2, at(time.Second))
+		done := newPlan(t, s, queue.PlanApproved, false, classify.ExactlyOnce, "xd", 1, at(2*time.Second))
+		rejected := newPlan(t, s, queue.PlanRejected, false, classify.AtMostOnce, "xr", 1, at(3*time.Second))
+		later := newPlan(t, s, queue.PlanPending, false, classify.AtMostOnce, "xl", 1, at(2*time.Hour))
+		if _, res := submitStep(t, s, open, 1, classify.ExactlyOnce, at(time.Minute)); !res.Created {
+			t.Fatalf("open step 1: %+v", res)
+		}
+		d1, res := submitStep(t, s, done, 1, classify.ExactlyOnce, at(time.Minute))
+		if !res.Created {
+			t.Fatalf("done step 1: %+v", res)
+		}
+		transition(t, s, queue.ActionTransitionParams{ID: d1.ID, From: []queue.State{queue.StateInProgress}, To: queue.StateDone,
+			Now: at(2 * time.Minute), Result: json.RawMessage(`{}`), FinishedAt: ptr(at(2 * time.Minute)),
+			Event: queue.Event{Kind: queue.EventCompleted, Actor: agent, At: at(2 * time.Minute)}})
+		judged := getPlan(t, s, pending.ID)
+
+		list := func(state queue.PlanState, now time.Time) []string {
+			t.Helper()
+			got, err := s.PlanList(t.Context(), queue.PlanListParams{State: state, Now: now, Limit: 50})
+			noErr(t, err, "list "+string(state))
+			ids := make([]string, len(got))
+			for i, pl := range got {
+				ids[i] = pl.ID
+			}
+			return ids
+		}
+		want := func(what string, got []string, want ...*queue.Plan) {
+			t.Helper()
+			ids := make([]string, len(want))
+			for i, pl := range want {
+				ids[i] = pl.ID
+			}
+			if !slices.Equal(got, ids) {
+				t.Fatalf("%s: %v, want %v (newest first)", what, got, ids)
+			}
+		}
+		// Before the window ends, and after it before any sweep: the
+		// lists read the state as Plan.Settle does.
+		want("pending at 30m", list(queue.PlanPending, at(30*time.Minute)), later, pending)
+		want("approved at 30m", list(queue.PlanApproved, at(30*time.Minute)), open)
+		want("done at 30m", list(queue.PlanDone, at(30*time.Minute)), done)
+		want("expired at 30m", list(queue.PlanExpired, at(30*time.Minute)))
+		want("expired at 90m, unswept", list(queue.PlanExpired, at(90*time.Minute)), open, pending)
+		want("pending at 3h, unswept", list(queue.PlanPending, at(3*time.Hour)))
+
+		// Sweepers racing at 90m: each due plan is expired once, with one
+		// event.
+		var mu sync.Mutex
+		var swept []string
+		race(8, func(i int) {
+			ids, err := s.PlanExpireDue(t.Context(), queue.DueParams{Now: at(90 * time.Minute), Limit: 10})
+			if err != nil {
+				t.Errorf("sweeper %d: %v", i, err)
+			}
+			mu.Lock()
+			swept = append(swept, ids...)
+			mu.Unlock()
+		})
+		slices.Sort(swept)
+		wantSwept := []string{pending.ID, open.ID}
+		slices.Sort(wantSwept)
+		if !slices.Equal(swept, wantSwept) {
+			t.Fatalf("the sweepers expired %v, want %v once each", swept, wantSwept)
+		}
+		evs, err := s.EventList(t.Context(), queue.EventListParams{Kind: queue.EventPlanExpired, Limit: 50})
+		noErr(t, err, "list plan_expired events")
+		subjects := map[string]int{}
+		for _, ev := range evs {
+			subjects[ev.Subject]++
+			if ev.Actor != "system" || !ev.At.Equal(at(90*time.Minute)) || ev.ActionID != "" {
+				t.Fatalf("plan_expired event %+v", ev)
+			}
+		}
+		if len(evs) != 2 || subjects[queue.PlanActorPrefix+pending.ID] != 1 || subjects[queue.PlanActorPrefix+open.ID] != 1 {
+			t.Fatalf("plan_expired events by subject %v, want one for each expired plan", subjects)
+		}
+		if again, err := s.PlanExpireDue(t.Context(), queue.DueParams{Now: at(100 * time.Minute), Limit: 10}); err != nil || len(again) != 0 {
+			t.Fatalf("a second sweep expired %v (%v), want nothing", again, err)
+		}
+
+		// Stored: the plans read expired, a pending one decided by the
+		// system, an approved one keeping its decision; the rest unchanged.
+		got := getPlan(t, s, pending.ID)
+		if got.State != queue.PlanExpired || got.DecidedBy == nil || *got.DecidedBy != "system" || !got.DecidedAt.Equal(at(90*time.Minute)) {
+			t.Fatalf("expired pending plan %+v", got)
+		}
+		if got := getPlan(t, s, open.ID); got.State != queue.PlanExpired || got.Steps[0].ActionState != queue.StateInProgress {
+			t.Fatalf("expired approved plan: %s, step 1 %s; its submitted step goes on", got.State, got.Steps[0].ActionState)
+		}
+		for _, pl := range []*queue.Plan{done, rejected, later} {
+			if got := getPlan(t, s, pl.ID); got.State != pl.State {
+				t.Fatalf("plan %s is %s after the sweep, want %s", pl.Title, got.State, pl.State)
+			}
+		}
+		want("expired at 90m, swept", list(queue.PlanExpired, at(90*time.Minute)), open, pending)
+		want("expired at 30m, swept", list(queue.PlanExpired, at(30*time.Minute)), open, pending)
+		want("approved at 30m, swept", list(queue.PlanApproved, at(30*time.Minute)))
+		want("done, swept", list(queue.PlanDone, at(90*time.Minute)), done)
+		want("rejected", list(queue.PlanRejected, at(90*time.Minute)), rejected)
+		want("all", list("", at(90*time.Minute)), later, rejected, done, open, pending)
+		page, err := s.PlanList(t.Context(), queue.PlanListParams{Now: at(90 * time.Minute), Limit: 2,
+			After: &queue.Cursor{CreatedAt: rejected.CreatedAt, ID: rejected.ID}})
+		noErr(t, err, "list after a cursor")
+		if len(page) != 2 || page[0].ID != done.ID || page[1].ID != open.ID {
+			t.Fatalf("the page after %s: %d plans", rejected.ID, len(page))
+		}
+
+		// A decision judged before the expiry finds another version; a
+		// step of the expired plan is refused.
+		next := *judged
+		by := "user:ann@example.com"
+		next.State, next.DecidedBy = queue.PlanApproved, &by
+		if _, err := s.PlanUpdate(t.Context(), queue.PlanUpdateParams{Plan: &next, Version: judged.Version,
+			Event: queue.Event{Subject: queue.PlanActorPrefix + pending.ID, Kind: queue.EventPlanApproved, Actor: by, At: at(91 * time.Minute)}}); !errors.Is(err, queue.ErrStateMismatch) {
+			t.Fatalf("approving a plan the sweep expired: %v, want a state mismatch", err)
+		}
+		if _, res := submitStep(t, s, open, 2, classify.ExactlyOnce, at(30*time.Minute)); !res.PlanStepRefused {
+			t.Fatalf("a step of an expired plan: %+v, want refused", res)
+		}
+		// The expiries are in the sealed chain like every event.
+		sealAll(t, s, "sweep")
+		checkChain(t, s)
 	}},
 	{"CancelOnlyWhileUnused", func(t *testing.T, s Store) {
 		pl := newPlan(t, s, queue.PlanApproved, false, classify.AtMostOnce, "x", 2, at(0))

@@ -51,6 +51,27 @@ func stepDecision(st *queue.PlanStep) string {
 	return "needs nobody"
 }
 
+// stepTicket words a step's ticket: "stale claim, open".
+func stepTicket(t *queue.PlanStepTicket) string {
+	kind := "stale claim"
+	if t.Kind == queue.TicketConflict {
+		kind = "conflicting outcome"
+	}
+	return kind + ", " + string(t.State)
+}
+
+// stepTicketURL is the ticket's card on the tickets page.
+func stepTicketURL(t *queue.PlanStepTicket) string {
+	return ticketPageURL(&queue.Ticket{ID: t.ID, State: t.State})
+}
+
+func ticketClass(t *queue.PlanStepTicket) string {
+	if t.State == queue.TicketOpen {
+		return "badge badge-warn"
+	}
+	return "badge"
+}
+
 func stepN(n int) string { return strconv.Itoa(n) }
 
 func joinWords(ws []string) string { return strings.Join(ws, ", ") }

@@ -93,14 +93,38 @@ func writePolicyReplay(w io.Writer, rep queue.PolicyReplay, path, where string, 
 	}
 	if len(rep.Disagreements) == 0 {
 		fmt.Fprintln(w, "people decided otherwise: none")
-		return
+	} else {
+		fmt.Fprintf(w, "people decided otherwise: %d\n", len(rep.Disagreements))
 	}
-	fmt.Fprintf(w, "people decided otherwise: %d\n", len(rep.Disagreements))
 	for _, d := range rep.Disagreements {
 		verb := "approves"
 		if d.Decision == classify.DecideReject {
 			verb = "rejects"
 		}
 		fmt.Fprintf(w, "  %s %s: %s %s what %s %s\n", d.ActionID, d.Tool, d.Rule, verb, strings.TrimPrefix(d.By, "user:"), d.Did)
+	}
+	writePlansReplay(w, rep.Plans, since)
+}
+
+// writePlansReplay counts the window's plans as the rules would judge
+// them, then lists each with its steps' routing, one line a step.
+func writePlansReplay(w io.Writer, p queue.PlansReplay, since time.Duration) {
+	fmt.Fprintf(w, "plans in the last %s: %d; %d would need a person, %d approved by rules, %d rejected by rules\n",
+		classify.FormatDuration(since), p.Total, p.Human, p.Approved, p.Rejected)
+	would := map[queue.PlanState]string{queue.PlanPending: "needs a person", queue.PlanApproved: "approved by rules",
+		queue.PlanRejected: "rejected by rules"}
+	for _, pl := range p.Each {
+		fmt.Fprintf(w, "  plan %s %q (%s): %s", pl.ID, pl.Title, pl.Was, would[pl.Would])
+		if pl.Did != "" {
+			fmt.Fprintf(w, "; %s %s it", strings.TrimPrefix(pl.By, "user:"), pl.Did)
+		}
+		fmt.Fprintln(w)
+		for _, st := range pl.Steps {
+			rule := st.Rule
+			if rule == "" {
+				rule = "(no rule)"
+			}
+			fmt.Fprintf(w, "    step %d %-24s %-8s %s\n", st.N, st.Tool, st.Decision, rule)
+		}
 	}
 }

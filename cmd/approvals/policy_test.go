@@ -177,3 +177,93 @@ func TestToolsCheckShowsRules(t *testing.T) {
 		t.Fatalf("policy test of a broken rule: exit %d", code)
 	}
 }
+
+// TestPolicyTestCountsPlans: approvals policy test judges the window's
+// plans as their proposals would be judged under the file's rules, counts
+// those that would need a person, be approved or be rejected by rules,
+// shows each step's routing, and names the plans a person decided
+// otherwise.
+func TestPolicyTestCountsPlans(t *testing.T) {
+	t.Parallel()
+	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, historyTools, classify.Options{}),
+		Clock: testclock.At(time.Now().UTC().Add(-48 * time.Hour).Truncate(time.Second))}
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) {
+		ctx := context.Background()
+		refund := func(order, currency string) queue.PlanStepRequest {
+			return queue.PlanStepRequest{Tool: "issue_refund", Payload: json.RawMessage(
+				`{"order_id":"` + order + `","line_id":1,"amount":9,"currency":"` + currency + `"}`)}
+		}
+		mail := func(customer, topic, to string) queue.PlanStepRequest {
+			return queue.PlanStepRequest{Tool: "send_customer_email", Payload: json.RawMessage(
+				`{"customer_id":"` + customer + `","topic":"` + topic + `","to":"` + to + `"}`)}
+		}
+		propose := func(title string, steps ...queue.PlanStepRequest) *queue.Plan {
+			t.Helper()
+			res, err := e.Service.Plans().Propose(ctx, queue.PlanRequest{Title: title, Steps: steps, Agent: "bot", Channel: "api"})
+			if err != nil || res.Plan.State != queue.PlanPending {
+				t.Fatalf("propose %s: %v (%+v)", title, err, res.Plan)
+			}
+			return res.Plan
+		}
+		decide := func(pl *queue.Plan, to queue.PlanState) {
+			t.Helper()
+			if _, err := e.Service.Plans().Decide(ctx, queue.PlanDecideRequest{ID: pl.ID, To: to, By: apptest.Approver, Note: "because"}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		old := propose("before the window", mail("c-0", "t", "a@example.com"))
+		e.Clock.Advance(47 * time.Hour)
+		// internal-recipient approves the email: the rules approve the
+		// plan a person rejected.
+		rejected := propose("refund and tell", refund("o-1", "EUR"), mail("c-1", "t", "a@example.com"))
+		decide(rejected, queue.PlanRejected)
+		// vip-two-people: a person decides.
+		e.Clock.Advance(time.Second)
+		vip := propose("vip", mail("vip-1", "t", "v@customer.org"))
+		// no-crypto rejects step 1: the rules reject what a person approved.
+		e.Clock.Advance(time.Second)
+		approved := propose("crypto", refund("o-2", "BTC"), mail("c-2", "t", "x@customer.org"))
+		decide(approved, queue.PlanApproved)
+
+		tools := filepath.Join(t.TempDir(), "tools.yaml")
+		if err := os.WriteFile(tools, []byte(apptest.PolicyTools), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		db := e.DatabaseURL
+		if db == "" {
+			db = "sqlite:" + e.SQLitePath
+		}
+		before := storeState(t, e)
+		var out, errOut bytes.Buffer
+		if code := run(ctx, []string{"policy", "test", "--since", "36h", "--database-url", db, tools}, strings.NewReader(""), &out, &errOut); code != 0 {
+			t.Fatalf("policy test: exit %d\n%s%s", code, out.String(), errOut.String())
+		}
+		got := out.String()
+		t.Log(got)
+		// Oldest first.
+		if i, j, k := strings.Index(got, rejected.ID), strings.Index(got, vip.ID), strings.Index(got, approved.ID); i > j || j > k {
+			t.Errorf("the plans are not listed oldest first")
+		}
+		for _, want := range []string{
+			"plans in the last 36h: 3; 1 would need a person, 1 approved by rules, 1 rejected by rules\n",
+			fmt.Sprintf("  plan %s %q (rejected): approved by rules; ann@example.com rejected it\n", rejected.ID, "refund and tell") +
+				fmt.Sprintf("    step 1 %-24s %-8s %s\n", "issue_refund", "none", "(no rule)") +
+				fmt.Sprintf("    step 2 %-24s %-8s %s\n", "send_customer_email", "approve", "internal-recipient"),
+			fmt.Sprintf("  plan %s %q (pending): needs a person\n", vip.ID, "vip") +
+				fmt.Sprintf("    step 1 %-24s %-8s %s\n", "send_customer_email", "human", "vip-two-people"),
+			fmt.Sprintf("  plan %s %q (approved): rejected by rules; ann@example.com approved it\n", approved.ID, "crypto") +
+				fmt.Sprintf("    step 1 %-24s %-8s %s\n", "issue_refund", "reject", "no-crypto") +
+				fmt.Sprintf("    step 2 %-24s %-8s %s\n", "send_customer_email", "human", "(no rule)"),
+		} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the report lacks %q", want)
+			}
+		}
+		if strings.Contains(got, old.ID) {
+			t.Errorf("the report names %s, a plan before the window", old.ID)
+		}
+		if after := storeState(t, e); after != before {
+			t.Fatalf("policy test wrote: before %s, after %s", before, after)
+		}
+	})
+}

@@ -17,18 +17,39 @@ SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals
     approvals::text, decided_by, decided_at, decision_note, version
 FROM plans WHERE id = $1;
 
+-- fragment: planDone
+-- planDone holds for the plan {{.}} when every step's action is finished
+-- (queue.FinalStates): an approved plan so is done.
+NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON da.id = ds.action_id
+    WHERE ds.plan_id = {{.}}.id AND (da.id IS NULL OR da.state NOT IN ({{finalStates}})))
+
 -- name: planListSQL
--- planListSQL lists plans in the states $1 (all when empty), newest first.
+-- planListSQL lists plans in the state $1 as queue.Plan.Settle reads it at
+-- $2 (all when ''), newest first, after the cursor ($4, $5) when $4 is
+-- set: done is computed, and expired is stored by the sweep or due since
+-- the last one.
 SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
     approvals::text, decided_by, decided_at, decision_note, version
-FROM plans WHERE cardinality($1::text[]) = 0 OR state = ANY($1::text[])
-ORDER BY created_at DESC, id DESC LIMIT $2;
+FROM plans p
+WHERE CASE $1::text
+    WHEN '' THEN true
+    WHEN 'pending' THEN p.state = 'pending' AND p.expires_at > $2
+    WHEN 'approved' THEN p.state = 'approved' AND p.expires_at > $2 AND NOT {{planDone p}}
+    WHEN 'done' THEN p.state = 'approved' AND {{planDone p}}
+    WHEN 'expired' THEN p.state = 'expired'
+        OR p.state IN ('pending', 'approved') AND p.expires_at <= $2 AND NOT {{planDone p}}
+    ELSE p.state = $1::text END
+  AND ($4::timestamptz IS NULL OR (p.created_at, p.id) < ($4::timestamptz, $5::uuid))
+ORDER BY p.created_at DESC, p.id DESC LIMIT $3;
 
 -- name: planStepsSQL
--- planStepsSQL reads the steps of the plans $1 with their actions' states.
+-- planStepsSQL reads the steps of the plans $1 with their actions' states
+-- and current tickets.
 SELECT s.plan_id::text, s.n, s.tool, s.class, s.intent_key, s.payload::text, s.decision, s.rule,
-    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, '')
+    s.warnings::text, s.approval::text, coalesce(s.action_id::text, ''), coalesce(a.state, ''),
+    coalesce(t.id::text, ''), coalesce(t.kind, ''), coalesce(t.state, '')
 FROM plan_steps s LEFT JOIN actions a ON a.id = s.action_id
+{{currentTicket a}}
 WHERE s.plan_id = ANY($1::uuid[]) ORDER BY s.plan_id, s.n;
 
 -- name: planUpdateSQL
@@ -73,3 +94,28 @@ WHERE plan_id = $1 AND n = $2 AND action_id IS NULL
 -- planTokenActiveSQL tells a step's submission refused by the token guard
 -- from one that lost a race with a holder.
 SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL);
+
+-- name: planExpireDueSQL
+-- planExpireDueSQL expires up to $2 pending plans, and approved ones not
+-- done, whose expires_at is at or before $1, with a plan_expired event
+-- each (sealed like every event, fanned out to no channel). FOR UPDATE
+-- SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
+-- state expires each once; a step's submission holding the row
+-- (planLockSQL) is passed over until the next sweep, and one waiting for
+-- it finds the plan expired. The version moves, so a decision judged
+-- before is refused (planUpdateSQL).
+WITH due AS (
+    SELECT p.id FROM plans p
+    WHERE p.state IN ('pending', 'approved') AND p.expires_at <= $1 AND NOT {{planDone p}}
+    ORDER BY p.expires_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED
+), upd AS (
+    UPDATE plans p SET state = 'expired', version = p.version + 1,
+        decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
+        decided_at = CASE WHEN p.state = 'pending' THEN $1 ELSE p.decided_at END
+    FROM due WHERE p.id = due.id AND p.state IN ('pending', 'approved')
+    RETURNING p.id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, true FROM upd
+)
+SELECT id::text FROM upd;

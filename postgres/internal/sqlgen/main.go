@@ -10,8 +10,9 @@
 // text (a final ";" is dropped). In the text, {{name}} includes the
 // fragment name, {{name arg}} includes it with {{.}} replaced by arg (so a
 // fragment may include another with its own argument: {{other {{.}}}}), and
-// {{heldStates}} and {{notifyingKinds}} are queue.HeldStates and
-// queue.NotifyingEventKinds as SQL literals.
+// {{heldStates}}, {{finalStates}} and {{notifyingKinds}} are
+// queue.HeldStates, queue.FinalStates and queue.NotifyingEventKinds as SQL
+// literals.
 package main
 
 import (
@@ -151,6 +152,8 @@ func expand(text string, frags map[string]*block, depth int) (string, error) {
 		switch name {
 		case "heldStates":
 			return literals(queue.HeldStates)
+		case "finalStates":
+			return literals(queue.FinalStates)
 		case "notifyingKinds":
 			return queue.NotifyingKindsSQL()
 		}

@@ -117,10 +117,11 @@ PlanStep = TypedDict(
         "warnings": List[str],
         "action_id": str,
         "state": 'State',
+        "ticket": Dict[str, Any],
     },
     total=False,
 )
-PLAN_STEP_FIELDS = ("n", "tool", "class", "intent_key", "payload", "decision", "rule", "warnings", "action_id", "state",)
+PLAN_STEP_FIELDS = ("n", "tool", "class", "intent_key", "payload", "decision", "rule", "warnings", "action_id", "state", "ticket",)
 
 Plan = TypedDict(
     'Plan',

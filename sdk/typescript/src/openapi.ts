@@ -142,6 +142,12 @@ export interface PlanStep {
   /** The action that used the step, once submitted. */
   "action_id"?: string;
   "state"?: State;
+  /** The step's action's current ticket (its open one, else the newest), once it has one: a claim held past its claim_timeout shows here. */
+  "ticket"?: {
+    "id": string;
+    "kind": "stale" | "conflict";
+    "state": "open" | "resolved";
+  };
   [key: string]: unknown;
 }
 
