@@ -69,6 +69,10 @@ type Plan struct {
 	DecidedAt         *time.Time  `json:"decided_at"`
 	DecisionNote      *string     `json:"decision_note"`
 	Steps             []*PlanStep `json:"steps"`
+	// RemindedAt and EscalatedAt are the last reminder and the escalation
+	// of a pending plan (Plans.RouteDue).
+	RemindedAt  *time.Time `json:"-"`
+	EscalatedAt *time.Time `json:"-"`
 	// Version counts the stored changes of the plan's row: PlanUpdate is
 	// conditional on it.
 	Version int `json:"-"`
@@ -120,7 +124,7 @@ func (p *Plan) MayDecide(d Decider) bool {
 		return false
 	}
 	for _, s := range p.Steps {
-		if s.Decision == StepHuman && !s.Approval.MayDecide(d.Person(), false) {
+		if s.Decision == StepHuman && !s.Approval.MayDecide(d.Person(), p.Escalated()) {
 			return false
 		}
 	}
@@ -193,6 +197,9 @@ type PlanStore interface {
 	// PlanUpdate writes p.Plan's state and decision columns, see
 	// PlanUpdateParams.
 	PlanUpdate(ctx context.Context, p PlanUpdateParams) (*Plan, error)
+	// PlanRouteMark records a reminder or an escalation of a pending plan,
+	// see PlanRouteMarkParams; false when the plan had moved on.
+	PlanRouteMark(ctx context.Context, p PlanRouteMarkParams) (bool, error)
 }
 
 // Plan event kinds (subject plan:ID).
@@ -297,7 +304,7 @@ func (ps Plans) Propose(ctx context.Context, r PlanRequest) (PlanResult, error) 
 		return PlanResult{Plan: pl, DryRun: true}, nil
 	}
 	data, _ := json.Marshal(map[string]any{"title": pl.Title, "steps": len(pl.Steps), "state": pl.State})
-	ev := Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanSubmitted, Actor: pl.Agent, Channel: r.Channel, At: now, Data: data}
+	ev := s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanSubmitted, Actor: pl.Agent, Channel: r.Channel, At: now, Data: data}, pl)
 	if err := s.store.PlanInsert(ctx, PlanInsertParams{Plan: pl, Event: ev}); err != nil {
 		return PlanResult{}, fmt.Errorf("propose plan: %w", err)
 	}
@@ -383,7 +390,7 @@ func (ps Plans) Cancel(ctx context.Context, id, agent, channel string) (*Plan, e
 		next := *pl
 		next.State, next.DecidedBy, next.DecidedAt = PlanCancelled, &by, &now
 		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: &next, Version: pl.Version, Unused: true,
-			Event: Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}})
+			Event: s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}, pl)})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // changed meanwhile: judge it again
 		}
@@ -445,7 +452,7 @@ func (ps Plans) Decide(ctx context.Context, r PlanDecideRequest) (PlanDecideResu
 		if err != nil || outcome == DecideReplayed {
 			return PlanDecideResult{Plan: pl, Outcome: outcome}, err
 		}
-		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: next, Version: pl.Version, Event: ev})
+		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: next, Version: pl.Version, Event: s.planRouted(ev, pl)})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // another decision committed first: judge this one again
 		}

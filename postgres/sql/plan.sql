@@ -14,13 +14,13 @@ VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9::json, $10::json);
 
 -- name: planGetSQL
 SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans WHERE id = $1;
 
 -- name: planListSQL
 -- planListSQL lists plans in the states $1 (all when empty), newest first.
 SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans WHERE cardinality($1::text[]) = 0 OR state = ANY($1::text[])
 ORDER BY created_at DESC, id DESC LIMIT $2;
 
@@ -45,7 +45,38 @@ WITH up AS (
     RETURNING id
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, $9, $10, $11, $12, $13, $14::json, true FROM up
+    SELECT NULL, $9, $10, $11, $12, $13, $14::json, $15 FROM up
+)
+SELECT count(*)::int FROM up;
+
+-- name: planEventInsertSQL
+-- planEventInsertSQL records a plan's proposal; $7 false leaves it
+-- to the outbox's fan-out (a pending plan's channels hear of it).
+INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, $1, $2, $3, $4, $5, $6::json, $7);
+
+-- name: planRemindMarkSQL
+-- planRemindMarkSQL records a reminder of a pending plan, only while its
+-- reminded_at is still $3 (the sweep's read), with its event.
+WITH up AS (
+    UPDATE plans SET reminded_at = $2
+    WHERE id = $1 AND state = 'pending' AND reminded_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
+)
+SELECT count(*)::int FROM up;
+
+-- name: planEscalateMarkSQL
+-- planEscalateMarkSQL records the one escalation of a pending plan.
+WITH up AS (
+    UPDATE plans SET escalated_at = $2
+    WHERE id = $1 AND state = 'pending' AND escalated_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
 )
 SELECT count(*)::int FROM up;
 
