@@ -353,7 +353,8 @@ func (o *Outbox) deliver(ctx context.Context, r queue.NotificationRecord) error 
 		pl.Settle(o.svc.Now())
 		dctx, cancel := context.WithTimeout(ctx, o.cfg.Lease/2)
 		defer cancel()
-		return n.Notify(dctx, queue.Notification{ID: r.ID, Type: r.Type, Channel: ch, Plan: pl, OccurredAt: r.EventAt, Attempt: r.Attempts})
+		return n.Notify(dctx, queue.Notification{ID: r.ID, Type: r.Type, Channel: ch, Plan: pl,
+			PlanSteps: pl.StepActions(o.svc.Registry()), OccurredAt: r.EventAt, Attempt: r.Attempts})
 	}
 	a, err := o.store.ActionGetByID(ctx, r.ActionID)
 	if err != nil {

@@ -15,11 +15,13 @@ import (
 // process; ID stays the same across retries so that a receiver can recognise a duplicate
 // (the webhook-id header, the email Message-ID).
 type Notification struct {
-	ID         string
-	Type       string // one of classify.EventTypes
-	Channel    classify.Channel
-	Action     *Action // the action as it is when the notification is sent; nil for a plan's
-	Plan       *Plan   // a plan's notification (plan.*): the plan as it is when sent
+	ID      string
+	Type    string // one of classify.EventTypes
+	Channel classify.Channel
+	Action  *Action // the action as it is when the notification is sent; nil for a plan's
+	Plan    *Plan   // a plan's notification (plan.*): the plan as it is when sent
+	// PlanSteps are Plan's steps as actions (Plan.StepActions), to preview.
+	PlanSteps  []*Action
 	Ticket     *Ticket // ticket.opened only
 	OccurredAt time.Time
 	Attempt    int // 1 on the first try

@@ -178,3 +178,19 @@ func (ps Plans) mark(ctx context.Context, pl *Plan, escalate bool, prev *time.Ti
 	ev := ps.s.planRouted(Event{Subject: PlanSubject(pl.ID), Kind: kind, Actor: "system", At: now}, pl)
 	return ps.s.store.PlanRouteMark(ctx, PlanRouteMarkParams{ID: pl.ID, Escalate: escalate, Prev: prev, Now: now, Event: ev})
 }
+
+// StepActions are a plan's steps as the actions they would be, for a
+// channel to preview each as it previews an action (its tool's preview
+// templates, what a message leaves out): the tool as the tools file in
+// force defines it, with the step's approval rule. The actions are not
+// stored; their ID is the plan's.
+func (p *Plan) StepActions(reg *classify.Registry) []*Action {
+	out := make([]*Action, 0, len(p.Steps))
+	for _, st := range p.Steps {
+		tool, _ := reg.Lookup(st.Tool)
+		tool.Approval = st.Approval
+		out = append(out, &Action{ID: p.ID, Tool: st.Tool, Class: st.Class, IntentKey: st.IntentKey, Payload: st.Payload,
+			Warnings: st.Warnings, Spec: tool, State: StatePending, RequestedBy: p.Agent, Attempt: 1})
+	}
+	return out
+}
