@@ -229,7 +229,7 @@ func route(reg *classify.Registry, typ string, ev queue.Event, a *queue.Action, 
 // PlanKinds are the channel kinds that tell of plans: a plan's message
 // lists every step. PagerDuty channels are not sent plans' events
 // (docs/plans.md).
-var PlanKinds = []string{classify.KindSlack, classify.KindEmail, classify.KindWebhook, classify.KindTeams}
+var PlanKinds = []string{classify.KindSlack, classify.KindEmail, classify.KindWebhook, classify.KindTeams, classify.KindTelegram}
 
 // routePlan is route for a plan's notification: the channels its human
 // steps' rules name (queue.PlanChannels) and, for a decision, those that

@@ -157,32 +157,18 @@ func (h *Interactions) planButton(ctx context.Context, in Interaction, by, id st
 	if err != nil {
 		return h.planRefusal(ctx, in, err)
 	}
-	if pl.State == queue.PlanPending {
-		if refusal := h.mayNotDecidePlan(ctx, pl, by); refusal != "" {
-			return refusal
-		}
-	}
 	switch in.Button {
 	case ButtonApprove:
-		if pl.State == queue.PlanPending {
-			if hidden := PlanHidden(pl, pl.StepActions(h.cfg.Service.Registry())); len(hidden) > 0 {
-				return fmt.Sprintf("Nothing was changed: the message does not show all of this plan (%s). Open the plan to decide: %s",
-					strings.Join(hidden, "; "), h.cfg.Client.publicURL+"/plans/"+pl.ID)
-			}
-		}
-		res, err := plans.Decide(ctx, queue.PlanDecideRequest{ID: id, To: queue.PlanApproved, By: by, Note: "via Slack", Channel: "slack"})
-		switch {
-		case err != nil:
-			return h.planRefusal(ctx, in, err)
-		case res.Outcome == queue.DecideReplayed:
-			return "You had approved this plan already; nothing changed."
-		case res.Plan.State == queue.PlanPending:
-			return fmt.Sprintf("Your approval is counted: %d of %d.", len(res.Plan.Approvals), res.Plan.ApprovalsRequired)
-		}
-		return ""
+		text, _ := h.flow.ApprovePlan(ctx, plans, queue.PlanDecideRequest{ID: id, To: queue.PlanApproved, By: by, Note: "via Slack", Channel: "slack"},
+			func(pl *queue.Plan) []string { return PlanHidden(pl, pl.StepActions(h.cfg.Service.Registry())) },
+			h.cfg.Client.publicURL+"/plans/"+id, "slack_user", in.UserID, "plan", id)
+		return text
 	case ButtonReject, ButtonRequestChanges:
 		if pl.State != queue.PlanPending {
 			return fmt.Sprintf("Nothing was changed: the plan is %s already.", pl.State)
+		}
+		if refusal := h.flow.MayNotDecidePlan(ctx, pl, by); refusal != "" {
+			return refusal
 		}
 		if err := h.cfg.Client.OpenNoteModal(ctx, in.TriggerID, in.Button, queue.PlanSubject(pl.ID)); err != nil {
 			h.cfg.Logger.Warn("slack interaction: open the note modal", "plan", pl.ID, "err", err)
@@ -191,23 +177,6 @@ func (h *Interactions) planButton(ctx context.Context, in Interaction, by, id st
 		return ""
 	}
 	return "Nothing was changed: a plan is approved as a whole, without grants."
-}
-
-// mayNotDecidePlan says why by may not decide pl, or "": the rule Plans.Decide applies
-// (queue.Plan.MayDecide), asked before anything is offered.
-func (h *Interactions) mayNotDecidePlan(ctx context.Context, pl *queue.Plan, by string) string {
-	d, err := h.cfg.Service.Staff().Decider(ctx, by)
-	email := strings.TrimPrefix(by, "user:")
-	switch {
-	case err != nil:
-		h.cfg.Logger.Warn("slack: look up the decider", "plan", pl.ID, "err", err)
-		return "Nothing was changed: approvals could not look up your account; try again or decide on the dashboard."
-	case d.NoAccess:
-		return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", email)
-	case !pl.MayDecide(d):
-		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of every step of plan %s that a person decides.", email, pl.ID)
-	}
-	return ""
 }
 
 // planSubmission decides a plan with the note of a submitted modal.
