@@ -128,6 +128,7 @@ channels:
   hook: { webhook: "` + hs.URL + `/hook", secret: ` + planEventsSecret + ` }
   pager: { webhook: "` + hs.URL + `/pager", secret: ` + planEventsSecret + ` }
   mail: { email: { to: [leads@example.com] } }
+  audit: { webhook: "` + hs.URL + `/audit", secret: ` + planEventsSecret + `, events: [plan.pending, plan.approved] }
 tools:
   send_customer_email:
     class: at-most-once
@@ -143,6 +144,9 @@ tools:
   post_update:
     class: at-most-once
     intent: "post:{topic}"
+  log_note:
+    class: at-least-once
+    intent: "log:{topic}"
 `
 			reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true, SMTPConfigured: true})
 			clock := testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))
@@ -182,9 +186,17 @@ tools:
 				t.Fatalf("propose: %v, %+v", err, res.Plan)
 			}
 			pl := res.Plan
+			// A plan no person decides is approved at once and tells nobody.
+			if quiet, err := e.Service.Plans().Propose(ctx, queue.PlanRequest{Title: "Log it", Agent: "bot", Channel: "api",
+				Steps: []queue.PlanStepRequest{{Tool: "log_note", Payload: []byte(`{"topic":"x"}`)}}}); err != nil || quiet.Plan.State != queue.PlanApproved {
+				t.Fatalf("a plan of a step nobody decides: %v, %+v", err, quiet.Plan)
+			}
 			deliver()
 			if got := hooks.types("/hook"); len(got) != 1 || got[0] != classify.EventPlanPending {
 				t.Fatalf("hook got %v, want one plan.pending", got)
+			}
+			if got := hooks.types("/audit"); len(got) != 1 || got[0] != classify.EventPlanPending {
+				t.Fatalf("the channel of events [plan.pending, plan.approved] got %v, want one plan.pending", got)
 			}
 			hooks.mu.Lock()
 			sent := hooks.events["/hook"][0].Data.Plan
@@ -253,6 +265,9 @@ tools:
 			deliver()
 			if got := hooks.types("/hook"); got[len(got)-1] != classify.EventPlanApproved {
 				t.Fatalf("hook got %v, want plan.approved last", got)
+			}
+			if got := strings.Join(hooks.types("/audit"), " "); got != "plan.pending plan.approved" {
+				t.Fatalf("audit got %s", got)
 			}
 			clock.Advance(time.Hour)
 			if r, x := sweepBoth(); r != 0 || x != 0 {

@@ -308,6 +308,7 @@ func (ps Plans) Propose(ctx context.Context, r PlanRequest) (PlanResult, error) 
 	if err := s.store.PlanInsert(ctx, PlanInsertParams{Plan: pl, Event: ev}); err != nil {
 		return PlanResult{}, fmt.Errorf("propose plan: %w", err)
 	}
+	s.planWake(ev)
 	return PlanResult{Plan: pl}, nil
 }
 
@@ -389,14 +390,15 @@ func (ps Plans) Cancel(ctx context.Context, id, agent, channel string) (*Plan, e
 		now := s.Now()
 		next := *pl
 		next.State, next.DecidedBy, next.DecidedAt = PlanCancelled, &by, &now
-		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: &next, Version: pl.Version, Unused: true,
-			Event: s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}, pl)})
+		ev := s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}, pl)
+		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: &next, Version: pl.Version, Unused: true, Event: ev})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // changed meanwhile: judge it again
 		}
 		if err != nil {
 			return nil, err
 		}
+		s.planWake(ev)
 		return s.Plans().Get(ctx, id)
 	}
 	return nil, fmt.Errorf("cancel plan %s: it changed too often; try again", id)
@@ -452,13 +454,15 @@ func (ps Plans) Decide(ctx context.Context, r PlanDecideRequest) (PlanDecideResu
 		if err != nil || outcome == DecideReplayed {
 			return PlanDecideResult{Plan: pl, Outcome: outcome}, err
 		}
-		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: next, Version: pl.Version, Event: s.planRouted(ev, pl)})
+		ev = s.planRouted(ev, pl)
+		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: next, Version: pl.Version, Event: ev})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // another decision committed first: judge this one again
 		}
 		if err != nil {
 			return PlanDecideResult{}, err
 		}
+		s.planWake(ev)
 		got, err := s.Plans().Get(ctx, r.ID)
 		return PlanDecideResult{Plan: got, Outcome: outcome}, err
 	}

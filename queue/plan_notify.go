@@ -94,6 +94,14 @@ func (s *Service) planRouted(ev Event, pl *Plan) Event {
 	return ev
 }
 
+// planWake wakes this process's outbox after a plan's event that a channel
+// hears of committed: no action's state change announces it.
+func (s *Service) planWake(ev Event) {
+	if !ev.Unrouted && s.opts.OnEvents != nil {
+		s.opts.OnEvents()
+	}
+}
+
 // Escalated reports whether a pending plan has been escalated: the
 // escalate_to groups of its steps may decide it from then on.
 func (p *Plan) Escalated() bool { return p.EscalatedAt != nil }
@@ -176,7 +184,11 @@ func (ps Plans) RouteDue(ctx context.Context) (reminded, escalated int, err erro
 
 func (ps Plans) mark(ctx context.Context, pl *Plan, escalate bool, prev *time.Time, kind string, now time.Time) (bool, error) {
 	ev := ps.s.planRouted(Event{Subject: PlanSubject(pl.ID), Kind: kind, Actor: "system", At: now}, pl)
-	return ps.s.store.PlanRouteMark(ctx, PlanRouteMarkParams{ID: pl.ID, Escalate: escalate, Prev: prev, Now: now, Event: ev})
+	ok, err := ps.s.store.PlanRouteMark(ctx, PlanRouteMarkParams{ID: pl.ID, Escalate: escalate, Prev: prev, Now: now, Event: ev})
+	if ok {
+		ps.s.planWake(ev)
+	}
+	return ok, err
 }
 
 // StepActions are a plan's steps as the actions they would be, for a
