@@ -123,3 +123,52 @@ func (f Flow) Refusal(ctx context.Context, err error, attrs ...any) string {
 	}
 	return "Nothing was changed: " + qe.Detail
 }
+
+// MayNotDecidePlan says why by may not decide pl, or "" when they may:
+// the rule Plans.Decide applies (queue.Plan.MayDecide: every human step's
+// approvers), asked before anything is offered.
+func (f Flow) MayNotDecidePlan(ctx context.Context, pl *queue.Plan, by string) string {
+	d, err := f.Service.Staff().Decider(ctx, by)
+	email := strings.TrimPrefix(by, "user:")
+	switch {
+	case err != nil:
+		f.Logger.Warn(strings.ToLower(f.Name)+": look up the decider", "plan", pl.ID, "err", err)
+		return lookupFailed
+	case d.NoAccess:
+		return fmt.Sprintf("Nothing was changed: at %s's last sign-in the identity provider's groups gave no role in approvals.", email)
+	case !pl.MayDecide(d):
+		return fmt.Sprintf("Nothing was changed: %s is not among the approvers of every step of plan %s that a person decides.", email, pl.ID)
+	}
+	return ""
+}
+
+// ApprovePlan approves plan r.ID from a chat's one-click button: by must
+// be allowed to decide it, and the message must show every step whole
+// (hidden names what it leaves out; reviewURL is the plan page). It
+// returns what the person is told and whether it is a refusal; "" when the
+// plan is approved and its messages say so.
+func (f Flow) ApprovePlan(ctx context.Context, plans queue.Plans, r queue.PlanDecideRequest, hidden func(*queue.Plan) []string, reviewURL string, attrs ...any) (string, bool) {
+	pl, err := plans.Get(ctx, r.ID)
+	if err != nil {
+		return f.Refusal(ctx, err, attrs...), true
+	}
+	if pl.State == queue.PlanPending {
+		if refusal := f.MayNotDecidePlan(ctx, pl, r.By); refusal != "" {
+			return refusal, true
+		}
+		if h := hidden(pl); len(h) > 0 {
+			return fmt.Sprintf("Nothing was changed: the message does not show all of this plan (%s). Open the plan to decide: %s",
+				strings.Join(h, "; "), reviewURL), true
+		}
+	}
+	res, err := plans.Decide(ctx, r)
+	switch {
+	case err != nil:
+		return f.Refusal(ctx, err, attrs...), true
+	case res.Outcome == queue.DecideReplayed:
+		return "You had approved this plan already; nothing changed.", false
+	case res.Plan.State == queue.PlanPending:
+		return fmt.Sprintf("Your approval is counted: %d of %d.", len(res.Plan.Approvals), res.Plan.ApprovalsRequired), false
+	}
+	return "", false
+}

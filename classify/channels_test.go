@@ -74,7 +74,9 @@ func TestFollowsUp(t *testing.T) {
 	t.Parallel()
 	for _, typ := range append(classify.EventTypes, classify.EventTicketResolved) {
 		want := map[string]bool{classify.EventActionApproved: true, classify.EventActionRejected: true, classify.EventActionChangesRequested: true,
-			classify.EventActionExpired: true, classify.EventActionCancelled: true, classify.EventTicketResolved: true}[typ]
+			classify.EventActionExpired: true, classify.EventActionCancelled: true, classify.EventTicketResolved: true,
+			classify.EventPlanApproved: true, classify.EventPlanRejected: true, classify.EventPlanChangesRequested: true,
+			classify.EventPlanCancelled: true}[typ]
 		if classify.FollowsUp(typ) != want {
 			t.Errorf("FollowsUp(%s) = %v, want %v", typ, !want, want)
 		}

@@ -18,6 +18,17 @@ const (
 	// EventTicketResolved is not one a channel subscribes to: it reaches the channels that
 	// told of the ticket (FollowsUp), so that PagerDuty resolves the incident it opened.
 	EventTicketResolved = "ticket.resolved"
+
+	// A plan's events (CONTRACT section 19): told as an action's are, to the channels of
+	// its human steps' tools (notify; escalate_notify for plan.escalated) and to those that
+	// list the type in events.
+	EventPlanPending          = "plan.pending"
+	EventPlanReminder         = "plan.reminder"
+	EventPlanEscalated        = "plan.escalated"
+	EventPlanApproved         = "plan.approved"
+	EventPlanRejected         = "plan.rejected"
+	EventPlanChangesRequested = "plan.changes_requested"
+	EventPlanCancelled        = "plan.cancelled"
 )
 
 // EventTypes lists every event type, in the order the documentation gives them.
@@ -25,6 +36,8 @@ var EventTypes = []string{
 	EventActionPending, EventActionReminder, EventActionEscalated, EventActionApproved,
 	EventActionRejected, EventActionChangesRequested, EventActionExpired, EventActionCancelled,
 	EventActionDone, EventActionFailed, EventTicketOpened,
+	EventPlanPending, EventPlanReminder, EventPlanEscalated, EventPlanApproved, EventPlanRejected,
+	EventPlanChangesRequested, EventPlanCancelled,
 }
 
 // Channel is one named notification channel of the tools file. Exactly one of Slack, Email,
@@ -99,7 +112,8 @@ func (c Channel) Address() string {
 func FollowsUp(typ string) bool {
 	switch typ {
 	case EventActionApproved, EventActionRejected, EventActionChangesRequested, EventActionExpired,
-		EventActionCancelled, EventTicketResolved:
+		EventActionCancelled, EventTicketResolved,
+		EventPlanApproved, EventPlanRejected, EventPlanChangesRequested, EventPlanCancelled:
 		return true
 	}
 	return false

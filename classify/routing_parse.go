@@ -112,9 +112,11 @@ func toolNotifies(event string, tool Tool) []string {
 	}
 	switch event {
 	case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
-		EventActionChangesRequested, EventActionExpired, EventActionCancelled:
+		EventActionChangesRequested, EventActionExpired, EventActionCancelled,
+		EventPlanPending, EventPlanReminder, EventPlanApproved, EventPlanRejected,
+		EventPlanChangesRequested, EventPlanCancelled:
 		return a.Notify
-	case EventActionEscalated:
+	case EventActionEscalated, EventPlanEscalated:
 		return a.EscalateNotify
 	}
 	return nil

@@ -180,6 +180,18 @@ func (o *Outbox) FanOut(ctx context.Context, limit int) (int, error) {
 						Channel: c.Name, Kind: c.Kind(), State: queue.NotificationPending, CreatedAt: now, DueAt: now})
 				}
 				return out
+			},
+			RoutePlan: func(ev queue.Event, pl *queue.Plan, sent []queue.ChannelMessage) []queue.NotificationRecord {
+				typ := queue.PlanNotificationType(ev)
+				if typ == "" {
+					return nil
+				}
+				var out []queue.NotificationRecord
+				for _, c := range routePlan(reg, typ, pl, sent) {
+					out = append(out, queue.NotificationRecord{ID: queue.NewID(now), EventID: ev.ID, PlanID: pl.ID, Type: typ,
+						Channel: c.Name, Kind: c.Kind(), State: queue.NotificationPending, CreatedAt: now, DueAt: now})
+				}
+				return out
 			}})
 		total += n
 		if err != nil || n < limit {
@@ -213,6 +225,35 @@ func route(reg *classify.Registry, typ string, ev queue.Event, a *queue.Action, 
 		if slices.ContainsFunc(sent, func(m queue.ChannelMessage) bool {
 			return m.Kind == c.Kind() && m.Address == c.Address() && (ticket == "" || m.Ref == ticket)
 		}) {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// PlanKinds are the channel kinds that tell of plans: a plan's message
+// lists every step. PagerDuty channels are not sent plans' events
+// (docs/plans.md).
+var PlanKinds = []string{classify.KindSlack, classify.KindEmail, classify.KindWebhook, classify.KindTeams, classify.KindTelegram}
+
+// routePlan is route for a plan's notification: the channels its human
+// steps' rules name (queue.PlanChannels) and, for a decision, those that
+// sent a message for the plan, of the kinds that tell of plans.
+func routePlan(reg *classify.Registry, typ string, pl *queue.Plan, sent []queue.ChannelMessage) []classify.Channel {
+	var out []classify.Channel
+	for _, c := range queue.PlanChannels(reg, typ, pl) {
+		if slices.Contains(PlanKinds, c.Kind()) {
+			out = append(out, c)
+		}
+	}
+	if !classify.FollowsUp(typ) {
+		return out
+	}
+	for _, c := range reg.Channels() {
+		if slices.ContainsFunc(out, func(o classify.Channel) bool { return o.Name == c.Name }) || !slices.Contains(PlanKinds, c.Kind()) {
+			continue
+		}
+		if slices.ContainsFunc(sent, func(m queue.ChannelMessage) bool { return m.Kind == c.Kind() && m.Address == c.Address() }) {
 			out = append(out, c)
 		}
 	}
@@ -308,6 +349,17 @@ func (o *Outbox) deliver(ctx context.Context, r queue.NotificationRecord) error 
 	n, ok := o.cfg.Notifiers[ch.Kind()]
 	if !ok {
 		return fmt.Errorf("no %s notifier is configured in this process", ch.Kind())
+	}
+	if r.PlanID != "" {
+		pl, err := o.store.PlanGetByID(ctx, r.PlanID)
+		if err != nil {
+			return fmt.Errorf("read plan %s: %w", r.PlanID, err)
+		}
+		pl.Settle(o.svc.Now())
+		dctx, cancel := context.WithTimeout(ctx, o.cfg.Lease/2)
+		defer cancel()
+		return n.Notify(dctx, queue.Notification{ID: r.ID, Type: r.Type, Channel: ch, Plan: pl,
+			PlanSteps: pl.StepActions(o.svc.Registry()), OccurredAt: r.EventAt, Attempt: r.Attempts})
 	}
 	a, err := o.store.ActionGetByID(ctx, r.ActionID)
 	if err != nil {

@@ -55,8 +55,8 @@ type SweepResult struct {
 	// stored (queue.Store.PlanExpireDue).
 	PlansExpired []string
 	Tickets      []*queue.Ticket
-	Reminded     int // pending actions reminded of (approval.remind_after)
-	Escalated    int // pending actions escalated (approval.escalate_after)
+	Reminded     int // pending actions and plans reminded of (approval.remind_after)
+	Escalated    int // pending actions and plans escalated (approval.escalate_after)
 	Verified     int // verifier rounds asked (tools' verify blocks)
 }
 
@@ -64,6 +64,12 @@ type SweepResult struct {
 // (queue.Tickets.VerifyDue).
 type Verifying interface {
 	Tickets() queue.Tickets
+}
+
+// PlanRouting is a Service whose pending plans the sweep reminds of and
+// escalates (queue.Plans.RouteDue), on their steps' schedules.
+type PlanRouting interface {
+	Plans() queue.Plans
 }
 
 // Sweep expires what is due (actions, then plans) and opens a stale ticket for every claim held
@@ -123,6 +129,14 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		res.Reminded += n
 		if n < batch {
 			break
+		}
+	}
+	if p, ok := s.svc.(PlanRouting); ok {
+		r, e, err := p.Plans().RouteDue(ctx)
+		res.Reminded += r
+		res.Escalated += e
+		if err != nil {
+			return res, err
 		}
 	}
 	// Last: the tickets opened above are asked about at once.

@@ -23,7 +23,7 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 		evs, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.Event, error) {
 			var ev queue.Event
 			var data []byte
-			err := row.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data)
+			err := row.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &ev.At, &data)
 			ev.Data = nullableJSON(data)
 			ev.At = ev.At.UTC()
 			return ev, err
@@ -33,9 +33,12 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 		}
 		n = len(evs)
 		ids := make([]int64, len(evs))
-		actionIDs := make([]string, len(evs))
+		var actionIDs []string
 		for i, ev := range evs {
-			ids[i], actionIDs[i] = ev.ID, ev.ActionID
+			ids[i] = ev.ID
+			if ev.ActionID != "" {
+				actionIDs = append(actionIDs, ev.ActionID)
+			}
 		}
 		// The events' actions in one query, not one round trip each.
 		actionUUIDs := uuidArray(actionIDs)
@@ -64,6 +67,15 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 			sent[m.ActionID] = append(sent[m.ActionID], m)
 		}
 		for _, ev := range evs {
+			if planID := queue.PlanOfEvent(ev); planID != "" {
+				if err := s.fanOutPlan(ctx, tx, ev, planID, p.RoutePlan); err != nil {
+					return err
+				}
+				continue
+			}
+			if ev.ActionID == "" {
+				continue // an event of no action nor plan tells nobody
+			}
 			a, ok := actions[ev.ActionID]
 			if !ok {
 				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, pgx.ErrNoRows)
@@ -85,11 +97,34 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 	return n, nil
 }
 
+// fanOutPlan inserts the notifications of a plan's event, inside the
+// fan-out's transaction.
+func (s *Store) fanOutPlan(ctx context.Context, tx pgx.Tx, ev queue.Event, planID string,
+	route func(queue.Event, *queue.Plan, []queue.ChannelMessage) []queue.NotificationRecord) error {
+	if route == nil || !queue.ValidID(planID) {
+		return nil
+	}
+	pl, err := s.PlanGetByID(ctx, planID)
+	if err != nil {
+		return fmt.Errorf("read plan %s of event %d: %w", planID, ev.ID, err)
+	}
+	sent, err := s.PlanMessageList(ctx, planID)
+	if err != nil {
+		return err
+	}
+	for _, r := range route(ev, pl, sent) {
+		if _, err := tx.Exec(ctx, planNotificationInsertSQL, r.ID, ev.ID, planID, r.Type, r.Channel, r.Kind, r.CreatedAt, r.DueAt); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func scanNotification(row pgx.CollectableRow) (queue.NotificationRecord, error) {
 	var r queue.NotificationRecord
 	var state string
 	var data []byte
-	err := row.Scan(&r.ID, &r.EventID, &r.ActionID, &r.Type, &r.Channel, &r.Kind, &state, &r.Attempts,
+	err := row.Scan(&r.ID, &r.EventID, &r.ActionID, &r.PlanID, &r.Type, &r.Channel, &r.Kind, &state, &r.Attempts,
 		&r.CreatedAt, &r.DueAt, &r.DeliveredAt, &r.LastError, &r.EventAt, &data)
 	r.State = queue.NotificationState(state)
 	r.EventData = json.RawMessage(nullableJSON(data))
@@ -158,6 +193,16 @@ func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
 // ChannelMessageAdd implements queue.ChannelMessages; adding the same
 // message twice (a repeated notification) keeps one.
 func (s *Store) ChannelMessageAdd(ctx context.Context, m queue.ChannelMessage) error {
+	if m.PlanID != "" {
+		if !queue.ValidID(m.PlanID) {
+			return queue.PlanNotFound(m.PlanID)
+		}
+		_, err := s.pool.Exec(ctx, planMessageAddSQL, m.PlanID, m.Kind, m.Address, m.Ref, m.SentAt)
+		if isForeignKeyViolation(err) {
+			return queue.PlanNotFound(m.PlanID)
+		}
+		return err
+	}
 	if !queue.ValidID(m.ActionID) {
 		return queue.ActionNotFound(m.ActionID)
 	}
@@ -185,4 +230,21 @@ func scanChannelMessage(row pgx.CollectableRow) (queue.ChannelMessage, error) {
 	err := row.Scan(&m.ActionID, &m.Kind, &m.Address, &m.Ref, &m.SentAt)
 	m.SentAt = m.SentAt.UTC()
 	return m, err
+}
+
+// PlanMessageList implements queue.ChannelMessages.
+func (s *Store) PlanMessageList(ctx context.Context, planID string) ([]queue.ChannelMessage, error) {
+	if !queue.ValidID(planID) {
+		return nil, nil
+	}
+	rows, err := s.pool.Query(ctx, planMessageListSQL, planID)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.ChannelMessage, error) {
+		var m queue.ChannelMessage
+		err := row.Scan(&m.PlanID, &m.Kind, &m.Address, &m.Ref, &m.SentAt)
+		m.SentAt = m.SentAt.UTC()
+		return m, err
+	})
 }

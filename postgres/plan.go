@@ -40,7 +40,7 @@ func (s *Store) PlanInsert(ctx context.Context, p queue.PlanInsertParams) error 
 			}
 		}
 		ev := p.Event
-		if _, err := tx.Exec(ctx, staffEventInsertSQL, ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)); err != nil {
+		if _, err := tx.Exec(ctx, planEventInsertSQL, ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data), ev.Unrouted); err != nil {
 			return fmt.Errorf("plan %s: record %s: %w", pl.ID, ev.Kind, err)
 		}
 		return nil
@@ -98,9 +98,12 @@ func (s *Store) plansWithSteps(ctx context.Context, rows pgx.Rows) ([]*queue.Pla
 			approvals string
 		)
 		if err := row.Scan(&pl.ID, &pl.Title, &pl.Agent, &pl.Ordered, &state, &pl.CreatedAt, &pl.ExpiresAt,
-			&pl.ApprovalsRequired, &approvals, &pl.DecidedBy, &pl.DecidedAt, &pl.DecisionNote, &pl.Version); err != nil {
+			&pl.ApprovalsRequired, &approvals, &pl.DecidedBy, &pl.DecidedAt, &pl.DecisionNote, &pl.Version,
+			&pl.RemindedAt, &pl.EscalatedAt); err != nil {
 			return nil, err
 		}
+		utcp(pl.RemindedAt)
+		utcp(pl.EscalatedAt)
 		pl.State = queue.PlanState(state)
 		var err error
 		if pl.Approvals, err = queue.DecodeApprovals([]byte(approvals)); err != nil {
@@ -172,7 +175,7 @@ func (s *Store) PlanUpdate(ctx context.Context, p queue.PlanUpdateParams) (*queu
 	var n int
 	if err := s.pool.QueryRow(ctx, planUpdateSQL, pl.ID, p.Version, string(pl.State), queue.ApprovalsJSON(pl.Approvals),
 		pl.DecidedBy, pl.DecidedAt, pl.DecisionNote, p.Unused,
-		ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)).Scan(&n); err != nil {
+		ev.Subject, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data), ev.Unrouted).Scan(&n); err != nil {
 		return nil, fmt.Errorf("update plan %s: %w", pl.ID, err)
 	}
 	got, err := s.PlanGetByID(ctx, pl.ID)
@@ -273,4 +276,19 @@ func tokenActive(ctx context.Context, tx pgx.Tx, hash string) (bool, error) {
 	var ok bool
 	err := tx.QueryRow(ctx, planTokenActiveSQL, hash).Scan(&ok)
 	return ok, err
+}
+
+// PlanRouteMark implements queue.Store: one conditional update with its
+// event, in one statement.
+func (s *Store) PlanRouteMark(ctx context.Context, p queue.PlanRouteMarkParams) (bool, error) {
+	q := planRemindMarkSQL
+	if p.Escalate {
+		q = planEscalateMarkSQL
+	}
+	ev := p.Event
+	var n int
+	if err := s.pool.QueryRow(ctx, q, p.ID, p.Now, p.Prev, ev.Subject, ev.Kind, ev.Actor, ev.Unrouted).Scan(&n); err != nil {
+		return false, fmt.Errorf("%s of plan %s: %w", ev.Kind, p.ID, err)
+	}
+	return n == 1, nil
 }

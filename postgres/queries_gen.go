@@ -421,13 +421,19 @@ GROUP BY 1, 2 ORDER BY 1, 2`
 // partial index events_fan_out's, so the scan reads only that index, and
 // SKIP LOCKED lets several processes share the work.
 // (sql/notification.sql)
-const fanOutSQL = `SELECT id, action_id::text, kind, actor, channel, at, data FROM events
-WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated', 'ticket_resolved')
+const fanOutSQL = `SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events
+WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated', 'ticket_resolved', 'plan_submitted', 'plan_approved', 'plan_rejected', 'plan_changes_requested', 'plan_cancelled', 'plan_reminder', 'plan_escalated')
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 // notificationInsertSQL adds one channel's notification of an event, once.
 // (sql/notification.sql)
 const notificationInsertSQL = `INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING`
+
+// planNotificationInsertSQL adds one channel's notification of a plan's
+// event, once.
+// (sql/notification.sql)
+const planNotificationInsertSQL = `INSERT INTO notifications (id, event_id, plan_id, type, channel, kind, state, created_at, due_at)
 VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING`
 
 // (sql/notification.sql)
@@ -444,7 +450,7 @@ const notificationClaimSQL = `WITH due AS (
     FROM due WHERE n.id = due.id AND n.state = 'pending'
     RETURNING n.*
 )
-SELECT n.id::text, n.event_id, n.action_id::text, n.type, n.channel, n.kind, n.state, n.attempts,
+SELECT n.id::text, n.event_id, coalesce(n.action_id::text, ''), coalesce(n.plan_id::text, ''), n.type, n.channel, n.kind, n.state, n.attempts,
     n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data FROM n JOIN events e ON e.id = n.event_id ORDER BY n.created_at`
 
 // notificationSettleSQL ends an attempt, unless the row moved on (another
@@ -455,7 +461,7 @@ const notificationSettleSQL = `UPDATE notifications SET state = $3, due_at = $4,
 WHERE id = $1 AND state = 'pending' AND attempts = $2`
 
 // (sql/notification.sql)
-const notificationListSQL = `SELECT n.id::text, n.event_id, n.action_id::text, n.type, n.channel, n.kind, n.state, n.attempts,
+const notificationListSQL = `SELECT n.id::text, n.event_id, coalesce(n.action_id::text, ''), coalesce(n.plan_id::text, ''), n.type, n.channel, n.kind, n.state, n.attempts,
     n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data FROM notifications n JOIN events e ON e.id = n.event_id
 WHERE n.action_id = $1 ORDER BY n.event_id, n.channel`
 
@@ -475,6 +481,14 @@ WHERE action_id = $1 ORDER BY sent_at, kind, address, ref`
 // (sql/notification.sql)
 const channelMessagesOfSQL = `SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
 WHERE action_id = ANY($1::uuid[]) ORDER BY sent_at, kind, address, ref`
+
+// (sql/notification.sql)
+const planMessageAddSQL = `INSERT INTO plan_messages (plan_id, kind, address, ref, sent_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING`
+
+// (sql/notification.sql)
+const planMessageListSQL = `SELECT plan_id::text, kind, address, ref, sent_at FROM plan_messages
+WHERE plan_id = $1 ORDER BY sent_at, kind, address, ref`
 
 // (sql/overview.sql)
 const sqlPendingByTool = `SELECT tool, count(*), min(created_at) FROM actions
@@ -539,7 +553,7 @@ VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9::json, $10::json)`
 
 // (sql/plan.sql)
 const planGetSQL = `SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans WHERE id = $1`
 
 // planListSQL lists plans in the state $1 as queue.Plan.Settle reads it at
@@ -548,7 +562,7 @@ FROM plans WHERE id = $1`
 // the last one.
 // (sql/plan.sql)
 const planListSQL = `SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans p
 WHERE CASE $1::text
     WHEN '' THEN true
@@ -591,7 +605,38 @@ const planUpdateSQL = `WITH up AS (
     RETURNING id
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, $9, $10, $11, $12, $13, $14::json, true FROM up
+    SELECT NULL, $9, $10, $11, $12, $13, $14::json, $15 FROM up
+)
+SELECT count(*)::int FROM up`
+
+// planEventInsertSQL records a plan's proposal; $7 false leaves it
+// to the outbox's fan-out (a pending plan's channels hear of it).
+// (sql/plan.sql)
+const planEventInsertSQL = `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, $1, $2, $3, $4, $5, $6::json, $7)`
+
+// planRemindMarkSQL records a reminder of a pending plan, only while its
+// reminded_at is still $3 (the sweep's read), with its event.
+// (sql/plan.sql)
+const planRemindMarkSQL = `WITH up AS (
+    UPDATE plans SET reminded_at = $2
+    WHERE id = $1 AND state = 'pending' AND reminded_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
+)
+SELECT count(*)::int FROM up`
+
+// planEscalateMarkSQL records the one escalation of a pending plan.
+// (sql/plan.sql)
+const planEscalateMarkSQL = `WITH up AS (
+    UPDATE plans SET escalated_at = $2
+    WHERE id = $1 AND state = 'pending' AND escalated_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
 )
 SELECT count(*)::int FROM up`
 

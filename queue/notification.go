@@ -15,10 +15,13 @@ import (
 // process; ID stays the same across retries so that a receiver can recognise a duplicate
 // (the webhook-id header, the email Message-ID).
 type Notification struct {
-	ID         string
-	Type       string // one of classify.EventTypes
-	Channel    classify.Channel
-	Action     *Action // the action as it is when the notification is sent
+	ID      string
+	Type    string // one of classify.EventTypes
+	Channel classify.Channel
+	Action  *Action // the action as it is when the notification is sent; nil for a plan's
+	Plan    *Plan   // a plan's notification (plan.*): the plan as it is when sent
+	// PlanSteps are Plan's steps as actions (Plan.StepActions), to preview.
+	PlanSteps  []*Action
 	Ticket     *Ticket // ticket.opened only
 	OccurredAt time.Time
 	Attempt    int // 1 on the first try
@@ -64,6 +67,7 @@ type Sent struct {
 // incidents (dedup key). Any server process may update it, so it is stored.
 type ChannelMessage struct {
 	ActionID string
+	PlanID   string // a message about a plan (ActionID is then "")
 	Kind     string // slack, telegram, pagerduty
 	// Address is where it went, as classify.Channel.Address names it: the Slack channel id,
 	// the Telegram chat id, or the channel's name for kinds whose address is a credential.
@@ -81,13 +85,21 @@ type ChannelMessages interface {
 	ChannelMessageList(ctx context.Context, actionID string) ([]ChannelMessage, error)
 }
 
+// PlanMessages reads the messages sent for plans; ChannelMessageAdd
+// records one when its PlanID is set.
+type PlanMessages interface {
+	// PlanMessageList returns the plan's messages, oldest first.
+	PlanMessageList(ctx context.Context, planID string) ([]ChannelMessage, error)
+}
+
 // Reports reports whether a notification of type typ reports how something ended (a
 // decision, an outcome, a ticket's resolution), which a channel tells by bringing up to
 // date what it sent (Channel.Update), rather than asking for attention (pending, reminder,
 // escalated, ticket.opened), which it tells with a new message (Channel.Send).
 func Reports(typ string) bool {
 	switch typ {
-	case classify.EventActionPending, classify.EventActionReminder, classify.EventActionEscalated, classify.EventTicketOpened:
+	case classify.EventActionPending, classify.EventActionReminder, classify.EventActionEscalated, classify.EventTicketOpened,
+		classify.EventPlanPending, classify.EventPlanReminder, classify.EventPlanEscalated:
 		return false
 	}
 	return true
@@ -119,6 +131,7 @@ type NotificationRecord struct {
 	ID       string
 	EventID  int64
 	ActionID string
+	PlanID   string // a plan's notification (ActionID is then "")
 	Type     string // classify.EventTypes
 	Channel  string // the channel's name in the tools file
 	Kind     string // the channel's kind: slack, email, webhook, teams, telegram, pagerduty
@@ -158,6 +171,9 @@ type NotificationFanOutParams struct {
 	// recorded for the event's action (ChannelMessages), so that a decision
 	// reaches every channel that told of the action.
 	Route func(ev Event, a *Action, sent []ChannelMessage) []NotificationRecord
+	// RoutePlan does the same for an event of a plan (subject plan:ID),
+	// with the messages recorded for the plan.
+	RoutePlan func(ev Event, pl *Plan, sent []ChannelMessage) []NotificationRecord
 }
 
 // NotificationClaimParams take a batch of due notifications for a sender.
@@ -186,6 +202,7 @@ type Outbox interface {
 	// given up (the queue depth on /metrics).
 	NotificationCountPending(ctx context.Context) (int64, error)
 	ChannelMessages
+	PlanMessages
 }
 
 // The outbox. Every transition already writes an event row in its own
@@ -200,7 +217,8 @@ type Outbox interface {
 // that events of other kinds (replays, claims) never enter it.
 var NotifyingEventKinds = []string{EventSubmitted, EventApproved, EventRejected, EventChangesRequested,
 	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated,
-	EventTicketResolved}
+	EventTicketResolved, EventPlanSubmitted, EventPlanApproved, EventPlanRejected, EventPlanChanges,
+	EventPlanCancelled, EventPlanReminder, EventPlanEscalated}
 
 // OutcomeEventKind is the event that records an action reaching outcome
 // (done or failed), whoever reported it: the agent, the executor or an

@@ -72,6 +72,10 @@ type Plan struct {
 	DecidedAt         *time.Time  `json:"decided_at"`
 	DecisionNote      *string     `json:"decision_note"`
 	Steps             []*PlanStep `json:"steps"`
+	// RemindedAt and EscalatedAt are the last reminder and the escalation
+	// of a pending plan (Plans.RouteDue).
+	RemindedAt  *time.Time `json:"-"`
+	EscalatedAt *time.Time `json:"-"`
 	// Version counts the stored changes of the plan's row: PlanUpdate is
 	// conditional on it.
 	Version int `json:"-"`
@@ -135,7 +139,7 @@ func (p *Plan) MayDecide(d Decider) bool {
 		return false
 	}
 	for _, s := range p.Steps {
-		if s.Decision == StepHuman && !s.Approval.MayDecide(d.Person(), false) {
+		if s.Decision == StepHuman && !s.Approval.MayDecide(d.Person(), p.Escalated()) {
 			return false
 		}
 	}
@@ -225,6 +229,9 @@ type PlanStore interface {
 	// decided_by becomes system for a pending plan, as for an action), and
 	// returns their ids. Safe to run concurrently: each plan expires once.
 	PlanExpireDue(ctx context.Context, p DueParams) ([]string, error)
+	// PlanRouteMark records a reminder or an escalation of a pending plan,
+	// see PlanRouteMarkParams; false when the plan had moved on.
+	PlanRouteMark(ctx context.Context, p PlanRouteMarkParams) (bool, error)
 }
 
 // Plan event kinds (subject plan:ID).
@@ -312,10 +319,11 @@ func (ps Plans) Propose(ctx context.Context, r PlanRequest) (PlanResult, error) 
 		return PlanResult{Plan: pl, DryRun: true}, nil
 	}
 	data, _ := json.Marshal(map[string]any{"title": pl.Title, "steps": len(pl.Steps), "state": pl.State})
-	ev := Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanSubmitted, Actor: pl.Agent, Channel: r.Channel, At: now, Data: data}
+	ev := s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanSubmitted, Actor: pl.Agent, Channel: r.Channel, At: now, Data: data}, pl)
 	if err := s.store.PlanInsert(ctx, PlanInsertParams{Plan: pl, Event: ev}); err != nil {
 		return PlanResult{}, fmt.Errorf("propose plan: %w", err)
 	}
+	s.planWake(ev)
 	return PlanResult{Plan: pl}, nil
 }
 
@@ -414,14 +422,15 @@ func (ps Plans) Cancel(ctx context.Context, id, agent, channel string) (*Plan, e
 		now := s.Now()
 		next := *pl
 		next.State, next.DecidedBy, next.DecidedAt = PlanCancelled, &by, &now
-		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: &next, Version: pl.Version, Unused: true,
-			Event: Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}})
+		ev := s.planRouted(Event{Subject: PlanActorPrefix + pl.ID, Kind: EventPlanCancelled, Actor: by, Channel: channel, At: now}, pl)
+		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: &next, Version: pl.Version, Unused: true, Event: ev})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // changed meanwhile: judge it again
 		}
 		if err != nil {
 			return nil, err
 		}
+		s.planWake(ev)
 		return s.Plans().Get(ctx, id)
 	}
 	return nil, fmt.Errorf("cancel plan %s: it changed too often; try again", id)
@@ -477,6 +486,7 @@ func (ps Plans) Decide(ctx context.Context, r PlanDecideRequest) (PlanDecideResu
 		if err != nil || outcome == DecideReplayed {
 			return PlanDecideResult{Plan: pl, Outcome: outcome}, err
 		}
+		ev = s.planRouted(ev, pl)
 		_, err = s.store.PlanUpdate(ctx, PlanUpdateParams{Plan: next, Version: pl.Version, Event: ev})
 		if errors.Is(err, ErrStateMismatch) {
 			continue // another decision committed first: judge this one again
@@ -484,6 +494,7 @@ func (ps Plans) Decide(ctx context.Context, r PlanDecideRequest) (PlanDecideResu
 		if err != nil {
 			return PlanDecideResult{}, err
 		}
+		s.planWake(ev)
 		got, err := s.Plans().Get(ctx, r.ID)
 		return PlanDecideResult{Plan: got, Outcome: outcome}, err
 	}

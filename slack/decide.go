@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -149,6 +150,9 @@ func (h *Interactions) button(ctx context.Context, in Interaction) string {
 	if refusal != "" {
 		return refusal
 	}
+	if id, ok := strings.CutPrefix(in.ActionID, queue.PlanActorPrefix); ok {
+		return h.planButton(ctx, in, by, id)
+	}
 	if !queue.ValidID(in.ActionID) {
 		return fmt.Sprintf("Nothing was changed: action %q does not exist.", in.ActionID)
 	}
@@ -200,6 +204,9 @@ func (h *Interactions) submission(ctx context.Context, in Interaction) string {
 	by, refusal := h.decider(ctx, in)
 	if refusal != "" {
 		return refusal
+	}
+	if id, ok := strings.CutPrefix(in.ActionID, queue.PlanActorPrefix); ok {
+		return h.planSubmission(ctx, in, by, id)
 	}
 	if !queue.ValidID(in.ActionID) {
 		return fmt.Sprintf("Action %q does not exist.", in.ActionID)

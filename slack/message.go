@@ -48,6 +48,9 @@ func (m Message) options() []slackapi.MsgOption {
 // otherwise the message says what it does not show and links to the action page instead, so
 // nobody approves with one click what they could not read.
 func (c *Client) Render(n queue.Notification) (Message, error) {
+	if n.Plan != nil {
+		return c.renderPlan(n), nil
+	}
 	if n.Action == nil {
 		return Message{}, fmt.Errorf("notification %s: no action", n.ID)
 	}

@@ -11,7 +11,7 @@ import (
 
 // fanOutSQL repeats the partial index events_fan_out's predicate, so the
 // scan reads only that index.
-var fanOutSQL = `SELECT id, action_id, kind, actor, channel, at, data FROM events
+var fanOutSQL = `SELECT id, coalesce(action_id, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events
 WHERE fanned_out = 0 AND kind IN (` + queue.NotifyingKindsSQL() + `)
 ORDER BY id LIMIT ?`
 
@@ -31,7 +31,7 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 			var ev queue.Event
 			var at string
 			var data sql.NullString
-			if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
+			if err := rows.Scan(&ev.ID, &ev.ActionID, &ev.Subject, &ev.Kind, &ev.Actor, &ev.Channel, &at, &data); err != nil {
 				rows.Close()
 				return err
 			}
@@ -48,6 +48,12 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 		}
 		n = len(evs)
 		for _, ev := range evs {
+			if planID := queue.PlanOfEvent(ev); planID != "" {
+				if err := s.fanOutPlan(ctx, tx, ev, planID, p.RoutePlan); err != nil {
+					return err
+				}
+				continue
+			}
 			a, err := getActionWithTicket(ctx, tx, ev.ActionID)
 			if err != nil {
 				return fmt.Errorf("read action %s of event %d: %w", ev.ActionID, ev.ID, err)
@@ -75,7 +81,35 @@ func (s *Store) NotificationFanOut(ctx context.Context, p queue.NotificationFanO
 	return n, nil
 }
 
-const notificationColumns = `n.id, n.event_id, n.action_id, n.type, n.channel, n.kind, n.state, n.attempts,
+// fanOutPlan inserts the notifications of a plan's event and marks it
+// fanned out, inside the fan-out's transaction.
+func (s *Store) fanOutPlan(ctx context.Context, tx querier, ev queue.Event, planID string,
+	route func(queue.Event, *queue.Plan, []queue.ChannelMessage) []queue.NotificationRecord) error {
+	if route != nil {
+		plans, err := s.readPlans(ctx, `SELECT `+planColumns+` FROM plans WHERE id = ?`, planID)
+		if err != nil {
+			return fmt.Errorf("read plan %s of event %d: %w", planID, ev.ID, err)
+		}
+		if len(plans) == 0 {
+			return fmt.Errorf("read plan %s of event %d: %w", planID, ev.ID, queue.ErrNotFound)
+		}
+		sent, err := planMessages(ctx, tx, planID)
+		if err != nil {
+			return err
+		}
+		for _, r := range route(ev, plans[0], sent) {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO notifications (id, event_id, plan_id, type, channel, kind, state, created_at, due_at)
+	VALUES (?, ?, ?, ?, ?, ?, 'pending', ?, ?) ON CONFLICT (event_id, channel) DO NOTHING`,
+				r.ID, ev.ID, planID, r.Type, r.Channel, r.Kind, fmtTime(r.CreatedAt), fmtTime(r.DueAt)); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := tx.ExecContext(ctx, `UPDATE events SET fanned_out = 1 WHERE id = ?`, ev.ID)
+	return err
+}
+
+const notificationColumns = `n.id, n.event_id, coalesce(n.action_id, ''), coalesce(n.plan_id, ''), n.type, n.channel, n.kind, n.state, n.attempts,
 	n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data`
 
 func scanNotifications(rows *sql.Rows, err error) ([]queue.NotificationRecord, error) {
@@ -90,7 +124,7 @@ func scanNotifications(rows *sql.Rows, err error) ([]queue.NotificationRecord, e
 			state, created, due, at string
 			delivered, data         sql.NullString
 		)
-		if err := rows.Scan(&r.ID, &r.EventID, &r.ActionID, &r.Type, &r.Channel, &r.Kind, &state, &r.Attempts,
+		if err := rows.Scan(&r.ID, &r.EventID, &r.ActionID, &r.PlanID, &r.Type, &r.Channel, &r.Kind, &state, &r.Attempts,
 			&created, &due, &delivered, &r.LastError, &at, &data); err != nil {
 			return nil, err
 		}
@@ -197,6 +231,14 @@ func (s *Store) NotificationCountPending(ctx context.Context) (int64, error) {
 
 // ChannelMessageAdd implements queue.ChannelMessages.
 func (s *Store) ChannelMessageAdd(ctx context.Context, m queue.ChannelMessage) error {
+	if m.PlanID != "" {
+		_, err := s.exec(ctx, `INSERT INTO plan_messages (plan_id, kind, address, ref, sent_at) VALUES (?, ?, ?, ?, ?)
+	ON CONFLICT DO NOTHING`, m.PlanID, m.Kind, m.Address, m.Ref, fmtTime(m.SentAt))
+		if isForeignKeyViolation(err) {
+			return queue.PlanNotFound(m.PlanID)
+		}
+		return err
+	}
 	_, err := s.exec(ctx, `INSERT INTO channel_messages (action_id, kind, address, ref, sent_at) VALUES (?, ?, ?, ?, ?)
 	ON CONFLICT DO NOTHING`, m.ActionID, m.Kind, m.Address, m.Ref, fmtTime(m.SentAt))
 	if isForeignKeyViolation(err) {
@@ -225,6 +267,33 @@ func channelMessages(ctx context.Context, q querier, actionID string) ([]queue.C
 		var m queue.ChannelMessage
 		var at string
 		if err := rows.Scan(&m.ActionID, &m.Kind, &m.Address, &m.Ref, &at); err != nil {
+			return nil, err
+		}
+		if m.SentAt, err = parseTime(at); err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+	return out, rows.Err()
+}
+
+// PlanMessageList implements queue.ChannelMessages.
+func (s *Store) PlanMessageList(ctx context.Context, planID string) ([]queue.ChannelMessage, error) {
+	return planMessages(ctx, s.read, planID)
+}
+
+func planMessages(ctx context.Context, q querier, planID string) ([]queue.ChannelMessage, error) {
+	rows, err := q.QueryContext(ctx, `SELECT plan_id, kind, address, ref, sent_at FROM plan_messages
+	WHERE plan_id = ? ORDER BY sent_at, kind, address, ref`, planID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []queue.ChannelMessage
+	for rows.Next() {
+		var m queue.ChannelMessage
+		var at string
+		if err := rows.Scan(&m.PlanID, &m.Kind, &m.Address, &m.Ref, &at); err != nil {
 			return nil, err
 		}
 		if m.SentAt, err = parseTime(at); err != nil {

@@ -15,7 +15,7 @@ import (
 // (claimPlanStep, inside ActionSubmit's write transaction).
 
 const planColumns = `id, title, agent, ordered, state, created_at, expires_at, approvals_required,
-	approvals, decided_by, decided_at, decision_note, version`
+	approvals, decided_by, decided_at, decision_note, version, reminded_at, escalated_at`
 
 // PlanInsert implements queue.Store.
 func (s *Store) PlanInsert(ctx context.Context, p queue.PlanInsertParams) error {
@@ -47,8 +47,8 @@ func (s *Store) PlanInsert(ctx context.Context, p queue.PlanInsertParams) error 
 		}
 		ev := p.Event
 		if _, err := tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-			VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, 1)`,
-			ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data)); err != nil {
+			VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, ?)`,
+			ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), boolInt(ev.Unrouted)); err != nil {
 			return fmt.Errorf("plan %s: record %s: %w", pl.ID, ev.Kind, err)
 		}
 		return nil
@@ -162,9 +162,16 @@ func (s *Store) readPlans(ctx context.Context, query string, args ...any) ([]*qu
 				ordered                        int
 				state, created, expires, appr  string
 				decidedBy, decidedAt, decision sql.NullString
+				reminded, escalated            sql.NullString
 			)
 			if err := rows.Scan(&pl.ID, &pl.Title, &pl.Agent, &ordered, &state, &created, &expires, &pl.ApprovalsRequired,
-				&appr, &decidedBy, &decidedAt, &decision, &pl.Version); err != nil {
+				&appr, &decidedBy, &decidedAt, &decision, &pl.Version, &reminded, &escalated); err != nil {
+				return err
+			}
+			if pl.RemindedAt, err = parseNullTime(reminded); err != nil {
+				return err
+			}
+			if pl.EscalatedAt, err = parseNullTime(escalated); err != nil {
 				return err
 			}
 			pl.Ordered, pl.State = ordered != 0, queue.PlanState(state)
@@ -256,8 +263,8 @@ func (s *Store) PlanUpdate(ctx context.Context, p queue.PlanUpdateParams) (*queu
 			return err
 		}
 		_, err = tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-			VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, 1)`,
-			ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data))
+			VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, ?)`,
+			ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), boolInt(ev.Unrouted))
 		return err
 	})
 	if err != nil {
@@ -271,6 +278,33 @@ func (s *Store) PlanUpdate(ctx context.Context, p queue.PlanUpdateParams) (*queu
 		return got, fmt.Errorf("update plan %s: %w", pl.ID, queue.ErrStateMismatch)
 	}
 	return got, nil
+}
+
+// PlanRouteMark implements queue.Store: one conditional update with its
+// event, in one write transaction.
+func (s *Store) PlanRouteMark(ctx context.Context, p queue.PlanRouteMarkParams) (bool, error) {
+	column := "reminded_at"
+	if p.Escalate {
+		column = "escalated_at"
+	}
+	ev := p.Event
+	var n int64
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		var err error
+		n, err = rowsAffected(tx.ExecContext(ctx, `UPDATE plans SET `+column+` = ?
+			WHERE id = ? AND state = 'pending' AND `+column+` IS ?`, fmtTime(p.Now), p.ID, nullTime(p.Prev)))
+		if err != nil || n == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+			VALUES (NULL, nullif(?, ''), ?, ?, ?, ?, ?, ?)`,
+			ev.Subject, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), boolInt(ev.Unrouted))
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("%s of plan %s: %w", ev.Kind, p.ID, err)
+	}
+	return n == 1, nil
 }
 
 // errPlanStepRefused rolls back a submission whose plan step cannot be

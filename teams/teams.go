@@ -115,6 +115,9 @@ const maxFieldRunes = 2000
 
 // Render builds the card for n from the action as it is now.
 func (t *Notifier) Render(n queue.Notification) (Message, error) {
+	if n.Plan != nil {
+		return t.renderPlan(n), nil
+	}
 	a := n.Action
 	if a == nil {
 		return Message{}, fmt.Errorf("notification %s: no action", n.ID)
@@ -146,6 +149,72 @@ func (t *Notifier) Render(n queue.Notification) (Message, error) {
 		Body:    body,
 		Actions: []Action{{Type: "Action.OpenUrl", Title: "Open in approvals", URL: t.publicURL + "/actions/" + a.ID}},
 	}}}}, nil
+}
+
+// planFieldBudget bounds the characters of all a plan card's preview fields, under the
+// 28 KB Teams takes; past it each step shows its headline only.
+const planFieldBudget = 16000
+
+// renderPlan builds a plan's card: every step (tool, class, what its rule decided, its
+// preview), the approvals the plan needs and Action.OpenUrl to the plan page.
+func (t *Notifier) renderPlan(n queue.Notification) Message {
+	pl := n.Plan
+	label := "Plan approval request"
+	switch n.Type {
+	case classify.EventPlanPending:
+		label = "Plan approval needed"
+	case classify.EventPlanReminder:
+		label = "Reminder: plan approval needed"
+	case classify.EventPlanEscalated:
+		label = "Escalated: plan approval needed"
+	}
+	body := []Element{
+		{Type: "TextBlock", Text: fmt.Sprintf("%s · %d steps", label, len(pl.Steps)), Weight: "Bolder", Wrap: true, Color: "Accent"},
+		agentText(pl.Title, "Large", "Bolder"),
+		{Type: "TextBlock", Text: fmt.Sprintf("Needs %d approval(s), %d so far", pl.ApprovalsRequired, len(pl.Approvals)), IsSubtle: true, Wrap: true, Spacing: "None"},
+	}
+	budget := 0
+	for _, a := range n.PlanSteps {
+		for _, f := range preview.Of(a).Fields {
+			budget += min(len([]rune(f.Value)), maxFieldRunes)
+		}
+	}
+	for i, st := range pl.Steps {
+		decision := st.Decision
+		if st.Rule != "" {
+			decision += " (rule " + st.Rule + ")"
+		}
+		body = append(body, agentText(fmt.Sprintf("Step %d: %s (%s; %s)", st.N, st.Tool, st.Class, decision), "", "Bolder"))
+		if i >= len(n.PlanSteps) {
+			continue
+		}
+		a := n.PlanSteps[i]
+		body = append(body, agentText(preview.Headline(a), "", ""))
+		if budget <= planFieldBudget {
+			for _, f := range preview.Of(a).Fields {
+				body = append(body, agentText(f.Name+": "+cut(f.Value, maxFieldRunes), "", ""))
+			}
+		}
+	}
+	facts := []string{"Asked by: " + pl.Agent}
+	if pl.State == queue.PlanPending {
+		facts = append(facts, "Expires: "+pl.ExpiresAt.UTC().Format("2006-01-02 15:04 UTC"))
+	}
+	body = append(body, agentText(strings.Join(facts, "\n"), "", ""))
+	if pl.State != queue.PlanPending {
+		by := ""
+		if pl.DecidedBy != nil {
+			by = " by " + strings.TrimPrefix(*pl.DecidedBy, "user:")
+		}
+		body = append(body, agentText("Plan "+strings.ReplaceAll(string(pl.State), "_", " ")+by, "", "Bolder"))
+	} else {
+		body = append(body, Element{Type: "TextBlock", Text: "Decide on the plan page: a decision needs a signed-in session.", IsSubtle: true, Wrap: true})
+	}
+	return Message{Type: "message", Attachments: []Attachment{{ContentType: ContentType, Content: Card{
+		Schema: "http://adaptivecards.io/schemas/adaptive-card.json", Type: "AdaptiveCard", Version: "1.4",
+		Body:    body,
+		Actions: []Action{{Type: "Action.OpenUrl", Title: "Open the plan in approvals", URL: t.publicURL + "/plans/" + pl.ID}},
+	}}}}
 }
 
 // agentText is text approvals did not write, as a RichTextBlock of one TextRun.

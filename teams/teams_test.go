@@ -111,3 +111,37 @@ func TestFailuresHideTheWebhookPath(t *testing.T) {
 		}
 	}
 }
+
+// A pending plan is one card listing every step with its preview, the approvals it needs
+// and Action.OpenUrl to the plan page; what the agent wrote stays in TextRuns.
+func TestPlanCard(t *testing.T) {
+	t.Parallel()
+	hook := teamstest.New(t)
+	a := pending()
+	pl := &queue.Plan{ID: "0190p-1", State: queue.PlanPending, Title: "Refund [click](https://evil.example)", Agent: "agent:support-bot",
+		ApprovalsRequired: 2, ExpiresAt: time.Date(2026, 3, 5, 5, 0, 0, 0, time.UTC), Steps: []*queue.PlanStep{
+			{N: 1, Tool: a.Tool, Class: a.Class, IntentKey: a.IntentKey, Payload: a.Payload, Decision: queue.StepHuman},
+			{N: 2, Tool: "post_note", Class: classify.AtLeastOnce, IntentKey: "note:1", Payload: json.RawMessage(`{"text":"hi"}`), Decision: queue.StepNone},
+		}}
+	n := queue.Notification{ID: "n2", Type: classify.EventPlanPending, Plan: pl, PlanSteps: []*queue.Action{a, {Tool: "post_note", Payload: pl.Steps[1].Payload}},
+		Channel: classify.Channel{Name: "support-teams", Teams: &classify.TeamsChannel{Webhook: hook.URL}}}
+	if err := notifier(t).Notify(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	card := hook.WaitFor(t, 1, 5*time.Second)[0]
+	text := teamstest.Texts(card)
+	for _, want := range []string{"Plan approval needed · 2 steps", "Step 1: send_customer_email (at-most-once; human)", "c@example.com",
+		"Step 2: post_note (at-least-once; none)", "Needs 2 approval(s), 0 so far", "Expires: 2026-03-05 05:00 UTC"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("card lacks %q:\n%s", want, text)
+		}
+	}
+	if open := card["actions"].([]any)[0].(map[string]any); open["url"] != "https://approvals.example.com/plans/0190p-1" {
+		t.Fatalf("action %v, want the plan page", open)
+	}
+	for _, el := range card["body"].([]any) {
+		if m := el.(map[string]any); m["type"] == "TextBlock" && strings.Contains(m["text"].(string), "evil") {
+			t.Fatalf("agent text in a TextBlock: %v", m)
+		}
+	}
+}

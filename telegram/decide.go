@@ -191,6 +191,13 @@ func (h *Webhook) button(ctx context.Context, q CallbackQuery) {
 // press decides or asks for the reason, and returns what the user is told.
 func (h *Webhook) press(ctx context.Context, q CallbackQuery) (string, bool) {
 	kind, id, _ := strings.Cut(q.Data, ":")
+	if planID, ok := strings.CutPrefix(id, queue.PlanActorPrefix); ok && kind == CallbackApprove && queue.ValidID(planID) {
+		by, refusal := h.decider(ctx, q.From)
+		if refusal != "" {
+			return refusal, true
+		}
+		return h.pressPlan(ctx, q, by, planID)
+	}
 	if (kind != CallbackApprove && kind != CallbackReject) || !queue.ValidID(id) {
 		return "This button is not one of approvals'.", true
 	}

@@ -37,6 +37,9 @@ func OneClick(a *queue.Action) bool { return len(preview.Hidden(a, room)) == 0 }
 // else saying who decided what, without buttons. Agent text is escaped, and each preview
 // value is quoted, so that no line of it passes for one of the message's own.
 func (c *Client) Render(n queue.Notification) (Message, error) {
+	if n.Plan != nil {
+		return c.renderPlan(n), nil
+	}
 	a := n.Action
 	if a == nil {
 		return Message{}, fmt.Errorf("notification %s: no action", n.ID)

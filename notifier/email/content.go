@@ -163,3 +163,145 @@ var htmlBody = template.Must(template.New("html").Parse(`<!doctype html>
 <p style="color: #666">This message decides nothing: approve, reject or request changes on the action page after signing in.</p>
 </body></html>
 `))
+
+// planView is what a plan's message is rendered from: every step, each
+// with its tool's preview and its whole payload.
+type planView struct {
+	Event     string
+	Title     string
+	Steps     []planStepView
+	Required  int
+	Approvals int
+	AskedBy   string
+	Expires   string
+	Note      string
+	Link      string
+}
+
+type planStepView struct {
+	N         int
+	Tool      string
+	Class     string
+	Decision  string
+	IntentKey string
+	Headline  string
+	Fields    []preview.Field
+	Payload   string
+	Warnings  string
+}
+
+// planContent is a plan's message: it lists every step whole (mail has
+// room), the approvals the plan needs and the link to its page.
+func (e *Notifier) planContent(n queue.Notification) content {
+	pl := n.Plan
+	v := planView{Event: planEventLine(n), Title: pl.Title, Required: pl.ApprovalsRequired, Approvals: len(pl.Approvals),
+		AskedBy: pl.Agent, Link: e.cfg.PublicURL + "/plans/" + pl.ID}
+	if pl.State == queue.PlanPending {
+		v.Expires = formatTime(pl.ExpiresAt)
+	}
+	if pl.DecisionNote != nil {
+		v.Note = *pl.DecisionNote
+	}
+	for i, st := range pl.Steps {
+		sv := planStepView{N: st.N, Tool: st.Tool, Class: string(st.Class), Decision: st.Decision, IntentKey: st.IntentKey,
+			Payload: queue.ReadableJSON(string(st.Payload)), Warnings: strings.Join(st.Warnings, ", ")}
+		if st.Rule != "" {
+			sv.Decision += " (rule " + st.Rule + ")"
+		}
+		if i < len(n.PlanSteps) {
+			sv.Headline, sv.Fields = preview.Headline(n.PlanSteps[i]), preview.Of(n.PlanSteps[i]).Fields
+		}
+		v.Steps = append(v.Steps, sv)
+	}
+	var text, html bytes.Buffer
+	_ = planTextBody.Execute(&text, v)
+	_ = planHTMLBody.Execute(&html, v)
+	return content{
+		Subject: fmt.Sprintf("[approvals] %s: plan of %d steps: %s", v.Event, len(pl.Steps), firstLine(pl.Title)),
+		Text:    text.String(),
+		HTML:    html.String(),
+	}
+}
+
+// planEventLine says what happened to a plan.
+func planEventLine(n queue.Notification) string {
+	pl := n.Plan
+	by := ""
+	if pl.DecidedBy != nil {
+		by = " by " + person(*pl.DecidedBy)
+	}
+	switch n.Type {
+	case classify.EventPlanPending:
+		return "Approval needed"
+	case classify.EventPlanReminder:
+		return "Reminder: approval needed"
+	case classify.EventPlanEscalated:
+		return "Escalated: approval needed"
+	case classify.EventPlanApproved:
+		return "Approved" + by
+	case classify.EventPlanRejected:
+		return "Rejected" + by
+	case classify.EventPlanChangesRequested:
+		return "Changes requested" + by
+	case classify.EventPlanCancelled:
+		return "Cancelled" + by
+	}
+	return n.Type
+}
+
+// firstLine is s up to its first line break, cut at 120 characters.
+func firstLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.IndexAny(s, "\r\n"); i >= 0 {
+		s = strings.TrimSpace(s[:i]) + " …"
+	}
+	if r := []rune(s); len(r) > 120 {
+		s = string(r[:120]) + "…"
+	}
+	return s
+}
+
+var planTextBody = texttemplate.Must(texttemplate.New("plantext").Parse(`{{.Event}}: plan "{{.Title}}"
+{{len .Steps}} steps, asked by {{.AskedBy}}; needs {{.Required}} approval(s), {{.Approvals}} so far.
+{{- if .Expires}}
+Expires: {{.Expires}}{{end}}
+{{- if .Note}}
+Note:    {{.Note}}{{end}}
+{{range .Steps}}
+Step {{.N}}: {{.Tool}} ({{.Class}}; {{.Decision}})
+  Intent key: {{.IntentKey}}
+{{- if .Headline}}
+  {{.Headline}}{{end}}
+{{- range .Fields}}
+  {{.Name}}: {{.Value}}{{end}}
+  Payload: {{.Payload}}
+{{- if .Warnings}}
+  Warnings: {{.Warnings}}{{end}}
+{{end}}
+Open the plan: {{.Link}}
+
+This message decides nothing: approve, reject or request changes on the plan page after signing in.
+`))
+
+var planHTMLBody = template.Must(template.New("planhtml").Parse(`<!doctype html>
+<html><body style="font-family: sans-serif">
+<p><strong>{{.Event}}</strong>: plan of {{len .Steps}} steps, asked by {{.AskedBy}}</p>
+<h2 style="font-size: 1.1em">{{.Title}}</h2>
+<p>Needs {{.Required}} approval(s), {{.Approvals}} so far.{{if .Expires}} Expires {{.Expires}}.{{end}}</p>
+{{- if .Note}}
+<p style="white-space: pre-wrap">Note: {{.Note}}</p>{{end}}
+{{range .Steps}}
+<h3 style="font-size: 1em">Step {{.N}}: <code>{{.Tool}}</code> ({{.Class}}; {{.Decision}})</h3>
+<table>
+<tr><th align="left">Intent key</th><td><code>{{.IntentKey}}</code></td></tr>
+{{- range .Fields}}
+<tr><th align="left" valign="top">{{.Name}}</th><td style="white-space: pre-wrap">{{.Value}}</td></tr>{{end}}
+<tr><th align="left" valign="top">Payload</th><td><pre style="white-space: pre-wrap">{{.Payload}}</pre></td></tr>
+{{- if .Warnings}}
+<tr><th align="left">Warnings</th><td>{{.Warnings}}</td></tr>{{end}}
+</table>
+{{end}}
+<p><a href="{{.Link}}">Open the plan</a></p>
+<p style="color: #666">This message decides nothing: approve, reject or request changes on the plan page after signing in.</p>
+</body></html>
+`))

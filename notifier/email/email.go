@@ -182,13 +182,18 @@ func (e *Notifier) Update(ctx context.Context, n queue.Notification, _ []queue.C
 
 // Message builds the message for n without sending it.
 func (e *Notifier) Message(n queue.Notification) (*gomail.Msg, error) {
-	if n.Action == nil {
+	if n.Action == nil && n.Plan == nil {
 		return nil, fmt.Errorf("notification %s: no action", n.ID)
 	}
 	if n.Channel.Email == nil || len(n.Channel.Email.To) == 0 {
 		return nil, fmt.Errorf("email channel %q: no addresses", n.Channel.Name)
 	}
-	c := e.content(n)
+	c, thread := content{}, ""
+	if n.Plan != nil {
+		c, thread = e.planContent(n), "<plan-"+n.Plan.ID+"@"+e.domain+">"
+	} else {
+		c, thread = e.content(n), "<"+e.threadID(n.Action.ID)+">"
+	}
 	m := gomail.NewMsg()
 	m.FromMailAddress(e.from)
 	if err := m.To(n.Channel.Email.To...); err != nil {
@@ -196,7 +201,6 @@ func (e *Notifier) Message(n queue.Notification) (*gomail.Msg, error) {
 	}
 	m.Subject(c.Subject)
 	m.SetMessageIDWithValue(e.MessageID(n.ID))
-	thread := "<" + e.threadID(n.Action.ID) + ">"
 	m.SetGenHeader(gomail.HeaderInReplyTo, thread)
 	m.SetGenHeader(gomail.HeaderReferences, thread)
 	// Mark it machine-sent so that out-of-office replies are not sent back to us.

@@ -72,14 +72,19 @@ type Event struct {
 	Data      EventData `json:"data"`
 }
 
-// EventData carries the action, and for ticket.opened the ticket too.
+// EventData carries the action, and for ticket.opened the ticket too; a plan's event
+// (plan.*) carries the plan instead, encoded as GET /api/v1/plans/{id} answers it.
 type EventData struct {
 	Ticket *queue.Ticket `json:"ticket,omitempty"`
-	Action *queue.Action `json:"action"`
+	Action *queue.Action `json:"action,omitempty"`
+	Plan   *queue.Plan   `json:"plan,omitempty"`
 }
 
 // Body returns the JSON document posted for n.
 func Body(n queue.Notification) ([]byte, error) {
+	if n.Plan != nil {
+		return json.Marshal(Event{ID: n.ID, Type: n.Type, Timestamp: n.OccurredAt.UTC(), Data: EventData{Plan: n.Plan}})
+	}
 	if n.Action == nil {
 		return nil, fmt.Errorf("notification %s: no action", n.ID)
 	}

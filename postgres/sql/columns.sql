@@ -31,7 +31,7 @@ LEFT JOIN LATERAL (
 t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 
 -- fragment: notificationColumns
-n.id::text, n.event_id, n.action_id::text, n.type, n.channel, n.kind, n.state, n.attempts,
+n.id::text, n.event_id, coalesce(n.action_id::text, ''), coalesce(n.plan_id::text, ''), n.type, n.channel, n.kind, n.state, n.attempts,
     n.created_at, n.due_at, n.delivered_at, coalesce(n.last_error, ''), e.at, e.data
 
 -- fragment: held

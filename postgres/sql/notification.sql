@@ -5,13 +5,19 @@
 -- fanOutSQL takes the waiting outbox events. Its predicate repeats the
 -- partial index events_fan_out's, so the scan reads only that index, and
 -- SKIP LOCKED lets several processes share the work.
-SELECT id, action_id::text, kind, actor, channel, at, data FROM events
+SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events
 WHERE NOT fanned_out AND kind IN ({{notifyingKinds}})
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED;
 
 -- name: notificationInsertSQL
 -- notificationInsertSQL adds one channel's notification of an event, once.
 INSERT INTO notifications (id, event_id, action_id, type, channel, kind, state, created_at, due_at)
+VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING;
+
+-- name: planNotificationInsertSQL
+-- planNotificationInsertSQL adds one channel's notification of a plan's
+-- event, once.
+INSERT INTO notifications (id, event_id, plan_id, type, channel, kind, state, created_at, due_at)
 VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $8) ON CONFLICT (event_id, channel) DO NOTHING;
 
 -- name: fannedOutSQL
@@ -57,3 +63,11 @@ WHERE action_id = $1 ORDER BY sent_at, kind, address, ref;
 -- actions, so that a decision reaches every channel that told of one.
 SELECT action_id::text, kind, address, ref, sent_at FROM channel_messages
 WHERE action_id = ANY($1::uuid[]) ORDER BY sent_at, kind, address, ref;
+
+-- name: planMessageAddSQL
+INSERT INTO plan_messages (plan_id, kind, address, ref, sent_at) VALUES ($1, $2, $3, $4, $5)
+ON CONFLICT DO NOTHING;
+
+-- name: planMessageListSQL
+SELECT plan_id::text, kind, address, ref, sent_at FROM plan_messages
+WHERE plan_id = $1 ORDER BY sent_at, kind, address, ref;

@@ -14,7 +14,7 @@ VALUES ($1, $2, $3, $4, $5, $6::json, $7, $8, $9::json, $10::json);
 
 -- name: planGetSQL
 SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans WHERE id = $1;
 
 -- fragment: planDone
@@ -29,7 +29,7 @@ NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON da.id = ds.actio
 -- set: done is computed, and expired is stored by the sweep or due since
 -- the last one.
 SELECT id::text, title, agent, ordered, state, created_at, expires_at, approvals_required,
-    approvals::text, decided_by, decided_at, decision_note, version
+    approvals::text, decided_by, decided_at, decision_note, version, reminded_at, escalated_at
 FROM plans p
 WHERE CASE $1::text
     WHEN '' THEN true
@@ -66,7 +66,38 @@ WITH up AS (
     RETURNING id
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, $9, $10, $11, $12, $13, $14::json, true FROM up
+    SELECT NULL, $9, $10, $11, $12, $13, $14::json, $15 FROM up
+)
+SELECT count(*)::int FROM up;
+
+-- name: planEventInsertSQL
+-- planEventInsertSQL records a plan's proposal; $7 false leaves it
+-- to the outbox's fan-out (a pending plan's channels hear of it).
+INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+VALUES (NULL, $1, $2, $3, $4, $5, $6::json, $7);
+
+-- name: planRemindMarkSQL
+-- planRemindMarkSQL records a reminder of a pending plan, only while its
+-- reminded_at is still $3 (the sweep's read), with its event.
+WITH up AS (
+    UPDATE plans SET reminded_at = $2
+    WHERE id = $1 AND state = 'pending' AND reminded_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
+)
+SELECT count(*)::int FROM up;
+
+-- name: planEscalateMarkSQL
+-- planEscalateMarkSQL records the one escalation of a pending plan.
+WITH up AS (
+    UPDATE plans SET escalated_at = $2
+    WHERE id = $1 AND state = 'pending' AND escalated_at IS NOT DISTINCT FROM $3
+    RETURNING id
+), ev AS (
+    INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
+    SELECT NULL, $4, $5, $6, '', $2, NULL, $7 FROM up
 )
 SELECT count(*)::int FROM up;
 
