@@ -647,3 +647,48 @@ func TestMigrationAuditRounds(t *testing.T) {
 		t.Fatalf("the 4 events sealed after Up are not one round at seq 8")
 	}
 }
+
+// Migration 00025 lets a plan be stored expired (the sweep writes it);
+// going down turns an expired plan back into the state it expired from.
+func TestMigrationPlanExpiry(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	pool, p := migrationProvider(t, pgtest.URL(t))
+	if _, err := p.UpTo(ctx, 22); err != nil {
+		t.Fatal(err)
+	}
+	const p1, p2 = "01890a5d-0000-7000-8000-0000000000b1", "01890a5d-0000-7000-8000-0000000000b2"
+	if _, err := pool.Exec(ctx, `
+INSERT INTO plans (id, title, agent, ordered, state, created_at, expires_at)
+VALUES ($1, 'pending one', 'agent:bot', false, 'pending', now(), now()), ($2, 'approved one', 'agent:bot', false, 'approved', now(), now());`, p1, p2); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE plans SET state = 'expired' WHERE id = $1`, p1); err == nil {
+		t.Fatal("before 00025 a plan was stored expired")
+	}
+	if _, err := p.UpTo(ctx, 25); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE plans SET state = 'expired', decided_by = 'system', decided_at = now() WHERE id = $1`, p1); err != nil {
+		t.Fatalf("an expired pending plan: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE plans SET state = 'expired' WHERE id = $1`, p2); err != nil {
+		t.Fatalf("an expired approved plan: %v", err)
+	}
+	if _, err := pool.Exec(ctx, `UPDATE plans SET state = 'done' WHERE id = $1`, p2); err == nil {
+		t.Fatal("a plan was stored done: done is computed, not stored")
+	}
+	if _, err := p.DownTo(ctx, 22); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := pool.QueryRow(ctx, `SELECT string_agg(right(id::text, 2) || ':' || state || ':' || coalesce(decided_by, '-'), ' ' ORDER BY id) FROM plans`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "b1:pending:- b2:approved:-" {
+		t.Fatalf("after going down: %s", got)
+	}
+	if _, err := p.UpTo(ctx, 25); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -698,3 +698,61 @@ func TestMigrationAuditRounds(t *testing.T) {
 		t.Fatalf("the 4 events sealed after Up are not one round at seq 8")
 	}
 }
+
+// Migration 00025 lets a plan be stored expired (the sweep writes it),
+// rebuilding plans with its steps' references intact; going down turns an
+// expired plan back into the state it expired from.
+func TestMigrationPlanExpiry(t *testing.T) {
+	t.Parallel()
+	_, db, p, exec := migratedTo(t, 22)
+	const now, later = "2020-01-01T00:00:00.000000000Z", "2020-01-02T00:00:00.000000000Z"
+	if err := exec(`
+INSERT INTO plans (id, title, agent, ordered, state, created_at, expires_at, version)
+VALUES ('p1', 'pending one', 'agent:bot', 0, 'pending', ?1, ?2, 3), ('p2', 'approved one', 'agent:bot', 1, 'approved', ?1, ?2, 0);
+INSERT INTO plan_steps (plan_id, n, tool, class, intent_key, payload, decision)
+VALUES ('p1', 1, 't', 'at-most-once', 'k1', '{"a":1}', 'human'), ('p2', 1, 't', 'at-most-once', 'k2', '{}', 'none');`, now, later); err != nil {
+		t.Fatal(err)
+	}
+	if err := exec(`UPDATE plans SET state = 'expired' WHERE id = 'p1'`); err == nil {
+		t.Fatal("before 00025 a plan was stored expired")
+	}
+	if _, err := p.UpTo(t.Context(), 25); err != nil {
+		t.Fatal(err)
+	}
+	var got string
+	if err := db.QueryRowContext(t.Context(), `SELECT group_concat(p.id || ':' || p.state || ':' || p.version || ':' || s.intent_key, ' ')
+		FROM (SELECT * FROM plans ORDER BY id) p JOIN plan_steps s ON s.plan_id = p.id`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "p1:pending:3:k1 p2:approved:0:k2" {
+		t.Fatalf("after 00025: %s", got)
+	}
+	if err := exec(`UPDATE plans SET state = 'expired', decided_by = 'system', decided_at = ?1 WHERE id = 'p1'`, now); err != nil {
+		t.Fatalf("an expired plan: %v", err)
+	}
+	if err := exec(`UPDATE plans SET state = 'expired' WHERE id = 'p2'`); err != nil {
+		t.Fatalf("an expired plan: %v", err)
+	}
+	// The steps still reference plans, and every reference resolves.
+	var ref string
+	var broken int
+	if err := db.QueryRowContext(t.Context(), `SELECT "table" FROM pragma_foreign_key_list('plan_steps') WHERE "from" = 'plan_id'`).Scan(&ref); err != nil || ref != "plans" {
+		t.Fatalf("plan_steps.plan_id references %q (%v), want plans", ref, err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT count(*) FROM pragma_foreign_key_check('plan_steps')`).Scan(&broken); err != nil || broken != 0 {
+		t.Fatalf("%d broken references from plan_steps (%v)", broken, err)
+	}
+	if _, err := p.DownTo(t.Context(), 22); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRowContext(t.Context(), `SELECT group_concat(id || ':' || state || ':' || coalesce(decided_by, '-'), ' ')
+		FROM (SELECT * FROM plans ORDER BY id)`).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if got != "p1:pending:- p2:approved:-" {
+		t.Fatalf("after going down: %s", got)
+	}
+	if _, err := p.UpTo(t.Context(), 25); err != nil {
+		t.Fatal(err)
+	}
+}
