@@ -2,6 +2,7 @@ package templates
 
 import (
 	"strconv"
+	"time"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -120,6 +121,14 @@ func (v OverviewView) OldestAge() string {
 		return "—"
 	}
 	return age(v.Now, *v.OldestPending)
+}
+
+// waitSpan is a ticket wait of r, or a dash when no person resolved one.
+func waitSpan(r queue.TicketResolutions, d time.Duration) string {
+	if r.ByPerson == 0 {
+		return "—"
+	}
+	return Span(d)
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
