@@ -61,6 +61,9 @@ func TestWaiterCap(t *testing.T) {
 			if r := <-first; r.Status != http.StatusOK || r.Action(t).State != queue.StateApproved {
 				t.Fatalf("first long-poll: %d %s", r.Status, r.Body)
 			}
+			// The handler gives its slot back after its answer is written,
+			// which the client may read first.
+			e.App.AwaitWaiters(t, 0)
 			if r := e.Do(e.URL, bot, "GET", path+"?wait=1ms", nil); r.Status != http.StatusOK {
 				t.Fatalf("after the first long-poll ended: %d %s, want 200", r.Status, r.Body)
 			}

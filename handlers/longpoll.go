@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -45,10 +46,13 @@ func (h *API) GetAction(c echo.Context) error {
 		}
 		return writeJSON(c, http.StatusOK, a)
 	}
-	release, err := h.Polls.AcquireWaiter("agent:" + agent(c))
+	acquired, err := h.Polls.AcquireWaiter("agent:" + agent(c))
 	if err != nil {
 		return err
 	}
+	// The slot is given back before the answer is written, so an agent
+	// that asks again as soon as it reads the answer is not refused.
+	release := sync.OnceFunc(acquired)
 	if conn, answer, ok := h.detach(c); ok {
 		held := h.Polls.HoldWait()
 		go func() {
@@ -67,12 +71,14 @@ func (h *API) GetAction(c echo.Context) error {
 					return // the client left: nobody reads an answer
 				}
 			}
+			release()
 			answer(a, err)
 		}()
 		return nil
 	}
 	defer release()
 	a, err := h.Polls.Wait(ctx, id, until, wait)
+	release()
 	if err != nil {
 		return err
 	}

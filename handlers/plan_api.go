@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -106,15 +107,19 @@ func (h *API) GetPlan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	release := func() {}
 	if wait > 0 {
-		// A plan's long-poll counts against the agent's waiters as an action's does.
-		release, err := h.Polls.AcquireWaiter("agent:" + agent(c))
+		// A plan's long-poll counts against the agent's waiters as an
+		// action's does, and gives its slot back before it answers.
+		acquired, err := h.Polls.AcquireWaiter("agent:" + agent(c))
 		if err != nil {
 			return err
 		}
+		release = sync.OnceFunc(acquired)
 		defer release()
 	}
 	pl, err := h.Service.Plans().Wait(c.Request().Context(), c.Param("id"), until, wait)
+	release()
 	if err != nil {
 		return err
 	}
