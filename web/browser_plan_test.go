@@ -115,7 +115,7 @@ func TestPlanPageInBrowser(t *testing.T) {
 		}
 	}
 
-	b.Step("sign in", 30*time.Second, signIn(d.URL, "ann@example.com", chromedp.WaitVisible(chromedp.CSS("main")))...)
+	b.Step("sign in", 30*time.Second, signIn(d.URL, "ann@example.com", chromedp.WaitVisible(chromedp.CSS("#queue")))...)
 	p := at("pending")
 	progress("pending", p, "pending", "not submitted", "not submitted", "not submitted")
 	if p.Buttons != 3 {
