@@ -206,7 +206,15 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 		where = append(where, "a.intent_key LIKE "+arg(likePrefix(p.IntentKeyPrefix)))
 	}
 	if p.State != "" {
-		where = append(where, "a.state = "+arg(string(p.State)))
+		// A known state is written as a literal, so the plan of each state
+		// is its own and the planner can prove a partial index's predicate
+		// (actions_state_listed holds only the states that are few:
+		// migration 00023); a parameter's generic plan could not use it.
+		if p.State.Valid() {
+			where = append(where, "a.state = '"+string(p.State)+"'")
+		} else {
+			where = append(where, "a.state = "+arg(string(p.State)))
+		}
 	}
 	if p.Tool != "" {
 		where = append(where, "a.tool = "+arg(p.Tool))

@@ -28,6 +28,21 @@ func TestRoutingDueUsesRuleIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _ = tx.Rollback(t.Context()) }()
+			// Statistics of a queue with pending actions and no rules: on an
+			// empty table without them every index over pending rows
+			// costs the same, and the planner's pick among them says
+			// nothing about a real table (actions_state_listed also holds
+			// the pending rows in created_at order: migration 00023).
+			if _, err := tx.Exec(t.Context(), `INSERT INTO actions (id, tool, class, intent_key, attempt, state,
+				payload, requested_by, created_at, spec)
+				SELECT gen_random_uuid(), 'plan_tool', 'at-most-once', 'plan:' || g, 1, 'pending', '{}',
+					'agent:plan', now() - g * interval '1 second', '{"name": "plan_tool"}'
+				FROM generate_series(1, 2000) g`); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tx.Exec(t.Context(), "ANALYZE actions"); err != nil {
+				t.Fatal(err)
+			}
 			if _, err := tx.Exec(t.Context(), "SET LOCAL enable_seqscan = off"); err != nil {
 				t.Fatal(err)
 			}
