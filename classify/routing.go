@@ -29,6 +29,8 @@ const (
 	EventPlanRejected         = "plan.rejected"
 	EventPlanChangesRequested = "plan.changes_requested"
 	EventPlanCancelled        = "plan.cancelled"
+	// EventPlanExpired tells of a pending plan the sweep expired.
+	EventPlanExpired = "plan.expired"
 )
 
 // EventTypes lists every event type, in the order the documentation gives them.
@@ -37,7 +39,7 @@ var EventTypes = []string{
 	EventActionRejected, EventActionChangesRequested, EventActionExpired, EventActionCancelled,
 	EventActionDone, EventActionFailed, EventTicketOpened,
 	EventPlanPending, EventPlanReminder, EventPlanEscalated, EventPlanApproved, EventPlanRejected,
-	EventPlanChangesRequested, EventPlanCancelled,
+	EventPlanChangesRequested, EventPlanCancelled, EventPlanExpired,
 }
 
 // Channel is one named notification channel of the tools file. Exactly one of Slack, Email,
@@ -113,7 +115,7 @@ func FollowsUp(typ string) bool {
 	switch typ {
 	case EventActionApproved, EventActionRejected, EventActionChangesRequested, EventActionExpired,
 		EventActionCancelled, EventTicketResolved,
-		EventPlanApproved, EventPlanRejected, EventPlanChangesRequested, EventPlanCancelled:
+		EventPlanApproved, EventPlanRejected, EventPlanChangesRequested, EventPlanCancelled, EventPlanExpired:
 		return true
 	}
 	return false

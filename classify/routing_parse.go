@@ -114,7 +114,7 @@ func toolNotifies(event string, tool Tool) []string {
 	case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
 		EventActionChangesRequested, EventActionExpired, EventActionCancelled,
 		EventPlanPending, EventPlanReminder, EventPlanApproved, EventPlanRejected,
-		EventPlanChangesRequested, EventPlanCancelled:
+		EventPlanChangesRequested, EventPlanCancelled, EventPlanExpired:
 		return a.Notify
 	case EventActionEscalated, EventPlanEscalated:
 		return a.EscalateNotify

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -272,6 +273,102 @@ tools:
 			clock.Advance(time.Hour)
 			if r, x := sweepBoth(); r != 0 || x != 0 {
 				t.Fatalf("a decided plan was reminded (%d) or escalated (%d)", r, x)
+			}
+		})
+	}
+}
+
+// A pending plan the sweep expires, with two sweepers racing, is told once as plan.expired
+// (carrying the expired plan) to the webhook that was told of it, and to a channel that
+// lists plan.expired in events; an approved plan that expires tells nobody.
+func TestPlanExpiredNotifiedOnce(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{"sqlite", "postgres"} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			hooks := &hookReceiver{t: t, events: map[string][]webhook.Event{}}
+			hs := httptest.NewServer(hooks)
+			t.Cleanup(hs.Close)
+			tools := `
+groups:
+  leads: [ann@example.com]
+channels:
+  hook: { webhook: "` + hs.URL + `/hook", secret: ` + planEventsSecret + ` }
+  audit: { webhook: "` + hs.URL + `/audit", secret: ` + planEventsSecret + `, events: [plan.expired] }
+tools:
+  post_update:
+    class: at-most-once
+    intent: "post:{topic}"
+    approval: { approvers: [leads], notify: [hook] }
+`
+			reg := apptest.ParseTools(t, tools, classify.Options{WebhookSecretSet: true})
+			clock := testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))
+			e := apptest.NewEnv(t, apptest.EnvOptions{SQLite: kind == "sqlite", Tools: reg, Clock: clock})
+			ctx := t.Context()
+			wh, err := webhook.New(webhook.Config{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			outbox := e.Outbox(maintenance.OutboxConfig{Notifiers: map[string]queue.Notifier{
+				classify.KindWebhook: maintenance.ChannelNotifier[[]byte](classify.KindWebhook, wh, e.Store, nil)}})
+			deliver := func() {
+				t.Helper()
+				if _, err := outbox.FanOut(ctx, 100); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := outbox.SendDue(ctx); err != nil {
+					t.Fatal(err)
+				}
+			}
+			propose := func(topic string) *queue.Plan {
+				t.Helper()
+				res, err := e.Service.Plans().Propose(ctx, queue.PlanRequest{Title: "Post " + topic, Agent: "bot", Channel: "api",
+					Steps: []queue.PlanStepRequest{{Tool: "post_update", Payload: []byte(`{"topic":"` + topic + `"}`)}}})
+				if err != nil || res.Plan.State != queue.PlanPending {
+					t.Fatalf("propose: %v", err)
+				}
+				return res.Plan
+			}
+			pl, approved := propose("a"), propose("b")
+			if _, err := e.Service.Plans().Decide(ctx, queue.PlanDecideRequest{ID: approved.ID, To: queue.PlanApproved, By: "user:ann@example.com"}); err != nil {
+				t.Fatal(err)
+			}
+			// sorted: one delivery round sends in no set order
+			sorted := func(path string) string { got := hooks.types(path); slices.Sort(got); return strings.Join(got, " ") }
+			deliver()
+			if got := sorted("/hook"); got != "plan.approved plan.pending plan.pending" {
+				t.Fatalf("hook got %s", got)
+			}
+			clock.Advance(queue.DefaultPlanExpiry)
+			other := e.AddProcess()
+			var res [2]maintenance.SweepResult
+			var errs [2]error
+			sweepers := []*maintenance.Sweeper{e.Sweeper(), other.Sweeper()}
+			race(2, func(i int) { res[i], errs[i] = sweepers[i].Sweep(ctx) })
+			if errs[0] != nil || errs[1] != nil {
+				t.Fatal(errs)
+			}
+			if n := len(res[0].PlansExpired) + len(res[1].PlansExpired); n != 2 {
+				t.Fatalf("the sweepers expired %d plans, want 2", n)
+			}
+			deliver()
+			deliver()
+			if got := sorted("/hook"); got != "plan.approved plan.expired plan.pending plan.pending" {
+				t.Fatalf("hook got %s, want one plan.expired more", got)
+			}
+			if got := hooks.types("/audit"); len(got) != 1 || got[0] != classify.EventPlanExpired {
+				t.Fatalf("the channel of events [plan.expired] got %v, want one plan.expired", got)
+			}
+			hooks.mu.Lock()
+			var told *queue.Plan
+			for _, ev := range hooks.events["/hook"] {
+				if ev.Type == classify.EventPlanExpired {
+					told = ev.Data.Plan
+				}
+			}
+			hooks.mu.Unlock()
+			if told == nil || told.ID != pl.ID || told.State != queue.PlanExpired {
+				t.Fatalf("plan.expired carries %+v, want plan %s expired", told, pl.ID)
 			}
 		})
 	}

@@ -422,7 +422,7 @@ GROUP BY 1, 2 ORDER BY 1, 2`
 // SKIP LOCKED lets several processes share the work.
 // (sql/notification.sql)
 const fanOutSQL = `SELECT id, coalesce(action_id::text, ''), coalesce(subject, ''), kind, actor, channel, at, data FROM events
-WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated', 'ticket_resolved', 'plan_submitted', 'plan_approved', 'plan_rejected', 'plan_changes_requested', 'plan_cancelled', 'plan_reminder', 'plan_escalated')
+WHERE NOT fanned_out AND kind IN ('submitted', 'approved', 'rejected', 'changes_requested', 'expired', 'cancelled', 'completed', 'failed', 'ticket_opened', 'reminder', 'escalated', 'ticket_resolved', 'plan_submitted', 'plan_approved', 'plan_rejected', 'plan_changes_requested', 'plan_cancelled', 'plan_reminder', 'plan_escalated', 'plan_expired')
 ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED`
 
 // notificationInsertSQL adds one channel's notification of an event, once.
@@ -667,7 +667,9 @@ const planTokenActiveSQL = `SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE toke
 
 // planExpireDueSQL expires up to $2 pending plans, and approved ones not
 // done, whose expires_at is at or before $1, with a plan_expired event
-// each (sealed like every event, fanned out to no channel). FOR UPDATE
+// each (sealed like every event; the outbox fans out a pending plan's, so
+// the channels that told of it hear plan.expired, and not an approved
+// one's, whose messages already say it was approved). FOR UPDATE
 // SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
 // state expires each once; a step's submission holding the row
 // (planLockSQL) is passed over until the next sweep, and one waiting for
@@ -675,7 +677,7 @@ const planTokenActiveSQL = `SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE toke
 // before is refused (planUpdateSQL).
 // (sql/plan.sql)
 const planExpireDueSQL = `WITH due AS (
-    SELECT p.id FROM plans p
+    SELECT p.id, p.state FROM plans p
     WHERE p.state IN ('pending', 'approved') AND p.expires_at <= $1 AND NOT NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON da.id = ds.action_id
     WHERE ds.plan_id = p.id AND (da.id IS NULL OR da.state NOT IN ('done', 'failed', 'rejected', 'changes_requested', 'expired', 'cancelled', 'recorded')))
     ORDER BY p.expires_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED
@@ -684,10 +686,10 @@ const planExpireDueSQL = `WITH due AS (
         decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
         decided_at = CASE WHEN p.state = 'pending' THEN $1 ELSE p.decided_at END
     FROM due WHERE p.id = due.id AND p.state IN ('pending', 'approved')
-    RETURNING p.id
+    RETURNING p.id, due.state = 'approved' AS was_approved
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, true FROM upd
+    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, was_approved FROM upd
 )
 SELECT id::text FROM upd`
 

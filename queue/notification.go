@@ -218,7 +218,7 @@ type Outbox interface {
 var NotifyingEventKinds = []string{EventSubmitted, EventApproved, EventRejected, EventChangesRequested,
 	EventExpired, EventCancelled, EventCompleted, EventFailed, EventTicketOpened, EventReminder, EventEscalated,
 	EventTicketResolved, EventPlanSubmitted, EventPlanApproved, EventPlanRejected, EventPlanChanges,
-	EventPlanCancelled, EventPlanReminder, EventPlanEscalated}
+	EventPlanCancelled, EventPlanReminder, EventPlanEscalated, EventPlanExpired}
 
 // OutcomeEventKind is the event that records an action reaching outcome
 // (done or failed), whoever reported it: the agent, the executor or an

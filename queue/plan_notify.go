@@ -57,6 +57,8 @@ func PlanNotificationType(ev Event) string {
 		return classify.EventPlanChangesRequested
 	case EventPlanCancelled:
 		return classify.EventPlanCancelled
+	case EventPlanExpired:
+		return classify.EventPlanExpired
 	case EventPlanReminder:
 		return classify.EventPlanReminder
 	case EventPlanEscalated:

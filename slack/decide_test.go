@@ -73,6 +73,7 @@ type slackEnv struct {
 	in    *slack.Interactions
 	notif map[string]queue.Notifier
 	url   string
+	app   *apptest.Env
 }
 
 func startSlack(t *testing.T, sqlite bool) *slackEnv {
@@ -80,7 +81,7 @@ func startSlack(t *testing.T, sqlite bool) *slackEnv {
 	env := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, slackTools+slackToolsNote, classify.Options{SlackConfigured: true}),
 		WaitRecheck: 2 * time.Second})
 	st := env.Store
-	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken)}
+	e := &slackEnv{t: t, store: st, svc: env.Service, slack: slacktest.New(t, slackBotToken), app: env}
 	client, err := slack.New(slack.Config{BotToken: slackBotToken, APIURL: e.slack.APIURL(), PublicURL: "https://approvals.example.com",
 		Tools: env.Service.Registry})
 	if err != nil {

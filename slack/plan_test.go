@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/internal/apptest"
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/slack/slacktest"
 )
@@ -207,4 +210,63 @@ func TestSlackPlanWhoMayDecide(t *testing.T) {
 			t.Fatalf("after the note: %s", b)
 		}
 	})
+}
+
+// A pending plan the sweep expires (two sweepers racing) is told to the channels whose
+// messages offered its buttons: each message is updated once to say it expired, without
+// buttons, and a button pressed on the old message is refused.
+func TestSlackPlanExpiredUpdatesMessages(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		pl := e.propose([2]string{"post_update", "alpha"})
+		e.deliver()
+		posts := e.slack.Calls("chat.postMessage")
+		if len(posts) != 2 || len(planButtons(posts[0])) != 3 {
+			t.Fatalf("%d messages posted, want 2 with buttons", len(posts))
+		}
+		e.app.Clock.Advance(queue.DefaultPlanExpiry + time.Minute)
+		sweepRace(t, e.app)
+		if got := e.plan(pl.ID); got.State != queue.PlanExpired {
+			t.Fatalf("plan is %s after the sweep, want expired", got.State)
+		}
+		e.deliver()
+		e.deliver()
+		updates := e.slack.Calls("chat.update")
+		if len(updates) != 2 {
+			t.Fatalf("%d updates, want each of the 2 messages updated once", len(updates))
+		}
+		seen := map[string]bool{}
+		for _, u := range updates {
+			seen[u.Form.Get("channel")+" "+u.Form.Get("ts")] = true
+			if !strings.Contains(u.Form.Get("blocks"), "Plan expired") || len(planButtons(u)) != 0 {
+				t.Errorf("update %s: want the plan expired and no buttons", u.Form.Get("blocks"))
+			}
+		}
+		if len(seen) != 2 {
+			t.Fatalf("updates %v, want both messages", seen)
+		}
+		if status, _ := e.press("U0ANN", "approve", "plan:"+pl.ID); status != http.StatusOK {
+			t.Fatalf("approve of an expired plan: %d", status)
+		}
+		if got := e.plan(pl.ID); got.State != queue.PlanExpired || len(got.Approvals) != 0 {
+			t.Fatalf("a press on the old message changed the plan: %s %+v", got.State, got.Approvals)
+		}
+	})
+}
+
+// sweepRace runs the sweep of two processes at once.
+func sweepRace(t *testing.T, app *apptest.Env) {
+	t.Helper()
+	sweepers := []*maintenance.Sweeper{app.Sweeper(), app.AddProcess().Sweeper()}
+	var wg sync.WaitGroup
+	errs := make([]error, len(sweepers))
+	for i, s := range sweepers {
+		wg.Go(func() { _, errs[i] = s.Sweep(context.Background()) })
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
 }

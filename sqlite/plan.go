@@ -111,7 +111,8 @@ var planDone = `NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON 
 // PlanExpireDue implements queue.Store: in one write transaction (the
 // writer's lock: nothing writes between its update and its events), the
 // due plans move to expired by one conditional update, each with a
-// plan_expired event.
+// plan_expired event; a pending plan's is left for the outbox to fan out
+// (plan.expired), an approved one's is not.
 func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string, error) {
 	limit := p.Limit
 	if limit <= 0 {
@@ -120,21 +121,40 @@ func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string,
 	ts := fmtTime(p.Now)
 	var ids []string
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		// RETURNING gives the new state: the old one is the decided_at
+		// just written (only a pending plan's is set to ?1 here).
 		rows, err := tx.QueryContext(ctx, `UPDATE plans SET state = 'expired', version = version + 1,
 			decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
 			decided_at = CASE WHEN state = 'pending' THEN ?1 ELSE decided_at END
 		WHERE id IN (SELECT p.id FROM plans p WHERE p.state IN ('pending', 'approved') AND p.expires_at <= ?1
 		             AND NOT `+planDone+` ORDER BY p.expires_at, p.id LIMIT ?2)
-		RETURNING id`, ts, limit)
+		RETURNING id, coalesce(decided_by = 'system' AND decided_at = ?1, 0)`, ts, limit)
 		if err != nil {
 			return err
 		}
-		if ids, err = scanIDs(rows); err != nil {
+		var pending []bool
+		for rows.Next() {
+			var id string
+			var wasPending bool
+			if err := rows.Scan(&id, &wasPending); err != nil {
+				rows.Close()
+				return err
+			}
+			ids, pending = append(ids, id), append(pending, wasPending)
+		}
+		if err := rows.Close(); err != nil {
 			return err
 		}
-		for _, id := range ids {
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		for i, id := range ids {
+			fanned := 1
+			if pending[i] {
+				fanned = 0
+			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-				VALUES (NULL, ?, ?, 'system', '', ?, NULL, 1)`, queue.PlanActorPrefix+id, queue.EventPlanExpired, ts); err != nil {
+				VALUES (NULL, ?, ?, 'system', '', ?, NULL, ?)`, queue.PlanActorPrefix+id, queue.EventPlanExpired, ts, fanned); err != nil {
 				return err
 			}
 		}

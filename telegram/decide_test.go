@@ -80,12 +80,13 @@ type env struct {
 	notif map[string]queue.Notifier
 	url   string
 	next  int64 // update ids
+	app   *apptest.Env
 }
 
 func start(t *testing.T, sqlite bool) *env {
 	t.Helper()
 	ae := apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: apptest.ParseTools(t, tools, classify.Options{TelegramConfigured: true})})
-	e := &env{t: t, store: ae.Store, svc: ae.Service, bot: telegramtest.New(t, botToken)}
+	e := &env{t: t, store: ae.Store, svc: ae.Service, bot: telegramtest.New(t, botToken), app: ae}
 	c, err := telegram.New(telegram.Config{BotToken: botToken, APIURL: e.bot.URL, PublicURL: "https://approvals.example.com"})
 	if err != nil {
 		t.Fatal(err)

@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/telegram/telegramtest"
 )
@@ -107,6 +110,49 @@ func TestTelegramPlan(t *testing.T) {
 			if got := e.plan(tc.pl.ID); got.State != queue.PlanPending {
 				t.Errorf("plan %s is %s", tc.pl.ID, got.State)
 			}
+		}
+	})
+}
+
+// A pending plan the sweep expires (two sweepers racing) has its message edited once to say
+// it expired, with no Approve button.
+func TestTelegramPlanExpired(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, e *env) {
+		pl := e.propose([2]string{"post_update", "alpha"})
+		msg := e.planMessage(pl)
+		if len(msg.Buttons()) != 2 {
+			t.Fatalf("buttons %v, want Approve and the link", msg.Buttons())
+		}
+		e.app.Clock.Advance(queue.DefaultPlanExpiry + time.Minute)
+		sweepers := []*maintenance.Sweeper{e.app.Sweeper(), e.app.AddProcess().Sweeper()}
+		var wg sync.WaitGroup
+		errs := make([]error, len(sweepers))
+		for i, s := range sweepers {
+			wg.Go(func() { _, errs[i] = s.Sweep(context.Background()) })
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		e.deliver()
+		e.deliver()
+		var edits []telegramtest.Call
+		for _, c := range e.bot.Calls("editMessageText") {
+			if fmt.Sprint(c.Params["message_id"]) == fmt.Sprint(msg.MessageID) {
+				edits = append(edits, c)
+			}
+		}
+		if len(edits) != 1 {
+			t.Fatalf("%d edits of the plan's message, want 1", len(edits))
+		}
+		if text := e.bot.Text(chatID, msg.MessageID); !strings.Contains(text, "<b>Plan expired</b>") {
+			t.Fatalf("the message says:\n%s", text)
+		}
+		if b := edits[0].Buttons(); slices.ContainsFunc(b, func(s string) bool { return strings.HasPrefix(s, "Approve") }) {
+			t.Fatalf("the edited message keeps %v", b)
 		}
 	})
 }

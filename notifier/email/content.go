@@ -245,6 +245,8 @@ func planEventLine(n queue.Notification) string {
 		return "Changes requested" + by
 	case classify.EventPlanCancelled:
 		return "Cancelled" + by
+	case classify.EventPlanExpired:
+		return "Expired"
 	}
 	return n.Type
 }

@@ -129,14 +129,16 @@ SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at I
 -- name: planExpireDueSQL
 -- planExpireDueSQL expires up to $2 pending plans, and approved ones not
 -- done, whose expires_at is at or before $1, with a plan_expired event
--- each (sealed like every event, fanned out to no channel). FOR UPDATE
+-- each (sealed like every event; the outbox fans out a pending plan's, so
+-- the channels that told of it hear plan.expired, and not an approved
+-- one's, whose messages already say it was approved). FOR UPDATE
 -- SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
 -- state expires each once; a step's submission holding the row
 -- (planLockSQL) is passed over until the next sweep, and one waiting for
 -- it finds the plan expired. The version moves, so a decision judged
 -- before is refused (planUpdateSQL).
 WITH due AS (
-    SELECT p.id FROM plans p
+    SELECT p.id, p.state FROM plans p
     WHERE p.state IN ('pending', 'approved') AND p.expires_at <= $1 AND NOT {{planDone p}}
     ORDER BY p.expires_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED
 ), upd AS (
@@ -144,9 +146,9 @@ WITH due AS (
         decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
         decided_at = CASE WHEN p.state = 'pending' THEN $1 ELSE p.decided_at END
     FROM due WHERE p.id = due.id AND p.state IN ('pending', 'approved')
-    RETURNING p.id
+    RETURNING p.id, due.state = 'approved' AS was_approved
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, true FROM upd
+    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, was_approved FROM upd
 )
 SELECT id::text FROM upd;
