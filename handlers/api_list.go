@@ -5,8 +5,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // ListActions handles GET /api/v1/actions.
