@@ -1,6 +1,9 @@
 package classify
 
-import "time"
+import (
+	"maps"
+	"slices"
+)
 
 // Event types of approval routing: what a notification channel can be told.
 const (
@@ -149,39 +152,115 @@ type EmailChannel struct {
 	To []string `json:"to"`
 }
 
-// Approval is a tool's approval rule: who may decide, how many must approve, whom to tell,
-// and when to remind and escalate. It is part of the tool snapshot an action keeps, with the
-// groups resolved to the emails they held at submission.
-type Approval struct {
-	// Approvers are group names; empty means every approver and admin may decide.
-	Approvers []string `json:"approvers,omitempty"`
-	// ApproverEmails are the members of Approvers when the action was submitted.
-	ApproverEmails []string `json:"approver_emails,omitempty"`
-	// ApproverIdPGroups are the identity provider's groups the approver groups name
-	// ("idp:support-leads" members, without the prefix): anyone in one of them at their
-	// last sign-in may decide.
-	ApproverIdPGroups []string `json:"approver_idp_groups,omitempty"`
-	// Required distinct approvals (default 1).
-	Required       int           `json:"required"`
-	Notify         []string      `json:"notify,omitempty"`
-	RemindAfter    time.Duration `json:"remind_after,omitempty"`
-	EscalateAfter  time.Duration `json:"escalate_after,omitempty"`
-	EscalateTo     []string      `json:"escalate_to,omitempty"`
-	EscalateEmails []string      `json:"escalate_emails,omitempty"` // members of EscalateTo at submission
-	// EscalateIdPGroups are the identity provider's groups EscalateTo names.
-	EscalateIdPGroups []string `json:"escalate_idp_groups,omitempty"`
-	EscalateNotify    []string `json:"escalate_notify,omitempty"`
-	// Bulk false means each action must be reviewed on its own page: no bulk approval.
-	Bulk *bool `json:"bulk,omitempty"`
-	// Policy is the tool's rules, in order: the first that matches a submission decides.
-	// Grants are the limits of the grants approvers may create on the tool (nil: the
-	// defaults). Neither reaches an action's snapshot: both are judged at submission or at
-	// the grant, with the file then in force.
-	Policy []Rule       `json:"-"`
-	Grants *GrantLimits `json:"-"`
-	// Rule and Decision, in an action's snapshot, name the policy rule that decided the
-	// action at its submission and what it decided; a human rule's required and approvers
-	// are then this rule's.
-	Rule     string   `json:"rule,omitempty"`
-	Decision Decision `json:"decision,omitempty"`
+// Channels returns every channel, sorted by name.
+func (r *Registry) Channels() []Channel {
+	if r == nil {
+		return nil
+	}
+	out := make([]Channel, 0, len(r.channels))
+	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
+		out = append(out, r.channels[name].clone())
+	}
+	return out
+}
+
+// HasChannels reports whether the file defines any channel: cheaper than
+// Channels for a caller that asks on every change.
+func (r *Registry) HasChannels() bool { return r != nil && len(r.channels) > 0 }
+
+// Channel returns the named channel.
+func (r *Registry) Channel(name string) (Channel, bool) {
+	if r == nil {
+		return Channel{}, false
+	}
+	c, ok := r.channels[name]
+	return c.clone(), ok
+}
+
+// ChannelsFor returns the channels that hear of an event of the given type about an action of
+// tool (the action's snapshot, so the rule it was submitted under decides), sorted by name
+// and each once. A channel with Events hears exactly those types, of every tool; any other
+// channel hears a tool's pending, reminder and decision events when the tool's notify names
+// it, and its escalation when escalate_notify does.
+func (r *Registry) ChannelsFor(event string, tool Tool) []Channel {
+	if r == nil {
+		return nil
+	}
+	named := toolNotifies(event, tool)
+	var out []Channel
+	for _, name := range slices.Sorted(maps.Keys(r.channels)) {
+		if c := r.channels[name]; c.hears(event, named) {
+			out = append(out, c.clone())
+		}
+	}
+	return out
+}
+
+// Notifies reports whether any channel hears of event about tool: what
+// ChannelsFor would return something for, without building the list (the
+// Service asks it for every event it writes).
+func (r *Registry) Notifies(event string, tool Tool) bool {
+	if r == nil {
+		return false
+	}
+	named := toolNotifies(event, tool)
+	for _, c := range r.channels {
+		if c.hears(event, named) {
+			return true
+		}
+	}
+	return false
+}
+
+// toolNotifies is the channels tool's approval rule names for event.
+func toolNotifies(event string, tool Tool) []string {
+	a := tool.Approval
+	if a == nil {
+		return nil
+	}
+	switch event {
+	case EventActionPending, EventActionReminder, EventActionApproved, EventActionRejected,
+		EventActionChangesRequested, EventActionExpired, EventActionCancelled,
+		EventPlanPending, EventPlanReminder, EventPlanApproved, EventPlanRejected,
+		EventPlanChangesRequested, EventPlanCancelled, EventPlanExpired:
+		return a.Notify
+	case EventActionEscalated, EventPlanEscalated:
+		return a.EscalateNotify
+	}
+	return nil
+}
+
+// hears is the routing rule: a channel that lists event types hears of
+// those, whatever the tool; one that lists none hears of what a tool's
+// rule names it for.
+func (c Channel) hears(event string, named []string) bool {
+	if len(c.Events) > 0 {
+		return slices.Contains(c.Events, event)
+	}
+	return slices.Contains(named, c.Name)
+}
+
+func (c Channel) clone() Channel {
+	if c.Slack != nil {
+		s := *c.Slack
+		c.Slack = &s
+	}
+	if c.Email != nil {
+		e := EmailChannel{To: slices.Clone(c.Email.To)}
+		c.Email = &e
+	}
+	if c.Teams != nil {
+		t := *c.Teams
+		c.Teams = &t
+	}
+	if c.Telegram != nil {
+		t := *c.Telegram
+		c.Telegram = &t
+	}
+	if c.PagerDuty != nil {
+		pd := *c.PagerDuty
+		c.PagerDuty = &pd
+	}
+	c.Events = slices.Clone(c.Events)
+	return c
 }

@@ -6,17 +6,13 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
-	"strings"
 	"sync"
 
 	"github.com/labstack/echo/v4"
 
 	"github.com/approvals/approvals/accounts"
-	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // API serves the agent REST API under /api/v1: submit, read (with the
@@ -122,153 +118,6 @@ func driveContext(c echo.Context) context.Context {
 
 func agent(c echo.Context) string { s, _ := c.Get(agentKey).(string); return s }
 
-// Submit handles POST /api/v1/actions.
-func (h *API) Submit(c echo.Context) error {
-	body, err := readBody(c.Request().Body, h.MaxBody)
-	if err != nil {
-		return err
-	}
-	sb, err := DecodeSubmit(body, c.Request().Header.Get("Idempotency-Key"))
-	if err != nil {
-		return err
-	}
-	dry, err := dryRun(c.QueryParam("dry_run"))
-	if err != nil {
-		return err
-	}
-	if dry {
-		return h.dryRun(c, sb)
-	}
-	res, err := h.Service.Submit(c.Request().Context(), queue.SubmitRequest{
-		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api",
-		TokenHash: guard(c), Plan: sb.Plan})
-	if err != nil {
-		return err
-	}
-	if res.Created {
-		c.Response().Header().Set("Location", "/api/v1/actions/"+res.Action.ID)
-		return writeJSON(c, http.StatusCreated, res.Action)
-	}
-	c.Response().Header().Set("Idempotent-Replayed", "true")
-	return writeJSON(c, http.StatusOK, res.Action)
-}
-
-// dryRun reads the dry_run parameter: true, false, or absent (false).
-func dryRun(v string) (bool, error) {
-	switch v {
-	case "", "false":
-		return false, nil
-	case "true":
-		return true, nil
-	}
-	return false, queue.Errorf(queue.CodeInvalidRequest, "dry_run must be true or false, not %q", v)
-}
-
-// dryRun answers POST /api/v1/actions?dry_run=true: what the submission
-// would do, 200 whatever the outcome, writing nothing. No statement checks
-// a token HotAuth took from its cache, so the token is looked up here.
-func (h *API) dryRun(c echo.Context, sb SubmitBody) error {
-	if hash := guard(c); hash != "" {
-		if _, err := accounts.AgentByHash(c.Request().Context(), h.Accounts, hash); err != nil {
-			return err
-		}
-	}
-	res, err := h.Service.DryRun(c.Request().Context(), queue.SubmitRequest{
-		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api"})
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, res)
-}
-
-// ListActions handles GET /api/v1/actions.
-func (h *API) ListActions(c echo.Context) error {
-	r, err := agentapi.ParseListRequest(c.QueryParams().Get)
-	if err != nil {
-		return err
-	}
-	list, next, err := h.Service.List(c.Request().Context(), r)
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, agentapi.NewActionList(list, next))
-}
-
-// Tools handles GET /api/v1/tools.
-func (h *API) Tools(c echo.Context) error {
-	return writeJSON(c, http.StatusOK, map[string]any{
-		"tools":    agentapi.ToolViews(h.Service.Registry()),
-		"guidance": "If a call times out, do not retry: read the action first (GET /api/v1/actions?intent_key=K). " + classify.ChangesRequestedAdvice,
-	})
-}
-
-// Execute handles POST /api/v1/actions/{id}/execute.
-func (h *API) Execute(c echo.Context) error {
-	if _, err := h.emptyBody(c); err != nil {
-		return err
-	}
-	a, err := h.Service.Execute(driveContext(c), c.Param("id"), agent(c), "api")
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, a)
-}
-
-// Complete handles POST /api/v1/actions/{id}/complete.
-func (h *API) Complete(c echo.Context) error {
-	body, err := readBody(c.Request().Body, h.MaxBody)
-	if err != nil {
-		return err
-	}
-	raw, err := decodeObjectFields(body, map[string]bool{"result": true})
-	if err != nil {
-		return err
-	}
-	result, ok := raw["result"]
-	if !ok {
-		return queue.Errorf(queue.CodeInvalidRequest, "result is required")
-	}
-	res, err := h.Service.Complete(driveContext(c), c.Param("id"), agent(c), result, "api")
-	return h.drive(c, res, err)
-}
-
-// Fail handles POST /api/v1/actions/{id}/fail.
-func (h *API) Fail(c echo.Context) error {
-	body, err := readBody(c.Request().Body, h.MaxBody)
-	if err != nil {
-		return err
-	}
-	raw, err := decodeObjectFields(body, map[string]bool{"error": true})
-	if err != nil {
-		return err
-	}
-	var text string
-	if e, ok := raw["error"]; !ok || json.Unmarshal(e, &text) != nil || strings.TrimSpace(text) == "" {
-		return queue.Errorf(queue.CodeInvalidRequest, "error is required: a string saying why the effect definitely did not happen")
-	}
-	res, err := h.Service.Fail(driveContext(c), c.Param("id"), agent(c), text, "api")
-	return h.drive(c, res, err)
-}
-
-// Cancel handles POST /api/v1/actions/{id}/cancel.
-func (h *API) Cancel(c echo.Context) error {
-	if _, err := h.emptyBody(c); err != nil {
-		return err
-	}
-	res, err := h.Service.Cancel(driveContext(c), c.Param("id"), agent(c), "api")
-	return h.drive(c, res, err)
-}
-
-func (h *API) drive(c echo.Context, res queue.DriveResult, err error) error {
-	if err != nil {
-		return err
-	}
-	if res.Replayed {
-		c.Response().Header().Set("Idempotent-Replayed", "true")
-	}
-	return writeJSON(c, http.StatusOK, res.Action)
-}
-
 // emptyBody accepts no body or an empty JSON object.
 func (h *API) emptyBody(c echo.Context) ([]byte, error) {
 	body, err := readBody(c.Request().Body, h.MaxBody)
@@ -307,19 +156,4 @@ func jsonEncode(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(true)
 	return enc.Encode(v)
-}
-
-// Verify handles POST /api/v1/actions/{id}/verify: the agent whose action is
-// in_progress asks the tool's verifier now (docs/verifiers.md) and gets
-// the verdict, the reason, when it was checked and the action as it then is.
-func (h *API) Verify(c echo.Context) error {
-	if _, err := h.emptyBody(c); err != nil {
-		return err
-	}
-	check, err := h.Service.Tickets().Verify(c.Request().Context(), queue.VerifyRequest{ActionID: c.Param("id"),
-		Agent: "agent:" + agent(c), By: "agent:" + agent(c)})
-	if err != nil {
-		return err
-	}
-	return writeJSON(c, http.StatusOK, check)
 }

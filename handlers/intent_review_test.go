@@ -8,8 +8,8 @@ import (
 
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // TestConflictHoldsIntentAcrossServers: an operator resolved a stale claim

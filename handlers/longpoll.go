@@ -10,10 +10,10 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/longpoll"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // GetAction handles GET /api/v1/actions/{id}, with the ?wait long-poll.

@@ -10,8 +10,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // PlanBody is the body of POST /api/v1/plans.

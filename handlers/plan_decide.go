@@ -6,9 +6,9 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/templates"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // ApprovePlan handles POST /plans/{id}/approve (note optional).

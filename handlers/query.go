@@ -3,7 +3,7 @@ package handlers
 import (
 	"github.com/labstack/echo/v4"
 
-	"github.com/approvals/approvals/web/agentapi"
+	"github.com/approvals/approvals/agentapi"
 )
 
 // OnlyQuery refuses a request whose query string holds a parameter outside

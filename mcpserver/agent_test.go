@@ -17,9 +17,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/mcpserver"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // paymentProvider is a fake external system that counts real effects.

@@ -10,8 +10,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // answer is a successful result: v as structuredContent, then the paragraph

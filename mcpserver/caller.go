@@ -9,9 +9,9 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/agentapi"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // A caller is the agent behind one HTTP request to /mcp, and how far its

@@ -4,8 +4,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // TestIntentUnderReviewThroughMCP: a late complete after a fail opened a

@@ -14,13 +14,13 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/mcpserver"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/storage"
-	"github.com/approvals/approvals/web/agentapi"
-	"github.com/approvals/approvals/web/problem"
 )
 
 const toolsYAML = `

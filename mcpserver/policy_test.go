@@ -7,10 +7,10 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // TestPolicyThroughMCP: list_tools shows each tool's rules; the text of an

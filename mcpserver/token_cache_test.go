@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
 	"github.com/approvals/approvals/storage"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // lookupSpy counts token lookups on the real store.

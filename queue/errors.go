@@ -10,7 +10,7 @@ import (
 
 // Code is a machine-readable error code. Every face reports it as it is
 // (the REST problem's code, the MCP refusal's code); the web face maps it
-// to an HTTP status in one place (web/problem).
+// to an HTTP status in one place (problem).
 type Code string
 
 const (

@@ -36,7 +36,7 @@ func TestErrorOf(t *testing.T) {
 		t.Fatal(err)
 	}
 	got := queue.ErrorOf(ctx, errors.New("sql: database is closed"), st, nil)
-	// web/problem answers unavailable with 503 (TestStatus).
+	// problem answers unavailable with 503 (TestStatus).
 	if got.Code != queue.CodeUnavailable {
 		t.Fatalf("storage down: %s, want unavailable", got.Code)
 	}

@@ -9,8 +9,8 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // errorHandler turns every error into a response. Domain errors keep their

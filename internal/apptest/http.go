@@ -21,8 +21,8 @@ import (
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/handlers"
 	"github.com/approvals/approvals/internal/testclock"
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // API is one process (Start) with an agent token and an HTTP client that

@@ -6,7 +6,7 @@ from ._openapi import PROBLEM_CODES, Action
 
 
 #: What to do next after each refusal an agent can meet, in the same words in
-#: both SDKs (sdk/typescript/src/errors.ts) and the server (web/problem/guidance.go,
+#: both SDKs (sdk/typescript/src/errors.ts) and the server (problem/guidance.go,
 #: checked by tests/test_guidance.py): what happened, and the read to make
 #: (find with the intent key, get with wait) instead of a blind retry.
 REFUSAL_GUIDANCE: Dict[str, str] = {

@@ -1,6 +1,6 @@
 """The refusal guidance is the server's words: REFUSAL_GUIDANCE is the table in
 sdk/testdata/refusal-guidance.json (written by the server's test from its one
-source, web/problem/guidance.go), and a real refusal's REST problem carries
+source, problem/guidance.go), and a real refusal's REST problem carries
 the same sentence, naming the REST reads."""
 import json
 import os

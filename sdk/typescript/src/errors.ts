@@ -38,7 +38,7 @@ export class ApprovalsError extends Error {
 
 /**
  * What to do next after each refusal an agent can meet, in the same words in
- * both SDKs (sdk/python/approvals/errors.py) and the server (web/problem/guidance.go,
+ * both SDKs (sdk/python/approvals/errors.py) and the server (problem/guidance.go,
  * checked by test/guidance.test.mjs): what happened, and the read to
  * make (find with the intent key, get with wait) instead of a blind retry.
  */

@@ -5,8 +5,8 @@ import (
 	"net/http/httptest"
 	"testing"
 
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 // Every code answers its status: refusals are 4xx, only unavailable and

@@ -10,14 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/approvals/approvals/problem"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/problem"
 )
 
 var update = flag.Bool("update", false, "rewrite sdk/testdata/refusal-guidance.json")
 
 // guidanceFile is what the SDKs' tests compare their tables with.
-var guidanceFile = filepath.Join("..", "..", "sdk", "testdata", "refusal-guidance.json")
+var guidanceFile = filepath.Join("..", "sdk", "testdata", "refusal-guidance.json")
 
 func guidanceJSON(t *testing.T) []byte {
 	t.Helper()
@@ -37,7 +37,7 @@ func guidanceJSON(t *testing.T) []byte {
 }
 
 // The SDKs' tests read the guidance from sdk/testdata/refusal-guidance.json:
-// it must be this table (go test ./web/problem -run TestRefusalGuidanceFile -update rewrites it).
+// it must be this table (go test ./problem -run TestRefusalGuidanceFile -update rewrites it).
 func TestRefusalGuidanceFile(t *testing.T) {
 	want := guidanceJSON(t)
 	if *update {
@@ -50,7 +50,7 @@ func TestRefusalGuidanceFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	if string(got) != string(want) {
-		t.Fatalf("%s is stale: run go test ./web/problem -run TestRefusalGuidanceFile -update", guidanceFile)
+		t.Fatalf("%s is stale: run go test ./problem -run TestRefusalGuidanceFile -update", guidanceFile)
 	}
 }
 

@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/approvals/approvals/agentapi"
 	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/queue"
-	"github.com/approvals/approvals/web/agentapi"
 )
 
 // The filters both agent faces read from text: every refusal is
