@@ -131,16 +131,18 @@ SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at I
 -- done, whose expires_at is at or before $1, with a plan_expired event
 -- each (sealed like every event; the outbox fans out a pending plan's, so
 -- the channels that told of it hear plan.expired, and not an approved
--- one's, whose messages already say it was approved). FOR UPDATE
+-- one's, whose messages already say it was approved). FOR NO KEY UPDATE
 -- SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
 -- state expires each once; a step's submission holding the row
 -- (planLockSQL) is passed over until the next sweep, and one waiting for
 -- it finds the plan expired. The version moves, so a decision judged
--- before is refused (planUpdateSQL).
+-- before is refused (planUpdateSQL). NO KEY UPDATE, not UPDATE: a row
+-- that references the plan (a notification, a chat message) takes a key
+-- share lock on it, which must not make the sweep pass the plan over.
 WITH due AS (
     SELECT p.id, p.state FROM plans p
     WHERE p.state IN ('pending', 'approved') AND p.expires_at <= $1 AND NOT {{planDone p}}
-    ORDER BY p.expires_at LIMIT $2 FOR UPDATE OF p SKIP LOCKED
+    ORDER BY p.expires_at LIMIT $2 FOR NO KEY UPDATE OF p SKIP LOCKED
 ), upd AS (
     UPDATE plans p SET state = 'expired', version = p.version + 1,
         decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
