@@ -1079,7 +1079,7 @@ LEFT JOIN LATERAL (
 const actionExpireDueSQL = `WITH due AS (
     SELECT id FROM actions
     WHERE state IN ('pending', 'approved') AND expires_at <= $1
-    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY expires_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET state = 'expired', finished_at = $1,
         decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
@@ -1110,7 +1110,7 @@ const ticketOpenStaleSQL = `WITH due AS (
     ORDER BY a.claim_deadline LIMIT $2
     -- Lock the claims: a late report finishing one meanwhile waits, and a
     -- claim finished before the lock is re-checked and skipped.
-    FOR UPDATE OF a SKIP LOCKED
+    FOR NO KEY UPDATE OF a SKIP LOCKED
 ), ins AS (
     INSERT INTO tickets (id, action_id, kind, state, opened_at)
     SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
@@ -1131,7 +1131,7 @@ const remindDueSQL = `WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'pending' AND a.spec->'approval'->>'remind_after' IS NOT NULL
       AND coalesce(a.reminded_at, a.created_at) + ((a.spec->'approval'->>'remind_after')::bigint / 1000) * interval '1 microsecond' <= $1
-    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY a.created_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
 ), ev AS (
@@ -1146,7 +1146,7 @@ const escalateDueSQL = `WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'pending' AND a.escalated_at IS NULL AND a.spec->'approval'->>'escalate_after' IS NOT NULL
       AND a.created_at + ((a.spec->'approval'->>'escalate_after')::bigint / 1000) * interval '1 microsecond' <= $1
-    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY a.created_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
     RETURNING a.id

@@ -1,7 +1,9 @@
 -- The sweep's statements (maintenance.Sweeper): each takes what is due at
--- $1, at most $2, with FOR UPDATE SKIP LOCKED, so several sweepers share
--- the work instead of queueing behind each other, and re-checks the state
--- of the rows it locked.
+-- $1, at most $2, with FOR NO KEY UPDATE SKIP LOCKED, so several sweepers
+-- share the work instead of queueing behind each other, and re-checks the
+-- state of the rows it locked. NO KEY UPDATE, not UPDATE: inserting an
+-- event or a notification that references an action takes a key share
+-- lock on it, which must not make the sweep pass the action over.
 
 -- name: actionExpireDueSQL
 -- actionExpireDueSQL expires up to $2 pending and approved actions whose
@@ -9,7 +11,7 @@
 WITH due AS (
     SELECT id FROM actions
     WHERE state IN ('pending', 'approved') AND expires_at <= $1
-    ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY expires_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET state = 'expired', finished_at = $1,
         decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
@@ -36,7 +38,7 @@ WITH due AS (
     ORDER BY a.claim_deadline LIMIT $2
     -- Lock the claims: a late report finishing one meanwhile waits, and a
     -- claim finished before the lock is re-checked and skipped.
-    FOR UPDATE OF a SKIP LOCKED
+    FOR NO KEY UPDATE OF a SKIP LOCKED
 ), ins AS (
     INSERT INTO tickets (id, action_id, kind, state, opened_at)
     SELECT gen_random_uuid(), id, 'stale', 'open', $1 FROM due
@@ -62,7 +64,7 @@ WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'pending' AND a.spec->'approval'->>'remind_after' IS NOT NULL
       AND coalesce(a.reminded_at, a.created_at) + {{approvalAfter remind_after}} <= $1
-    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY a.created_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
 ), ev AS (
@@ -77,7 +79,7 @@ WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'pending' AND a.escalated_at IS NULL AND a.spec->'approval'->>'escalate_after' IS NOT NULL
       AND a.created_at + {{approvalAfter escalate_after}} <= $1
-    ORDER BY a.created_at LIMIT $2 FOR UPDATE SKIP LOCKED
+    ORDER BY a.created_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
     RETURNING a.id
