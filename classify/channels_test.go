@@ -76,7 +76,7 @@ func TestFollowsUp(t *testing.T) {
 		want := map[string]bool{classify.EventActionApproved: true, classify.EventActionRejected: true, classify.EventActionChangesRequested: true,
 			classify.EventActionExpired: true, classify.EventActionCancelled: true, classify.EventTicketResolved: true,
 			classify.EventPlanApproved: true, classify.EventPlanRejected: true, classify.EventPlanChangesRequested: true,
-			classify.EventPlanCancelled: true}[typ]
+			classify.EventPlanCancelled: true, classify.EventPlanExpired: true}[typ]
 		if classify.FollowsUp(typ) != want {
 			t.Errorf("FollowsUp(%s) = %v, want %v", typ, !want, want)
 		}
