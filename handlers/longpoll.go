@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -46,13 +45,13 @@ func (h *API) GetAction(c echo.Context) error {
 		}
 		return writeJSON(c, http.StatusOK, a)
 	}
-	acquired, err := h.Polls.AcquireWaiter("agent:" + agent(c))
+	release, err := h.Polls.AcquireWaiter("agent:" + agent(c))
 	if err != nil {
 		return err
 	}
-	// The slot is given back before the answer is written, so an agent
-	// that asks again as soon as it reads the answer is not refused.
-	release := sync.OnceFunc(acquired)
+	// The slot is given back before the answer is written (release may
+	// be called again), so an agent that asks again as soon as it reads
+	// the answer is not refused.
 	if conn, answer, ok := h.detach(c); ok {
 		held := h.Polls.HoldWait()
 		go func() {
@@ -76,7 +75,7 @@ func (h *API) GetAction(c echo.Context) error {
 		}()
 		return nil
 	}
-	defer release()
+	defer release() // on a panic
 	a, err := h.Polls.Wait(ctx, id, until, wait)
 	release()
 	if err != nil {

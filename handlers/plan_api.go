@@ -5,7 +5,6 @@ import (
 	"errors"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -111,12 +110,11 @@ func (h *API) GetPlan(c echo.Context) error {
 	if wait > 0 {
 		// A plan's long-poll counts against the agent's waiters as an
 		// action's does, and gives its slot back before it answers.
-		acquired, err := h.Polls.AcquireWaiter("agent:" + agent(c))
-		if err != nil {
+		var err error
+		if release, err = h.Polls.AcquireWaiter("agent:" + agent(c)); err != nil {
 			return err
 		}
-		release = sync.OnceFunc(acquired)
-		defer release()
+		defer release() // on a panic
 	}
 	pl, err := h.Service.Plans().Wait(c.Request().Context(), c.Param("id"), until, wait)
 	release()

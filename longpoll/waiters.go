@@ -58,7 +58,8 @@ func newWaiterPool(l WaiterLimits) *waiterPool {
 // AcquireWaiter takes a waiter slot for holder ("agent:NAME", "user:EMAIL")
 // and returns the function that gives it back; past a limit it returns a
 // too_many_waiters error saying which. Call it before a wait that may
-// block, and release when the wait ends. Agents' long-polls take these;
+// block, and release when the wait ends (before its answer is written;
+// release may be called more than once). Agents' long-polls take these;
 // the dashboard's event streams have a pool of their own (AcquireStream).
 func (s *Polls) AcquireWaiter(holder string) (release func(), err error) {
 	return s.waiterPool.acquire(holder, "waiting requests", "APPROVALS_MAX_WAITERS", "retry in a few seconds or ask without wait")
