@@ -121,26 +121,22 @@ func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string,
 	ts := fmtTime(p.Now)
 	var ids []string
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
-		// RETURNING gives the new state: the old one is the decided_at
-		// just written (only a pending plan's is set to ?1 here).
-		rows, err := tx.QueryContext(ctx, `UPDATE plans SET state = 'expired', version = version + 1,
-			decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
-			decided_at = CASE WHEN state = 'pending' THEN ?1 ELSE decided_at END
-		WHERE id IN (SELECT p.id FROM plans p WHERE p.state IN ('pending', 'approved') AND p.expires_at <= ?1
-		             AND NOT `+planDone+` ORDER BY p.expires_at, p.id LIMIT ?2)
-		RETURNING id, coalesce(decided_by = 'system' AND decided_at = ?1, 0)`, ts, limit)
+		// The due plans and their states, read under the writer's lock:
+		// only a pending plan's expiry is fanned out to the channels.
+		rows, err := tx.QueryContext(ctx, `SELECT p.id, p.state FROM plans p
+			WHERE p.state IN ('pending', 'approved') AND p.expires_at <= ?1 AND NOT `+planDone+`
+			ORDER BY p.expires_at, p.id LIMIT ?2`, ts, limit)
 		if err != nil {
 			return err
 		}
 		var pending []bool
 		for rows.Next() {
-			var id string
-			var wasPending bool
-			if err := rows.Scan(&id, &wasPending); err != nil {
+			var id, state string
+			if err := rows.Scan(&id, &state); err != nil {
 				rows.Close()
 				return err
 			}
-			ids, pending = append(ids, id), append(pending, wasPending)
+			ids, pending = append(ids, id), append(pending, state == string(queue.PlanPending))
 		}
 		if err := rows.Close(); err != nil {
 			return err
@@ -149,6 +145,12 @@ func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string,
 			return err
 		}
 		for i, id := range ids {
+			if _, err := tx.ExecContext(ctx, `UPDATE plans SET state = 'expired', version = version + 1,
+				decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
+				decided_at = CASE WHEN state = 'pending' THEN ?2 ELSE decided_at END
+			WHERE id = ?1`, id, ts); err != nil {
+				return err
+			}
 			fanned := 1
 			if pending[i] {
 				fanned = 0
