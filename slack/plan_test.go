@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,7 +178,10 @@ func TestSlackPlanWhoMayDecide(t *testing.T) {
 		}
 		e.press("U0OUT", "approve", "plan:"+pl.ID)
 		e.press("U0VIC", "approve", "plan:"+pl.ID)
+		// Each press answers on its own goroutine: the replies come in
+		// either order ("Nothing was changed: out@…" sorts before "vic@…").
 		r := e.ephemerals()
+		slices.Sort(r)
 		if len(r) != 2 || !strings.Contains(r[0], "out@example.com is not among the approvers of every step") || !strings.Contains(r[1], "viewer") {
 			t.Fatalf("replies %q, want the outsider and the viewer refused with the reason", r)
 		}
