@@ -1,7 +1,8 @@
 // Package postgres implements queue.Store and accounts.Store on PostgreSQL
 // with pgx. It is the production store: several server processes may share
 // one database, so every guard lives in the schema (partial unique indexes,
-// conditional updates) and changes are announced with LISTEN/NOTIFY.
+// conditional updates) and the actions that moved are announced with
+// LISTEN/NOTIFY after their commit (announcer).
 package postgres
 
 import (
@@ -58,6 +59,9 @@ type Store struct {
 	// reports says whether the agents' reports of a batch are merged
 	// (reportMerging).
 	reports reportMerging
+	// announce tells this process and the others of the actions that
+	// moved, after their commit.
+	announce *announcer
 }
 
 // Options tune Open.
@@ -137,6 +141,8 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, batchPool: bpool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
 		batch: newBatcher(bpool, workers, 64), transitions: newBatcher(bpool, workers, 64),
 		hint: newHeldHint(hintPerGeneration)}
+	s.announce = newAnnouncer(cfg.ConnConfig.Copy(), s.channel, s.hub, log)
+	go s.announce.run(lctx)
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
 	go s.watchPending(lctx, 250*time.Millisecond)
@@ -236,6 +242,7 @@ func (s *Store) Close() error {
 	s.transitions.stop()
 	s.cancel()
 	<-s.done
+	<-s.announce.done
 	s.hub.Close()
 	s.batchPool.Close()
 	s.pool.Close()
@@ -306,6 +313,9 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool)
 			// The connection may be mid-wait; never return it to the pool.
 			_ = conn.Conn().Close(context.Background())
 			return true, err
+		}
+		if s.announce.self(n.PID) {
+			continue // published here before it was sent
 		}
 		id, state, ok := strings.Cut(n.Payload, ":")
 		if ok {

@@ -37,7 +37,9 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	}
 	v, err := s.transitions.call(ctx, c)
 	if err == nil {
-		return v.(*queue.Action), nil
+		a := v.(*queue.Action)
+		s.announce.moved(a)
+		return a, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)
