@@ -1,6 +1,7 @@
 -- +goose Up
 -- The actions that move are announced by the process that moved them,
--- after the commit, many to one NOTIFY transaction (postgres/announce.go),
+-- after the commit, many to one NOTIFY transaction (the announcer in
+-- postgres/store.go),
 -- not by a trigger inside each moving transaction: PostgreSQL holds the
 -- notification queue's lock from a notifying transaction's pre-commit
 -- until its commit is flushed, so the trigger ran every state change's
