@@ -79,22 +79,23 @@ func TestMovesWakeTheOtherProcesses(t *testing.T) {
 	// second, echoed one would have arrived).
 	heard := func(t *testing.T, id string, from, want queue.State, move func() error) {
 		t.Helper()
-		got := make(chan *queue.Action, 1)
+		type result struct {
+			a   *queue.Action
+			err error
+		}
+		got := make(chan result, 1)
 		go func() {
-			a, err := waiter.Polls.Wait(ctx, id, from, 30*time.Second)
-			if err != nil {
-				t.Error(err)
-			}
-			got <- a
+			a, err := waiter.Polls.Wait(t.Context(), id, from, 30*time.Second)
+			got <- result{a, err}
 		}()
 		apptest.AwaitWaiters(t, waiter.Polls, 1)
 		if err := move(); err != nil {
 			t.Fatal(err)
 		}
 		select {
-		case a := <-got:
-			if a == nil || a.State != want {
-				t.Fatalf("the other process's long-poll saw %+v, want %s", a, want)
+		case r := <-got:
+			if r.err != nil || r.a.State != want {
+				t.Fatalf("the other process's long-poll saw %+v, %v; want %s", r.a, r.err, want)
 			}
 		case <-time.After(10 * time.Second):
 			t.Fatalf("the other process's long-poll was not woken by the move to %s", want)
@@ -145,6 +146,26 @@ func TestMovesWakeTheOtherProcesses(t *testing.T) {
 				By: "user:ops@example.com", Outcome: queue.StateFailed, Note: "no refund on the line"})
 			return err
 		})
+	})
+	t.Run("after the announcing connection broke", func(t *testing.T) {
+		first := mover.Submit("send_customer_email", map[string]any{"customer_id": "c-3", "topic": "connect"})
+		heard(t, first.ID, queue.StatePending, queue.StateApproved, func() error {
+			_, err := mover.Service.Decide(ctx, queue.DecideRequest{To: queue.StateApproved, ID: first.ID, By: apptest.Approver})
+			return err
+		})
+		pid := postgres.AnnouncerPID(mover.Store.(*postgres.Store))
+		var killed bool
+		if err := mover.Store.(*postgres.Store).Pool().QueryRow(ctx, `SELECT pg_terminate_backend($1)`, int(pid)).Scan(&killed); err != nil || pid == 0 || !killed {
+			t.Fatalf("terminate the announcer's backend %d: %v %v", pid, killed, err)
+		}
+		a := mover.Submit("send_customer_email", map[string]any{"customer_id": "c-4", "topic": "reconnect"})
+		heard(t, a.ID, queue.StatePending, queue.StateRejected, func() error {
+			_, err := mover.Service.Decide(ctx, queue.DecideRequest{To: queue.StateRejected, ID: a.ID, By: apptest.Approver, Note: "not now"})
+			return err
+		})
+		if now := postgres.AnnouncerPID(mover.Store.(*postgres.Store)); now == 0 || now == pid {
+			t.Fatalf("the announcer's backend is %d after %d was terminated, want a new one", now, pid)
+		}
 	})
 	t.Run("expiry", func(t *testing.T) {
 		a := mover.Submit("send_customer_email", map[string]any{"customer_id": "c-2", "topic": "expire"})

@@ -541,22 +541,29 @@ func (an *announcer) run(ctx context.Context) {
 			if n == 0 {
 				return
 			}
-			if conn == nil || conn.IsClosed() {
-				c, err := pgx.ConnectConfig(ctx, an.connConfig)
-				if err != nil {
-					an.log.Debug("announcing moved actions: connect", "err", err, "dropped", n)
-					return
-				}
-				conn = c
-				an.pid.Store(c.PgConn().PID())
-			}
 			// One transaction: the notification queue's lock once for
-			// the whole batch. Duplicates in a batch are sent once.
-			if _, err := conn.Exec(ctx, announceSQL, an.channel, batch); err != nil {
-				an.log.Debug("announcing moved actions", "err", err, "dropped", n)
+			// the whole batch. Duplicates in a batch are sent once. A
+			// connection that broke (the server restarted, a failover) is
+			// replaced once before the batch is given up.
+			var err error
+			for try := 0; try < 2; try++ {
+				if conn == nil || conn.IsClosed() {
+					var c *pgx.Conn
+					if c, err = pgx.ConnectConfig(ctx, an.connConfig); err != nil {
+						break
+					}
+					conn = c
+					an.pid.Store(c.PgConn().PID())
+				}
+				if _, err = conn.Exec(ctx, announceSQL, an.channel, batch); err == nil {
+					break
+				}
 				_ = conn.Close(context.Background())
 				conn = nil
 				an.pid.Store(0)
+			}
+			if err != nil {
+				an.log.Debug("announcing moved actions", "err", err, "dropped", n)
 				return
 			}
 		}
