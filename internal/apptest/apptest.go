@@ -221,7 +221,7 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	if publicURL == "" && opts.SSO != nil {
 		publicURL = "http://" + ln.Addr().String()
 	}
-	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
+	a, err := app.New(st, qs, opts.Tools, app.Config{Logger: opts.Logger, MaxBody: opts.MaxBody,
 		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep, SealInterval: seal,
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
