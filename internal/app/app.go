@@ -1,7 +1,8 @@
 // Package app assembles one approvals server process: storage, service,
-// HTTP surface, MCP endpoint and background workers. cmd/approvals runs it
-// from flags and environment; internal/apptest runs the very same assembly
-// on port 0 for tests.
+// HTTP surface, MCP endpoint and background workers, behind one Run.
+// cmd/approvals calls Run with the settings of flags and environment;
+// internal/apptest calls the very same Run on port 0 for tests, with the
+// test knobs of Config.
 package app
 
 import (
@@ -168,7 +169,7 @@ type App struct {
 	// notify delivers the outbox's notifications; every process runs a
 	// sender, and the lease on each notification decides which sends it.
 	notify Notifiers
-	// metricsLn is the listener of MetricsAddr, opened by New so that a
+	// metricsLn is the listener of MetricsAddr, opened by newApp so that a
 	// taken address fails start-up before anything is served.
 	metricsLn net.Listener
 	accounts  accounts.Store
@@ -181,15 +182,15 @@ type App struct {
 
 // ReleaseWaits begins the shutdown of the requests that wait: every
 // long-poll answers now with the current state of its action, and the
-// dashboard's live streams end. Serve calls it once its context ends.
+// dashboard's live streams end. serve calls it once its context ends.
 func (a *App) ReleaseWaits() { a.stopOnce.Do(func() { close(a.stopping) }) }
 
-// New assembles a process over st with the tools of reg. queueStore, when
+// newApp assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
 // to inject a fault or spy on it); accounts and metrics still use st. With
-// MetricsAddr set, New listens there already (Serve serves it), so a taken
+// MetricsAddr set, newApp listens there already (serve serves it), so a taken
 // address fails start-up.
-func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Config) (*App, error) {
+func newApp(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Config) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -328,11 +329,11 @@ func (a *App) MetricsAddr() net.Addr {
 	return a.metricsLn.Addr()
 }
 
-// Serve serves HTTP on ln and runs the background workers until ctx ends:
+// serve serves HTTP on ln and runs the background workers until ctx ends:
 // then it stops accepting and claiming, releases long-polls with the
 // current state, lets in-flight requests and deliveries finish, and
 // returns nil. It does not close the store.
-func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+func (a *App) serve(ctx context.Context, ln net.Listener) error {
 	log := a.log
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

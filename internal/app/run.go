@@ -41,7 +41,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 			ln.Close()
 			return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
 		}
-		defer gw.Close() // serve returns once every call under way (executor or submission) is recorded
+		defer gw.Close() // a.serve returns once every call under way (executor or submission) is recorded
 		if gw != nil {
 			cfg.Upstreams = gw.Manager
 		}
@@ -74,7 +74,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 			return newNotifiers(cfg, svc, st, log)
 		}
 	}
-	a, err := New(st, qs, reg, cfg)
+	a, err := newApp(st, qs, reg, cfg)
 	if err == nil && gw != nil {
 		gw.Serve(a.Tools)
 	}
@@ -108,7 +108,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	if cfg.Ready != nil {
 		cfg.Ready(a)
 	}
-	return a.Serve(ctx, ln)
+	return a.serve(ctx, ln)
 }
 
 // browsableAddr is addr as a browser can open it: a server listening on
