@@ -39,6 +39,9 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		var err error
 		if gw, reg, err = StartGateway(ctx, reg, log); err != nil {
 			ln.Close()
+			if cfg.Registry != nil {
+				return fmt.Errorf("tools: %w", err)
+			}
 			return fmt.Errorf("tools file %s: %w", cfg.Tools, err)
 		}
 		defer gw.Close() // a.serve returns once every call under way (executor or submission) is recorded
