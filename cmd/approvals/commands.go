@@ -217,7 +217,7 @@ func toolsCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	reg, err := loadTools(path, secret, ch)
+	reg, err := app.LoadTools(path, secret, ch)
 	if err != nil {
 		return err
 	}
@@ -291,7 +291,7 @@ func telegramCmd(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	if !ch.telegramConfigured() {
+	if !ch.TelegramConfigured() {
 		return errors.New("APPROVALS_TELEGRAM_BOT_TOKEN and APPROVALS_TELEGRAM_SECRET must both be set")
 	}
 	public := strings.TrimRight(env("APPROVALS_PUBLIC_URL"), "/")

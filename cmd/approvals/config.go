@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/netip"
 	"net/url"
 	"os"
 	"slices"
@@ -14,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/internal/cli"
 	"github.com/approvals/approvals/longpoll"
 	"github.com/approvals/approvals/maintenance"
@@ -25,44 +24,11 @@ import (
 	"github.com/approvals/approvals/webhooksign"
 )
 
-// config is everything the server reads from flags and environment.
+// config is everything the server reads from flags and environment: the
+// address to listen on, and the settings app.Run runs the process with.
 type config struct {
-	Addr          string
-	DatabaseURL   string
-	Tools         string
-	WebhookSecret string
-	SessionSecret string
-	SweepInterval time.Duration
-	MaxBody       int64
-	// PprofAddr serves Go's profiles when set; loopback only.
-	PprofAddr string
-	// PublicURL is where browsers reach the server; default http:// and
-	// the listen address. https:// makes the cookies Secure and __Host-.
-	PublicURL string
-	// TrustedProxies may set X-Forwarded-For.
-	TrustedProxies []netip.Prefix
-	// MetricsAddr serves /metrics on a listener of its own when set.
-	MetricsAddr string
-	// Waiters cap concurrent long-polls and event streams.
-	Waiters longpoll.WaiterLimits
-	// MaxStreams (APPROVALS_MAX_STREAMS) and MaxUpstreamCalls
-	// (APPROVALS_MAX_UPSTREAM_CALLS) are queue.Options of the same names.
-	MaxStreams, MaxUpstreamCalls int
-	Channels                     channelSettings
-	// OutboxLease is how long a notification being sent stays with its
-	// sender before another process may take it (a sender that died);
-	// one send is given half of it.
-	OutboxLease time.Duration
-	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*),
-	// nil without APPROVALS_OIDC_ISSUER; SSORecheck is
-	// APPROVALS_OIDC_RECHECK; PasswordLoginOff is
-	// APPROVALS_PASSWORD_LOGIN=off.
-	SSO              *sso.Config
-	SSORecheck       time.Duration
-	PasswordLoginOff bool
-	// AuditLease is how long the audit sealer's lease lasts unrenewed: how
-	// long sealing pauses when the process holding it dies.
-	AuditLease time.Duration
+	Addr string
+	app.Config
 }
 
 // readSSOSettings reads single sign-on's settings; the client secret may
@@ -130,28 +96,10 @@ func readSSOSettings(c *config) error {
 	return nil
 }
 
-// channelSettings are what the notification channels need. The tools file
-// is judged against them (a Slack channel without the bot token fails
-// tools check and startup) and the notifiers are built from them.
-type channelSettings struct {
-	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
-	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
-	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
-	// SlackTeamID and SlackAppID (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), when
-	// set, are the only workspace and app whose interactions are acted on.
-	SlackTeamID, SlackAppID string
-	SMTPURL                 string // APPROVALS_SMTP_URL (it may carry a password)
-	SMTPFrom                string // APPROVALS_SMTP_FROM
-	TelegramBotToken        string // APPROVALS_TELEGRAM_BOT_TOKEN
-	TelegramSecret          string // APPROVALS_TELEGRAM_SECRET, the webhook's secret header
-	TelegramAPIURL          string // APPROVALS_TELEGRAM_API_URL; Telegram's when empty
-	PagerDutyURL            string // APPROVALS_PAGERDUTY_URL; PagerDuty's when empty
-}
-
 // readChannelSettings reads the channel settings; the secrets (and the SMTP
 // URL, which holds a password) may come from NAME_FILE.
-func readChannelSettings() (channelSettings, error) {
-	var c channelSettings
+func readChannelSettings() (app.ChannelSettings, error) {
+	var c app.ChannelSettings
 	for _, s := range []struct {
 		name string
 		to   *string
@@ -184,16 +132,6 @@ func readChannelSettings() (channelSettings, error) {
 	}
 	return c, nil
 }
-
-func (c channelSettings) telegramConfigured() bool {
-	return c.TelegramBotToken != "" && c.TelegramSecret != ""
-}
-
-func (c channelSettings) slackConfigured() bool {
-	return c.SlackBotToken != "" && c.SlackSigningSecret != ""
-}
-
-func (c channelSettings) smtpConfigured() bool { return c.SMTPURL != "" && c.SMTPFrom != "" }
 
 // env reads a setting from the environment.
 func env(name string) string { return os.Getenv(name) }
@@ -350,21 +288,6 @@ func parseMaxWaiters(v string) (longpoll.WaiterLimits, error) {
 		}
 	}
 	return l.WithDefaults(), nil
-}
-
-// loadTools reads the tools file, judging its channels against the
-// settings; tools check and serve both call it, so they agree.
-func loadTools(path, secret string, ch channelSettings) (*classify.Registry, error) {
-	if path == "" {
-		return classify.Empty(), nil
-	}
-	return classify.Load(path, classify.Options{
-		WebhookSecretSet:   secret != "",
-		WebhookSecret:      secret,
-		SlackConfigured:    ch.slackConfigured(),
-		SMTPConfigured:     ch.smtpConfigured(),
-		TelegramConfigured: ch.telegramConfigured(),
-	})
 }
 
 // linkHost is the listen address as a link can name it: an address that

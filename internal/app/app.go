@@ -1,7 +1,8 @@
 // Package app assembles one approvals server process: storage, service,
-// HTTP surface, MCP endpoint and background workers. cmd/approvals runs it
-// from flags and environment; internal/apptest runs the very same assembly
-// on port 0 for tests.
+// HTTP surface, MCP endpoint and background workers, behind one Run.
+// cmd/approvals calls Run with the settings of flags and environment;
+// internal/apptest calls the very same Run on port 0 for tests, with the
+// test knobs of Config.
 package app
 
 import (
@@ -34,16 +35,86 @@ import (
 	"github.com/approvals/approvals/web"
 )
 
-// Options are the settings of one process.
-type Options struct {
-	Logger        *slog.Logger
-	MaxBody       int64
-	SessionSecret string
+// Config is everything one server process runs with. cmd/approvals fills
+// the production settings from flags and environment; the fields marked as
+// test and embedding knobs are left zero there, which is the production
+// behaviour.
+type Config struct {
+	// Logger receives the process's log; default slog.Default().
+	Logger *slog.Logger
+	// DatabaseURL is the store: postgres://… or sqlite:PATH (OpenStore).
+	DatabaseURL string
+	// Tools is the tools file (YAML); empty: no tools, every tool is
+	// treated as unregistered, at-most-once.
+	Tools         string
 	WebhookSecret string
-	// SweepInterval is how often the sweeper runs; negative: no sweeper
-	// (tests sweep by hand, at a moment of their choosing).
+	SessionSecret string
+	// SweepInterval is how often the sweeper runs; zero: 30s; negative:
+	// no sweeper (tests sweep by hand, at a moment of their choosing).
 	SweepInterval time.Duration
-	// Now is the service clock; tests inject one. Default time.Now.
+	MaxBody       int64
+	// PprofAddr serves Go's profiles on a listener of its own when set
+	// (cmd/approvals allows loopback addresses only).
+	PprofAddr string
+	// PublicURL is where browsers reach the server (cmd/approvals'
+	// default: http:// and the listen address); https:// makes the
+	// cookies Secure and __Host- and turns HSTS on.
+	PublicURL string
+	// TrustedProxies may set X-Forwarded-For.
+	TrustedProxies []netip.Prefix
+	// MetricsAddr serves /metrics on a listener of its own when set; the
+	// main listener then answers 404 there.
+	MetricsAddr string
+	// Waiters cap concurrent long-polls of agents; MaxStreams
+	// (APPROVALS_MAX_STREAMS) the dashboard's event streams;
+	// MaxUpstreamCalls (APPROVALS_MAX_UPSTREAM_CALLS) the upstream calls
+	// submissions make at once (longpoll.Options, queue.Options).
+	Waiters                      longpoll.WaiterLimits
+	MaxStreams, MaxUpstreamCalls int
+	// Channels are the notification channels' settings: the tools file is
+	// judged against them (LoadTools) and the notifiers built from them.
+	Channels ChannelSettings
+	// OutboxLease is how long a notification being sent stays with its
+	// sender before another process may take it (a sender that died); one
+	// send is given half of it (maintenance.OutboxConfig.Lease); zero: the
+	// default.
+	OutboxLease time.Duration
+	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*);
+	// nil: none (no APPROVALS_OIDC_ISSUER). Its RedirectURL is set from PublicURL. SSORecheck and
+	// PasswordLoginOff are the web.Config settings of the same names.
+	SSO              *sso.Config
+	SSORecheck       time.Duration
+	PasswordLoginOff bool
+	// AuditLease is the audit sealer's lease (APPROVALS_AUDIT_LEASE): how
+	// long sealing pauses when the process holding it dies; zero: the
+	// default.
+	AuditLease time.Duration
+
+	// The rest are test and embedding knobs; zero is the production
+	// behaviour.
+
+	// Store, when set, is the storage Run uses instead of opening
+	// DatabaseURL; Run does not close it.
+	Store storage.Store
+	// WrapQueue, when set, wraps what the service uses (a test injects a
+	// fault or spies on it); accounts and metrics still use the store.
+	WrapQueue func(queue.Store) queue.Store
+	// Registry, when set, are the tools instead of those of the Tools file.
+	Registry *classify.Registry
+	// Upstreams, when set, are the connections to the upstream MCP servers
+	// of a gateway the caller started (StartGateway; it serves App.Tools
+	// itself): Run then takes Registry as that gateway imported it and
+	// starts no gateway of its own.
+	Upstreams *upstream.Manager
+	// Notifiers, when set, builds the notification channels over the
+	// assembled service instead of the notifiers of Channels (the Slack
+	// client records its messages in st and decides through svc).
+	Notifiers func(svc *queue.Service, st storage.Store) (Notifiers, error)
+	// Ready, when set, is called with the assembled process before it
+	// serves (a test reaches the service, the workers and the metrics
+	// listener through it).
+	Ready func(*App)
+	// Now is the service clock; default time.Now.
 	Now func() time.Time
 	// WaitRecheck is the long-poll's fallback re-read (longpoll.Options).
 	WaitRecheck time.Duration
@@ -51,28 +122,6 @@ type Options struct {
 	LoginLimits handlers.LoginLimits
 	// WrapMCP wraps the MCP endpoint (a test holds a response back).
 	WrapMCP func(http.Handler) http.Handler
-	// PublicURL is where browsers reach the server (https: secure cookies, HSTS).
-	PublicURL string
-	// TrustedProxies may set X-Forwarded-For.
-	TrustedProxies []netip.Prefix
-	// MetricsAddr serves /metrics on a listener of its own when set; the
-	// main listener then answers 404 there.
-	MetricsAddr string
-	// Waiters cap concurrent long-polls of agents; MaxStreams the
-	// dashboard's event streams; MaxUpstreamCalls the upstream calls
-	// submissions make at once (longpoll.Options, queue.Options).
-	Waiters                      longpoll.WaiterLimits
-	MaxStreams, MaxUpstreamCalls int
-	// Upstreams are the connections to the tools file's upstream MCP
-	// servers (the gateway); nil without upstreams.
-	Upstreams *upstream.Manager
-	// Notifiers builds the notification channels over the assembled
-	// service (the Slack client records its messages in st and decides
-	// through svc); nil: no channel can be told anything.
-	Notifiers func(svc *queue.Service, st storage.Store) (Notifiers, error)
-	// OutboxLease is how long a notification being sent stays with its
-	// sender (maintenance.OutboxConfig.Lease); zero: the default.
-	OutboxLease time.Duration
 	// OutboxPoll paces the outbox (maintenance.OutboxConfig.Poll); zero:
 	// the default; negative: no outbox runs (tests drive it by hand,
 	// App.Outbox, with the notifiers they need).
@@ -81,18 +130,10 @@ type Options struct {
 	// same names; zero: their defaults.
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
-	// SSO is the OpenID provider staff sign in with (APPROVALS_OIDC_*);
-	// nil: none. Its RedirectURL is set from PublicURL. SSORecheck and
-	// PasswordLoginOff are the web.Config settings of the same names.
-	SSO              *sso.Config
-	SSORecheck       time.Duration
-	PasswordLoginOff bool
 	// SealInterval is how often the audit sealer looks for new events
 	// (maintenance.SealerConfig); zero: the default; negative: no sealer
-	// runs (tests seal by hand, App.Sealer). AuditLease is the sealer's
-	// lease (APPROVALS_AUDIT_LEASE); zero: the default.
+	// runs (tests seal by hand, App.Sealer).
 	SealInterval time.Duration
-	AuditLease   time.Duration
 }
 
 // Notifiers are the channels a process delivers to, by kind
@@ -128,12 +169,12 @@ type App struct {
 	// notify delivers the outbox's notifications; every process runs a
 	// sender, and the lease on each notification decides which sends it.
 	notify Notifiers
-	// metricsLn is the listener of MetricsAddr, opened by New so that a
+	// metricsLn is the listener of MetricsAddr, opened by newApp so that a
 	// taken address fails start-up before anything is served.
 	metricsLn net.Listener
 	accounts  accounts.Store
 	log       *slog.Logger
-	opts      Options
+	opts      Config
 	// stopping closes when shutdown begins (ReleaseWaits).
 	stopping chan struct{}
 	stopOnce sync.Once
@@ -141,15 +182,15 @@ type App struct {
 
 // ReleaseWaits begins the shutdown of the requests that wait: every
 // long-poll answers now with the current state of its action, and the
-// dashboard's live streams end. Serve calls it once its context ends.
+// dashboard's live streams end. serve calls it once its context ends.
 func (a *App) ReleaseWaits() { a.stopOnce.Do(func() { close(a.stopping) }) }
 
-// New assembles a process over st with the tools of reg. queueStore, when
+// newApp assembles a process over st with the tools of reg. queueStore, when
 // not nil, is what the service uses instead of st (a test wraps the store
 // to inject a fault or spy on it); accounts and metrics still use st. With
-// MetricsAddr set, New listens there already (Serve serves it), so a taken
+// MetricsAddr set, newApp listens there already (serve serves it), so a taken
 // address fails start-up.
-func New(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Options) (*App, error) {
+func newApp(st storage.Store, queueStore queue.Store, reg *classify.Registry, opts Config) (*App, error) {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
@@ -288,11 +329,11 @@ func (a *App) MetricsAddr() net.Addr {
 	return a.metricsLn.Addr()
 }
 
-// Serve serves HTTP on ln and runs the background workers until ctx ends:
+// serve serves HTTP on ln and runs the background workers until ctx ends:
 // then it stops accepting and claiming, releases long-polls with the
 // current state, lets in-flight requests and deliveries finish, and
 // returns nil. It does not close the store.
-func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+func (a *App) serve(ctx context.Context, ln net.Listener) error {
 	log := a.log
 	workers, stopWorkers := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup

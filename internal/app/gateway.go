@@ -87,7 +87,7 @@ func (g *Gateway) reimport() {
 // verifiers against the listings as they are now (at start, and whenever
 // an upstream connects or changes its list), and logs each verifier it
 // disables loudly, once, and each it enables again. The refusal itself is
-// made at every call (app.New's verifier.Config.Refuse), so a verifier is
+// made at every call (newApp's verifier.Config.Refuse), so a verifier is
 // never called between a change of a listing and this log.
 func (g *Gateway) checkVerifiers(reg *classify.Registry) {
 	listings := g.Manager.Listings()

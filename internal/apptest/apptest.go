@@ -1,5 +1,5 @@
-// Package apptest starts the whole approvals process (internal/app, the
-// assembly cmd/approvals runs) on port 0 over a fresh PostgreSQL schema or
+// Package apptest starts the whole approvals process (app.Run, the very
+// function cmd/approvals runs) on port 0 over a fresh PostgreSQL schema or
 // SQLite file, with an injected clock. It is the one test harness of the
 // web, MCP and end-to-end tests.
 package apptest
@@ -74,7 +74,7 @@ type Options struct {
 	// Logger, default discarding.
 	Logger *slog.Logger
 	// PublicURL, TrustedProxies, MetricsAddr, Waiters, MaxStreams, BodyReadTimeout and
-	// PasswordGate are the app.Options of the same names; MetricsAddr is
+	// PasswordGate are the app.Config fields of the same names; MetricsAddr is
 	// typically "127.0.0.1:0" (App.MetricsURL says where it listens).
 	PublicURL       string
 	TrustedProxies  []netip.Prefix
@@ -83,13 +83,13 @@ type Options struct {
 	MaxStreams      int
 	BodyReadTimeout time.Duration
 	PasswordGate    *accounts.PasswordGate
-	// SSO, SSORecheck and PasswordLoginOff are the app.Options of the
+	// SSO, SSORecheck and PasswordLoginOff are the app.Config fields of the
 	// same names; with SSO and no PublicURL, the public URL is the
 	// process's own (the provider sends browsers back there).
 	SSO              *sso.Config
 	SSORecheck       time.Duration
 	PasswordLoginOff bool
-	// Upstreams is the app.Options of the same name (a gateway the test
+	// Upstreams is the app.Config field of the same name (a gateway the test
 	// started, app.StartGateway; it serves the process's service).
 	Upstreams *upstream.Manager
 }
@@ -184,15 +184,13 @@ func (a *App) AddServer(t testing.TB, wrap func(queue.Store) queue.Store) *App {
 	return start(t, pgtest.OpenURL(t, a.DatabaseURL), a.DatabaseURL, opts)
 }
 
+// start runs app.Run, the assembly cmd/approvals runs, over st on a port-0
+// listener, and returns once the process is assembled.
 func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	t.Helper()
 	unwrapped := st
 	if opts.WrapAll != nil {
 		st = opts.WrapAll(st)
-	}
-	var qs queue.Store = st
-	if opts.WrapStore != nil {
-		qs = opts.WrapStore(st)
 	}
 	sweep := opts.Sweep
 	if sweep == 0 {
@@ -217,31 +215,44 @@ func start(t testing.TB, st storage.Store, dbURL string, opts Options) *App {
 	if err != nil {
 		t.Fatal(err)
 	}
+	url := "http://" + ln.Addr().String()
 	publicURL := opts.PublicURL
 	if publicURL == "" && opts.SSO != nil {
-		publicURL = "http://" + ln.Addr().String()
+		publicURL = url
 	}
-	a, err := app.New(st, qs, opts.Tools, app.Options{Logger: opts.Logger, MaxBody: opts.MaxBody,
+	ready := make(chan *app.App, 1)
+	cfg := app.Config{Logger: opts.Logger, MaxBody: opts.MaxBody,
 		SessionSecret: opts.SessionSecret, WebhookSecret: opts.WebhookSecret, SweepInterval: sweep, SealInterval: seal,
 		Now: opts.Clock.Now, WaitRecheck: opts.WaitRecheck, LoginLimits: opts.LoginLimits, WrapMCP: opts.WrapMCP,
 		PublicURL: publicURL, TrustedProxies: opts.TrustedProxies, MetricsAddr: opts.MetricsAddr,
 		Waiters: opts.Waiters, MaxStreams: opts.MaxStreams, BodyReadTimeout: opts.BodyReadTimeout, PasswordGate: opts.PasswordGate,
 		SSO: opts.SSO, SSORecheck: opts.SSORecheck, PasswordLoginOff: opts.PasswordLoginOff, OutboxPoll: outboxPoll,
-		Upstreams: opts.Upstreams})
-	if err != nil {
-		ln.Close()
-		t.Fatal(err)
-	}
+		Upstreams: opts.Upstreams,
+		Store:     st, WrapQueue: opts.WrapStore, Registry: opts.Tools,
+		// No channel can be told anything: a test that needs notifiers
+		// drives an outbox of its own (ManualOutbox).
+		Notifiers: func(*queue.Service, storage.Store) (app.Notifiers, error) { return app.Notifiers{}, nil },
+		Ready:     func(a *app.App) { ready <- a }}
 	ctx, stop := context.WithCancel(context.Background())
 	served := make(chan error, 1)
-	go func() { served <- a.Serve(ctx, ln) }()
+	go func() { served <- app.Run(ctx, cfg, ln) }()
+	var a *app.App
+	select {
+	case a = <-ready:
+	case err := <-served:
+		stop()
+		if err == nil {
+			err = errors.New("app.Run returned before it served")
+		}
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		stop()
 		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
 			t.Errorf("serve: %v", err)
 		}
 	})
-	out := &App{App: a, Store: unwrapped, URL: "http://" + ln.Addr().String(), DatabaseURL: dbURL, Clock: opts.Clock, opts: opts}
+	out := &App{App: a, Store: unwrapped, URL: url, DatabaseURL: dbURL, Clock: opts.Clock, opts: opts}
 	if addr := a.MetricsAddr(); addr != nil {
 		out.MetricsURL = "http://" + addr.String()
 	}

@@ -1,4 +1,4 @@
-package main
+package app
 
 import (
 	"log/slog"
@@ -6,7 +6,6 @@ import (
 	gomail "github.com/wneessen/go-mail"
 
 	"github.com/approvals/approvals/classify"
-	"github.com/approvals/approvals/internal/app"
 	"github.com/approvals/approvals/maintenance"
 	"github.com/approvals/approvals/notifier/email"
 	"github.com/approvals/approvals/notifier/webhook"
@@ -18,11 +17,57 @@ import (
 	"github.com/approvals/approvals/telegram"
 )
 
+// ChannelSettings are what the notification channels need. The tools file
+// is judged against them (a Slack channel without the bot token fails
+// tools check and startup) and the notifiers are built from them.
+type ChannelSettings struct {
+	SlackBotToken      string // APPROVALS_SLACK_BOT_TOKEN
+	SlackSigningSecret string // APPROVALS_SLACK_SIGNING_SECRET
+	SlackAPIURL        string // APPROVALS_SLACK_API_URL; Slack's when empty
+	// SlackTeamID and SlackAppID (APPROVALS_SLACK_TEAM_ID, APPROVALS_SLACK_APP_ID), when
+	// set, are the only workspace and app whose interactions are acted on.
+	SlackTeamID, SlackAppID string
+	SMTPURL                 string // APPROVALS_SMTP_URL (it may carry a password)
+	SMTPFrom                string // APPROVALS_SMTP_FROM
+	TelegramBotToken        string // APPROVALS_TELEGRAM_BOT_TOKEN
+	TelegramSecret          string // APPROVALS_TELEGRAM_SECRET, the webhook's secret header
+	TelegramAPIURL          string // APPROVALS_TELEGRAM_API_URL; Telegram's when empty
+	PagerDutyURL            string // APPROVALS_PAGERDUTY_URL; PagerDuty's when empty
+}
+
+// TelegramConfigured says whether Telegram's bot token and webhook secret are set.
+func (c ChannelSettings) TelegramConfigured() bool {
+	return c.TelegramBotToken != "" && c.TelegramSecret != ""
+}
+
+// SlackConfigured says whether Slack's bot token and signing secret are set.
+func (c ChannelSettings) SlackConfigured() bool {
+	return c.SlackBotToken != "" && c.SlackSigningSecret != ""
+}
+
+// SMTPConfigured says whether the SMTP server and sender are set.
+func (c ChannelSettings) SMTPConfigured() bool { return c.SMTPURL != "" && c.SMTPFrom != "" }
+
+// LoadTools reads the tools file, judging its channels against the
+// settings; tools check and Run both call it, so they agree.
+func LoadTools(path, secret string, ch ChannelSettings) (*classify.Registry, error) {
+	if path == "" {
+		return classify.Empty(), nil
+	}
+	return classify.Load(path, classify.Options{
+		WebhookSecretSet:   secret != "",
+		WebhookSecret:      secret,
+		SlackConfigured:    ch.SlackConfigured(),
+		SMTPConfigured:     ch.SMTPConfigured(),
+		TelegramConfigured: ch.TelegramConfigured(),
+	})
+}
+
 // newNotifiers builds a notifier for every channel kind whose settings are
 // present. The tools file was already judged against the same settings
-// (loadTools), so a channel in use never lacks its notifier.
-func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Logger) (app.Notifiers, error) {
-	n := app.Notifiers{ByKind: map[string]queue.Notifier{}}
+// (LoadTools), so a channel in use never lacks its notifier.
+func newNotifiers(cfg Config, svc *queue.Service, st storage.Store, log *slog.Logger) (Notifiers, error) {
+	n := Notifiers{ByKind: map[string]queue.Notifier{}}
 	// Every webhook channel signs with its own secret, which the tools file holds.
 	w, err := webhook.New(webhook.Config{})
 	if err != nil {
@@ -30,7 +75,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 	}
 	n.ByKind[classify.KindWebhook] = maintenance.ChannelNotifier[[]byte](classify.KindWebhook, w, st, nil)
 	ch := cfg.Channels
-	if ch.smtpConfigured() {
+	if ch.SMTPConfigured() {
 		server, err := email.ParseURL(ch.SMTPURL)
 		if err != nil {
 			return n, err
@@ -41,7 +86,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 		}
 		n.ByKind[classify.KindEmail] = maintenance.ChannelNotifier[*gomail.Msg](classify.KindEmail, e, st, nil)
 	}
-	if ch.slackConfigured() {
+	if ch.SlackConfigured() {
 		c, err := slack.New(slack.Config{BotToken: ch.SlackBotToken, APIURL: ch.SlackAPIURL, PublicURL: cfg.PublicURL, Tools: svc.Registry})
 		if err != nil {
 			return n, err
@@ -54,7 +99,7 @@ func newNotifiers(cfg config, svc *queue.Service, st storage.Store, log *slog.Lo
 			return n, err
 		}
 	}
-	if ch.telegramConfigured() {
+	if ch.TelegramConfigured() {
 		c, err := telegram.New(telegram.Config{BotToken: ch.TelegramBotToken, APIURL: ch.TelegramAPIURL, PublicURL: cfg.PublicURL})
 		if err != nil {
 			return n, err
