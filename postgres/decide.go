@@ -84,8 +84,5 @@ func (s *Store) ActionDecide(ctx context.Context, p queue.ActionDecideParams) (q
 	if refusal != nil {
 		return queue.ActionDecideResult{Action: a}, refusal
 	}
-	if outcome == queue.DecideTransitioned {
-		s.announce.moved(a)
-	}
 	return queue.ActionDecideResult{Action: a, Outcome: outcome}, nil
 }

@@ -113,7 +113,3 @@ func (s *Store) MergesReports() bool {
 
 // ReportManySQL is the merged statement of the agents' reports.
 const ReportManySQL = reportManySQL
-
-// AnnouncerPID is the backend of the connection s announces moves on (0:
-// none yet).
-func AnnouncerPID(s *Store) uint32 { return s.announce.pid.Load() }

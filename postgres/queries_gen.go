@@ -717,11 +717,6 @@ const pendingMarkSQL = `SELECT count(*), max(created_at) FROM actions WHERE stat
 // (sql/store.sql)
 const lazyCommitSQL = `SELECT set_config('synchronous_commit', 'off', true)`
 
-// announceSQL notifies the channel once per payload (an action's
-// "id:state"), in one transaction (announcer).
-// (sql/store.sql)
-const announceSQL = `SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) p`
-
 // heldWhere is held, for a statement built per call (ActionListParams.Held).
 // (sql/submit.sql)
 const heldWhere = `a.state IN ('pending', 'approved', 'rejected', 'in_progress', 'done') AND a.class <> 'at-least-once'`

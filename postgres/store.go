@@ -1,8 +1,7 @@
 // Package postgres implements queue.Store and accounts.Store on PostgreSQL
 // with pgx. It is the production store: several server processes may share
 // one database, so every guard lives in the schema (partial unique indexes,
-// conditional updates) and the actions that moved are announced with
-// LISTEN/NOTIFY after their commit (announcer).
+// conditional updates) and changes are announced with LISTEN/NOTIFY.
 package postgres
 
 import (
@@ -59,9 +58,6 @@ type Store struct {
 	// reports says whether the agents' reports of a batch are merged
 	// (reportMerging).
 	reports reportMerging
-	// announce tells this process and the others of the actions that
-	// moved, after their commit.
-	announce *announcer
 }
 
 // Options tune Open.
@@ -141,8 +137,6 @@ func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	s := &Store{pool: pool, batchPool: bpool, hub: queue.NewHub(), log: log, channel: "approvals_changes_" + schema, cancel: cancel, done: make(chan struct{}),
 		batch: newBatcher(bpool, workers, 64), transitions: newBatcher(bpool, workers, 64),
 		hint: newHeldHint(hintPerGeneration)}
-	s.announce = newAnnouncer(cfg.ConnConfig.Copy(), s.channel, s.hub, log)
-	go s.announce.run(lctx)
 	ready := make(chan struct{})
 	go s.listen(lctx, ready)
 	go s.watchPending(lctx, 250*time.Millisecond)
@@ -242,7 +236,6 @@ func (s *Store) Close() error {
 	s.transitions.stop()
 	s.cancel()
 	<-s.done
-	<-s.announce.done
 	s.hub.Close()
 	s.batchPool.Close()
 	s.pool.Close()
@@ -313,9 +306,6 @@ func (s *Store) listenOnce(ctx context.Context, ready chan struct{}, again bool)
 			// The connection may be mid-wait; never return it to the pool.
 			_ = conn.Conn().Close(context.Background())
 			return true, err
-		}
-		if s.announce.self(n.PID) {
-			continue // published here before it was sent
 		}
 		id, state, ok := strings.Cut(n.Payload, ":")
 		if ok {
@@ -457,132 +447,4 @@ type sqlArgs []any
 func (a *sqlArgs) add(v any) string {
 	*a = append(*a, v)
 	return "$" + strconv.Itoa(len(*a))
-}
-
-// announcer tells every process of the actions that moved: the process
-// that moved them at once, through its hub, and the others with one NOTIFY
-// transaction a batch, sent after the moves committed.
-//
-// Until migration 00028 a trigger on actions sent the NOTIFY inside the
-// moving transaction. PostgreSQL holds one lock over the notification
-// queue from a notifying transaction's pre-commit until its commit is
-// flushed, so every completion's commit (its WAL flush included) ran one
-// after another: the claim cycle ran 293-566/s with the trigger against
-// 1,413-1,605/s without it on the same cluster (docs/performance.md, round
-// 4). A transaction that only notifies writes no WAL and commits without
-// waiting for a flush, so sending the notifications after the commit, many
-// in one transaction, holds that lock for a moment instead of a flush.
-//
-// What a process misses is not lost: the announcement is a wake-up, not
-// the change (waiters re-read the action), every long-poll also re-reads
-// on a timer, and a listener that reconnects wakes every long-poll. If this
-// process dies between the commit and its announcement, or cannot reach
-// the database to send it, the other processes' waiters see the move at
-// their next re-read.
-type announcer struct {
-	connConfig *pgx.ConnConfig
-	channel    string
-	hub        *queue.Hub
-	log        *slog.Logger
-
-	mu      sync.Mutex
-	pending []string // "id:state", the payload the listeners read
-	wake    chan struct{}
-	done    chan struct{}
-
-	// pid is the backend of the connection announcing, so that this
-	// process's listener skips what it already published (0: none).
-	pid atomic.Uint32
-}
-
-// maxAnnounce bounds one NOTIFY transaction; more wait for the next.
-const maxAnnounce = 1000
-
-func newAnnouncer(cfg *pgx.ConnConfig, channel string, hub *queue.Hub, log *slog.Logger) *announcer {
-	return &announcer{connConfig: cfg, channel: channel, hub: hub, log: log,
-		wake: make(chan struct{}, 1), done: make(chan struct{})}
-}
-
-// moved announces committed moves: call it after the commit, with the
-// actions as they now are. Nil actions are skipped.
-func (an *announcer) moved(actions ...*queue.Action) {
-	an.mu.Lock()
-	for _, a := range actions {
-		if a == nil {
-			continue
-		}
-		an.hub.Publish(queue.Change{ActionID: a.ID, State: a.State})
-		an.pending = append(an.pending, a.ID+":"+string(a.State))
-	}
-	an.mu.Unlock()
-	select {
-	case an.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run sends the announcements until ctx ends, then what is left for up to
-// a second.
-func (an *announcer) run(ctx context.Context) {
-	defer close(an.done)
-	var conn *pgx.Conn
-	defer func() {
-		if conn != nil {
-			_ = conn.Close(context.Background())
-		}
-	}()
-	send := func(ctx context.Context) {
-		for {
-			an.mu.Lock()
-			n := min(len(an.pending), maxAnnounce)
-			batch := an.pending[:n:n]
-			an.pending = an.pending[n:]
-			an.mu.Unlock()
-			if n == 0 {
-				return
-			}
-			// One transaction: the notification queue's lock once for
-			// the whole batch. Duplicates in a batch are sent once. A
-			// connection that broke (the server restarted, a failover) is
-			// replaced once before the batch is given up.
-			var err error
-			for try := 0; try < 2; try++ {
-				if conn == nil || conn.IsClosed() {
-					var c *pgx.Conn
-					if c, err = pgx.ConnectConfig(ctx, an.connConfig); err != nil {
-						break
-					}
-					conn = c
-					an.pid.Store(c.PgConn().PID())
-				}
-				if _, err = conn.Exec(ctx, announceSQL, an.channel, batch); err == nil {
-					break
-				}
-				_ = conn.Close(context.Background())
-				conn = nil
-				an.pid.Store(0)
-			}
-			if err != nil {
-				an.log.Debug("announcing moved actions", "err", err, "dropped", n)
-				return
-			}
-		}
-	}
-	for {
-		select {
-		case <-an.wake:
-			send(ctx)
-		case <-ctx.Done():
-			fctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			send(fctx)
-			cancel()
-			return
-		}
-	}
-}
-
-// self reports whether a notification came from this process's announcer.
-func (an *announcer) self(pid uint32) bool {
-	mine := an.pid.Load()
-	return mine != 0 && mine == pid
 }

@@ -17,7 +17,6 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 	if err != nil {
 		return nil, fmt.Errorf("expire due actions: %w", err)
 	}
-	s.announce.moved(out...)
 	return out, nil
 }
 

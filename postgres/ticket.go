@@ -152,15 +152,15 @@ func (s *Store) TicketCountOpen(ctx context.Context) (int64, error) {
 
 // TicketResolve implements queue.Store: it writes the plan
 // queue.PlanTicketResolution computes from the locked action and ticket.
-// A move of the action is announced after the commit (announcer).
+// The trigger on actions announces a move (NOTIFY).
 func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) (queue.TicketResolveResult, error) {
 	t, err := s.TicketGetByID(ctx, p.TicketID)
 	if err != nil {
 		return queue.TicketResolveResult{}, err
 	}
-	var notOpen, moved bool
+	var notOpen bool
 	err = s.withTx(ctx, func(tx pgx.Tx) error {
-		notOpen, moved = false, false
+		notOpen = false
 		// Lock order: the action first, then the ticket, as every other path.
 		a, err := scanAction(tx.QueryRow(ctx, ticketActionLockSQL, t.ActionID))
 		if err != nil {
@@ -182,7 +182,6 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 			if _, err := tx.Exec(ctx, ticketResolveActionSQL, a.ID, string(plan.Move), jsonArg(plan.Result), plan.Error, p.Now); err != nil {
 				return err
 			}
-			moved = true
 		}
 		if _, err := tx.Exec(ctx, ticketResolveSQL, p.TicketID, p.Now, p.By, string(p.Outcome), p.Note); err != nil {
 			return err
@@ -198,14 +197,6 @@ func (s *Store) TicketResolve(ctx context.Context, p queue.TicketResolveParams) 
 		return queue.TicketResolveResult{}, fmt.Errorf("resolve ticket %s: %w", p.TicketID, err)
 	}
 	a, aerr := s.ActionGetByID(ctx, t.ActionID)
-	if moved {
-		if aerr != nil {
-			// Announce the move anyway: waiters read the action themselves.
-			s.announce.moved(&queue.Action{ID: t.ActionID})
-		} else {
-			s.announce.moved(a)
-		}
-	}
 	if aerr != nil {
 		return queue.TicketResolveResult{}, aerr
 	}

@@ -37,9 +37,7 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	}
 	v, err := s.transitions.call(ctx, c)
 	if err == nil {
-		a := v.(*queue.Action)
-		s.announce.moved(a)
-		return a, nil
+		return v.(*queue.Action), nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return nil, fmt.Errorf("transition %s to %s: %w", p.ID, p.To, err)

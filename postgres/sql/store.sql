@@ -15,8 +15,3 @@ SELECT count(*), max(created_at) FROM actions WHERE state = 'pending';
 -- (of the server, not of approvals) within three wal_writer_delays of it
 -- can lose it, and any later ordinary commit flushes it too.
 SELECT set_config('synchronous_commit', 'off', true);
-
--- name: announceSQL
--- announceSQL notifies the channel once per payload (an action's
--- "id:state"), in one transaction (announcer).
-SELECT count(pg_notify($1, p)) FROM unnest($2::text[]) p;
