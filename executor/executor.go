@@ -50,7 +50,14 @@ func detached(d time.Duration) (context.Context, context.CancelFunc) {
 // by c and its outcome recorded whatever happens to worker. onOutcome, when
 // not nil, sees the outcome before it is visible in the store.
 func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Call, wants func(*queue.Action) bool, a *queue.Action, onOutcome func(string)) {
-	ctx, cancel := detached(storeTimeout)
+	// A claim that fails ambiguously (the primary died after the commit
+	// was sent) is read back until the database answers: it gets as long
+	// as a failover may take, as the start record does. With only
+	// storeTimeout, a claim sent just before the primary died could run
+	// out of time before the standby took over (8 s later in
+	// TestFailoverToASynchronousStandby), leaving a committed claim that
+	// nothing performs: a ticket after its claim_timeout.
+	ctx, cancel := detached(startTimeout)
 	defer cancel()
 	// Checked as late as possible: a shutdown that began while this
 	// goroutine waited to run claims nothing.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -938,4 +939,67 @@ func (s *dupSpy) Subscribe() queue.Subscription {
 	}()
 	var once sync.Once
 	return queue.Subscription{Changes: out, Cancel: func() { once.Do(func() { close(done); cancel() }) }}
+}
+
+// ambiguousClaim is a store whose claim of one action commits but answers
+// as a connection broken after the commit was sent (a primary that died),
+// and whose reads of that action fail until readsFrom: a failover that
+// takes longer than a store call may.
+type ambiguousClaim struct {
+	queue.Store
+	id        string
+	readsFrom time.Time
+	claimed   atomic.Bool
+}
+
+var errConnReset = errors.New("read tcp 127.0.0.1:5432: connection reset by peer")
+
+func (s *ambiguousClaim) ActionTransition(ctx context.Context, p queue.ActionTransitionParams) (*queue.Action, error) {
+	a, err := s.Store.ActionTransition(ctx, p)
+	if err == nil && p.ID == s.id && p.To == queue.StateInProgress && s.claimed.CompareAndSwap(false, true) {
+		return nil, errConnReset
+	}
+	return a, err
+}
+
+func (s *ambiguousClaim) ActionGetByID(ctx context.Context, id string) (*queue.Action, error) {
+	if id == s.id && s.claimed.Load() && time.Now().Before(s.readsFrom) {
+		return nil, errConnReset
+	}
+	return s.Store.ActionGetByID(ctx, id)
+}
+
+// A claim that committed but was answered with a broken connection is read
+// back until the database answers, for as long as a failover may take (12
+// s here, past a store call's 10 s), and then performed once: a committed
+// claim that nothing performs would become a ticket for an operator.
+func TestAmbiguousClaimReadBackOutlastsAFailover(t *testing.T) {
+	t.Parallel()
+	e := startExec(t, false)
+	a := e.Submit("notify_partner", partner("ambiguous", "json"))
+	spy := &ambiguousClaim{id: a.ID, readsFrom: time.Now().Add(12 * time.Second)}
+	svc := e.AddWrappedProcess(func(st queue.Store) queue.Store { spy.Store = st; return spy }).Service
+	e.runDispatcher(svc, nil)
+	apptest.Approve(t, e.Service, a.ID)
+
+	deadline := time.Now().Add(40 * time.Second)
+	for {
+		got, err := e.Store.ActionGetByID(context.Background(), a.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.State == queue.StateDone {
+			break
+		}
+		if got.State.Final() || time.Now().After(deadline) {
+			t.Fatalf("action %s is %s (claimed ambiguously: %v), want done", a.ID, got.State, spy.claimed.Load())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !spy.claimed.Load() || time.Now().Before(spy.readsFrom) {
+		t.Fatal("the claim was not answered ambiguously, or the action was done before the reads came back")
+	}
+	if n := e.prov.deliveries(a.ID); n != 1 {
+		t.Fatalf("%d deliveries, want 1", n)
+	}
 }
