@@ -36,9 +36,9 @@ type Call interface {
 
 const storeTimeout = 10 * time.Second
 
-// startTimeout bounds the reading back of an ambiguous start record: a
-// failover of up to a minute.
-const startTimeout = time.Minute
+// failoverTimeout bounds the reading back of an ambiguous claim or start
+// record: a failover of up to a minute.
+const failoverTimeout = time.Minute
 
 // detached is a context for work that must finish once begun (a claim, a
 // call, its outcome), even while the server shuts down.
@@ -51,13 +51,11 @@ func detached(d time.Duration) (context.Context, context.CancelFunc) {
 // not nil, sees the outcome before it is visible in the store.
 func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Call, wants func(*queue.Action) bool, a *queue.Action, onOutcome func(string)) {
 	// A claim that fails ambiguously (the primary died after the commit
-	// was sent) is read back until the database answers: it gets as long
-	// as a failover may take, as the start record does. With only
-	// storeTimeout, a claim sent just before the primary died could run
-	// out of time before the standby took over (8 s later in
-	// TestFailoverToASynchronousStandby), leaving a committed claim that
-	// nothing performs: a ticket after its claim_timeout.
-	ctx, cancel := detached(startTimeout)
+	// was sent) is read back until the database answers, for as long as a
+	// failover may take: with a store call's 10 s, a claim sent just
+	// before the primary died ran out before the standby took over,
+	// leaving a committed claim that nothing performs (a ticket).
+	ctx, cancel := detached(failoverTimeout)
 	defer cancel()
 	// Checked as late as possible: a shutdown that began while this
 	// goroutine waited to run claims nothing.
@@ -83,7 +81,7 @@ func execute(worker context.Context, svc *queue.Dispatch, log *slog.Logger, c Ca
 	// The start record may fail ambiguously (a failover): RecordStart reads
 	// it back for as long as a failover may take, and the call is made
 	// only once the record is known to exist.
-	sctx, scancel := detached(startTimeout)
+	sctx, scancel := detached(failoverTimeout)
 	err = svc.RecordStart(sctx, a, c.Channel(), started)
 	scancel()
 	if err != nil {
