@@ -21,24 +21,25 @@ import (
 // claiming, lets in-flight requests and deliveries finish, closes what it
 // opened and returns nil. cmd/approvals calls it with the settings of
 // flags and environment, internal/apptest on port 0. Run closes ln.
-func Run(ctx context.Context, cfg Config, ln net.Listener) error {
+func Run(ctx context.Context, cfg Config, ln net.Listener) (err error) {
+	defer func() {
+		if err != nil {
+			ln.Close() // serve closes it once it serves
+		}
+	}()
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	log := cfg.Logger
 	reg := cfg.Registry
 	if reg == nil {
-		var err error
 		if reg, err = LoadTools(cfg.Tools, cfg.WebhookSecret, cfg.Channels); err != nil {
-			ln.Close()
 			return err
 		}
 	}
 	var gw *Gateway
 	if cfg.Upstreams == nil {
-		var err error
 		if gw, reg, err = StartGateway(ctx, reg, log); err != nil {
-			ln.Close()
 			if cfg.Registry != nil {
 				return fmt.Errorf("tools: %w", err)
 			}
@@ -60,9 +61,7 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 	st := cfg.Store
 	if st == nil {
 		var where string
-		var err error
 		if st, where, err = OpenStore(ctx, cfg.DatabaseURL); err != nil {
-			ln.Close()
 			return err
 		}
 		defer st.Close()
@@ -82,7 +81,6 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) error {
 		gw.Serve(a.Tools)
 	}
 	if err != nil {
-		ln.Close()
 		return err
 	}
 	base := "http://" + browsableAddr(ln.Addr())
