@@ -282,5 +282,31 @@ var eventTests = []test{
 	{"UnknownAction", func(t *testing.T, s Store) {
 		err := s.EventInsert(t.Context(), queue.Event{ActionID: queue.NewID(at(0)), Kind: queue.EventReplayed, Actor: agent, At: at(0)})
 		isErr(t, err, queue.ErrNotFound, "event of an unknown action")
+		err = s.TicketCheckRecord(t.Context(), queue.TicketCheckRecordParams{Event: queue.Event{ActionID: queue.NewID(at(0)),
+			Kind: queue.EventVerified, Actor: "verifier:issue_refund", Channel: queue.ChannelVerifier, At: at(0)}})
+		isErr(t, err, queue.ErrNotFound, "verifier's check of an unknown action")
+	}},
+	{"UnknownActionsAmongConcurrent", func(t *testing.T, s Store) {
+		// Concurrent records, which a store may merge into one statement:
+		// each one of an unknown action is refused alone, each of a known
+		// action is appended once.
+		a := submitNew(t, s, classify.AtMostOnce, "email", "ev:concurrent", at(0))
+		const n = 16
+		errs := make([]error, n)
+		race(n, func(i int) {
+			id := a.ID
+			if i%2 == 1 {
+				id = queue.NewID(at(time.Duration(i) * time.Second))
+			}
+			errs[i] = s.EventInsert(t.Context(), queue.Event{ActionID: id, Kind: queue.EventReplayed, Actor: agent, At: at(time.Minute)})
+		})
+		for i, err := range errs {
+			if i%2 == 1 {
+				isErr(t, err, queue.ErrNotFound, "record of an unknown action")
+			} else {
+				noErr(t, err, "record of a known action")
+			}
+		}
+		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventReplayed), n/2, "records appended to the known action")
 	}},
 }
