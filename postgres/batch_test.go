@@ -476,21 +476,27 @@ func TestMergedCalls(t *testing.T) {
 	}
 }
 
-// TestMergedCallsFallBack: an event for an unknown action breaks its merged
-// statement; the batch rolls back and every call runs on its own: the bad
-// one gets not found, the others succeed once.
+// TestMergedCallsFallBack: an event whose data is not JSON breaks its
+// merged statement; the batch rolls back and every call runs on its own:
+// the bad one fails, an event for an unknown action gets not found (it
+// breaks nothing: eventInsertSQL appends only to an action that exists),
+// the others succeed once.
 func TestMergedCallsFallBack(t *testing.T) {
 	t.Parallel()
 	s := openOneWorker(t)
 	ctx := t.Context()
 	now := time.Now().UTC().Truncate(time.Microsecond)
+	pre := testAction(classify.AtMostOnce, "pre", now)
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: pre, Event: submittedEv(pre)}); err != nil {
+		t.Fatal(err)
+	}
 	b := s.Batcher()
 	release := blockWorkers(t, s.Pool(), b)
 	var wg sync.WaitGroup
 	subErrs := make([]error, 3)
 	for i := range subErrs {
+		a := testAction(classify.AtMostOnce, fmt.Sprint("key-", i), now)
 		wg.Go(func() {
-			a := testAction(classify.AtMostOnce, fmt.Sprint("key-", i), now)
 			res, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)})
 			created := res.Created
 			if err == nil && !created {
@@ -499,15 +505,22 @@ func TestMergedCallsFallBack(t *testing.T) {
 			subErrs[i] = err
 		})
 	}
-	var evErr error
+	var badErr, unknownErr error
 	wg.Go(func() {
-		evErr = s.EventInsert(ctx, queue.Event{ActionID: queue.NewID(now), Kind: queue.EventReplayed, Actor: "agent:a", At: now})
+		badErr = s.EventInsert(ctx, queue.Event{ActionID: pre.ID, Kind: queue.EventReplayed, Actor: "agent:a", At: now,
+			Data: json.RawMessage(`{"not json`)})
 	})
-	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == 4 })
+	wg.Go(func() {
+		unknownErr = s.EventInsert(ctx, queue.Event{ActionID: queue.NewID(now), Kind: queue.EventReplayed, Actor: "agent:a", At: now})
+	})
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == 5 })
 	release()
 	wg.Wait()
-	if !errors.Is(evErr, queue.ErrNotFound) {
-		t.Errorf("event for an unknown action: %v, want not found", evErr)
+	if badErr == nil || errors.Is(badErr, queue.ErrNotFound) {
+		t.Errorf("event whose data is not JSON: %v, want the database's refusal", badErr)
+	}
+	if !errors.Is(unknownErr, queue.ErrNotFound) {
+		t.Errorf("event for an unknown action: %v, want not found", unknownErr)
 	}
 	for i, err := range subErrs {
 		if err != nil {
@@ -518,8 +531,63 @@ func TestMergedCallsFallBack(t *testing.T) {
 		t.Errorf("refused batches = %d, want 1", b.Refused())
 	}
 	var n int
-	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM actions`).Scan(&n); err != nil || n != 3 {
-		t.Errorf("actions = %d (%v), want 3", n, err)
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM actions`).Scan(&n); err != nil || n != 4 {
+		t.Errorf("actions = %d (%v), want 4", n, err)
+	}
+}
+
+// TestMergedEventsOfUnknownActions: the records of a batch go as one
+// statement (eventInsertManySQL); those of an action that does not exist
+// are not appended and their calls answer not found, the others are
+// appended once, and nothing falls back to one statement a call.
+func TestMergedEventsOfUnknownActions(t *testing.T) {
+	t.Parallel()
+	s := openOneWorker(t)
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	a := testAction(classify.AtMostOnce, "known", now)
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a)}); err != nil {
+		t.Fatal(err)
+	}
+	b := s.Batcher()
+	merged := b.MergedCalls()
+	release := blockWorkers(t, s.Pool(), b)
+	const n = 6
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		id := a.ID
+		if i%2 == 1 {
+			id = queue.NewID(now.Add(time.Duration(i) * time.Second))
+		}
+		wg.Go(func() {
+			errs[i] = s.EventInsert(ctx, queue.Event{ActionID: id, Kind: queue.EventReplayed, Actor: "agent:a", At: now})
+		})
+	}
+	waitFor(t, "all calls to queue", func() bool { return b.Waiting() == n })
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if i%2 == 1 && !errors.Is(err, queue.ErrNotFound) {
+			t.Errorf("record %d, of an unknown action: %v, want not found", i, err)
+		}
+		if i%2 == 0 && err != nil {
+			t.Errorf("record %d: %v", i, err)
+		}
+	}
+	if got := b.MergedCalls() - merged; got != n {
+		t.Errorf("calls carried by merged statements = %d, want %d", got, n)
+	}
+	if b.Refused() != 0 {
+		t.Errorf("refused batches = %d, want 0", b.Refused())
+	}
+	var appended, stray int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FILTER (WHERE action_id = $1), count(*) FILTER (WHERE action_id <> $1)
+		FROM events WHERE kind = 'replayed'`, a.ID).Scan(&appended, &stray); err != nil {
+		t.Fatal(err)
+	}
+	if appended != n/2 || stray != 0 {
+		t.Errorf("replayed events: %d of the known action, %d of others; want %d and 0", appended, stray, n/2)
 	}
 }
 

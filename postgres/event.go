@@ -2,9 +2,12 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -14,15 +17,15 @@ func (s *Store) EventInsert(ctx context.Context, ev queue.Event) error {
 	if !queue.ValidID(ev.ActionID) {
 		return queue.ActionNotFound(ev.ActionID)
 	}
-	// Replays record one each, so it goes through the batcher. Its lock (a
-	// key share on the action row) sorts before the submissions' ("event:"
-	// < "submit:"); what matters is that every batch uses the same order.
-	// A replay's record commits lazily (queue.IsReplayRecord).
+	// Replays record one each, so it goes through the batcher; it takes no
+	// lock (eventInsertSQL reads the action without one). A replay's
+	// record commits lazily (queue.IsReplayRecord).
 	_, err := s.batch.call(ctx, &batchCall{kind: eventInserts{}, arg: ev, order: "event:" + strings.ToLower(ev.ActionID),
 		lazy: queue.IsReplayRecord(ev.Kind),
 		sql:  eventInsertSQL,
-		args: []any{ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)}})
-	if isForeignKeyViolation(err) {
+		args: []any{ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)},
+		scan: scanAppended})
+	if errors.Is(err, pgx.ErrNoRows) {
 		return queue.ActionNotFound(ev.ActionID)
 	}
 	if err != nil {
@@ -37,6 +40,12 @@ func (s *Store) StaffEventInsert(ctx context.Context, ev queue.Event) error {
 		return fmt.Errorf("record %s event: %w", ev.Kind, err)
 	}
 	return nil
+}
+
+// scanAppended reads the row of an appended event: none, no action.
+func scanAppended(row pgx.Row) (any, error) {
+	var zero int
+	return nil, row.Scan(&zero)
 }
 
 // eventInserts merges the event inserts of a batch into one.

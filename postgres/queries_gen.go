@@ -332,16 +332,28 @@ const decideGrantSQL = `WITH g AS (
 INSERT INTO events (action_id, kind, actor, channel, at, data)
 VALUES ($6, $10, $5, $11, $7, $12::json)`
 
-// eventInsertSQL appends one event that changes no state.
+// eventInsertSQL appends one event that changes no state, to an action
+// that exists: no row, none does (events.action_id has no foreign key:
+// migration 00028). Actions are never deleted, so the read needs no lock.
 // (sql/event.sql)
-const eventInsertSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)`
+const eventInsertSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data)
+SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::json
+WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1::uuid)
+RETURNING 0`
 
 // eventInsertManySQL is eventInsertSQL for the events of a batch, one
-// array per column.
+// array per column: a row for each event appended, the index of its call
+// in the batch first.
 // (sql/event.sql)
-const eventInsertManySQL = `INSERT INTO events (action_id, kind, actor, channel, at, data)
-SELECT id, kind, actor, channel, at, data::json
-FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[]) AS e(id, kind, actor, channel, at, data)`
+const eventInsertManySQL = `WITH e AS (
+    SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::timestamptz[], $6::text[])
+        WITH ORDINALITY AS e(id, kind, actor, channel, at, data, n)
+    WHERE EXISTS (SELECT 1 FROM actions a WHERE a.id = e.id)
+), ins AS (
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, kind, actor, channel, at, data::json FROM e ORDER BY n
+)
+SELECT n::int - 1, 0 FROM e`
 
 // staffEventInsertSQL appends an event of no action about a subject (a
 // sign-in, a user or token change), which notifies nobody.
@@ -1259,14 +1271,21 @@ SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_a
 FROM claimed JOIN tickets t ON t.id = claimed.ticket_id`
 
 // ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
-// keeps its verdict $8 as the latest of ticket $7 (none when $7 is ”).
+// keeps its verdict $8 as the latest of ticket $7 (none when $7 is ”),
+// if the action exists: the count of events appended, 0 when it does not
+// (events.action_id has no foreign key: migration 00028).
 // (sql/ticket.sql)
 const ticketCheckRecordSQL = `WITH ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::json
+    WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1::uuid)
+    RETURNING action_id
+), chk AS (
+    INSERT INTO ticket_checks AS c (ticket_id, next_at, verdict)
+    SELECT nullif($7, '')::uuid, $5, $8 FROM ev WHERE nullif($7, '') IS NOT NULL
+    ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict
 )
-INSERT INTO ticket_checks AS c (ticket_id, next_at, verdict)
-SELECT nullif($7, '')::uuid, $5, $8 WHERE nullif($7, '') IS NOT NULL
-ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict`
+SELECT count(*)::int FROM ev`
 
 // movedColumns are a transition's answer's: the updated row u.
 // (sql/transition.sql)

@@ -233,9 +233,11 @@ func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecord
 	if !queue.ValidID(ev.ActionID) {
 		return queue.ActionNotFound(ev.ActionID)
 	}
-	_, err := s.pool.Exec(ctx, ticketCheckRecordSQL, ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data),
-		p.TicketID, p.Verdict)
-	if isForeignKeyViolation(err) {
+	var appended int
+	err := s.pool.QueryRow(ctx, ticketCheckRecordSQL, ev.ActionID, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data),
+		p.TicketID, p.Verdict).Scan(&appended)
+	if isForeignKeyViolation(err) || err == nil && appended == 0 {
+		// No such action, or (the ticket's key) no such ticket.
 		return queue.ActionNotFound(ev.ActionID)
 	}
 	if err != nil {

@@ -89,10 +89,17 @@ FROM claimed JOIN tickets t ON t.id = claimed.ticket_id;
 
 -- name: ticketCheckRecordSQL
 -- ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
--- keeps its verdict $8 as the latest of ticket $7 (none when $7 is '').
+-- keeps its verdict $8 as the latest of ticket $7 (none when $7 is ''),
+-- if the action exists: the count of events appended, 0 when it does not
+-- (events.action_id has no foreign key: migration 00028).
 WITH ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, $2, $3, $4, $5, $6)
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT $1::uuid, $2::text, $3::text, $4::text, $5::timestamptz, $6::json
+    WHERE EXISTS (SELECT 1 FROM actions WHERE id = $1::uuid)
+    RETURNING action_id
+), chk AS (
+    INSERT INTO ticket_checks AS c (ticket_id, next_at, verdict)
+    SELECT nullif($7, '')::uuid, $5, $8 FROM ev WHERE nullif($7, '') IS NOT NULL
+    ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict
 )
-INSERT INTO ticket_checks AS c (ticket_id, next_at, verdict)
-SELECT nullif($7, '')::uuid, $5, $8 WHERE nullif($7, '') IS NOT NULL
-ON CONFLICT (ticket_id) DO UPDATE SET verdict = excluded.verdict;
+SELECT count(*)::int FROM ev;
