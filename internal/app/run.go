@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -77,11 +78,11 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) (err error) {
 		}
 	}
 	a, err := newApp(st, qs, reg, cfg)
-	if err == nil && gw != nil {
-		gw.Serve(a.Tools)
-	}
 	if err != nil {
 		return err
+	}
+	if gw != nil {
+		gw.Serve(a.Tools)
 	}
 	base := "http://" + browsableAddr(ln.Addr())
 	if cfg.SSO != nil {
@@ -94,14 +95,17 @@ func Run(ctx context.Context, cfg Config, ln net.Listener) (err error) {
 		log.Info("no users yet: open this one-time link to create the first admin", "url", link)
 	}
 	if addr := cfg.PprofAddr; addr != "" {
-		// Opt-in profiling on its own listener, never on the public one.
+		// Opt-in profiling on its own listener, never on the public one;
+		// it ends with Run.
+		mux := http.NewServeMux()
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		srv := &http.Server{Addr: addr, Handler: mux}
+		defer srv.Close()
 		go func() {
-			mux := http.NewServeMux()
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 			log.Info("pprof listening", "addr", addr)
-			if err := http.ListenAndServe(addr, mux); err != nil {
+			if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				log.Warn("pprof", "err", err)
 			}
 		}()
