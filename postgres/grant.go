@@ -9,20 +9,21 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/queue"
 )
 
 // Grants (sql/grant.sql): a submission uses one within its claim
 // (sql/submit.sql); an approval creates one (decide.go).
 
-func scanGrant(row rowScanner) (*queue.Grant, error) {
+// scanGrant scans grantColumns, then extra.
+func scanGrant(row rowScanner, extra ...any) (*queue.Grant, error) {
 	var (
 		g      queue.Grant
 		fields string
 	)
-	if err := row.Scan(&g.ID, &g.Tool, &g.Agent, &fields, &g.GrantedBy, &g.ActionID, &g.CreatedAt, &g.ExpiresAt,
-		&g.MaxUses, &g.Uses, &g.RevokedAt, &g.RevokedBy, &g.EndReason); err != nil {
+	if err := row.Scan(append([]any{&g.ID, &g.Tool, &g.Agent, &fields, &g.GrantedBy, &g.ActionID, &g.CreatedAt, &g.ExpiresAt,
+		&g.MaxUses, &g.Uses, &g.RevokedAt, &g.RevokedBy, &g.EndReason}, extra...)...); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal([]byte(fields), &g.Fields); err != nil {
@@ -73,16 +74,51 @@ func (s *Store) GrantList(ctx context.Context, p queue.GrantListParams) ([]*queu
 	return list, nil
 }
 
-// GrantFind implements queue.Reader.
+// GrantFind implements queue.Reader: the grant queue.PickGrant picks among
+// the tool's active grants, read without a lock.
 func (s *Store) GrantFind(ctx context.Context, p queue.GrantFindParams) (*queue.Grant, error) {
-	g, err := scanGrant(s.pool.QueryRow(ctx, grantFindSQL, p.Now, p.Tool, p.RequestedBy, string(p.Payload), approvalArg(p.Approval)))
-	if errors.Is(err, pgx.ErrNoRows) {
-		return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
-	}
+	cands, err := grantCandidates(ctx, s.pool, p)
 	if err != nil {
 		return nil, fmt.Errorf("find grant: %w", err)
 	}
+	g, err := queue.PickGrant(cands, p)
+	if err != nil {
+		return nil, fmt.Errorf("find grant: %w", err)
+	}
+	if g == nil {
+		return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+	}
 	return g, nil
+}
+
+// querier is what grantCandidates reads through: the pool, or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// grantCandidates reads the grants of p's tool active at p.Now, with their
+// granting users (grantCandidatesSQL).
+func grantCandidates(ctx context.Context, q querier, p queue.GrantFindParams) ([]queue.GrantCandidate, error) {
+	rows, err := q.Query(ctx, grantCandidatesSQL, p.Now, p.Tool)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (queue.GrantCandidate, error) {
+		var (
+			c      queue.GrantCandidate
+			role   string
+			groups string
+		)
+		g, err := scanGrant(row, &c.Granter.Exists, &role, &groups, &c.Granter.NoAccess)
+		if err != nil {
+			return c, err
+		}
+		c.Grant, c.Granter.CanDecide, c.Granter.Email = g, accounts.Role(role).CanDecide(), g.GranterEmail()
+		if err := json.Unmarshal([]byte(groups), &c.Granter.IdPGroups); err != nil {
+			return c, fmt.Errorf("grant %s: granter's idp_groups: %w", g.ID, err)
+		}
+		return c, nil
+	})
 }
 
 // GrantRevoke implements queue.Store.
@@ -119,17 +155,6 @@ func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]que
 		return nil, fmt.Errorf("policy hits: %w", err)
 	}
 	return out, nil
-}
-
-// approvalArg is a tool's approval rule as granterMayDecide reads it: its
-// JSON, as an action's spec holds it, or NULL for none.
-func approvalArg(a *classify.Approval) *string {
-	if a == nil {
-		return nil
-	}
-	b, _ := json.Marshal(a) // plain fields: cannot fail
-	s := string(b)
-	return &s
 }
 
 // endGrantsOfUser ends the grants of the user id for reason in tx, the

@@ -223,6 +223,10 @@ func (s *Store) planSubmit(ctx context.Context, p queue.ActionSubmitParams, in s
 		if err != nil {
 			return err
 		}
+		in, err := pickGrant(ctx, tx, p, in)
+		if err != nil {
+			return err
+		}
 		var got submitted
 		for range 10 {
 			v, err := scanSubmitted(tx.QueryRow(ctx, submitSQL, in.args()...))

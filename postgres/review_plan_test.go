@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -21,6 +22,7 @@ func TestUnderReviewProbeUsesIndexes(t *testing.T) {
 	pool := pgtest.Open(t).Pool()
 	attempt := regexp.MustCompile(` on actions r(_\d+)? `)
 	ticket := regexp.MustCompile(` on tickets rt(_\d+)? `)
+	param := regexp.MustCompile(`\$(\d+)`)
 	for _, name := range []string{"submitSQL", "submitManySQL"} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -38,7 +40,12 @@ func TestUnderReviewProbeUsesIndexes(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { _, _ = tx.Exec(t.Context(), "DEALLOCATE "+prepared) }()
-			plan := explain(t, tx, "EXPLAIN EXECUTE "+prepared+"("+strings.TrimSuffix(strings.Repeat("NULL, ", 36), ", ")+")")
+			params := 0
+			for _, m := range param.FindAllStringSubmatch(stmt, -1) {
+				n, _ := strconv.Atoi(m[1])
+				params = max(params, n)
+			}
+			plan := explain(t, tx, "EXPLAIN EXECUTE "+prepared+"("+strings.TrimSuffix(strings.Repeat("NULL, ", params), ", ")+")")
 			text := strings.Join(plan, "\n")
 			var attempts, tickets int
 			for _, l := range plan {

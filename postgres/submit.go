@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,15 +58,27 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 			v   any
 			err error
 		)
-		if try == 0 {
+		switch {
+		case try == 0:
 			v, err = s.batch.call(ctx, &batchCall{kind: submissions{}, arg: in, order: "submit:" + a.IntentKey,
 				statement: in.statement, scan: scanSubmitted})
-		} else {
+		case in.extras.grantTry:
+			// The tool has active grants: queue.PickGrant judges them.
+			err = s.withTx(ctx, func(tx pgx.Tx) error {
+				in, err := pickGrant(ctx, tx, p, in)
+				if err != nil {
+					return err
+				}
+				v, err = scanSubmitted(tx.QueryRow(ctx, submitSQL, in.args()...))
+				return err
+			})
+		default:
 			v, err = scanSubmitted(s.pool.QueryRow(ctx, submitSQL, in.args()...))
 		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The token guard refused, or this lost a race with a holder its
-			// snapshot cannot see, or with one released a moment ago.
+			// snapshot cannot see, or with one released a moment ago, or
+			// the tool has active grants to judge.
 			if guard != nil {
 				if _, terr := s.TokenGetByHash(ctx, tokenHash); errors.Is(terr, accounts.ErrNotFound) {
 					return queue.ActionSubmitResult{}, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
@@ -155,20 +168,20 @@ func (in submitInput) args() []any {
 		ev.Kind, ev.Actor, jsonArg(ev.Data), a.FinishedAt, in.tokenHash, ev.Unrouted,
 		a.DecidedBy, a.DecidedAt, a.DecisionNote, jsonArg(a.ApprovedPayload), sub.approvals,
 		sub.decKind, sub.decActor, sub.decData, sub.decUnrouted,
-		sub.grantTry, sub.grantExpiresAt, sub.grantUnrouted, sub.grantAt, sub.decChannel}
+		sub.grantTry, sub.grantID, sub.decChannel}
 }
 
 // submitExtra is what a submission adds to the claim for policies and
-// grants: the approvals of a rule's approval, the rule's decision event,
-// and whether a grant may approve it (queue.GrantTry).
+// grants: the approvals of a rule's approval, the rule's decision event
+// (or the approved event of the grant grantID), and whether a grant may
+// approve it, not picked yet (queue.GrantTry).
 type submitExtra struct {
 	approvals                  string
 	decKind, decActor, decData *string
 	decChannel                 *string
 	decUnrouted                bool
-	grantTry, grantUnrouted    bool
-	grantExpiresAt             *time.Time
-	grantAt                    string
+	grantTry                   bool
+	grantID                    *string
 }
 
 func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
@@ -181,12 +194,55 @@ func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
 			x.decData = &data
 		}
 	}
-	if g := p.Grant; g != nil && a.State == queue.StatePending {
-		exp := g.ExpiresAt
-		x.grantTry, x.grantUnrouted, x.grantExpiresAt = true, g.ApprovedUnrouted, &exp
-		x.grantAt = g.Now.UTC().Format(time.RFC3339Nano)
+	x.grantTry = p.Grant != nil && a.State == queue.StatePending
+	if a.GrantID != "" {
+		id := a.GrantID
+		x.grantID = &id
 	}
 	return x
+}
+
+// pickGrant is in with the grant that approves it, in tx, when its
+// submission asks for one (queue.GrantTry): it reads the tool's active
+// grants with their granting users, lets queue.PickGrant choose, locks a
+// grant with a limit (grantLockSQL) and chooses again without it should it
+// no longer be active once locked, and submits what queue.ApproveByGrant
+// makes. No grant approving it, in is submitted pending, as given. Either
+// way its statement no longer looks for grants.
+func pickGrant(ctx context.Context, tx pgx.Tx, p queue.ActionSubmitParams, in submitInput) (submitInput, error) {
+	if !in.extras.grantTry {
+		return in, nil
+	}
+	in.extras.grantTry = false
+	a, try := in.a, p.Grant
+	fp := queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: try.Now, Approval: a.Spec.Approval}
+	cands, err := grantCandidates(ctx, tx, fp)
+	if err != nil {
+		return in, fmt.Errorf("grants: %w", err)
+	}
+	for {
+		g, err := queue.PickGrant(cands, fp)
+		if err != nil || g == nil {
+			return in, err
+		}
+		if g.MaxUses > 0 {
+			locked, err := scanGrant(tx.QueryRow(ctx, grantLockSQL, g.ID))
+			if err != nil {
+				return in, fmt.Errorf("lock grant %s: %w", g.ID, err)
+			}
+			if !locked.Active(try.Now) {
+				cands = slices.DeleteFunc(cands, func(c queue.GrantCandidate) bool { return c.Grant.ID == g.ID })
+				continue
+			}
+			g = locked
+		}
+		approved := *a
+		ev := in.ev
+		dec := queue.ApproveByGrant(&approved, &ev, g, try)
+		in.a, in.ev = &approved, ev
+		in.extras = submitExtras(&approved, queue.ActionSubmitParams{Decision: &dec})
+		return in, nil
+	}
 }
 
 // submissions merges the submissions of a batch.
@@ -194,21 +250,20 @@ type submissions struct{}
 
 func (submissions) merge(calls []*batchCall) (string, []any) {
 	n := len(calls)
-	// Five allocations for the 36 columns: a batch is merged for every few
+	// Five allocations for the 33 columns: a batch is merged for every few
 	// requests.
-	str, strp, times := cutter[string]{make([]string, 14*n), n}, cutter[*string]{make([]*string, 10*n), n}, cutter[*time.Time]{make([]*time.Time, 6*n), n}
-	bools, createdAt := cutter[bool]{make([]bool, 5*n), n}, make([]time.Time, n)
+	str, strp, times := cutter[string]{make([]string, 13*n), n}, cutter[*string]{make([]*string, 10*n), n}, cutter[*time.Time]{make([]*time.Time, 5*n), n}
+	bools, createdAt := cutter[bool]{make([]bool, 4*n), n}, make([]time.Time, n)
 	var (
 		ids, tools, classes, keys, states, payloads               = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
 		requestedBy, channels, specs, warnings, evKinds, evActors = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
-		approvals, grantAt                                        = str.next(), str.next()
+		approvals                                                 = str.next()
 		claimedBy, evData, tokens                                 = strp.next(), strp.next(), strp.next()
 		decidedBy, notes, approvedPayloads                        = strp.next(), strp.next(), strp.next()
 		decKinds, decActors, decData, decChannels                 = strp.next(), strp.next(), strp.next(), strp.next()
 		claimedAt, deadlines, expiresAt, finishedAt               = times.next(), times.next(), times.next(), times.next()
-		decidedAt, grantExpires                                   = times.next(), times.next()
-		webhooks, unrouted                                        = bools.next(), bools.next()
-		decUnrouted, grantTry, grantUnrouted                      = bools.next(), bools.next(), bools.next()
+		decidedAt                                                 = times.next()
+		webhooks, unrouted, decUnrouted, grantTry                 = bools.next(), bools.next(), bools.next(), bools.next()
 	)
 	for i, c := range calls {
 		in := c.arg.(submitInput)
@@ -229,12 +284,12 @@ func (submissions) merge(calls []*batchCall) (string, []any) {
 			approvedPayloads[i] = &ap
 		}
 		decKinds[i], decActors[i], decData[i], decChannels[i], decUnrouted[i] = x.decKind, x.decActor, x.decData, x.decChannel, x.decUnrouted
-		grantTry[i], grantExpires[i], grantUnrouted[i], grantAt[i] = x.grantTry, x.grantExpiresAt, x.grantUnrouted, x.grantAt
+		grantTry[i] = x.grantTry
 	}
 	return submitManySQL, []any{uuidArray(ids), tools, classes, keys, states, payloads, requestedBy, channels,
 		createdAt, claimedAt, claimedBy, deadlines, expiresAt, webhooks, specs, warnings, evKinds,
 		evActors, evData, finishedAt, tokens, unrouted, decidedBy, decidedAt, notes, approvedPayloads,
-		approvals, decKinds, decActors, decData, decUnrouted, grantTry, grantExpires, grantUnrouted, grantAt, decChannels}
+		approvals, decKinds, decActors, decData, decUnrouted, grantTry, decChannels}
 }
 
 // submitted is what submitSQL returns: the holder of the intent and whether

@@ -94,18 +94,6 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 	return DryRunResult{Outcome: DryRunHuman, Action: a, Rule: rule}, nil
 }
 
-// GrantApproved makes the pending action a the one grant g approves, as a
-// store does within the submission (GrantTry): the state, decided_by, note,
-// approvals and expiry. The SQLite store, which picks the grant in Go,
-// stores what it makes.
-func GrantApproved(a *Action, g *Grant, try *GrantTry) {
-	by, note := GrantActorPrefix+g.ID, GrantNote(g.ID, g.GrantedBy)
-	now, exp := try.Now, try.ExpiresAt
-	a.State, a.GrantID, a.DecidedBy, a.DecidedAt, a.DecisionNote = StateApproved, g.ID, &by, &now, &note
-	a.ApprovedPayload, a.ExpiresAt = a.Payload, &exp
-	a.Approvals = []Approval{GrantApproval(g.ID, g.GrantedBy, now)}
-}
-
 // latestAttempt is the action of key's highest attempt (at-least-once
 // actions take no attempts), with its current ticket, or nil: what a
 // submission's store statement reads to hold an intent under review.

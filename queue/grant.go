@@ -93,10 +93,9 @@ type Granter struct {
 // under approval (the tool's approval rule now in force, as the new
 // action's snapshot holds it), else why not (GrantEnd…). A grant is an
 // approver's decision made in advance, so it lasts only as long as their
-// right to make it: the stores check it at every match (PostgreSQL in SQL,
-// granterMayDecide in sql/grant.sql; the conformance suite holds the two
-// together), and end the grants in the transaction that removes the user,
-// lowers the role or records the identity provider's refusal.
+// right to make it: PickGrant checks it at every match, and the stores end
+// the grants in the transaction that removes the user, lowers the role or
+// records the identity provider's refusal.
 func GranterStanding(approval *classify.Approval, g Granter) string {
 	switch {
 	case !g.Exists:
@@ -145,8 +144,7 @@ func (g *Grant) Active(now time.Time) bool {
 // requestedBy with payload: the same tool, its agent (if it names one), and
 // every field's value equal as JSON (key order and number spelling do not
 // matter; a missing field matches nothing). It does not look at time or
-// uses (Active). The PostgreSQL store says the same in SQL (grantMatches in
-// sql/grant.sql); the conformance suite holds the two together.
+// uses (Active).
 func (g *Grant) Matches(tool, requestedBy string, payload map[string]any) bool {
 	if g.Tool != tool || g.Agent != "" && g.Agent != requestedBy {
 		return false
@@ -206,13 +204,12 @@ type GrantRequest struct {
 }
 
 // GrantTry asks a store to approve a new pending action by an active grant
-// that matches it, within the submission's transaction: the store picks
-// one (Grant.Active and Grant.Matches), counts the use of a grant with a
-// limit by a conditional update, and stores the action approved (decided_by
-// grant:ID, GrantNote, the granting user in approvals) with an approved
-// event by grant:ID on channel grant, whose data is GrantEventData. The
-// submitted event is then stored as notifying no one: the action never
-// waited. No grant matching, the action is stored pending as it was given.
+// that matches it, within the submission's transaction: the store reads
+// the tool's active grants with their granting users, PickGrant chooses,
+// the store locks a grant with a limit and counts its use by a
+// conditional update, and writes what ApproveByGrant makes (the action
+// approved by grant:ID, the approved event on channel grant). No grant
+// matching, the action is stored pending as it was given.
 type GrantTry struct {
 	// Now is when grants must still be active.
 	Now time.Time
@@ -222,8 +219,80 @@ type GrantTry struct {
 	ApprovedUnrouted bool
 }
 
+// GrantCandidate is a grant of the submitted tool, active when the store
+// read it, with what GranterStanding needs of its granting user: what a
+// store reads for PickGrant to judge.
+type GrantCandidate struct {
+	Grant   *Grant
+	Granter Granter
+}
+
+// PickGrant is the one rule of which grant approves the submission p:
+// among the candidates, one Active at p.Now, that Matches, and whose
+// granting user may still decide the tool (GranterStanding); one without a
+// limit first, then the one that expires soonest (a limited one is used up
+// before it lapses), then the lowest id. nil when none does. The stores
+// read the tool's active grants and lock what they must (GrantTry); they
+// do not judge.
+func PickGrant(cands []GrantCandidate, p GrantFindParams) (*Grant, error) {
+	var (
+		payload map[string]any
+		best    *Grant
+	)
+	for _, c := range cands {
+		g := c.Grant
+		if !g.Active(p.Now) || GranterStanding(p.Approval, c.Granter) != "" || best != nil && !grantBefore(g, best) {
+			continue
+		}
+		if payload == nil {
+			var err error
+			if payload, err = DecodeObject(p.Payload); err != nil {
+				return nil, fmt.Errorf("grant lookup: payload: %w", err)
+			}
+		}
+		if g.Matches(p.Tool, p.RequestedBy, payload) {
+			best = g
+		}
+	}
+	return best, nil
+}
+
+// grantBefore reports whether PickGrant prefers a to b.
+func grantBefore(a, b *Grant) bool {
+	if (a.MaxUses == 0) != (b.MaxUses == 0) {
+		return a.MaxUses == 0
+	}
+	if !a.ExpiresAt.Equal(b.ExpiresAt) {
+		return a.ExpiresAt.Before(b.ExpiresAt)
+	}
+	return a.ID < b.ID
+}
+
+// GrantApproved makes the pending action a the one grant g approves: the
+// state, decided_by, note, approvals and expiry.
+func GrantApproved(a *Action, g *Grant, try *GrantTry) {
+	by, note := GrantActorPrefix+g.ID, GrantNote(g.ID, g.GrantedBy)
+	now, exp := try.Now, try.ExpiresAt
+	a.State, a.GrantID, a.DecidedBy, a.DecidedAt, a.DecisionNote = StateApproved, g.ID, &by, &now, &note
+	a.ApprovedPayload, a.ExpiresAt = a.Payload, &exp
+	a.Approvals = []Approval{GrantApproval(g.ID, g.GrantedBy, now)}
+}
+
+// ApproveByGrant is what a store writes when grant g approves the new
+// pending action a of a submission (GrantTry): a as GrantApproved makes
+// it, its submitted event notifying no one (it never waited), and the
+// approved event it returns, written after the submitted one. The store
+// counts the use of a grant with a limit only once the insert took the
+// intent.
+func ApproveByGrant(a *Action, submitted *Event, g *Grant, try *GrantTry) Event {
+	GrantApproved(a, g, try)
+	submitted.Unrouted = true
+	return Event{ActionID: a.ID, Kind: EventApproved, Actor: GrantActorPrefix + g.ID, Channel: GrantChannel,
+		At: try.Now, Data: GrantEventData(g.ID, g.GrantedBy), Unrouted: try.ApprovedUnrouted}
+}
+
 // GrantEventData is the data of the approved event of an action a grant
-// approved; the PostgreSQL store builds the same object in SQL.
+// approved.
 func GrantEventData(grantID, grantedBy string) json.RawMessage {
 	b, _ := json.Marshal(map[string]string{"grant": grantID, "granted_by": grantedBy})
 	return b

@@ -49,51 +49,42 @@ func scanGrant(sc scanner) (*queue.Grant, error) {
 	return &g, nil
 }
 
-// findGrant returns the grant that approves the submission p describes:
-// among the tool's active grants, one without a limit first, then the one
-// that expires soonest (a limited one is used up before it lapses), matched
-// in Go (queue.Grant.Matches) and whose granting user may still decide the
-// tool under p.Approval (queue.GranterStanding). ErrNotFound when none does.
+// findGrant returns the grant that approves the submission p, as
+// queue.PickGrant picks it among the tool's active grants and their
+// granting users, read here; ErrNotFound when none does.
 func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.Grant, error) {
 	rows, err := q.QueryContext(ctx, `SELECT `+grantColumns+` FROM grants g
-		WHERE g.tool = ? AND g.revoked_at IS NULL AND g.expires_at > ? AND (g.max_uses IS NULL OR g.uses < g.max_uses)
-		ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id`, p.Tool, fmtTime(p.Now))
+		WHERE g.tool = ? AND g.revoked_at IS NULL AND g.expires_at > ? AND (g.max_uses IS NULL OR g.uses < g.max_uses)`,
+		p.Tool, fmtTime(p.Now))
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var (
-		payload map[string]any
-		matched []*queue.Grant
-	)
+	var cands []queue.GrantCandidate
 	for rows.Next() {
 		g, err := scanGrant(rows)
 		if err != nil {
 			return nil, err
 		}
-		if payload == nil {
-			if payload, err = queue.DecodeObject(p.Payload); err != nil {
-				return nil, fmt.Errorf("grant lookup: payload: %w", err)
-			}
-		}
-		if g.Matches(p.Tool, p.RequestedBy, payload) {
-			matched = append(matched, g)
-		}
+		cands = append(cands, queue.GrantCandidate{Grant: g})
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	rows.Close()
-	for _, g := range matched {
-		who, err := granter(ctx, q, g.GranterEmail())
-		if err != nil {
-			return nil, fmt.Errorf("grant %s: granter: %w", g.ID, err)
-		}
-		if queue.GranterStanding(p.Approval, who) == "" {
-			return g, nil
+	for i, c := range cands {
+		if cands[i].Granter, err = granter(ctx, q, c.Grant.GranterEmail()); err != nil {
+			return nil, fmt.Errorf("grant %s: granter: %w", c.Grant.ID, err)
 		}
 	}
-	return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+	g, err := queue.PickGrant(cands, p)
+	if err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, queue.Errorf(queue.CodeNotFound, "no active grant matches")
+	}
+	return g, nil
 }
 
 // granter reads what queue.GranterStanding needs of the user with email
@@ -155,23 +146,22 @@ func endGrantsOfUser(ctx context.Context, q querier, id int64, reason string, no
 	return nil
 }
 
-// useGrant counts one use of grant g by the new action a (a grant with a
-// limit, by a conditional update) and records a's approval by it.
-func useGrant(ctx context.Context, q querier, g *queue.Grant, a queue.Action, try *queue.GrantTry) error {
-	if g.MaxUses > 0 {
-		n, err := rowsAffected(q.ExecContext(ctx, `UPDATE grants SET uses = uses + 1
-			WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND uses < max_uses`, g.ID, fmtTime(try.Now)))
-		if err != nil {
-			return err
-		}
-		if n != 1 {
-			// The writer's lock was held since the grant was read.
-			return fmt.Errorf("grant %s changed under the write lock", g.ID)
-		}
+// useGrant counts one use of grant g, with a limit, by a conditional
+// update.
+func useGrant(ctx context.Context, q querier, g *queue.Grant, now time.Time) error {
+	if g.MaxUses == 0 {
+		return nil
 	}
-	_, err := insertEvent(ctx, q, queue.Event{ActionID: a.ID, Kind: queue.EventApproved, Actor: queue.GrantActorPrefix + g.ID,
-		Channel: queue.GrantChannel, At: try.Now, Data: queue.GrantEventData(g.ID, g.GrantedBy), Unrouted: try.ApprovedUnrouted})
-	return err
+	n, err := rowsAffected(q.ExecContext(ctx, `UPDATE grants SET uses = uses + 1
+		WHERE id = ? AND revoked_at IS NULL AND expires_at > ? AND uses < max_uses`, g.ID, fmtTime(now)))
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		// The writer's lock was held since the grant was read.
+		return fmt.Errorf("grant %s changed under the write lock", g.ID)
+	}
+	return nil
 }
 
 // insertGrant stores a new grant.

@@ -89,7 +89,11 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 				return nil
 			}
 		}
-		var grant *queue.Grant
+		ev := p.Event
+		var (
+			grant    *queue.Grant
+			approved queue.Event
+		)
 		if grantTry != nil {
 			g, err := findGrant(ctx, tx, queue.GrantFindParams{Tool: a.Tool, RequestedBy: a.RequestedBy, Payload: a.Payload, Now: grantTry.Now,
 				Approval: a.Spec.Approval})
@@ -98,7 +102,7 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 			}
 			if g != nil {
 				grant = g
-				queue.GrantApproved(&a, g, grantTry)
+				approved = queue.ApproveByGrant(&a, &ev, g, grantTry)
 			}
 		}
 		err := row.scan(tx.QueryRowContext(ctx, insert, insertArgs(&a, string(spec), string(warnings))...))
@@ -110,13 +114,9 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 			}
 		}
 		if err == nil {
-			ev := p.Event
 			ev.ActionID = a.ID
 			if ev.At.IsZero() {
 				ev.At = a.CreatedAt
-			}
-			if grant != nil {
-				ev.Unrouted = true // it never waited for anyone
 			}
 			if _, err := insertEvent(ctx, tx, ev); err != nil {
 				return err
@@ -129,7 +129,10 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 				}
 			}
 			if grant != nil {
-				if err := useGrant(ctx, tx, grant, a, grantTry); err != nil {
+				if err := useGrant(ctx, tx, grant, grantTry.Now); err != nil {
+					return err
+				}
+				if _, err := insertEvent(ctx, tx, approved); err != nil {
 					return err
 				}
 			}

@@ -325,6 +325,35 @@ var grantTests = []test{
 		noErr(t, err, "get")
 		eq(t, stored.Uses, 3, "uses")
 	}},
+	{"ConcurrentUsesMoveToTheNextGrant", func(t *testing.T, s Store) {
+		// The grant that expires first is picked first; once a concurrent
+		// submission used it up, the next one is (PostgreSQL rereads it
+		// under its row lock and picks again without it).
+		first := grantAction(t, s, "grant:next:first", at(0), func(g *queue.Grant) { g.MaxUses, g.Fields, g.ExpiresAt = 2, nil, at(2*time.Hour) })
+		second := grantAction(t, s, "grant:next:second", at(time.Second), func(g *queue.Grant) { g.MaxUses, g.Fields, g.ExpiresAt = 2, nil, at(3*time.Hour) })
+		const n = 12
+		got, errs := raceGrantTries(t, s, "grant:next", n)
+		by := map[string]int{}
+		for i := range n {
+			noErr(t, errs[i], fmt.Sprintf("submitter %d", i))
+			switch got[i].State {
+			case queue.StateApproved:
+				by[got[i].GrantID]++
+			case queue.StatePending:
+				eq(t, got[i].GrantID, "", fmt.Sprintf("submitter %d: grant of a pending action", i))
+			default:
+				t.Fatalf("submitter %d: state %s", i, got[i].State)
+			}
+		}
+		eq(t, by[first.ID], 2, "approved by the grant that expires first")
+		eq(t, by[second.ID], 2, "approved by the next one")
+		eq(t, len(by), 2, "grants used")
+		for _, g := range []*queue.Grant{first, second} {
+			stored, err := s.GrantGetByID(t.Context(), g.ID)
+			noErr(t, err, "get")
+			eq(t, stored.Uses, 2, "uses of "+g.ID)
+		}
+	}},
 	{"ConcurrentWithoutLimitAllApproved", func(t *testing.T, s Store) {
 		g := grantAction(t, s, "grant:free:0", at(0), nil)
 		const n = 12

@@ -1,18 +1,6 @@
 -- Grants (queue.Grant): created with an approval (decide.go), used by
 -- submissions (submit.sql), listed, found for a dry run, revoked.
 
--- fragment: grantMatches
--- grantMatches is queue.Grant.Matches of the grant g for the submission
--- {{.}} (with columns requested_by and payload, the payload's text) but
--- for the tool: its agent, if it names one, and every field's value equal
--- as JSON. jsonb compares numbers by value and objects without regard to
--- key order, as queue.JSONEqual does; a missing field is NULL, which
--- matches nothing. Grant fields never step into arrays (queue refuses a
--- path with a numeric segment), so #> reads objects only, as Matches does.
-(g.agent IS NULL OR g.agent = {{.}}.requested_by) AND NOT EXISTS (
-    SELECT 1 FROM jsonb_array_elements(g.fields) f
-    WHERE ({{.}}.payload::jsonb #> string_to_array(f->>'path', '.')) IS DISTINCT FROM f->'value')
-
 -- fragment: grantColumns
 -- grantColumns is the select list of the grant g in scanGrant's order,
 -- uses counted: the counter of a grant with a limit, else the actions it
@@ -21,21 +9,6 @@ g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.actio
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
     g.revoked_at, g.revoked_by, coalesce(g.end_reason, '')
-
--- fragment: granterMayDecide
--- granterMayDecide is queue.GranterStanding(approval, granter) = "" for the
--- grant g, with {{.}} the tool's approval rule as jsonb (the new action's
--- spec->'approval'; NULL: none): its granting user exists, their role
--- decides (accounts.Role.CanDecide: admin, approver), the identity
--- provider has not refused them, and classify.Approval.MayDecide admits
--- them (no approvers named, their email among approver_emails, or one of
--- their idp_groups among approver_idp_groups). One probe of users_email.
-EXISTS (SELECT 1 FROM users u CROSS JOIN (SELECT {{.}} AS ap) r
-    WHERE g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
-      AND u.role IN ('admin', 'approver') AND u.sso_denied_at IS NULL
-      AND (jsonb_array_length(coalesce(r.ap->'approvers', '[]')) = 0
-        OR coalesce(r.ap->'approver_emails', '[]') ? lower(u.email)
-        OR u.idp_groups ?| ARRAY(SELECT jsonb_array_elements_text(coalesce(r.ap->'approver_idp_groups', '[]')))))
 
 -- fragment: grantActive
 -- grantActive is queue.Grant.Active of the grant g at $1.
@@ -51,17 +24,26 @@ SELECT {{grantColumns}} FROM grants g
 WHERE $2::boolean IS NULL OR {{grantActive}} = $2
 ORDER BY g.created_at DESC, g.id DESC LIMIT $3;
 
--- name: grantFindSQL
--- grantFindSQL is the grant a submission ($2 tool, $3 requested_by, $4
--- payload, $5 the tool's approval rule) at $1 would use, as submitSQL
--- picks it (one without a limit first, then the one that expires
--- soonest), read without a lock.
-WITH sub AS (
-    SELECT $3::text AS requested_by, $4::text AS payload
-)
-SELECT {{grantColumns}} FROM grants g, sub
-WHERE g.tool = $2 AND {{grantActive}} AND {{grantMatches sub}} AND {{granterMayDecide $5::jsonb}}
-ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1;
+-- name: grantCandidatesSQL
+-- grantCandidatesSQL reads the grants of the tool $2 active at $1 with
+-- what queue.GranterStanding needs of each granting user (a
+-- queue.GrantCandidate each): the store reads, queue.PickGrant judges.
+-- Read in the snapshot, without a lock (grantLockSQL locks the one picked,
+-- when it has a limit). One probe of grants_active_tool, and of
+-- users_email per grant.
+SELECT {{grantColumns}},
+    u.id IS NOT NULL, coalesce(u.role, ''), coalesce(u.idp_groups, '[]')::text, u.sso_denied_at IS NOT NULL
+FROM grants g
+LEFT JOIN users u ON g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
+WHERE g.tool = $2 AND {{grantActive}};
+
+-- name: grantLockSQL
+-- grantLockSQL locks the grant $1 a submission is about to use up to its
+-- limit and reads it again: FOR UPDATE waits for a concurrent use to
+-- commit and then reads the grant as it committed, so its uses are
+-- current. Twenty concurrent submissions against a grant of three uses
+-- queue on its row lock, and three are approved.
+SELECT {{grantColumns}} FROM grants g WHERE g.id = $1 FOR UPDATE OF g;
 
 -- name: grantRevokeSQL
 -- grantRevokeSQL revokes an unrevoked grant and records the event on its

@@ -20,17 +20,17 @@
 --
 -- A policy rule's decision comes decided ($23-$27: decided_by, decided_at,
 -- decision_note, approved_payload, approvals) with its event ($28-$31, its
--- channel $36). The same second event carries an at-least-once upstream
+-- channel $34). The same second event carries an at-least-once upstream
 -- call's delivery_started (queue.ActionSubmitParams.Decision), whose
--- action is recorded, not decided.
--- With $32 (queue.GrantTry) an active grant that matches the pending
--- action, and whose granting user may still decide the tool under the
--- action's approval rule ($15's approval: granterMayDecide), approves it: one without a limit is read in the snapshot; one
--- with a limit is locked (FOR UPDATE rereads it once a concurrent use
--- commits, so its uses are current) and its use counted in the same
--- statement, but only when the insert took the intent. Twenty concurrent
--- submissions against a grant of three uses queue on its row lock, and
--- three are approved.
+-- action is recorded, not decided, and the approved event of a grant the
+-- store picked (grantSubmit: the action comes approved as
+-- queue.ApproveByGrant made it, with the grant's id $33, whose use is
+-- counted when it has a limit, only when the insert took the intent).
+-- With $32 (queue.GrantTry, the grant not picked yet) the statement
+-- inserts nothing while the tool has an active grant: queue.PickGrant
+-- judges which one applies, so the store reads them and submits again
+-- (grantSubmit). A tool without grants costs one probe of
+-- grants_active_tool.
 --
 -- The replay of a holder (rev) is recorded when the submission has the same
 -- tool and the same payload text: replayed, or in_progress_refused for an
@@ -41,31 +41,13 @@
 --
 -- A conflict holds its intent: while a conflict ticket is open on the
 -- key's latest attempt ({{underReview}}), nothing is inserted and no
--- grant is locked or used; with no holder, review answers that attempt
+-- grant is used; with no holder, review answers that attempt
 -- with its open conflict ticket (neither created nor a holder:
 -- queue.ActionSubmitResult.UnderReview). Its filters are one-time filters,
 -- so a submission that inserted or found its holder never reads it.
 --
 -- Rows: the action, its current ticket, created, replay recorded.
-WITH sub AS (
-    SELECT $7::text AS requested_by, $6::text AS payload
-), grant_free AS (
-    SELECT g.id, g.granted_by FROM grants g, sub
-    WHERE $32 AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.max_uses IS NULL
-      AND {{grantMatches sub}} AND {{granterMayDecide $15::jsonb->'approval'}}
-    ORDER BY g.expires_at, g.id LIMIT 1
-), grant_counted AS (
-    SELECT g.id, g.granted_by FROM grants g, sub
-    WHERE $32 AND NOT EXISTS (SELECT 1 FROM grant_free)
-      AND NOT EXISTS (SELECT 1 FROM actions a WHERE a.intent_key = $4 AND {{held}})
-      AND ($3 = 'at-least-once' OR NOT {{underReview $4}})
-      AND g.tool = $2 AND g.revoked_at IS NULL AND g.expires_at > $9 AND g.uses < g.max_uses
-      AND {{grantMatches sub}} AND {{granterMayDecide $15::jsonb->'approval'}}
-    ORDER BY g.expires_at, g.id LIMIT 1
-    FOR UPDATE OF g
-), grant_pick AS (
-    SELECT * FROM grant_free UNION ALL SELECT * FROM grant_counted LIMIT 1
-), ins AS (
+WITH ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
         spec, warnings, finished_at, decided_by, decided_at, decision_note, approved_payload,
@@ -73,19 +55,12 @@ WITH sub AS (
     SELECT $1, $2, $3, $4,
         CASE WHEN $3 = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(attempt) FROM actions WHERE intent_key = $4 AND class <> 'at-least-once'), 0) + 1 END,
-        CASE WHEN gp.id IS NULL THEN $5::text ELSE 'approved' END,
-        $6::json, $7, $8, $9, $10, $11, $12,
-        CASE WHEN gp.id IS NULL THEN $13::timestamptz ELSE $33::timestamptz END,
-        $14, $15::json, $16::json, $20,
-        CASE WHEN gp.id IS NULL THEN $23::text ELSE 'grant:' || gp.id END,
-        CASE WHEN gp.id IS NULL THEN $24::timestamptz ELSE $9 END,
-        CASE WHEN gp.id IS NULL THEN $25::text ELSE {{grantNote gp}} END,
-        CASE WHEN gp.id IS NULL THEN $26::json ELSE $6::json END,
-        CASE WHEN gp.id IS NULL THEN $27::json ELSE {{grantApprovals gp}} END,
-        gp.id
-    FROM (SELECT 1) one LEFT JOIN grant_pick gp ON true
+        $5, $6::json, $7, $8, $9, $10, $11, $12, $13, $14, $15::json, $16::json, $20,
+        $23, $24, $25, $26::json, $27::json, $33::uuid
     WHERE ($21::text IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = $21::text AND tok.revoked_at IS NULL))
       AND ($3 = 'at-least-once' OR NOT {{underReview $4}})
+      AND NOT ($32 AND EXISTS (SELECT 1 FROM grants g WHERE g.tool = $2 AND g.revoked_at IS NULL
+          AND g.expires_at > $9 AND (g.max_uses IS NULL OR g.uses < g.max_uses)))
     ON CONFLICT DO NOTHING
     RETURNING *
 ), used AS (
@@ -93,9 +68,8 @@ WITH sub AS (
 ), ev AS (
     {{submissionEvents}}
     FROM ins CROSS JOIN LATERAL (VALUES
-        (1, $17::text, $18::text, $8::text, $19::json, $22::boolean OR ins.grant_id IS NOT NULL),
-        (2, $28::text, $29::text, $36::text, $30::json, $31::boolean),
-        (3, {{grantEvent ins}}, $34::boolean)
+        (1, $17::text, $18::text, $8::text, $19::json, $22::boolean),
+        (2, $28::text, $29::text, $34::text, $30::json, $31::boolean)
     ) e(n, kind, actor, channel, data, fanned_out)
     WHERE e.kind IS NOT NULL ORDER BY e.n
 ), holder AS (
@@ -146,27 +120,10 @@ EXISTS (SELECT 1 FROM (
 
 -- fragment: submissionEvents
 -- submissionEvents inserts a new action's events in the order of e.n, so
--- their ids follow it: submitted, a rule's decision, a grant's approval.
--- The submitted event of an action a grant approved notifies no one: it
--- never waited.
+-- their ids follow it: submitted, then a rule's decision or a grant's
+-- approval.
 INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
     SELECT ins.id, e.kind, e.actor, e.channel, ins.created_at, e.data, e.fanned_out
-
--- fragment: grantEvent
--- grantEvent is the kind, actor, channel and data of the approved event of
--- the new action {{.}} when a grant approved it (kind NULL otherwise), as
--- queue.GrantEventData builds the data.
-CASE WHEN {{.}}.grant_id IS NOT NULL THEN 'approved' END, 'grant:' || {{.}}.grant_id, 'grant',
-    json_build_object('grant', {{.}}.grant_id::text, 'granted_by', {{.}}.approvals->0->>'by')
-
--- fragment: grantNote
--- grantNote is queue.GrantNote of the grant {{.}}.
-'grant ' || {{.}}.id || ' of ' || {{.}}.granted_by
-
--- fragment: grantApprovals
--- grantApprovals is the approvals column of an action the grant {{.}}
--- approved at $35 (its RFC 3339 text): queue.GrantApproval.
-json_build_array(json_build_object('by', {{.}}.granted_by, 'at', $35::text, 'note', {{grantNote {{.}}}}))
 
 -- name: submitManySQL
 -- submitManySQL is submitSQL for the submissions of a batch, in one
@@ -175,10 +132,9 @@ json_build_array(json_build_object('by', {{.}}.granted_by, 'at', $35::text, 'not
 -- key unless one is held, in the order of the input (the batch's lock
 -- order). A submission whose key another of the same batch took gets no
 -- row: its holder is invisible to this statement, so it retries on its own,
--- like any submission that lost a race. So does one whose grant has a
--- limit: its use is counted under the grant's row lock, one submission at a
--- time (submitSQL); a grant without a limit approves in the batch. And so
--- does one whose intent is under review ({{underReview}}): submitSQL
+-- like any submission that lost a race. So does one a grant may approve
+-- while its tool has an active grant (grantSubmit picks and locks it). And
+-- so does one whose intent is under review ({{underReview}}): submitSQL
 -- answers it with the ticket.
 WITH input AS (
     SELECT * FROM unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
@@ -186,53 +142,36 @@ WITH input AS (
         $13::timestamptz[], $14::boolean[], $15::text[], $16::text[], $17::text[], $18::text[],
         $19::text[], $20::timestamptz[], $21::text[], $22::boolean[], $23::text[], $24::timestamptz[],
         $25::text[], $26::text[], $27::text[], $28::text[], $29::text[], $30::text[], $31::boolean[],
-        $32::boolean[], $33::timestamptz[], $34::boolean[], $35::text[], $36::text[]) WITH ORDINALITY
+        $32::boolean[], $33::text[]) WITH ORDINALITY
     AS i(id, tool, class, intent_key, state, payload, requested_by, channel, created_at, claimed_at,
         claimed_by, claim_deadline, expires_at, has_webhook, spec, warnings, ev_kind, ev_actor,
         ev_data, finished_at, token_hash, ev_unrouted, decided_by, decided_at, decision_note,
         approved_payload, approvals, dec_kind, dec_actor, dec_data, dec_unrouted, grant_try,
-        grant_expires_at, grant_unrouted, grant_at, dec_channel, n)
+        dec_channel, n)
     WHERE (i.token_hash IS NULL OR EXISTS (SELECT 1 FROM agent_tokens tok WHERE tok.token_hash = i.token_hash AND tok.revoked_at IS NULL))
-), pick AS (
-    SELECT i.n, g.id, g.granted_by, g.max_uses IS NOT NULL AS counted
-    FROM input i CROSS JOIN LATERAL (
-        SELECT g.id, g.granted_by, g.max_uses FROM grants g
-        WHERE i.grant_try AND g.tool = i.tool AND g.revoked_at IS NULL AND g.expires_at > i.created_at
-          AND (g.max_uses IS NULL OR g.uses < g.max_uses) AND {{grantMatches i}}
-          AND {{granterMayDecide i.spec::jsonb->'approval'}}
-        ORDER BY g.max_uses IS NOT NULL, g.expires_at, g.id LIMIT 1
-    ) g
 ), ins AS (
     INSERT INTO actions (id, tool, class, intent_key, attempt, state, payload, requested_by,
         channel, created_at, claimed_at, claimed_by, claim_deadline, expires_at, has_webhook,
         spec, warnings, finished_at, decided_by, decided_at, decision_note, approved_payload,
-        approvals, grant_id)
+        approvals)
     SELECT i.id, i.tool, i.class, i.intent_key,
         CASE WHEN i.class = 'at-least-once' THEN 1 ELSE
             coalesce((SELECT max(a.attempt) FROM actions a WHERE a.intent_key = i.intent_key AND a.class <> 'at-least-once'), 0) + 1 END,
-        CASE WHEN gp.id IS NULL THEN i.state ELSE 'approved' END,
-        i.payload::json, i.requested_by, i.channel, i.created_at, i.claimed_at, i.claimed_by,
-        i.claim_deadline,
-        CASE WHEN gp.id IS NULL THEN i.expires_at ELSE i.grant_expires_at END,
-        i.has_webhook, i.spec::json, i.warnings::json, i.finished_at,
-        CASE WHEN gp.id IS NULL THEN i.decided_by ELSE 'grant:' || gp.id END,
-        CASE WHEN gp.id IS NULL THEN i.decided_at ELSE i.created_at END,
-        CASE WHEN gp.id IS NULL THEN i.decision_note ELSE {{grantNote gp}} END,
-        CASE WHEN gp.id IS NULL THEN i.approved_payload::json ELSE i.payload::json END,
-        CASE WHEN gp.id IS NULL THEN i.approvals::json ELSE {{grantApprovalsAt gp}} END,
-        gp.id
-    FROM input i LEFT JOIN pick gp ON gp.n = i.n
-    WHERE NOT coalesce(gp.counted, false)
-      AND (i.class = 'at-least-once' OR NOT {{underReview i.intent_key}})
+        i.state, i.payload::json, i.requested_by, i.channel, i.created_at, i.claimed_at, i.claimed_by,
+        i.claim_deadline, i.expires_at, i.has_webhook, i.spec::json, i.warnings::json, i.finished_at,
+        i.decided_by, i.decided_at, i.decision_note, i.approved_payload::json, i.approvals::json
+    FROM input i
+    WHERE (i.class = 'at-least-once' OR NOT {{underReview i.intent_key}})
+      AND NOT (i.grant_try AND EXISTS (SELECT 1 FROM grants g WHERE g.tool = i.tool AND g.revoked_at IS NULL
+          AND g.expires_at > i.created_at AND (g.max_uses IS NULL OR g.uses < g.max_uses)))
     ORDER BY i.n
     ON CONFLICT DO NOTHING
     RETURNING *
 ), ev AS (
     {{submissionEvents}}
     FROM ins JOIN input i ON i.id = ins.id CROSS JOIN LATERAL (VALUES
-        (1, i.ev_kind, i.ev_actor, ins.channel, i.ev_data::json, i.ev_unrouted OR ins.grant_id IS NOT NULL),
-        (2, i.dec_kind, i.dec_actor, i.dec_channel, i.dec_data::json, i.dec_unrouted),
-        (3, {{grantEvent ins}}, i.grant_unrouted)
+        (1, i.ev_kind, i.ev_actor, ins.channel, i.ev_data::json, i.ev_unrouted),
+        (2, i.dec_kind, i.dec_actor, i.dec_channel, i.dec_data::json, i.dec_unrouted)
     ) e(n, kind, actor, channel, data, fanned_out)
     WHERE e.kind IS NOT NULL ORDER BY i.n, e.n
 ), holder AS (
@@ -258,10 +197,6 @@ SELECT h.n::int - 1, {{actionColumns h}},
     false, h.tool = h.in_tool AND h.payload::text = h.in_payload
 FROM holder h
 {{currentTicket h}};
-
--- fragment: grantApprovalsAt
--- grantApprovalsAt is grantApprovals for the batch's row i.
-json_build_array(json_build_object('by', {{.}}.granted_by, 'at', i.grant_at, 'note', {{grantNote {{.}}}}))
 
 -- fragment: holderOf
 -- holderOf is the holder of the intent key of the input row {{.}}: at most

@@ -1,0 +1,107 @@
+package postgres_test
+
+import (
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/approvals/approvals/accounts"
+	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres/pgtest"
+	"github.com/approvals/approvals/queue"
+)
+
+// TestGrantUsedUpUnderItsLock: a submission reads the tool's grants in its
+// snapshot, queue.PickGrant picks one, and a grant with a limit is locked
+// and read again before its use is counted. Two submissions that picked
+// the same grant wait on its lock; once the holder of the lock uses it up,
+// each reads it again, finds it used up and picks again without it: one
+// takes the next grant's only use, the other waits for a person. Without
+// the second read both would count a use of a grant that has none left.
+func TestGrantUsedUpUnderItsLock(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Open(t)
+	pool := s.Pool()
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	seed := testAction(classify.AtMostOnce, "seed", now)
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: seed, Event: submittedEv(seed)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+		CreatedAt: now, PasswordChangedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	first, next := queue.NewID(now), queue.NewID(now)
+	if _, err := pool.Exec(ctx, `INSERT INTO grants (id, tool, fields, granted_by, action_id, created_at, expires_at, max_uses)
+		VALUES ($1, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '2 hours', 1),
+		       ($2, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '3 hours', 1)`, first, next, seed.ID, now); err != nil {
+		t.Fatal(err)
+	}
+
+	// Hold the first grant's row lock, as a concurrent use would.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var xid string
+	if err := tx.QueryRow(ctx, `SELECT pg_current_xact_id()::text FROM grants WHERE id = $1 FOR UPDATE`, first).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]queue.ActionSubmitResult, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			a := testAction(classify.AtMostOnce, "k"+string(rune('0'+i)), now)
+			got[i], errs[i] = s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a),
+				Grant: &queue.GrantTry{Now: now, ExpiresAt: now.Add(time.Hour)}})
+		})
+	}
+	waitFor(t, "both submissions to wait on the first grant's lock", func() bool {
+		var n int
+		// The first waits for this transaction, the second for the row
+		// lock the first queues for.
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted
+			AND (locktype = 'transactionid' AND transactionid::text = $1 OR locktype = 'tuple' AND relation = 'grants'::regclass)`,
+			xid).Scan(&n)
+		return err == nil && n == 2
+	})
+	if _, err := tx.Exec(ctx, `UPDATE grants SET uses = 1 WHERE id = $1`, first); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+
+	byGrant := map[string]int{}
+	for i, res := range got {
+		if errs[i] != nil {
+			t.Fatalf("submission %d: %v", i, errs[i])
+		}
+		if !res.Created {
+			t.Fatalf("submission %d: not created", i)
+		}
+		switch res.Holder.State {
+		case queue.StateApproved:
+			byGrant[res.Holder.GrantID]++
+		case queue.StatePending:
+		default:
+			t.Fatalf("submission %d: state %s", i, res.Holder.State)
+		}
+	}
+	if len(byGrant) != 1 || byGrant[next] != 1 {
+		t.Fatalf("approved by %v, want one by the next grant %s (the first, %s, was used up)", byGrant, next, first)
+	}
+	for id, want := range map[string]int{first: 1, next: 1} {
+		var uses int
+		if err := pool.QueryRow(ctx, `SELECT uses FROM grants WHERE id = $1`, id).Scan(&uses); err != nil {
+			t.Fatal(err)
+		}
+		if uses != want {
+			t.Errorf("grant %s: %d uses, want %d", id, uses, want)
+		}
+	}
+}
