@@ -332,7 +332,8 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 	case v.Resolve == classify.ResolveAuto && ticketID == "" && a.State == StateInProgress:
 		// No ticket yet (the agent asked before the claim went stale): the
 		// proof moves the action as the agent's own report would, and
-		// resolves a stale ticket opened meanwhile.
+		// resolves a stale ticket opened meanwhile with the verifier's note,
+		// as TicketResolve would have.
 		p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, To: outcome, Now: now, FinishedAt: &now,
 			Event: Event{ActionID: a.ID, Kind: OutcomeEventKind(outcome), Actor: by, Channel: ChannelVerifier, At: now}}
 		if outcome == StateDone {
@@ -341,7 +342,7 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 			e := "resolved by verifier: " + VerifiedNote(out)
 			p.Error = &e
 		}
-		p.ResolveStale = LateResolution(p.Event, outcome, LateReportNote)
+		p.ResolveStale = LateResolution(p.Event, outcome, VerifiedNote(out))
 		moved, err := s.store.ActionTransition(ctx, p)
 		switch {
 		case errors.Is(err, ErrStateMismatch):
