@@ -1060,7 +1060,7 @@ func TestMergedReports(t *testing.T) {
 	}
 	run := func(ids map[string]string, r report) (*queue.Action, error) {
 		p := queue.ActionTransitionParams{ID: ids[r.action], From: []queue.State{queue.StateInProgress}, To: queue.StateDone,
-			Now: now, FinishedAt: &now, RequestedBy: r.agent, AgentExecuted: true, ResolveStaleTicket: true, TokenHash: r.token,
+			Now: now, FinishedAt: &now, RequestedBy: r.agent, AgentExecuted: true, TokenHash: r.token,
 			Event: queue.Event{ActionID: ids[r.action], Kind: queue.EventCompleted, Actor: r.agent, Channel: "api", At: now}}
 		if r.fail {
 			msg := "declined"
@@ -1068,6 +1068,7 @@ func TestMergedReports(t *testing.T) {
 		} else {
 			p.Result, p.Event.Data = json.RawMessage(`{"refund":"re_1"}`), json.RawMessage(`{"refund":"re_1"}`)
 		}
+		p.ResolveStale = queue.LateResolution(p.Event, p.To, queue.LateReportNote)
 		return s.ActionTransition(ctx, p)
 	}
 	alone, merged := claim("alone"), claim("merged")
@@ -1203,7 +1204,7 @@ func TestReportsMergeOnlyWithStatistics(t *testing.T) {
 		}
 		return tx.QueryRow(ctx, `EXPLAIN (FORMAT JSON) `+postgres.ReportManySQL, []string{}, []string{}, []time.Time{},
 			[]*string{}, []*string{}, []string{}, []*string{}, []string{}, []string{}, []string{}, []*string{}, []bool{},
-			"note", []string{"in_progress"}).Scan(&plan)
+			[]string{}, []time.Time{}, []string{}, []string{}, []string{}, []*string{}, []string{"in_progress"}).Scan(&plan)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -73,18 +73,21 @@ func reportable(p queue.ActionTransitionParams) bool {
 	switch {
 	case p.To != queue.StateDone && p.To != queue.StateFailed,
 		len(p.From) != 1 || p.From[0] != queue.StateInProgress,
-		p.RequestedBy == "" || !p.AgentExecuted || !p.ResolveStaleTicket,
+		p.RequestedBy == "" || !p.AgentExecuted || p.ResolveStale == nil,
 		p.FinishedAt == nil || !p.FinishedAt.Equal(p.Now),
 		(p.Result == nil) == (p.Error == nil),
 		p.Event.ActionID != p.ID:
 		return false
 	}
 	rest := p
-	rest.ID, rest.From, rest.To, rest.Now, rest.RequestedBy, rest.AgentExecuted, rest.ResolveStaleTicket = "", nil, "", time.Time{}, "", false, false
+	rest.ID, rest.From, rest.To, rest.Now, rest.RequestedBy, rest.AgentExecuted, rest.ResolveStale = "", nil, "", time.Time{}, "", false, nil
 	rest.FinishedAt, rest.Result, rest.Error, rest.TokenHash = nil, nil, nil, ""
 	// The event's time is the transition's, as in actionTransitionSQL.
 	rest.Event.ActionID, rest.Event.Kind, rest.Event.Actor, rest.Event.Channel, rest.Event.Data, rest.Event.Unrouted, rest.Event.At = "", "", "", "", nil, false, time.Time{}
-	return reflect.DeepEqual(rest, queue.ActionTransitionParams{})
+	// The resolution's fields are carried one array each.
+	r := *p.ResolveStale
+	r.By, r.At, r.Channel, r.Outcome, r.Note, r.Data = "", time.Time{}, "", "", "", nil
+	return reflect.DeepEqual(rest, queue.ActionTransitionParams{}) && reflect.DeepEqual(r, queue.StaleResolution{})
 }
 
 // reportMerging decides whether reports are merged: only once the
@@ -137,11 +140,14 @@ type reports struct{}
 
 func (reports) merge(calls []*batchCall) (string, []any) {
 	n := len(calls)
-	str, strp := cutter[string]{make([]string, 6*n), n}, cutter[*string]{make([]*string, 4*n), n}
+	str, strp := cutter[string]{make([]string, 10*n), n}, cutter[*string]{make([]*string, 5*n), n}
 	var (
 		ids, states, requestedBy, kinds, actors, channels = str.next(), str.next(), str.next(), str.next(), str.next(), str.next()
 		results, errs, tokens, data                       = strp.next(), strp.next(), strp.next(), strp.next()
 		ats, unrouted                                     = make([]time.Time, n), make([]bool, n)
+		// The stale ticket's resolution (reportable: every report has one).
+		tkBy, tkChannels, tkOutcomes, tkNotes = str.next(), str.next(), str.next(), str.next()
+		tkAts, tkData                         = make([]time.Time, n), strp.next()
 	)
 	for i, c := range calls {
 		p := c.arg.(queue.ActionTransitionParams)
@@ -160,9 +166,16 @@ func (reports) merge(calls []*batchCall) (string, []any) {
 			d := string(ev.Data)
 			data[i] = &d
 		}
+		r := p.ResolveStale
+		tkBy[i], tkAts[i], tkChannels[i], tkOutcomes[i], tkNotes[i] = r.By, r.At, r.Channel, string(r.Outcome), r.Note
+		if r.Data != nil {
+			d := string(r.Data)
+			tkData[i] = &d
+		}
 	}
 	return reportManySQL, []any{uuidArray(ids), states, ats, results, errs, requestedBy, tokens, kinds, actors,
-		channels, data, unrouted, queue.LateReportNote, []string{string(queue.StateInProgress)}}
+		channels, data, unrouted, tkBy, tkAts, tkChannels, tkOutcomes, tkNotes, tkData,
+		[]string{string(queue.StateInProgress)}}
 }
 
 // actionTransitionSQL builds ActionTransition's statement: one conditional
@@ -237,24 +250,29 @@ func actionTransitionSQL(p queue.ActionTransitionParams) (string, []any) {
     RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
-    SELECT id, ` + arg(p.Event.Kind) + `, ` + arg(p.Event.Actor) + `, ` + arg(p.Event.Channel) + `, $3, ` + arg(jsonArg(p.Event.Data)) + `::json, ` + arg(p.Event.Unrouted) + ` FROM upd
-)`)
-	if p.ResolveStaleTicket {
-		by := arg(p.Event.Actor)
-		q.WriteString(`, tk AS (
-    UPDATE tickets SET state = 'resolved', resolved_at = $3, resolved_by = ` + by + `, outcome = $2, note = ` + arg(queue.LateReportNote) + `
+    SELECT id, ` + arg(p.Event.Kind) + `, ` + arg(p.Event.Actor) + `, ` + arg(p.Event.Channel) + `, $3, ` + arg(jsonArg(p.Event.Data)) + `::json, ` + arg(p.Event.Unrouted) + ` FROM upd`)
+	if r := p.ResolveStale; r != nil {
+		// The resolution as the domain gave it (queue.LateResolution), its
+		// event's data with the ticket's id added. tkev reads ev, so that
+		// the outcome event is written first.
+		by, at := arg(r.By), arg(r.At)
+		q.WriteString(`
+    RETURNING action_id
+), tk AS (
+    UPDATE tickets SET state = 'resolved', resolved_at = ` + at + `, resolved_by = ` + by + `, outcome = ` + arg(string(r.Outcome)) + `, note = ` + arg(r.Note) + `
     WHERE action_id IN (SELECT id FROM upd) AND kind = 'stale' AND state = 'open'
     RETURNING *
 ), tkev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT action_id, 'ticket_resolved', ` + by + `, ` + arg(p.Event.Channel) + `, $3,
-        json_build_object('ticket', id::text, 'kind', 'stale', 'outcome', $2::text, 'note', note) FROM tk
-)`)
+    SELECT tk.action_id, 'ticket_resolved', ` + by + `, ` + arg(r.Channel) + `, ` + at + `,
+        (jsonb_build_object('ticket', tk.id::text) || coalesce(` + arg(jsonArg(r.Data)) + `::jsonb, '{}'))::json
+    FROM tk JOIN ev ON ev.action_id = tk.action_id`)
 	}
+	q.WriteString("\n)")
 	// The answer: the statement's snapshot holds the tickets as they were
 	// before it, so a ticket it resolved comes from tk instead.
 	tickets := "SELECT * FROM tickets t WHERE t.action_id = u.id"
-	if p.ResolveStaleTicket {
+	if p.ResolveStale != nil {
 		tickets = "SELECT * FROM (SELECT * FROM tickets t WHERE t.action_id = u.id AND t.id NOT IN (SELECT id FROM tk)\n        UNION ALL SELECT * FROM tk) t"
 	}
 	q.WriteString(`

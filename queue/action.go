@@ -170,9 +170,14 @@ type Ticket struct {
 
 // TicketEventData is the data of ticket_opened and ticket_resolved events,
 // the same in every store: the ticket, its kind, and for a resolution the
-// outcome, the note and any result the operator entered.
+// outcome, the note and any result the operator entered. Without a ticket
+// id ("") it has no "ticket": the data of a resolution planned before the
+// store knows which ticket it resolves (StaleResolution).
 func TicketEventData(ticketID string, kind TicketKind, outcome State, note string, result json.RawMessage) json.RawMessage {
-	m := map[string]any{"ticket": ticketID, "kind": kind}
+	m := map[string]any{"kind": kind}
+	if ticketID != "" {
+		m["ticket"] = ticketID
+	}
 	if outcome != "" {
 		m["outcome"] = outcome
 	}
@@ -191,7 +196,7 @@ func TicketEventData(ticketID string, kind TicketKind, outcome State, note strin
 func OperatorError(note string) string { return "resolved by operator: " + note }
 
 // LateReportNote is the note of a stale ticket that the agent's own late
-// complete or fail resolved.
+// complete or fail resolved, or its webhook's answer (LateResolution).
 const LateReportNote = "late report from the agent"
 
 // Event is one entry of an action's append-only timeline, or a staff

@@ -200,8 +200,7 @@ func (d *Dispatch) record(ctx context.Context, a *Action, channel string, out Ex
 	if info == nil {
 		info = map[string]any{}
 	}
-	p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, Now: now, FinishedAt: &now,
-		ResolveStaleTicket: true}
+	p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, Now: now, FinishedAt: &now}
 	switch out.Outcome {
 	case ExecutionDone:
 		info["result"] = out.Result
@@ -221,6 +220,8 @@ func (d *Dispatch) record(ctx context.Context, a *Action, channel string, out Ex
 	}
 	p.Event.Data, _ = json.Marshal(info)
 	p.Event.Unrouted = s.unrouted(p.Event, a)
+	// The webhook's answer is the agent's report, made by the dispatcher.
+	p.ResolveStale = LateResolution(p.Event, p.To, LateReportNote)
 	got, err := s.store.ActionTransition(ctx, p)
 	if err == nil {
 		s.noteStaleTicketResolved(p, got)

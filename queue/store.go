@@ -334,10 +334,12 @@ type ActionTransitionParams struct {
 	ExpiresAt       *time.Time
 
 	Event Event
-	// ResolveStaleTicket resolves the action's open stale ticket, if any, in
-	// the same transaction (a late report from the agent), recording
-	// Event.Actor as resolver and To as the outcome.
-	ResolveStaleTicket bool
+	// ResolveStale, when set, resolves the action's open stale ticket, if
+	// any, in the same transaction, as it says (a late report: the
+	// agent's, its webhook's or a verifier's proof). The store writes its
+	// values as they are, after Event and with the action's row locked
+	// first, adding only the ticket's id to its event's data.
+	ResolveStale *StaleResolution
 	// TokenHash, when set, makes the transition conditional on an active
 	// agent token with this hash when its statement runs: otherwise nothing
 	// moves and the store answers an error with CodeUnauthorized, not the

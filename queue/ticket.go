@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -151,6 +152,36 @@ func PlanTicketResolution(a *Action, t *Ticket, p TicketResolveParams) (TicketRe
 	return plan, nil
 }
 
+// StaleResolution is what a transition that settles an action writes to
+// its open stale ticket, if any (ActionTransitionParams.ResolveStale), as
+// LateResolution computes it: the one rule of a late report resolving the
+// ticket, which every store writes as it is.
+type StaleResolution struct {
+	// By is the ticket's resolved_by and its ticket_resolved event's actor.
+	By string
+	// At is the ticket's resolved_at and the event's time.
+	At time.Time
+	// Channel is the event's channel.
+	Channel string
+	// Outcome and Note are the ticket's.
+	Outcome State
+	Note    string
+	// Data is the ticket_resolved event's data without the ticket's id
+	// ("ticket"), which only the store knows: it adds it.
+	Data json.RawMessage
+}
+
+// LateResolution is the rule of a late report resolving the action's open
+// stale ticket: report (the transition's outcome event) settles the action
+// as outcome (done or failed), so its actor resolves the ticket at its
+// time, on its channel, with that outcome and note, which says what
+// settled it (LateReportNote for the agent's own report, VerifiedNote for
+// a verifier's proof).
+func LateResolution(report Event, outcome State, note string) *StaleResolution {
+	return &StaleResolution{By: report.Actor, At: report.At, Channel: report.Channel, Outcome: outcome, Note: note,
+		Data: TicketEventData("", TicketStale, outcome, note, nil)}
+}
+
 // Who resolved a ticket: the values of approvals_tickets_resolved_total{by}.
 const (
 	// ResolvedByVerifier: a verifier's proof (actor verifier:TOOL).
@@ -181,13 +212,14 @@ func (s *Service) ticketResolvedBy(actor string) {
 // resolved, when it resolved one: p moved a (its answer) out of
 // in_progress, and an action has at most one stale ticket (its
 // resolution, or a report, ends the claim it was opened for), so a stale
-// ticket a's answer shows resolved by p's actor is the one p resolved.
+// ticket a's answer shows resolved by p's resolver is the one p resolved.
 func (s *Service) noteStaleTicketResolved(p ActionTransitionParams, a *Action) {
-	if !p.ResolveStaleTicket || a == nil || a.Ticket == nil {
+	r := p.ResolveStale
+	if r == nil || a == nil || a.Ticket == nil {
 		return
 	}
 	t := a.Ticket
-	if t.Kind == TicketStale && t.State == TicketResolved && t.ResolvedBy != nil && *t.ResolvedBy == p.Event.Actor {
-		s.ticketResolvedBy(p.Event.Actor)
+	if t.Kind == TicketStale && t.State == TicketResolved && t.ResolvedBy != nil && *t.ResolvedBy == r.By {
+		s.ticketResolvedBy(r.By)
 	}
 }

@@ -127,10 +127,11 @@ func (s *Service) complete(ctx context.Context, id, agent string, result json.Ra
 	by := "agent:" + agent
 	p := ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateDone, Now: now, Result: result, FinishedAt: &now,
-		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
+		RequestedBy: by, TokenHash: guard, AgentExecuted: true,
 		Event: Event{ActionID: id, Kind: EventCompleted, Actor: by, Channel: channel, At: now, Data: result,
 			Unrouted: s.unrouted(Event{Kind: EventCompleted}, nil)},
 	}
+	p.ResolveStale = LateResolution(p.Event, p.To, LateReportNote)
 	got, err := s.store.ActionTransition(ctx, p)
 	if err == nil {
 		s.noteStaleTicketResolved(p, got)
@@ -171,10 +172,11 @@ func (s *Service) fail(ctx context.Context, id, agent, errText, channel string) 
 	data, _ := json.Marshal(map[string]string{"error": errText})
 	p := ActionTransitionParams{
 		ID: id, From: []State{StateInProgress}, To: StateFailed, Now: now, Error: &errText, FinishedAt: &now,
-		RequestedBy: by, TokenHash: guard, AgentExecuted: true, ResolveStaleTicket: true,
+		RequestedBy: by, TokenHash: guard, AgentExecuted: true,
 		Event: Event{ActionID: id, Kind: EventFailed, Actor: by, Channel: channel, At: now, Data: data,
 			Unrouted: s.unrouted(Event{Kind: EventFailed}, nil)},
 	}
+	p.ResolveStale = LateResolution(p.Event, p.To, LateReportNote)
 	got, err := s.store.ActionTransition(ctx, p)
 	if err == nil {
 		s.noteStaleTicketResolved(p, got)

@@ -332,15 +332,17 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 	case v.Resolve == classify.ResolveAuto && ticketID == "" && a.State == StateInProgress:
 		// No ticket yet (the agent asked before the claim went stale): the
 		// proof moves the action as the agent's own report would, and
-		// resolves a stale ticket opened meanwhile.
+		// resolves a stale ticket opened meanwhile with the verifier's note,
+		// as TicketResolve would have.
 		p := ActionTransitionParams{ID: a.ID, From: []State{StateInProgress}, To: outcome, Now: now, FinishedAt: &now,
-			ResolveStaleTicket: true, Event: Event{ActionID: a.ID, Kind: OutcomeEventKind(outcome), Actor: by, Channel: ChannelVerifier, At: now}}
+			Event: Event{ActionID: a.ID, Kind: OutcomeEventKind(outcome), Actor: by, Channel: ChannelVerifier, At: now}}
 		if outcome == StateDone {
 			p.Result, p.Event.Data = out.Result, out.Result
 		} else {
 			e := "resolved by verifier: " + VerifiedNote(out)
 			p.Error = &e
 		}
+		p.ResolveStale = LateResolution(p.Event, outcome, VerifiedNote(out))
 		moved, err := s.store.ActionTransition(ctx, p)
 		switch {
 		case errors.Is(err, ErrStateMismatch):

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/approvals/approvals/queue"
 )
@@ -18,7 +19,11 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 		// SupportsTokenGuard is false: the caller must look the token up.
 		return nil, fmt.Errorf("transition action %s: this store cannot check an agent token in the transition", p.ID)
 	}
-	if err := storableTimes(p.DecidedAt, p.ClaimedAt, p.FinishedAt, p.ExpiresAt); err != nil {
+	var resolvedAt *time.Time
+	if p.ResolveStale != nil {
+		resolvedAt = &p.ResolveStale.At
+	}
+	if err := storableTimes(p.DecidedAt, p.ClaimedAt, p.FinishedAt, p.ExpiresAt, resolvedAt); err != nil {
 		return nil, fmt.Errorf("transition action %s to %s: %w", p.ID, p.To, err)
 	}
 	args := []any{string(p.To),
@@ -83,8 +88,8 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 				return err
 			}
 		}
-		if p.ResolveStaleTicket {
-			if err := resolveStaleTicket(ctx, tx, p.ID, p.To, ev); err != nil {
+		if p.ResolveStale != nil {
+			if err := resolveStaleTicket(ctx, tx, p.ID, p.ResolveStale); err != nil {
 				return err
 			}
 		}
@@ -110,28 +115,24 @@ func (s *Store) ActionTransition(ctx context.Context, p queue.ActionTransitionPa
 	return a, nil
 }
 
-// resolveStaleTicket resolves the action's open stale ticket, if any: a late
-// report from the agent settles what the operator would have checked.
-func resolveStaleTicket(ctx context.Context, tx querier, actionID string, to queue.State, report queue.Event) error {
-	by, at := report.Actor, report.At
-	var outcome any
-	if to == queue.StateDone || to == queue.StateFailed {
-		outcome = string(to)
-	}
-	const note = queue.LateReportNote
+// resolveStaleTicket writes r to the action's open stale ticket, if any,
+// and its ticket_resolved event, after the action's row and its outcome
+// event: r is the domain's (queue.LateResolution), written as it is, its
+// data with the ticket's id added.
+func resolveStaleTicket(ctx context.Context, tx querier, actionID string, r *queue.StaleResolution) error {
 	var ticketID string
 	err := tx.QueryRowContext(ctx, `UPDATE tickets SET state = 'resolved', resolved_at = ?, resolved_by = ?,
 		outcome = ?, note = ?
 	WHERE action_id = ? AND kind = 'stale' AND state = 'open' RETURNING id`,
-		fmtTime(at), by, outcome, note, actionID).Scan(&ticketID)
+		fmtTime(r.At), r.By, string(r.Outcome), r.Note, actionID).Scan(&ticketID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil
 	}
 	if err != nil {
 		return err
 	}
-	// The report's channel, as on PostgreSQL: the agent resolved it.
-	_, err = insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketResolved, Actor: by,
-		Channel: report.Channel, At: at, Data: queue.TicketEventData(ticketID, queue.TicketStale, to, note, nil)})
+	_, err = tx.ExecContext(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+	VALUES (?, ?, ?, ?, ?, json_set(coalesce(?, '{}'), '$.ticket', ?), 0)`,
+		actionID, queue.EventTicketResolved, r.By, r.Channel, fmtTime(r.At), nullJSON(r.Data), ticketID)
 	return err
 }

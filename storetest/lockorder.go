@@ -26,7 +26,7 @@ func lateReport(id string, outcome queue.State, now time.Time) queue.ActionTrans
 	if outcome == queue.StateDone {
 		p = completeParams(id, now, `{"refund_id":"late"}`)
 	}
-	p.ResolveStaleTicket = true
+	p.ResolveStale = queue.LateResolution(p.Event, p.To, queue.LateReportNote)
 	return p
 }
 

@@ -96,7 +96,7 @@ var returnedTests = []test{
 
 		// A late report resolves the ticket in the same transaction.
 		p := completeParams(a.ID, at(12*time.Minute), `{"ok":true}`)
-		p.ResolveStaleTicket = true
+		p.ResolveStale = queue.LateResolution(p.Event, p.To, queue.LateReportNote)
 		done := transition(t, s, p)
 		wantTicket(t, done, tk.ID, queue.TicketResolved)
 		sameAsStored(t, s, "late completion resolving the stale ticket", done)

@@ -424,30 +424,43 @@ var ticketTests = []test{
 			a, tk := staleTicket(t, s, "refund:late:"+c.name)
 			now := at(time.Hour)
 			p := c.params(a.ID, now)
-			p.ResolveStaleTicket = true
 			p.Event.Channel = "mcp"
+			// A note of the test's own, not LateReportNote: the store
+			// writes the resolution the domain gave it.
+			note := "settled by the test's " + c.name
+			p.ResolveStale = queue.LateResolution(p.Event, c.state, note)
 			got := transition(t, s, p)
 			eq(t, got.State, c.state, c.name+": state")
 			wantTicket(t, got, tk.ID, queue.TicketResolved)
-			strPtrEq(t, got.Ticket.ResolvedBy, ptr(agent), c.name+": resolved by")
-			timePtrEq(t, got.Ticket.ResolvedAt, ptr(now), c.name+": resolved at")
-			if got.Ticket.Outcome == nil || *got.Ticket.Outcome != c.state {
-				t.Fatalf("%s: outcome %v, want %s", c.name, got.Ticket.Outcome, c.state)
-			}
-			if got.Ticket.Note == nil || *got.Ticket.Note == "" {
-				t.Fatalf("%s: the ticket says nothing about why it was resolved", c.name)
-			}
 			stored, err := s.TicketGetByID(t.Context(), tk.ID)
 			noErr(t, err, "get ticket")
-			eq(t, stored.State, queue.TicketResolved, c.name+": stored ticket state")
-			// The timeline shows who resolved it and why.
+			for what, tick := range map[string]*queue.Ticket{"answer": got.Ticket, "stored": stored} {
+				what = c.name + ", " + what
+				eq(t, tick.State, queue.TicketResolved, what+": ticket state")
+				strPtrEq(t, tick.ResolvedBy, ptr(agent), what+": resolved by")
+				timePtrEq(t, tick.ResolvedAt, ptr(now), what+": resolved at")
+				if tick.Outcome == nil || *tick.Outcome != c.state {
+					t.Fatalf("%s: outcome %v, want %s", what, tick.Outcome, c.state)
+				}
+				strPtrEq(t, tick.Note, ptr(note), what+": note")
+			}
+			// The timeline shows who resolved it and why, after the report.
 			evs, err := s.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: queue.EventTicketResolved, Limit: 10})
 			noErr(t, err, "list events")
 			eq(t, len(evs), 1, c.name+": ticket_resolved events")
 			eq(t, evs[0].Actor, agent, c.name+": resolved by, in the timeline")
 			eq(t, evs[0].Channel, "mcp", c.name+": the report's channel, in the timeline")
-			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, queue.LateReportNote, nil)) {
+			if !evs[0].At.Equal(now) {
+				t.Fatalf("%s: ticket_resolved at %s, want %s", c.name, evs[0].At, now)
+			}
+			if !queue.JSONEqual(evs[0].Data, queue.TicketEventData(tk.ID, queue.TicketStale, c.state, note, nil)) {
 				t.Fatalf("%s: ticket_resolved data %s", c.name, evs[0].Data)
+			}
+			outcome, err := s.EventList(t.Context(), queue.EventListParams{ActionID: a.ID, Kind: p.Event.Kind, Limit: 10})
+			noErr(t, err, "list outcome events")
+			eq(t, len(outcome), 1, c.name+": "+p.Event.Kind+" events")
+			if outcome[0].ID >= evs[0].ID {
+				t.Fatalf("%s: the %s event (id %d) does not precede ticket_resolved (id %d)", c.name, p.Event.Kind, outcome[0].ID, evs[0].ID)
 			}
 			_, err = s.TicketResolve(t.Context(), resolveParams(tk.ID, queue.StateDone, at(2*time.Hour)))
 			isErr(t, err, queue.ErrTicketNotOpen, c.name+": operator after the agent")
@@ -456,10 +469,10 @@ var ticketTests = []test{
 		noErr(t, err, "count")
 		eq(t, n, 0, "open tickets")
 
-		// Without an open ticket the flag changes nothing.
+		// Without an open ticket the resolution changes nothing.
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:late:none", at(0))
 		p := completeParams(b.ID, at(time.Minute), `{}`)
-		p.ResolveStaleTicket = true
+		p.ResolveStale = queue.LateResolution(p.Event, p.To, queue.LateReportNote)
 		got := transition(t, s, p)
 		if got.Ticket != nil {
 			t.Fatalf("ticket appeared: %+v", got.Ticket)
