@@ -521,7 +521,8 @@ var expireTests = []test{
 		transition(t, s, p)
 
 		now := at(3 * time.Hour)
-		got, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(now, 100))
+		due3h := queue.ExpiryDue(now, 100)
+		got, err := s.ActionExpireDue(t.Context(), due3h)
 		noErr(t, err, "expire due")
 		eq(t, len(got), 2, "expired actions")
 		byID := map[string]*queue.Action{}
@@ -552,6 +553,7 @@ var expireTests = []test{
 			eq(t, evs[0].Kind, queue.EventExpired, "newest event")
 			eq(t, evs[0].Actor, "system", "expiry actor")
 			timeEq(t, evs[0].At, now, "expiry event at")
+			eventAsGiven(t, evs[0], due3h.Event, "", "", "expiry event")
 		}
 		again, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(now, 100))
 		noErr(t, err, "expire again")

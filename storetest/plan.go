@@ -291,6 +291,7 @@ var planTests = []test{
 			if ev.Actor != "system" || !ev.At.Equal(at(90*time.Minute)) || ev.ActionID != "" {
 				t.Fatalf("plan_expired event %+v", ev)
 			}
+			eventAsGiven(t, ev, queue.PlanExpiryDue(at(90*time.Minute), 10).Event, "", "", "plan_expired event")
 		}
 		if len(evs) != 2 || subjects[queue.PlanActorPrefix+pending.ID] != 1 || subjects[queue.PlanActorPrefix+open.ID] != 1 {
 			t.Fatalf("plan_expired events by subject %v, want one for each expired plan", subjects)

@@ -47,7 +47,8 @@ var ticketTests = []test{
 		got, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(5*time.Minute-time.Second), 100))
 		noErr(t, err, "open before the deadline")
 		eq(t, len(got), 0, "tickets before the claim timeout")
-		got, err = s.TicketOpenStale(t.Context(), queue.StaleDue(at(5*time.Minute), 100))
+		due := queue.StaleDue(at(5*time.Minute), 100)
+		got, err = s.TicketOpenStale(t.Context(), due)
 		noErr(t, err, "open at the deadline")
 		eq(t, len(got), 1, "tickets at the claim timeout")
 		tk := got[0]
@@ -78,6 +79,8 @@ var ticketTests = []test{
 		evs := events(t, s, a.ID)
 		eq(t, evs[0].Kind, queue.EventTicketOpened, "ticket event")
 		eq(t, evs[0].Actor, "system", "ticket event actor")
+		eventAsGiven(t, evs[0], due.Event, "ticket", tk.ID, "ticket event")
+		jsonEq(t, evs[0].Data, json.RawMessage(`{"ticket":"`+tk.ID+`","kind":"stale"}`), "ticket event data")
 		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketOpened), 1, "ticket events")
 	}},
 	{"StaleFollowsTheExecutionDeadline", func(t *testing.T, s Store) {
