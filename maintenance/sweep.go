@@ -79,7 +79,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	now := s.svc.Now()
 	const batch = 500
 	for {
-		exp, err := s.store.ActionExpireDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		exp, err := s.store.ActionExpireDue(ctx, queue.ExpiryDue(now, batch))
 		if err != nil {
 			return res, err
 		}
@@ -89,7 +89,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		ids, err := s.store.PlanExpireDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		ids, err := s.store.PlanExpireDue(ctx, queue.PlanExpiryDue(now, batch))
 		if err != nil {
 			return res, err
 		}
@@ -99,7 +99,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		tk, err := s.store.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: batch})
+		tk, err := s.store.TicketOpenStale(ctx, queue.StaleDue(now, batch))
 		if err != nil {
 			return res, err
 		}
@@ -112,7 +112,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 	// Escalate before reminding: an action due for both is told of its
 	// escalation, and its reminder clock still runs.
 	for {
-		n, err := s.store.ActionEscalateDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		n, err := s.store.ActionEscalateDue(ctx, queue.EscalationDue(now, batch))
 		if err != nil {
 			return res, err
 		}
@@ -122,7 +122,7 @@ func (s *Sweeper) Sweep(ctx context.Context) (SweepResult, error) {
 		}
 	}
 	for {
-		n, err := s.store.ActionRemindDue(ctx, queue.DueParams{Now: now, Limit: batch})
+		n, err := s.store.ActionRemindDue(ctx, queue.ReminderDue(now, batch))
 		if err != nil {
 			return res, err
 		}

@@ -784,7 +784,7 @@ func TestHintedReplayLookup(t *testing.T) {
 	}
 
 	// Released since (expired): the hint is stale, the claim takes over.
-	if _, err := s.ActionExpireDue(ctx, queue.DueParams{Now: now.Add(2 * time.Hour), Limit: 10}); err != nil {
+	if _, err := s.ActionExpireDue(ctx, queue.ExpiryDue(now.Add(2*time.Hour), 10)); err != nil {
 		t.Fatal(err)
 	}
 	a = testAction(classify.AtMostOnce, "k1", now)
@@ -1072,7 +1072,7 @@ func TestMergedReports(t *testing.T) {
 		return s.ActionTransition(ctx, p)
 	}
 	alone, merged := claim("alone"), claim("merged")
-	if opened, err := s.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: 10}); err != nil || len(opened) != 2 {
+	if opened, err := s.TicketOpenStale(ctx, queue.StaleDue(now, 10)); err != nil || len(opened) != 2 {
 		t.Fatalf("stale tickets: %d, %v; want 2 (one per set)", len(opened), err)
 	}
 

@@ -157,10 +157,13 @@ func (s *Store) PolicyHits(ctx context.Context, p queue.PolicyHitsParams) ([]que
 	return out, nil
 }
 
-// endGrantsOfUser ends the grants of the user id for reason in tx, the
-// transaction that took their right to decide away (grantEndOfUserSQL).
+// endGrantsOfUser ends the grants of the user id for reason at now in tx,
+// the transaction that took their right to decide away (grantEndOfUserSQL),
+// each with the event the domain makes of it (queue.GrantEndOfUser), written
+// as it is but for the grant's id added to its data.
 func endGrantsOfUser(ctx context.Context, tx pgx.Tx, id int64, reason string, now time.Time) error {
-	if _, err := tx.Exec(ctx, grantEndOfUserSQL, id, now, reason); err != nil {
+	ev := queue.GrantEndOfUser(reason, now)
+	if _, err := tx.Exec(ctx, grantEndOfUserSQL, id, ev.At, reason, ev.Kind, ev.Actor, ev.Channel, jsonArg(ev.Data)); err != nil {
 		return fmt.Errorf("end the grants of user %d: %w", id, err)
 	}
 	return nil

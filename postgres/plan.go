@@ -190,7 +190,10 @@ func (s *Store) PlanUpdate(ctx context.Context, p queue.PlanUpdateParams) (*queu
 
 // PlanExpireDue implements queue.Store.
 func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string, error) {
-	rows, err := s.pool.Query(ctx, planExpireDueSQL, p.Now, p.Limit)
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("expire due plans: %w", queue.ErrNoEvent)
+	}
+	rows, err := s.pool.Query(ctx, planExpireDueSQL, dueArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("expire due plans: %w", err)
 	}

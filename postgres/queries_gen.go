@@ -422,19 +422,21 @@ const grantRevokeSQL = `WITH upd AS (
 SELECT count(*) FROM upd`
 
 // grantEndOfUserSQL ends, at $2 for the reason $3 (queue.GrantEnd…), the
-// unexpired grants of the user $1 and records grant_revoked by system on
-// each grant's action (queue.GrantSystemActor): run in the transaction that removes the user (before
-// the row goes), lowers their role or records the identity provider's
-// refusal, so no submission after it commits is approved in their name.
+// unexpired grants of the user $1 and records the domain's event
+// (queue.GrantEndOfUser: $4 kind, $5 actor, who is also revoked_by, $6
+// channel, $7 data, at $2) on each grant's action, the grant's id added to
+// its data: run in the transaction that removes the user (before the row
+// goes), lowers their role or records the identity provider's refusal, so
+// no submission after it commits is approved in their name.
 // (sql/grant.sql)
 const grantEndOfUserSQL = `WITH upd AS (
-    UPDATE grants g SET revoked_at = $2, revoked_by = 'system', end_reason = $3
+    UPDATE grants g SET revoked_at = $2, revoked_by = $5::text, end_reason = $3
     FROM users u
     WHERE u.id = $1 AND lower(g.granted_by) = lower('user:' || u.email) AND g.revoked_at IS NULL AND g.expires_at > $2
     RETURNING g.id, g.action_id
 )
 INSERT INTO events (action_id, kind, actor, channel, at, data)
-SELECT action_id, 'grant_revoked', 'system', 'system', $2, json_build_object('grant', id::text, 'reason', $3::text)
+SELECT action_id, $4::text, $5::text, $6::text, $2, (jsonb_build_object('grant', id::text) || coalesce($7::jsonb, '{}'))::json
 FROM upd`
 
 // policyHitsSQL counts the policy events since $2 (the week) by tool and
@@ -694,8 +696,9 @@ WHERE plan_id = $1 AND n = $2 AND action_id IS NULL
 const planTokenActiveSQL = `SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at IS NULL)`
 
 // planExpireDueSQL expires up to $2 pending plans, and approved ones not
-// done, whose expires_at is at or before $1, with a plan_expired event
-// each (sealed like every event; the outbox fans out a pending plan's, so
+// done, whose expires_at is at or before $1, with the domain's event
+// (queue.PlanExpiryDue: $3 kind, $4 actor, who decides a pending plan, $5
+// channel, $6 at, $7 data) each (sealed like every event; the outbox fans out a pending plan's, so
 // the channels that told of it hear plan.expired, and not an approved
 // one's, whose messages already say it was approved). FOR NO KEY UPDATE
 // SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
@@ -713,13 +716,13 @@ const planExpireDueSQL = `WITH due AS (
     ORDER BY p.expires_at LIMIT $2 FOR NO KEY UPDATE OF p SKIP LOCKED
 ), upd AS (
     UPDATE plans p SET state = 'expired', version = p.version + 1,
-        decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
+        decided_by = CASE WHEN p.state = 'pending' THEN $4::text ELSE p.decided_by END,
         decided_at = CASE WHEN p.state = 'pending' THEN $1 ELSE p.decided_at END
     FROM due WHERE p.id = due.id AND p.state IN ('pending', 'approved')
     RETURNING p.id, due.state = 'approved' AS was_approved
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, was_approved FROM upd
+    SELECT NULL, 'plan:' || id::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::json, was_approved FROM upd
 )
 SELECT id::text FROM upd`
 
@@ -1031,7 +1034,8 @@ LEFT JOIN LATERAL (
 ) t ON true`
 
 // actionExpireDueSQL expires up to $2 pending and approved actions whose
-// expires_at is at or before $1.
+// expires_at is at or before $1, with the event $3…$7 each; $4, the
+// event's actor, decides a pending one.
 // (sql/sweep.sql)
 const actionExpireDueSQL = `WITH due AS (
     SELECT id FROM actions
@@ -1039,13 +1043,13 @@ const actionExpireDueSQL = `WITH due AS (
     ORDER BY expires_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET state = 'expired', finished_at = $1,
-        decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
+        decided_by = CASE WHEN a.state = 'pending' THEN $4::text ELSE a.decided_by END,
         decided_at = CASE WHEN a.state = 'pending' THEN $1 ELSE a.decided_at END
     FROM due WHERE a.id = due.id AND a.state IN ('pending', 'approved')
     RETURNING a.*
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT id, 'expired', 'system', '', $1, NULL FROM upd
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT upd.id::text, upd.tool, upd.class, upd.intent_key, upd.attempt, upd.state, upd.payload,
     upd.approved_payload, upd.result, upd.error, upd.requested_by, upd.channel, upd.decided_by,
@@ -1058,7 +1062,8 @@ FROM upd`
 // ticketOpenStaleSQL opens a stale ticket for up to $2 in_progress actions
 // whose claim deadline is at or before $1 and that have no open one. The
 // partial unique index tickets_one_open makes concurrent sweeps open one
-// ticket, not several.
+// ticket, not several. Each is written with the event $3…$7, the ticket's
+// id added to its data.
 // (sql/sweep.sql)
 const ticketOpenStaleSQL = `WITH due AS (
     SELECT a.id FROM actions a
@@ -1075,7 +1080,9 @@ const ticketOpenStaleSQL = `WITH due AS (
     RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
+    SELECT action_id, $3::text, $4::text, $5::text, $6::timestamptz,
+        (jsonb_build_object('ticket', id::text) || coalesce($7::jsonb, '{}'))::json
+    FROM ins
 )
 SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins`
 
@@ -1092,7 +1099,8 @@ const remindDueSQL = `WITH due AS (
 ), upd AS (
     UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'reminder', 'system', '', $1 FROM upd
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT count(*) FROM upd`
 
@@ -1108,7 +1116,8 @@ const escalateDueSQL = `WITH due AS (
     UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
     RETURNING a.id
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'escalated', 'system', '', $1 FROM upd
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT count(*) FROM upd`
 
@@ -1160,9 +1169,11 @@ const ticketOpenConflictSQL = `INSERT INTO tickets (id, action_id, kind, state, 
 ON CONFLICT DO NOTHING
 RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note`
 
-// ticketOpenedEventSQL records that a conflict ticket opened.
+// ticketOpenedEventSQL records that a conflict ticket opened: the domain's
+// event (queue.TicketOpened) as it is, the ticket's id $7 added to its data.
 // (sql/ticket.sql)
-const ticketOpenedEventSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_opened', 'system', '', $2, $3)`
+const ticketOpenedEventSQL = `INSERT INTO events (action_id, kind, actor, channel, at, data)
+VALUES ($1, $2, $3, $4, $5, (jsonb_build_object('ticket', $7::text) || coalesce($6::jsonb, '{}'))::json)`
 
 // (sql/ticket.sql)
 const ticketCountOpenSQL = `SELECT count(*) FROM tickets WHERE state = 'open'`

@@ -9,7 +9,10 @@ import (
 
 // ActionExpireDue implements queue.Store.
 func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queue.Action, error) {
-	rows, err := s.pool.Query(ctx, actionExpireDueSQL, p.Now, p.Limit)
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("expire due actions: %w", queue.ErrNoEvent)
+	}
+	rows, err := s.pool.Query(ctx, actionExpireDueSQL, dueArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("expire due actions: %w", err)
 	}
@@ -22,7 +25,10 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 
 // TicketOpenStale implements queue.Store.
 func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
-	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, p.Now, p.Limit)
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("open stale tickets: %w", queue.ErrNoEvent)
+	}
+	rows, err := s.pool.Query(ctx, ticketOpenStaleSQL, dueArgs(p)...)
 	if err != nil {
 		return nil, fmt.Errorf("open stale tickets: %w", err)
 	}
@@ -35,8 +41,11 @@ func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queu
 
 // ActionRemindDue implements queue.Store.
 func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, error) {
+	if p.Event.Kind == "" {
+		return 0, fmt.Errorf("remind due actions: %w", queue.ErrNoEvent)
+	}
 	var n int
-	if err := s.pool.QueryRow(ctx, remindDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, remindDueSQL, dueArgs(p)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("remind due actions: %w", err)
 	}
 	return n, nil
@@ -44,9 +53,20 @@ func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, er
 
 // ActionEscalateDue implements queue.Store.
 func (s *Store) ActionEscalateDue(ctx context.Context, p queue.DueParams) (int, error) {
+	if p.Event.Kind == "" {
+		return 0, fmt.Errorf("escalate due actions: %w", queue.ErrNoEvent)
+	}
 	var n int
-	if err := s.pool.QueryRow(ctx, escalateDueSQL, p.Now, p.Limit).Scan(&n); err != nil {
+	if err := s.pool.QueryRow(ctx, escalateDueSQL, dueArgs(p)...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("escalate due actions: %w", err)
 	}
 	return n, nil
+}
+
+// dueArgs are the parameters of the sweep's statements and planExpireDueSQL:
+// what is due ($1 now, $2 limit) and the event the domain gave for each ($3
+// kind, $4 actor, $5 channel, $6 at, $7 data).
+func dueArgs(p queue.DueParams) []any {
+	ev := p.Event
+	return []any{p.Now, p.Limit, ev.Kind, ev.Actor, ev.Channel, ev.At, jsonArg(ev.Data)}
 }

@@ -70,7 +70,8 @@ func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConfli
 		if err != nil {
 			return err
 		}
-		_, err = tx.Exec(ctx, ticketOpenedEventSQL, actionID, now, string(queue.TicketEventData(t.ID, queue.TicketConflict, "", "", nil)))
+		opened := queue.TicketOpened(queue.TicketConflict, now)
+		_, err = tx.Exec(ctx, ticketOpenedEventSQL, actionID, opened.Kind, opened.Actor, opened.Channel, opened.At, jsonArg(opened.Data), t.ID)
 		return err
 	})
 	if errors.Is(err, queue.ErrNotFound) {

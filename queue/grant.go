@@ -66,7 +66,7 @@ const (
 
 // GrantSystemActor revokes the grants whose granter lost the right to
 // decide, in the transaction that took it away.
-const GrantSystemActor = "system"
+const GrantSystemActor = SystemActor
 
 // DefaultGrantUses is the use limit of "Approve and allow similar" when
 // the approver names none (or the tool's grants.max_uses when smaller): a

@@ -225,9 +225,9 @@ type PlanStore interface {
 	PlanUpdate(ctx context.Context, p PlanUpdateParams) (*Plan, error)
 	// PlanExpireDue moves up to p.Limit pending plans, and approved plans
 	// not done, whose expires_at is at or before p.Now to expired, each in
-	// one conditional update with a plan_expired event (actor system;
-	// decided_by becomes system for a pending plan, as for an action), and
-	// returns their ids. Safe to run concurrently: each plan expires once.
+	// one conditional update with p.Event (PlanExpiryDue; on no action,
+	// subject plan:ID; decided_by becomes its actor for a pending plan, as
+	// for an action), and returns their ids. Safe to run concurrently: each plan expires once.
 	PlanExpireDue(ctx context.Context, p DueParams) ([]string, error)
 	// PlanRouteMark records a reminder or an escalation of a pending plan,
 	// see PlanRouteMarkParams; false when the plan had moved on.

@@ -120,11 +120,11 @@ type Store interface {
 	ActionDecide(ctx context.Context, p ActionDecideParams) (ActionDecideResult, error)
 	// ActionExpireDue moves pending and approved actions whose expires_at is
 	// at or before p.Now to expired (decided_by stays as it was for approved
-	// ones, system for pending ones), with an event each.
+	// ones, p.Event's actor for pending ones), with p.Event each.
 	ActionExpireDue(ctx context.Context, p DueParams) ([]*Action, error)
-	// ActionRemindDue writes a reminder event for every pending action
+	// ActionRemindDue writes p.Event (a reminder) for every pending action
 	// whose rule's remind_after has passed since its last reminder (or its
-	// submission), and ActionEscalateDue an escalated event, once, for
+	// submission), and ActionEscalateDue p.Event (escalated), once, for
 	// every pending action whose escalate_after has passed since its
 	// submission (EscalatedAt is then set, which widens who may decide).
 	// Each is a conditional update: concurrent sweeps send one each per
@@ -147,7 +147,8 @@ type Store interface {
 
 	// TicketOpenStale opens one stale ticket for every in_progress action
 	// whose claim deadline is at or before p.Now and that has no open
-	// ticket of that kind, with a ticket_opened event each. Safe to run
+	// ticket of that kind, with p.Event each (its data with the ticket's id
+	// added, as "ticket"). Safe to run
 	// concurrently.
 	TicketOpenStale(ctx context.Context, p DueParams) ([]*Ticket, error)
 	// TicketOpenConflict records p.Event (an outcome_conflict report) and
@@ -218,10 +219,15 @@ type ActionDecideResult struct {
 }
 
 // DueParams select what has come due: at or before Now, at most Limit per
-// statement (the sweep's expiries, stale tickets, reminders, escalations).
+// statement (the sweep's expiries, stale tickets, reminders, escalations),
+// and the event written for each: the domain's (ExpiryDue, StaleDue,
+// ReminderDue, EscalationDue, PlanExpiryDue), which the store writes as it
+// is, adding only the id of the action (or plan, or ticket) it is about. A
+// store refuses an Event without a kind with ErrNoEvent.
 type DueParams struct {
 	Now   time.Time
 	Limit int
+	Event Event
 }
 
 // TicketOpenConflictParams report an outcome that contradicts the stored one.

@@ -93,11 +93,11 @@ func (s *Service) Execute(ctx context.Context, id, agent, channel string) (*Acti
 // expireOne expires a single action that is due, as the sweep would.
 func (s *Service) expireOne(ctx context.Context, a *Action, from State) (*Action, error) {
 	now := s.Now()
-	p := ActionTransitionParams{ID: a.ID, From: []State{from}, To: StateExpired, Now: now, FinishedAt: &now,
-		Event: Event{ActionID: a.ID, Kind: EventExpired, Actor: "system", At: now}}
+	ev := SystemEvent(EventExpired, now)
+	ev.ActionID = a.ID
+	p := ActionTransitionParams{ID: a.ID, From: []State{from}, To: StateExpired, Now: now, FinishedAt: &now, Event: ev}
 	if from == StatePending {
-		sys := "system"
-		p.DecidedBy, p.DecidedAt = &sys, &now
+		p.DecidedBy, p.DecidedAt = &ev.Actor, &now
 	}
 	if a.ExpiresAt == nil || a.ExpiresAt.After(now) {
 		return a, fmt.Errorf("action %s is not due", a.ID)

@@ -42,7 +42,7 @@ type sweepingAsker struct {
 func (a *sweepingAsker) Ask(ctx context.Context, _ classify.Tool, _ queue.VerifyQuestion) (json.RawMessage, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	opened, err := a.store.TicketOpenStale(ctx, queue.DueParams{Now: a.clock.Now(), Limit: 10})
+	opened, err := a.store.TicketOpenStale(ctx, queue.StaleDue(a.clock.Now(), 10))
 	if err != nil {
 		return nil, err
 	}

@@ -113,13 +113,15 @@ func granter(ctx context.Context, q querier, email string) (queue.Granter, error
 }
 
 // endGrantsOfUser ends, at now for reason (queue.GrantEnd…), the unexpired
-// grants of the user id and records grant_revoked by system on each
-// grant's action: run in the transaction that removes the user (before the
+// grants of the user id and records on each grant's action the event the
+// domain makes of it (queue.GrantEndOfUser, whose actor is also
+// revoked_by), as it is but for the grant's id added to its data: run in the transaction that removes the user (before the
 // row goes), lowers their role or records the identity provider's refusal.
 func endGrantsOfUser(ctx context.Context, q querier, id int64, reason string, now time.Time) error {
+	ev := queue.GrantEndOfUser(reason, now)
 	rows, err := q.QueryContext(ctx, `UPDATE grants SET revoked_at = ?1, revoked_by = ?2, end_reason = ?3
 		WHERE lower(granted_by) = (SELECT lower('user:' || email) FROM users WHERE id = ?4) AND revoked_at IS NULL AND expires_at > ?1
-		RETURNING id, action_id`, fmtTime(now), queue.GrantSystemActor, reason, id)
+		RETURNING id, action_id`, fmtTime(ev.At), ev.Actor, reason, id)
 	if err != nil {
 		return fmt.Errorf("end the grants of user %d: %w", id, err)
 	}
@@ -137,9 +139,9 @@ func endGrantsOfUser(ctx context.Context, q querier, id int64, reason string, no
 		return fmt.Errorf("end the grants of user %d: %w", id, err)
 	}
 	for _, g := range ended {
-		data, _ := json.Marshal(map[string]string{"grant": g[0], "reason": reason})
-		if _, err := insertEvent(ctx, q, queue.Event{ActionID: g[1], Kind: queue.EventGrantRevoked, Actor: queue.GrantSystemActor,
-			Channel: queue.GrantSystemActor, At: now, Data: data}); err != nil {
+		if _, err := q.ExecContext(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+			VALUES (?, ?, ?, ?, ?, json_set(coalesce(?, '{}'), '$.grant', ?), ?)`,
+			g[1], ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), g[0], boolInt(ev.Unrouted)); err != nil {
 			return err
 		}
 	}

@@ -114,6 +114,10 @@ var planDone = `NOT EXISTS (SELECT 1 FROM plan_steps ds LEFT JOIN actions da ON 
 // plan_expired event; a pending plan's is left for the outbox to fan out
 // (plan.expired), an approved one's is not.
 func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string, error) {
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("expire due plans: %w", queue.ErrNoEvent)
+	}
+	ev := p.Event
 	limit := p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -146,9 +150,9 @@ func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string,
 		}
 		for i, id := range ids {
 			if _, err := tx.ExecContext(ctx, `UPDATE plans SET state = 'expired', version = version + 1,
-				decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
+				decided_by = CASE WHEN state = 'pending' THEN ?3 ELSE decided_by END,
 				decided_at = CASE WHEN state = 'pending' THEN ?2 ELSE decided_at END
-			WHERE id = ?1`, id, ts); err != nil {
+			WHERE id = ?1`, id, ts, ev.Actor); err != nil {
 				return err
 			}
 			fanned := 1
@@ -156,7 +160,8 @@ func (s *Store) PlanExpireDue(ctx context.Context, p queue.DueParams) ([]string,
 				fanned = 0
 			}
 			if _, err := tx.ExecContext(ctx, `INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-				VALUES (NULL, ?, ?, 'system', '', ?, NULL, ?)`, queue.PlanActorPrefix+id, queue.EventPlanExpired, ts, fanned); err != nil {
+				VALUES (NULL, ?, ?, ?, ?, ?, ?, ?)`, queue.PlanActorPrefix+id, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At),
+				nullJSON(ev.Data), fanned); err != nil {
 				return err
 			}
 		}

@@ -12,6 +12,9 @@ import (
 // ActionExpireDue expires pending and approved actions whose expires_at has
 // passed, in one conditional update.
 func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queue.Action, error) {
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("expire due actions: %w", queue.ErrNoEvent)
+	}
 	now, limit := p.Now, p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -20,16 +23,17 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 	var list []*queue.Action
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		list = nil
-		// An expired pending action was decided by the system; an approved
-		// one keeps the decision of the human who approved it.
+		// An expired pending action was decided by the event's actor (the
+		// system); an approved one keeps the decision of the human who
+		// approved it.
 		rows, err := tx.QueryContext(ctx, `UPDATE actions SET state = 'expired',
-			decided_by = CASE WHEN state = 'pending' THEN 'system' ELSE decided_by END,
+			decided_by = CASE WHEN state = 'pending' THEN ?3 ELSE decided_by END,
 			decided_at = CASE WHEN state = 'pending' THEN ?1 ELSE decided_at END,
 			finished_at = ?1
 		WHERE id IN (SELECT id FROM actions WHERE state IN ('pending', 'approved') AND expires_at <= ?1
 		             ORDER BY expires_at, id LIMIT ?2)
 		  AND state IN ('pending', 'approved') AND expires_at <= ?1
-		RETURNING id`, ts, limit)
+		RETURNING id`, ts, limit, p.Event.Actor)
 		if err != nil {
 			return err
 		}
@@ -38,7 +42,9 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 			return err
 		}
 		for _, id := range ids {
-			if _, err := insertEvent(ctx, tx, queue.Event{ActionID: id, Kind: queue.EventExpired, Actor: "system", At: now}); err != nil {
+			ev := p.Event
+			ev.ActionID = id
+			if _, err := insertEvent(ctx, tx, ev); err != nil {
 				return err
 			}
 			a, err := getActionWithTicket(ctx, tx, id)
@@ -61,6 +67,9 @@ func (s *Store) ActionExpireDue(ctx context.Context, p queue.DueParams) ([]*queu
 // TicketOpenStale opens one stale ticket for every action in_progress past
 // its claim deadline that has none open.
 func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queue.Ticket, error) {
+	if p.Event.Kind == "" {
+		return nil, fmt.Errorf("open stale tickets: %w", queue.ErrNoEvent)
+	}
 	now, limit := p.Now, p.Limit
 	if limit <= 0 {
 		limit = 100
@@ -80,7 +89,7 @@ func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queu
 			return err
 		}
 		for _, id := range ids {
-			t, err := openTicket(ctx, tx, id, queue.TicketStale, now)
+			t, err := openTicket(ctx, tx, id, queue.TicketStale, now, p.Event)
 			if err != nil {
 				return err
 			}
@@ -99,19 +108,23 @@ func (s *Store) TicketOpenStale(ctx context.Context, p queue.DueParams) ([]*queu
 // ActionRemindDue implements queue.Store. The immediate transaction holds
 // the one write lock, so a concurrent sweep sees this one's reminded_at.
 func (s *Store) ActionRemindDue(ctx context.Context, p queue.DueParams) (int, error) {
-	return s.routeDue(ctx, p.Now, p.Limit, "remind_after", "reminded_at", queue.EventReminder)
+	return s.routeDue(ctx, p, "remind_after", "reminded_at")
 }
 
 // ActionEscalateDue implements queue.Store.
 func (s *Store) ActionEscalateDue(ctx context.Context, p queue.DueParams) (int, error) {
-	return s.routeDue(ctx, p.Now, p.Limit, "escalate_after", "escalated_at", queue.EventEscalated)
+	return s.routeDue(ctx, p, "escalate_after", "escalated_at")
 }
 
 // routeDue finds the pending actions whose rule's key (remind_after or
 // escalate_after, nanoseconds) has passed since column (or submission) and
-// sets column with an event each. An escalation happens once: its clock
+// sets column with p.Event each. An escalation happens once: its clock
 // starts at submission and its column, once set, stops it.
-func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, column, kind string) (int, error) {
+func (s *Store) routeDue(ctx context.Context, p queue.DueParams, key, column string) (int, error) {
+	now, limit := p.Now, p.Limit
+	if p.Event.Kind == "" {
+		return 0, fmt.Errorf("%s: %w", column, queue.ErrNoEvent)
+	}
 	n := 0
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
 		n = 0
@@ -156,7 +169,9 @@ func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, col
 				return err
 			}
 			if k == 1 {
-				if _, err := insertEvent(ctx, tx, queue.Event{ActionID: id, Kind: kind, Actor: "system", At: now}); err != nil {
+				ev := p.Event
+				ev.ActionID = id
+				if _, err := insertEvent(ctx, tx, ev); err != nil {
 					return err
 				}
 				n++
@@ -165,7 +180,7 @@ func (s *Store) routeDue(ctx context.Context, now time.Time, limit int, key, col
 		return nil
 	})
 	if err != nil {
-		return 0, fmt.Errorf("%s: %w", kind, err)
+		return 0, fmt.Errorf("%s: %w", p.Event.Kind, err)
 	}
 	return n, nil
 }

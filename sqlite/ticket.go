@@ -100,8 +100,9 @@ func attachTickets(ctx context.Context, q querier, list []*queue.Action) error {
 
 // openTicket inserts an open ticket unless the action has one of that kind
 // open already (the partial unique index tickets_one_open refuses it), and
-// records a ticket_opened event for a new one. It returns nil for none.
-func openTicket(ctx context.Context, tx querier, actionID string, kind queue.TicketKind, now time.Time) (*queue.Ticket, error) {
+// records ev (queue.TicketOpened) for a new one, as it is but for the
+// ticket's id added to its data. It returns nil for none.
+func openTicket(ctx context.Context, tx querier, actionID string, kind queue.TicketKind, now time.Time, ev queue.Event) (*queue.Ticket, error) {
 	id := queue.NewID(now)
 	n, err := rowsAffected(tx.ExecContext(ctx, `INSERT INTO tickets (id, action_id, kind, state, opened_at)
 	VALUES (?, ?, ?, 'open', ?) ON CONFLICT DO NOTHING`, id, actionID, string(kind), fmtTime(now)))
@@ -114,8 +115,9 @@ func openTicket(ctx context.Context, tx querier, actionID string, kind queue.Tic
 	if n == 0 {
 		return nil, nil
 	}
-	if _, err := insertEvent(ctx, tx, queue.Event{ActionID: actionID, Kind: queue.EventTicketOpened, Actor: "system",
-		At: now, Data: queue.TicketEventData(id, kind, "", "", nil)}); err != nil {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO events (action_id, kind, actor, channel, at, data, fanned_out)
+	VALUES (?, ?, ?, ?, ?, json_set(coalesce(?, '{}'), '$.ticket', ?), ?)`,
+		actionID, ev.Kind, ev.Actor, ev.Channel, fmtTime(ev.At), nullJSON(ev.Data), id, boolInt(ev.Unrouted)); err != nil {
 		return nil, err
 	}
 	return getTicket(ctx, tx, id)
@@ -135,7 +137,7 @@ func (s *Store) TicketOpenConflict(ctx context.Context, p queue.TicketOpenConfli
 			return err
 		}
 		var err error
-		if t, err = openTicket(ctx, tx, actionID, queue.TicketConflict, now); err != nil || t != nil {
+		if t, err = openTicket(ctx, tx, actionID, queue.TicketConflict, now, queue.TicketOpened(queue.TicketConflict, now)); err != nil || t != nil {
 			return err
 		}
 		t, err = scanTicket(tx.QueryRowContext(ctx, `SELECT `+ticketColumns+` FROM tickets

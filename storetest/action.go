@@ -131,7 +131,7 @@ var submitTests = []test{
 	{"RejectedHoldsForever", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:c-1:promo", at(0))
 		transition(t, s, rejectParams(a.ID, "user:ann@example.com", at(time.Minute)))
-		_, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(1000 * time.Hour), Limit: 100})
+		_, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(1000*time.Hour), 100))
 		noErr(t, err, "expire due")
 		again := newAction(classify.AtMostOnce, "send_customer_email", "email:c-1:promo", at(1000*time.Hour))
 		res, err := s.ActionSubmit(t.Context(), queue.ActionSubmitParams{Action: again, Event: submittedEvent(again)})
@@ -521,7 +521,8 @@ var expireTests = []test{
 		transition(t, s, p)
 
 		now := at(3 * time.Hour)
-		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: now, Limit: 100})
+		due3h := queue.ExpiryDue(now, 100)
+		got, err := s.ActionExpireDue(t.Context(), due3h)
 		noErr(t, err, "expire due")
 		eq(t, len(got), 2, "expired actions")
 		byID := map[string]*queue.Action{}
@@ -552,8 +553,9 @@ var expireTests = []test{
 			eq(t, evs[0].Kind, queue.EventExpired, "newest event")
 			eq(t, evs[0].Actor, "system", "expiry actor")
 			timeEq(t, evs[0].At, now, "expiry event at")
+			eventAsGiven(t, evs[0], due3h.Event, "", "", "expiry event")
 		}
-		again, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: now, Limit: 100})
+		again, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(now, 100))
 		noErr(t, err, "expire again")
 		eq(t, len(again), 0, "expired again")
 		eq(t, countKind(eventKinds(t, s, due.ID), queue.EventExpired), 1, "expiry events")
@@ -565,13 +567,13 @@ var expireTests = []test{
 			a.ExpiresAt = ptr(at(time.Hour))
 			all = append(all, submit(t, s, a).ID)
 		}
-		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour - time.Second), Limit: 10})
+		got, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(time.Hour-time.Second), 10))
 		noErr(t, err, "expire before")
 		eq(t, len(got), 0, "expired a second early")
-		got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		got, err = s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(time.Hour), 2))
 		noErr(t, err, "expire first batch")
 		eq(t, len(got), 2, "first batch")
-		got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		got, err = s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(time.Hour), 2))
 		noErr(t, err, "expire second batch")
 		eq(t, len(got), 1, "second batch")
 		for _, id := range all {
@@ -586,7 +588,7 @@ var expireTests = []test{
 		transition(t, s, executeParams(run.ID, at(2*time.Minute), at(7*time.Minute)))
 		claim := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "exp:claim", at(0))
 		rec := submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "exp:rec", at(0))
-		got, err := s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(10000 * time.Hour), Limit: 100})
+		got, err := s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(10000*time.Hour), 100))
 		noErr(t, err, "expire")
 		eq(t, len(got), 0, "expired")
 		eq(t, get(t, s, rej.ID).State, queue.StateRejected, "rejected")

@@ -66,7 +66,7 @@ var subscribeTests = []test{
 		b := newAction(classify.AtMostOnce, "send_customer_email", "sub:3", at(0))
 		b.ExpiresAt = ptr(at(time.Hour))
 		submit(t, s, b)
-		_, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(2 * time.Hour), Limit: 10})
+		_, err = s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(2*time.Hour), 10))
 		noErr(t, err, "expire")
 		waitChange(t, ch, b.ID, queue.StateExpired)
 	}},
@@ -196,7 +196,7 @@ var concurrencyTests = []test{
 					_, err = s.ActionTransition(t.Context(), p)
 				case 3:
 					var got []*queue.Action
-					got, err = s.ActionExpireDue(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 10})
+					got, err = s.ActionExpireDue(t.Context(), queue.ExpiryDue(at(time.Hour), 10))
 					wins[i] = err == nil && len(got) == 1
 					errs[i] = err
 					return

@@ -564,6 +564,8 @@ func grantEnded(t *testing.T, s Store, g *queue.Grant, reason string) {
 			found = true
 			eq(t, e.Actor, queue.GrantSystemActor, g.GrantedBy+": grant_revoked actor")
 			jsonEq(t, e.Data, json.RawMessage(`{"grant":"`+g.ID+`","reason":"`+reason+`"}`), g.GrantedBy+": grant_revoked data")
+			// As the domain builds it, at the time the grant ended.
+			eventAsGiven(t, e, queue.GrantEndOfUser(reason, *got.RevokedAt), "grant", g.ID, g.GrantedBy+": grant_revoked")
 		}
 	}
 	eq(t, found, true, g.GrantedBy+": a grant_revoked event")

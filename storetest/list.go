@@ -209,7 +209,7 @@ var listTests = []test{
 	{"TicketOnListedActions", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:t-1", at(0))
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:t-2", at(time.Hour))
-		opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 10})
+		opened, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(10*time.Minute), 10))
 		noErr(t, err, "open stale")
 		eq(t, len(opened), 1, "opened")
 		list, err := s.ActionList(t.Context(), queue.ActionListParams{Tool: "issue_refund", Oldest: true, Limit: 10})

@@ -32,10 +32,10 @@ func lateReport(id string, outcome queue.State, now time.Time) queue.ActionTrans
 
 // sweep runs what the Service's sweep runs, in its order.
 func sweep(ctx context.Context, s Store, now time.Time) ([]*queue.Ticket, error) {
-	if _, err := s.ActionExpireDue(ctx, queue.DueParams{Now: now, Limit: 500}); err != nil {
+	if _, err := s.ActionExpireDue(ctx, queue.ExpiryDue(now, 500)); err != nil {
 		return nil, fmt.Errorf("expire: %w", err)
 	}
-	return s.TicketOpenStale(ctx, queue.DueParams{Now: now, Limit: 500})
+	return s.TicketOpenStale(ctx, queue.StaleDue(now, 500))
 }
 
 var lockOrderTests = []test{

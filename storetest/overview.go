@@ -198,7 +198,7 @@ var overviewTests = []test{
 			t.Helper()
 			n++
 			a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", fmt.Sprintf("tr:%d", n), when.Add(-5*m))
-			opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: when, Limit: 10})
+			opened, err := s.TicketOpenStale(t.Context(), queue.StaleDue(when, 10))
 			noErr(t, err, "open stale ticket")
 			if len(opened) != 1 || opened[0].ActionID != a.ID {
 				t.Fatalf("opened %+v at %v, want the ticket of %s alone", opened, when, a.ID)

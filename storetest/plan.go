@@ -269,7 +269,7 @@ var planTests = []test{
 		var mu sync.Mutex
 		var swept []string
 		race(8, func(i int) {
-			ids, err := s.PlanExpireDue(t.Context(), queue.DueParams{Now: at(90 * time.Minute), Limit: 10})
+			ids, err := s.PlanExpireDue(t.Context(), queue.PlanExpiryDue(at(90*time.Minute), 10))
 			if err != nil {
 				t.Errorf("sweeper %d: %v", i, err)
 			}
@@ -291,11 +291,12 @@ var planTests = []test{
 			if ev.Actor != "system" || !ev.At.Equal(at(90*time.Minute)) || ev.ActionID != "" {
 				t.Fatalf("plan_expired event %+v", ev)
 			}
+			eventAsGiven(t, ev, queue.PlanExpiryDue(at(90*time.Minute), 10).Event, "", "", "plan_expired event")
 		}
 		if len(evs) != 2 || subjects[queue.PlanActorPrefix+pending.ID] != 1 || subjects[queue.PlanActorPrefix+open.ID] != 1 {
 			t.Fatalf("plan_expired events by subject %v, want one for each expired plan", subjects)
 		}
-		if again, err := s.PlanExpireDue(t.Context(), queue.DueParams{Now: at(100 * time.Minute), Limit: 10}); err != nil || len(again) != 0 {
+		if again, err := s.PlanExpireDue(t.Context(), queue.PlanExpiryDue(at(100*time.Minute), 10)); err != nil || len(again) != 0 {
 			t.Fatalf("a second sweep expired %v (%v), want nothing", again, err)
 		}
 

@@ -49,6 +49,7 @@ func Exercise(t *testing.T, newStore func(t *testing.T) Store) {
 		{"ActionSubmit", submitTests},
 		{"ActionTransition", transitionTests},
 		{"ActionExpireDue", expireTests},
+		{"Sweep", sweepTests},
 		{"ActionList", listTests},
 		{"Event", eventTests},
 		{"Ticket", ticketTests},

@@ -16,7 +16,7 @@ import (
 func staleTicket(t *testing.T, s Store, key string) (*queue.Action, *queue.Ticket) {
 	t.Helper()
 	a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", key, at(0))
-	opened, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 100})
+	opened, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(10*time.Minute), 100))
 	noErr(t, err, "open stale tickets")
 	for _, tk := range opened {
 		if tk.ActionID == a.ID {
@@ -44,10 +44,11 @@ func resolveParams(id string, outcome queue.State, now time.Time) queue.TicketRe
 var ticketTests = []test{
 	{"StaleOpenedOnceAfterClaimTimeout", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-1", at(0))
-		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5*time.Minute - time.Second), Limit: 100})
+		got, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(5*time.Minute-time.Second), 100))
 		noErr(t, err, "open before the deadline")
 		eq(t, len(got), 0, "tickets before the claim timeout")
-		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(5 * time.Minute), Limit: 100})
+		due := queue.StaleDue(at(5*time.Minute), 100)
+		got, err = s.TicketOpenStale(t.Context(), due)
 		noErr(t, err, "open at the deadline")
 		eq(t, len(got), 1, "tickets at the claim timeout")
 		tk := got[0]
@@ -66,7 +67,7 @@ var ticketTests = []test{
 		eq(t, byID.Kind, queue.TicketStale, "get: kind")
 		timeEq(t, byID.OpenedAt, tk.OpenedAt, "get: opened at")
 
-		again, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
+		again, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(time.Hour), 100))
 		noErr(t, err, "open again")
 		eq(t, len(again), 0, "tickets opened again")
 		n, err := s.TicketCountOpen(t.Context())
@@ -78,23 +79,25 @@ var ticketTests = []test{
 		evs := events(t, s, a.ID)
 		eq(t, evs[0].Kind, queue.EventTicketOpened, "ticket event")
 		eq(t, evs[0].Actor, "system", "ticket event actor")
+		eventAsGiven(t, evs[0], due.Event, "ticket", tk.ID, "ticket event")
+		jsonEq(t, evs[0].Data, json.RawMessage(`{"ticket":"`+tk.ID+`","kind":"stale"}`), "ticket event data")
 		eq(t, countKind(eventKinds(t, s, a.ID), queue.EventTicketOpened), 1, "ticket events")
 	}},
 	{"StaleFollowsTheExecutionDeadline", func(t *testing.T, s Store) {
 		a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-2", at(0))
 		approve(t, s, a.ID, at(time.Minute))
 		transition(t, s, executeParams(a.ID, at(2*time.Minute), at(20*time.Minute)))
-		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20*time.Minute - time.Second), Limit: 100})
+		got, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(20*time.Minute-time.Second), 100))
 		noErr(t, err, "open early")
 		eq(t, len(got), 0, "tickets before the deadline")
-		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(20 * time.Minute), Limit: 100})
+		got, err = s.TicketOpenStale(t.Context(), queue.StaleDue(at(20*time.Minute), 100))
 		noErr(t, err, "open at the deadline")
 		eq(t, len(got), 1, "tickets at the deadline")
 		// Pending, approved and finished actions never go stale.
 		submitNew(t, s, classify.AtMostOnce, "send_customer_email", "email:s-3", at(0))
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:s-4", at(0))
 		transition(t, s, completeParams(b.ID, at(time.Minute), `{}`))
-		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(1000 * time.Hour), Limit: 100})
+		got, err = s.TicketOpenStale(t.Context(), queue.StaleDue(at(1000*time.Hour), 100))
 		noErr(t, err, "open late")
 		eq(t, len(got), 0, "tickets for actions not in progress")
 	}},
@@ -102,10 +105,10 @@ var ticketTests = []test{
 		for _, k := range []string{"a", "b", "c"} {
 			submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:lim:"+k, at(0))
 		}
-		got, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		got, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(time.Hour), 2))
 		noErr(t, err, "first batch")
 		eq(t, len(got), 2, "first batch")
-		got, err = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 2})
+		got, err = s.TicketOpenStale(t.Context(), queue.StaleDue(at(time.Hour), 2))
 		noErr(t, err, "second batch")
 		eq(t, len(got), 1, "second batch: the limit skips actions that have a ticket")
 	}},
@@ -121,7 +124,7 @@ var ticketTests = []test{
 		for i := range sweepers {
 			wg.Go(func() {
 				<-start
-				opened[i], errs[i] = s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(time.Hour), Limit: 100})
+				opened[i], errs[i] = s.TicketOpenStale(t.Context(), queue.StaleDue(at(time.Hour), 100))
 			})
 		}
 		close(start)
@@ -484,7 +487,7 @@ var ticketTests = []test{
 		conflict, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(time.Minute),
 			Event: queue.Event{Kind: queue.EventOutcomeConflict, Actor: agent, At: at(time.Minute)}})
 		noErr(t, err, "open conflict")
-		stale, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(10 * time.Minute), Limit: 10})
+		stale, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(10*time.Minute), 10))
 		noErr(t, err, "open stale")
 		eq(t, len(stale), 1, "stale tickets")
 		_, err = s.TicketResolve(t.Context(), resolveParams(stale[0].ID, queue.StateDone, at(20*time.Minute)))
@@ -498,7 +501,7 @@ var ticketTests = []test{
 	{"ListAndGet", func(t *testing.T, s Store) {
 		a, first := staleTicket(t, s, "refund:list:1")
 		b := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "refund:list:2", at(time.Hour))
-		second, err := s.TicketOpenStale(t.Context(), queue.DueParams{Now: at(2 * time.Hour), Limit: 10})
+		second, err := s.TicketOpenStale(t.Context(), queue.StaleDue(at(2*time.Hour), 10))
 		noErr(t, err, "open second")
 		eq(t, len(second), 1, "second stale ticket")
 		third, err := s.TicketOpenConflict(t.Context(), queue.TicketOpenConflictParams{ActionID: a.ID, Now: at(3 * time.Hour),

@@ -59,18 +59,20 @@ SELECT count(*) FROM upd;
 
 -- name: grantEndOfUserSQL
 -- grantEndOfUserSQL ends, at $2 for the reason $3 (queue.GrantEnd…), the
--- unexpired grants of the user $1 and records grant_revoked by system on
--- each grant's action (queue.GrantSystemActor): run in the transaction that removes the user (before
--- the row goes), lowers their role or records the identity provider's
--- refusal, so no submission after it commits is approved in their name.
+-- unexpired grants of the user $1 and records the domain's event
+-- (queue.GrantEndOfUser: $4 kind, $5 actor, who is also revoked_by, $6
+-- channel, $7 data, at $2) on each grant's action, the grant's id added to
+-- its data: run in the transaction that removes the user (before the row
+-- goes), lowers their role or records the identity provider's refusal, so
+-- no submission after it commits is approved in their name.
 WITH upd AS (
-    UPDATE grants g SET revoked_at = $2, revoked_by = 'system', end_reason = $3
+    UPDATE grants g SET revoked_at = $2, revoked_by = $5::text, end_reason = $3
     FROM users u
     WHERE u.id = $1 AND lower(g.granted_by) = lower('user:' || u.email) AND g.revoked_at IS NULL AND g.expires_at > $2
     RETURNING g.id, g.action_id
 )
 INSERT INTO events (action_id, kind, actor, channel, at, data)
-SELECT action_id, 'grant_revoked', 'system', 'system', $2, json_build_object('grant', id::text, 'reason', $3::text)
+SELECT action_id, $4::text, $5::text, $6::text, $2, (jsonb_build_object('grant', id::text) || coalesce($7::jsonb, '{}'))::json
 FROM upd;
 
 -- name: policyHitsSQL

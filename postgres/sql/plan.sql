@@ -128,8 +128,9 @@ SELECT EXISTS (SELECT 1 FROM agent_tokens WHERE token_hash = $1 AND revoked_at I
 
 -- name: planExpireDueSQL
 -- planExpireDueSQL expires up to $2 pending plans, and approved ones not
--- done, whose expires_at is at or before $1, with a plan_expired event
--- each (sealed like every event; the outbox fans out a pending plan's, so
+-- done, whose expires_at is at or before $1, with the domain's event
+-- (queue.PlanExpiryDue: $3 kind, $4 actor, who decides a pending plan, $5
+-- channel, $6 at, $7 data) each (sealed like every event; the outbox fans out a pending plan's, so
 -- the channels that told of it hear plan.expired, and not an approved
 -- one's, whose messages already say it was approved). FOR NO KEY UPDATE
 -- SKIP LOCKED lets concurrent sweeps share the plans, and the re-checked
@@ -145,12 +146,12 @@ WITH due AS (
     ORDER BY p.expires_at LIMIT $2 FOR NO KEY UPDATE OF p SKIP LOCKED
 ), upd AS (
     UPDATE plans p SET state = 'expired', version = p.version + 1,
-        decided_by = CASE WHEN p.state = 'pending' THEN 'system' ELSE p.decided_by END,
+        decided_by = CASE WHEN p.state = 'pending' THEN $4::text ELSE p.decided_by END,
         decided_at = CASE WHEN p.state = 'pending' THEN $1 ELSE p.decided_at END
     FROM due WHERE p.id = due.id AND p.state IN ('pending', 'approved')
     RETURNING p.id, due.state = 'approved' AS was_approved
 ), ev AS (
     INSERT INTO events (action_id, subject, kind, actor, channel, at, data, fanned_out)
-    SELECT NULL, 'plan:' || id::text, 'plan_expired', 'system', '', $1, NULL, was_approved FROM upd
+    SELECT NULL, 'plan:' || id::text, $3::text, $4::text, $5::text, $6::timestamptz, $7::json, was_approved FROM upd
 )
 SELECT id::text FROM upd;

@@ -3,24 +3,28 @@
 -- share the work instead of queueing behind each other, and re-checks the
 -- state of the rows it locked. NO KEY UPDATE, not UPDATE: inserting an
 -- event or a notification that references an action takes a key share
--- lock on it, which must not make the sweep pass the action over.
+-- lock on it, which must not make the sweep pass the action over. Each
+-- writes the event the domain gave (queue.DueParams.Event: $3 kind, $4
+-- actor, $5 channel, $6 at, $7 data), adding only the action's id (and a
+-- ticket's to its data).
 
 -- name: actionExpireDueSQL
 -- actionExpireDueSQL expires up to $2 pending and approved actions whose
--- expires_at is at or before $1.
+-- expires_at is at or before $1, with the event $3…$7 each; $4, the
+-- event's actor, decides a pending one.
 WITH due AS (
     SELECT id FROM actions
     WHERE state IN ('pending', 'approved') AND expires_at <= $1
     ORDER BY expires_at LIMIT $2 FOR NO KEY UPDATE SKIP LOCKED
 ), upd AS (
     UPDATE actions a SET state = 'expired', finished_at = $1,
-        decided_by = CASE WHEN a.state = 'pending' THEN 'system' ELSE a.decided_by END,
+        decided_by = CASE WHEN a.state = 'pending' THEN $4::text ELSE a.decided_by END,
         decided_at = CASE WHEN a.state = 'pending' THEN $1 ELSE a.decided_at END
     FROM due WHERE a.id = due.id AND a.state IN ('pending', 'approved')
     RETURNING a.*
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT id, 'expired', 'system', '', $1, NULL FROM upd
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT {{actionColumns upd}},
     {{noTicket}}
@@ -30,7 +34,8 @@ FROM upd;
 -- ticketOpenStaleSQL opens a stale ticket for up to $2 in_progress actions
 -- whose claim deadline is at or before $1 and that have no open one. The
 -- partial unique index tickets_one_open makes concurrent sweeps open one
--- ticket, not several.
+-- ticket, not several. Each is written with the event $3…$7, the ticket's
+-- id added to its data.
 WITH due AS (
     SELECT a.id FROM actions a
     WHERE a.state = 'in_progress' AND a.claim_deadline <= $1
@@ -46,7 +51,9 @@ WITH due AS (
     RETURNING *
 ), ev AS (
     INSERT INTO events (action_id, kind, actor, channel, at, data)
-    SELECT action_id, 'ticket_opened', 'system', '', $1, json_build_object('ticket', id::text, 'kind', 'stale') FROM ins
+    SELECT action_id, $3::text, $4::text, $5::text, $6::timestamptz,
+        (jsonb_build_object('ticket', id::text) || coalesce($7::jsonb, '{}'))::json
+    FROM ins
 )
 SELECT id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note FROM ins;
 
@@ -68,7 +75,8 @@ WITH due AS (
 ), upd AS (
     UPDATE actions a SET reminded_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' RETURNING a.id
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'reminder', 'system', '', $1 FROM upd
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT count(*) FROM upd;
 
@@ -84,6 +92,7 @@ WITH due AS (
     UPDATE actions a SET escalated_at = $1 FROM due WHERE a.id = due.id AND a.state = 'pending' AND a.escalated_at IS NULL
     RETURNING a.id
 ), ev AS (
-    INSERT INTO events (action_id, kind, actor, channel, at) SELECT id, 'escalated', 'system', '', $1 FROM upd
+    INSERT INTO events (action_id, kind, actor, channel, at, data)
+    SELECT id, $3::text, $4::text, $5::text, $6::timestamptz, $7::json FROM upd
 )
 SELECT count(*) FROM upd;

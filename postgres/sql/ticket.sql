@@ -44,8 +44,10 @@ ON CONFLICT DO NOTHING
 RETURNING id::text, action_id::text, kind, state, opened_at, resolved_at, resolved_by, outcome, note;
 
 -- name: ticketOpenedEventSQL
--- ticketOpenedEventSQL records that a conflict ticket opened.
-INSERT INTO events (action_id, kind, actor, channel, at, data) VALUES ($1, 'ticket_opened', 'system', '', $2, $3);
+-- ticketOpenedEventSQL records that a conflict ticket opened: the domain's
+-- event (queue.TicketOpened) as it is, the ticket's id $7 added to its data.
+INSERT INTO events (action_id, kind, actor, channel, at, data)
+VALUES ($1, $2, $3, $4, $5, (jsonb_build_object('ticket', $7::text) || coalesce($6::jsonb, '{}'))::json);
 
 -- name: ticketCountOpenSQL
 SELECT count(*) FROM tickets WHERE state = 'open';
