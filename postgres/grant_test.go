@@ -105,3 +105,71 @@ func TestGrantUsedUpUnderItsLock(t *testing.T) {
 		}
 	}
 }
+
+// TestGrantRevokedWhileLocking: a submission locks the grant it picked
+// FOR SHARE when it has no limit, and reads it again. A revocation that
+// commits while the submission waits for the lock is seen: the submission
+// picks again without it, so no action is approved by a grant revoked
+// before the approval committed.
+func TestGrantRevokedWhileLocking(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Open(t)
+	pool := s.Pool()
+	ctx := t.Context()
+	now := time.Now().UTC().Truncate(time.Microsecond)
+	seed := testAction(classify.AtMostOnce, "seed", now)
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: seed, Event: submittedEv(seed)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+		CreatedAt: now, PasswordChangedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	revoked, next := queue.NewID(now), queue.NewID(now)
+	// Neither has a limit; the first expires sooner, so it is picked first.
+	if _, err := pool.Exec(ctx, `INSERT INTO grants (id, tool, fields, granted_by, action_id, created_at, expires_at)
+		VALUES ($1, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '2 hours'),
+		       ($2, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '3 hours')`,
+		revoked, next, seed.ID, now); err != nil {
+		t.Fatal(err)
+	}
+	// A revocation in flight: the row is updated, not yet committed.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	var xid string
+	if err := tx.QueryRow(ctx, `UPDATE grants SET revoked_at = $2, revoked_by = 'user:ann@example.com', end_reason = 'revoked'
+		WHERE id = $1 RETURNING pg_current_xact_id()::text`, revoked, now).Scan(&xid); err != nil {
+		t.Fatal(err)
+	}
+	var (
+		res    queue.ActionSubmitResult
+		subErr error
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		a := testAction(classify.AtMostOnce, "k", now)
+		res, subErr = s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a),
+			Grant: &queue.GrantTry{Now: now, ExpiresAt: now.Add(time.Hour)}})
+	}()
+	waitFor(t, "the submission to wait on the revoked grant's lock", func() bool {
+		var n int
+		err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted AND locktype = 'transactionid'
+			AND transactionid::text = $1`, xid).Scan(&n)
+		return err == nil && n == 1
+	})
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-done
+	if subErr != nil {
+		t.Fatal(subErr)
+	}
+	if !res.Created || res.Holder.State != queue.StateApproved || res.Holder.GrantID != next {
+		t.Fatalf("created %v, state %s, grant %q: want approved by the grant %s that was not revoked", res.Created, res.Holder.State,
+			res.Holder.GrantID, next)
+	}
+}

@@ -385,8 +385,8 @@ ORDER BY g.created_at DESC, g.id DESC LIMIT $3`
 // grantCandidatesSQL reads the grants of the tool $2 active at $1 with
 // what queue.GranterStanding needs of each granting user (a
 // queue.GrantCandidate each): the store reads, queue.PickGrant judges.
-// Read in the snapshot, without a lock (grantLockSQL locks the one picked,
-// when it has a limit). One probe of grants_active_tool, and of
+// Read in the snapshot, without a lock (grantLockSQL or grantShareSQL
+// locks the one picked). One probe of grants_active_tool, and of
 // users_email per grant.
 // (sql/grant.sql)
 const grantCandidatesSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
@@ -408,6 +408,16 @@ const grantLockSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields
     g.created_at, g.expires_at, coalesce(g.max_uses, 0),
     CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
     g.revoked_at, g.revoked_by, coalesce(g.end_reason, '') FROM grants g WHERE g.id = $1 FOR UPDATE OF g`
+
+// grantShareSQL is grantLockSQL for a grant without a limit: FOR SHARE
+// lets every submission use it at once, while a revocation (or the end of
+// its granting user's grants) waits for them to commit, or they for it,
+// and then read it revoked.
+// (sql/grant.sql)
+const grantShareSQL = `SELECT g.id::text, g.tool, coalesce(g.agent, ''), g.fields::text, g.granted_by, g.action_id::text,
+    g.created_at, g.expires_at, coalesce(g.max_uses, 0),
+    CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id)::int ELSE g.uses END,
+    g.revoked_at, g.revoked_by, coalesce(g.end_reason, '') FROM grants g WHERE g.id = $1 FOR SHARE OF g`
 
 // grantRevokeSQL revokes an unrevoked grant and records the event on its
 // action, in one statement; no row: revoked already, or unknown.

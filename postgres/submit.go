@@ -204,10 +204,11 @@ func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
 
 // pickGrant is in with the grant that approves it, in tx, when its
 // submission asks for one (queue.GrantTry): it reads the tool's active
-// grants with their granting users, lets queue.PickGrant choose, locks a
-// grant with a limit (grantLockSQL) and chooses again without it should it
-// no longer be active once locked, and submits what queue.ApproveByGrant
-// makes. No grant approving it, in is submitted pending, as given. Either
+// grants with their granting users, lets queue.PickGrant choose, locks the
+// grant and reads it again (one with a limit FOR UPDATE: grantLockSQL; one
+// without FOR SHARE, so that a revocation committing meanwhile is seen:
+// grantShareSQL), chooses again without it should it no longer be active,
+// and submits what queue.ApproveByGrant makes. No grant approving it, in is submitted pending, as given. Either
 // way its statement no longer looks for grants.
 func pickGrant(ctx context.Context, tx pgx.Tx, p queue.ActionSubmitParams, in submitInput) (submitInput, error) {
 	if !in.extras.grantTry {
@@ -225,17 +226,19 @@ func pickGrant(ctx context.Context, tx pgx.Tx, p queue.ActionSubmitParams, in su
 		if err != nil || g == nil {
 			return in, err
 		}
+		lock := grantShareSQL
 		if g.MaxUses > 0 {
-			locked, err := scanGrant(tx.QueryRow(ctx, grantLockSQL, g.ID))
-			if err != nil {
-				return in, fmt.Errorf("lock grant %s: %w", g.ID, err)
-			}
-			if !locked.Active(try.Now) {
-				cands = slices.DeleteFunc(cands, func(c queue.GrantCandidate) bool { return c.Grant.ID == g.ID })
-				continue
-			}
-			g = locked
+			lock = grantLockSQL
 		}
+		locked, err := scanGrant(tx.QueryRow(ctx, lock, g.ID))
+		if err != nil {
+			return in, fmt.Errorf("lock grant %s: %w", g.ID, err)
+		}
+		if !locked.Active(try.Now) {
+			cands = slices.DeleteFunc(cands, func(c queue.GrantCandidate) bool { return c.Grant.ID == g.ID })
+			continue
+		}
+		g = locked
 		approved := *a
 		ev := in.ev
 		dec := queue.ApproveByGrant(&approved, &ev, g, try)

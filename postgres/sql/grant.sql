@@ -28,8 +28,8 @@ ORDER BY g.created_at DESC, g.id DESC LIMIT $3;
 -- grantCandidatesSQL reads the grants of the tool $2 active at $1 with
 -- what queue.GranterStanding needs of each granting user (a
 -- queue.GrantCandidate each): the store reads, queue.PickGrant judges.
--- Read in the snapshot, without a lock (grantLockSQL locks the one picked,
--- when it has a limit). One probe of grants_active_tool, and of
+-- Read in the snapshot, without a lock (grantLockSQL or grantShareSQL
+-- locks the one picked). One probe of grants_active_tool, and of
 -- users_email per grant.
 SELECT {{grantColumns}},
     u.id IS NOT NULL, coalesce(u.role, ''), coalesce(u.idp_groups, '[]')::text, u.sso_denied_at IS NOT NULL
@@ -44,6 +44,13 @@ WHERE g.tool = $2 AND {{grantActive}};
 -- current. Twenty concurrent submissions against a grant of three uses
 -- queue on its row lock, and three are approved.
 SELECT {{grantColumns}} FROM grants g WHERE g.id = $1 FOR UPDATE OF g;
+
+-- name: grantShareSQL
+-- grantShareSQL is grantLockSQL for a grant without a limit: FOR SHARE
+-- lets every submission use it at once, while a revocation (or the end of
+-- its granting user's grants) waits for them to commit, or they for it,
+-- and then read it revoked.
+SELECT {{grantColumns}} FROM grants g WHERE g.id = $1 FOR SHARE OF g;
 
 -- name: grantRevokeSQL
 -- grantRevokeSQL revokes an unrevoked grant and records the event on its
