@@ -7,6 +7,7 @@ import (
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
+	"github.com/approvals/approvals/postgres"
 	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 )
@@ -21,23 +22,8 @@ import (
 func TestGrantUsedUpUnderItsLock(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Open(t)
-	pool := s.Pool()
-	ctx := t.Context()
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	seed := testAction(classify.AtMostOnce, "seed", now)
-	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: seed, Event: submittedEv(seed)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
-		CreatedAt: now, PasswordChangedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	first, next := queue.NewID(now), queue.NewID(now)
-	if _, err := pool.Exec(ctx, `INSERT INTO grants (id, tool, fields, granted_by, action_id, created_at, expires_at, max_uses)
-		VALUES ($1, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '2 hours', 1),
-		       ($2, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '3 hours', 1)`, first, next, seed.ID, now); err != nil {
-		t.Fatal(err)
-	}
+	pool, ctx, now := s.Pool(), t.Context(), time.Now().UTC().Truncate(time.Microsecond)
+	first, next := twoGrants(t, s, now, 1)
 
 	// Hold the first grant's row lock, as a concurrent use would.
 	tx, err := pool.Begin(ctx)
@@ -114,25 +100,9 @@ func TestGrantUsedUpUnderItsLock(t *testing.T) {
 func TestGrantRevokedWhileLocking(t *testing.T) {
 	t.Parallel()
 	s := pgtest.Open(t)
-	pool := s.Pool()
-	ctx := t.Context()
-	now := time.Now().UTC().Truncate(time.Microsecond)
-	seed := testAction(classify.AtMostOnce, "seed", now)
-	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: seed, Event: submittedEv(seed)}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
-		CreatedAt: now, PasswordChangedAt: now}); err != nil {
-		t.Fatal(err)
-	}
-	revoked, next := queue.NewID(now), queue.NewID(now)
+	pool, ctx, now := s.Pool(), t.Context(), time.Now().UTC().Truncate(time.Microsecond)
 	// Neither has a limit; the first expires sooner, so it is picked first.
-	if _, err := pool.Exec(ctx, `INSERT INTO grants (id, tool, fields, granted_by, action_id, created_at, expires_at)
-		VALUES ($1, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '2 hours'),
-		       ($2, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '3 hours')`,
-		revoked, next, seed.ID, now); err != nil {
-		t.Fatal(err)
-	}
+	revoked, next := twoGrants(t, s, now, 0)
 	// A revocation in flight: the row is updated, not yet committed.
 	tx, err := pool.Begin(ctx)
 	if err != nil {
@@ -171,5 +141,68 @@ func TestGrantRevokedWhileLocking(t *testing.T) {
 	if !res.Created || res.Holder.State != queue.StateApproved || res.Holder.GrantID != next {
 		t.Fatalf("created %v, state %s, grant %q: want approved by the grant %s that was not revoked", res.Created, res.Holder.State,
 			res.Holder.GrantID, next)
+	}
+}
+
+// twoGrants creates, for the tool t of testAction, two grants of
+// ann@example.com, an approver, with maxUses each (0: no limit) and no
+// fields: the first expires in two hours, the second in three, so the first
+// is picked first.
+func twoGrants(t *testing.T, s *postgres.Store, now time.Time, maxUses int) (first, second string) {
+	t.Helper()
+	ctx := t.Context()
+	seed := testAction(classify.AtMostOnce, "seed", now)
+	if _, err := s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: seed, Event: submittedEv(seed)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.UserCreate(ctx, &accounts.User{Email: "ann@example.com", PasswordHash: "x", Role: accounts.RoleApprover,
+		CreatedAt: now, PasswordChangedAt: now}); err != nil {
+		t.Fatal(err)
+	}
+	first, second = queue.NewID(now), queue.NewID(now)
+	if _, err := s.Pool().Exec(ctx, `INSERT INTO grants (id, tool, fields, granted_by, action_id, created_at, expires_at, max_uses)
+		VALUES ($1, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '2 hours', nullif($5, 0)),
+		       ($2, 't', '[]', 'user:ann@example.com', $3, $4::timestamptz, $4::timestamptz + interval '3 hours', nullif($5, 0))`,
+		first, second, seed.ID, now, maxUses); err != nil {
+		t.Fatal(err)
+	}
+	return first, second
+}
+
+// TestGrantTryChecksTheToken: a submission a grant may approve, of a tool
+// with active grants, inserts nothing in its first statement and tries
+// again with the grants judged; a revoked token is refused there, and a
+// live one is approved by the grant.
+func TestGrantTryChecksTheToken(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Open(t)
+	ctx, now := t.Context(), time.Now().UTC().Truncate(time.Microsecond)
+	first, _ := twoGrants(t, s, now, 0)
+	for _, name := range []string{"live", "gone"} {
+		if _, err := s.TokenCreate(ctx, accounts.TokenCreateParams{Name: name, Hash: "hash-" + name, Now: now}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.TokenRevoke(ctx, accounts.TokenRevokeParams{Name: "gone", Now: now}); err != nil {
+		t.Fatal(err)
+	}
+	submit := func(key, hash string) (queue.ActionSubmitResult, error) {
+		a := testAction(classify.AtMostOnce, key, now)
+		return s.ActionSubmit(ctx, queue.ActionSubmitParams{Action: a, Event: submittedEv(a), TokenHash: hash,
+			Grant: &queue.GrantTry{Now: now, ExpiresAt: now.Add(time.Hour)}})
+	}
+	if _, err := submit("gone", "hash-gone"); queue.ErrorCode(err) != queue.CodeUnauthorized {
+		t.Fatalf("revoked token: %v, want %s", err, queue.CodeUnauthorized)
+	}
+	res, err := submit("live", "hash-live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.Created || res.Holder.GrantID != first {
+		t.Fatalf("live token: created %v, grant %q; want approved by %s", res.Created, res.Holder.GrantID, first)
+	}
+	var n int
+	if err := s.Pool().QueryRow(ctx, `SELECT count(*) FROM actions WHERE intent_key = 'gone'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("actions of the refused submission: %d (%v), want none", n, err)
 	}
 }

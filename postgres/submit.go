@@ -78,8 +78,11 @@ func (s *Store) ActionSubmit(ctx context.Context, p queue.ActionSubmitParams) (q
 		if errors.Is(err, pgx.ErrNoRows) {
 			// The token guard refused, or this lost a race with a holder its
 			// snapshot cannot see, or with one released a moment ago, or
-			// the tool has active grants to judge.
-			if guard != nil {
+			// the tool has active grants to judge. A submission a grant may
+			// approve tries again at once, with the grants judged: its
+			// statement checks the token again, and a refusal then is looked
+			// up.
+			if guard != nil && (try > 0 || !in.extras.grantTry) {
 				if _, terr := s.TokenGetByHash(ctx, tokenHash); errors.Is(terr, accounts.ErrNotFound) {
 					return queue.ActionSubmitResult{}, queue.Errorf(queue.CodeUnauthorized, "the bearer token is unknown or revoked")
 				} else if terr != nil {
@@ -208,8 +211,9 @@ func submitExtras(a *queue.Action, p queue.ActionSubmitParams) submitExtra {
 // grant and reads it again (one with a limit FOR UPDATE: grantLockSQL; one
 // without FOR SHARE, so that a revocation committing meanwhile is seen:
 // grantShareSQL), chooses again without it should it no longer be active,
-// and submits what queue.ApproveByGrant makes. No grant approving it, in is submitted pending, as given. Either
-// way its statement no longer looks for grants.
+// and submits what queue.ApproveByGrant makes. No grant approving it, in is
+// submitted pending, as given. Either way its statement no longer looks for
+// grants.
 func pickGrant(ctx context.Context, tx pgx.Tx, p queue.ActionSubmitParams, in submitInput) (submitInput, error) {
 	if !in.extras.grantTry {
 		return in, nil

@@ -227,7 +227,8 @@ type PlanStore interface {
 	// not done, whose expires_at is at or before p.Now to expired, each in
 	// one conditional update with p.Event (PlanExpiryDue; on no action,
 	// subject plan:ID; decided_by becomes its actor for a pending plan, as
-	// for an action), and returns their ids. Safe to run concurrently: each plan expires once.
+	// for an action), and returns their ids. Safe to run concurrently: each
+	// plan expires once.
 	PlanExpireDue(ctx context.Context, p DueParams) ([]string, error)
 	// PlanRouteMark records a reminder or an escalation of a pending plan,
 	// see PlanRouteMarkParams; false when the plan had moved on.

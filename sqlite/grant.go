@@ -18,15 +18,16 @@ const grantColumns = `g.id, g.tool, g.agent, g.fields, g.granted_by, g.action_id
 	CASE WHEN g.max_uses IS NULL THEN (SELECT count(*) FROM actions a WHERE a.grant_id = g.id) ELSE g.uses END,
 	g.revoked_at, g.revoked_by, coalesce(g.end_reason, '')`
 
-func scanGrant(sc scanner) (*queue.Grant, error) {
+// scanGrant scans grantColumns, then extra.
+func scanGrant(sc scanner, extra ...any) (*queue.Grant, error) {
 	var (
 		g                            queue.Grant
 		agent, revokedAt, revokedBy  sql.NullString
 		fields, createdAt, expiresAt string
 		maxUses                      sql.NullInt64
 	)
-	if err := sc.Scan(&g.ID, &g.Tool, &agent, &fields, &g.GrantedBy, &g.ActionID, &createdAt, &expiresAt, &maxUses,
-		&g.Uses, &revokedAt, &revokedBy, &g.EndReason); err != nil {
+	if err := sc.Scan(append([]any{&g.ID, &g.Tool, &agent, &fields, &g.GrantedBy, &g.ActionID, &createdAt, &expiresAt, &maxUses,
+		&g.Uses, &revokedAt, &revokedBy, &g.EndReason}, extra...)...); err != nil {
 		return nil, err
 	}
 	g.Agent, g.MaxUses, g.RevokedBy = agent.String, int(maxUses.Int64), ptrString(revokedBy)
@@ -50,10 +51,14 @@ func scanGrant(sc scanner) (*queue.Grant, error) {
 }
 
 // findGrant returns the grant that approves the submission p, as
-// queue.PickGrant picks it among the tool's active grants and their
-// granting users, read here; ErrNotFound when none does.
+// queue.PickGrant picks it among the tool's active grants, read here in one
+// query with what queue.GranterStanding needs of each granting user;
+// ErrNotFound when none does.
 func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.Grant, error) {
-	rows, err := q.QueryContext(ctx, `SELECT `+grantColumns+` FROM grants g
+	rows, err := q.QueryContext(ctx, `SELECT `+grantColumns+`,
+		u.id IS NOT NULL, coalesce(u.role, ''), coalesce(u.idp_groups, '[]'), u.sso_denied_at IS NOT NULL
+		FROM grants g
+		LEFT JOIN users u ON g.granted_by LIKE 'user:%' AND lower(u.email) = lower(substr(g.granted_by, 6))
 		WHERE g.tool = ? AND g.revoked_at IS NULL AND g.expires_at > ? AND (g.max_uses IS NULL OR g.uses < g.max_uses)`,
 		p.Tool, fmtTime(p.Now))
 	if err != nil {
@@ -62,20 +67,22 @@ func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.
 	defer rows.Close()
 	var cands []queue.GrantCandidate
 	for rows.Next() {
-		g, err := scanGrant(rows)
+		var (
+			c            queue.GrantCandidate
+			role, groups string
+		)
+		g, err := scanGrant(rows, &c.Granter.Exists, &role, &groups, &c.Granter.NoAccess)
 		if err != nil {
 			return nil, err
 		}
-		cands = append(cands, queue.GrantCandidate{Grant: g})
+		c.Grant, c.Granter.CanDecide, c.Granter.Email = g, accounts.Role(role).CanDecide(), g.GranterEmail()
+		if err := json.Unmarshal([]byte(groups), &c.Granter.IdPGroups); err != nil {
+			return nil, fmt.Errorf("grant %s: granter's idp_groups: %w", g.ID, err)
+		}
+		cands = append(cands, c)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
-	}
-	rows.Close()
-	for i, c := range cands {
-		if cands[i].Granter, err = granter(ctx, q, c.Grant.GranterEmail()); err != nil {
-			return nil, fmt.Errorf("grant %s: granter: %w", c.Grant.ID, err)
-		}
 	}
 	g, err := queue.PickGrant(cands, p)
 	if err != nil {
@@ -87,36 +94,12 @@ func findGrant(ctx context.Context, q querier, p queue.GrantFindParams) (*queue.
 	return g, nil
 }
 
-// granter reads what queue.GranterStanding needs of the user with email
-// ("": no user), in the caller's transaction.
-func granter(ctx context.Context, q querier, email string) (queue.Granter, error) {
-	if email == "" {
-		return queue.Granter{}, nil
-	}
-	var (
-		role, groups string
-		denied       bool
-	)
-	err := q.QueryRowContext(ctx, `SELECT role, idp_groups, sso_denied_at IS NOT NULL FROM users WHERE lower(email) = lower(?)`, email).
-		Scan(&role, &groups, &denied)
-	if errors.Is(err, sql.ErrNoRows) {
-		return queue.Granter{}, nil
-	}
-	if err != nil {
-		return queue.Granter{}, err
-	}
-	g := queue.Granter{Exists: true, CanDecide: accounts.Role(role).CanDecide(), NoAccess: denied, Email: email}
-	if err := json.Unmarshal([]byte(groups), &g.IdPGroups); err != nil {
-		return queue.Granter{}, fmt.Errorf("idp_groups: %w", err)
-	}
-	return g, nil
-}
-
 // endGrantsOfUser ends, at now for reason (queue.GrantEnd…), the unexpired
 // grants of the user id and records on each grant's action the event the
 // domain makes of it (queue.GrantEndOfUser, whose actor is also
-// revoked_by), as it is but for the grant's id added to its data: run in the transaction that removes the user (before the
-// row goes), lowers their role or records the identity provider's refusal.
+// revoked_by), as it is but for the grant's id added to its data: run in
+// the transaction that removes the user (before the row goes), lowers their
+// role or records the identity provider's refusal.
 func endGrantsOfUser(ctx context.Context, q querier, id int64, reason string, now time.Time) error {
 	ev := queue.GrantEndOfUser(reason, now)
 	rows, err := q.QueryContext(ctx, `UPDATE grants SET revoked_at = ?1, revoked_by = ?2, end_reason = ?3
