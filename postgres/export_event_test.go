@@ -1,0 +1,4 @@
+package postgres
+
+// EventListSQL exposes EventList's statement builder to the plan tests.
+var EventListSQL = eventListSQL
