@@ -64,6 +64,14 @@ func newestFirst(list []*queue.Action) []*queue.Action {
 	return out
 }
 
+func idsOf(list []*queue.Action) []string {
+	out := make([]string, len(list))
+	for i, a := range list {
+		out[i] = a.ID
+	}
+	return out
+}
+
 func keysOf(list []*queue.Action) []string {
 	out := make([]string, len(list))
 	for i, a := range list {
@@ -85,6 +93,17 @@ var listTests = []test{
 		none, err := s.ActionList(t.Context(), queue.ActionListParams{IDs: []string{}, Limit: 10})
 		noErr(t, err, "list by no ids")
 		eq(t, len(none), 0, "an empty id list matches nothing")
+	}},
+	{"PrefixCoversEveryClass", func(t *testing.T, s Store) {
+		// PostgreSQL keeps the keys of at-least-once actions in an index
+		// of their own (migration 00030): the search reads both.
+		once := submitNew(t, s, classify.ExactlyOnce, "issue_refund", "mix:1", at(0))
+		email := submitNew(t, s, classify.AtMostOnce, "send_customer_email", "mix:2", at(time.Minute))
+		rec := submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "mix:3", at(2*time.Minute))
+		submitNew(t, s, classify.AtLeastOnce, "invalidate_cache", "other:mix:4", at(3*time.Minute))
+		got, err := s.ActionList(t.Context(), queue.ActionListParams{IntentKeyPrefix: "mix:", Oldest: true, Limit: 10})
+		noErr(t, err, "list by prefix")
+		sliceEq(t, idsOf(got), []string{once.ID, email.ID, rec.ID}, "every class's actions by prefix")
 	}},
 	{"Filters", func(t *testing.T, s Store) {
 		seed := seedList(t, s)
