@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/postgres"
-	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -14,29 +13,17 @@ import (
 // kind, on a table of many submitted and completed events and a few of
 // another kind, with sequential scans priced out: a kind that is few reads
 // events_kind_listed (migration 00029), which only a literal kind lets the
-// planner prove in a generic plan; a kind that is most rows is not in that index and reads
-// the events from the newest.
+// planner prove in a generic plan; a kind that is most rows is not in that
+// index and reads the events from the newest.
 func TestEventListByKindReadsItsIndex(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Open(t).Pool()
-	tx, err := pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(t.Context()) }()
-	if _, err := tx.Exec(t.Context(), `INSERT INTO events (action_id, kind, actor, channel, at)
-		SELECT gen_random_uuid(), CASE WHEN g % 500 = 0 THEN 'ticket_opened' WHEN g % 2 = 0 THEN 'submitted' ELSE 'completed' END,
-			'agent:plan', 'api', now() FROM generate_series(1, 5000) g`); err != nil {
-		t.Fatal(err)
-	}
 	// The store's statements are prepared, and a prepared statement may run
 	// a generic plan, made without its parameters' values: the plans are
 	// checked as that.
-	for _, stmt := range []string{"ANALYZE events", "SET LOCAL enable_seqscan = off", "SET LOCAL plan_cache_mode = force_generic_plan"} {
-		if _, err := tx.Exec(t.Context(), stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+	tx := planTx(t, `INSERT INTO events (action_id, kind, actor, channel, at)
+		SELECT gen_random_uuid(), CASE WHEN g % 500 = 0 THEN 'ticket_opened' WHEN g % 2 = 0 THEN 'submitted' ELSE 'completed' END,
+			'agent:plan', 'api', now() FROM generate_series(1, 5000) g`,
+		"ANALYZE events", "SET LOCAL enable_seqscan = off", "SET LOCAL plan_cache_mode = force_generic_plan")
 	for kind, want := range map[string]string{
 		queue.EventTicketOpened: "events_kind_listed",
 		queue.EventSubmitted:    "events_pkey",
@@ -62,18 +49,7 @@ func TestEventListByKindReadsItsIndex(t *testing.T) {
 	}
 	// Their rows, through the store's own statement.
 	sql, args := postgres.EventListSQL(queue.EventListParams{Kind: queue.EventTicketOpened, Limit: 50})
-	rows, err := tx.Query(t.Context(), sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n != 10 {
+	if n := countRows(t, tx, sql, args...); n != 10 {
 		t.Fatalf("the list of ticket_opened events has %d rows, want 10", n)
 	}
 }

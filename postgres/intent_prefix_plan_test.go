@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/approvals/approvals/postgres"
-	"github.com/approvals/approvals/postgres/pgtest"
 	"github.com/approvals/approvals/queue"
 )
 
@@ -17,25 +16,13 @@ import (
 // that replaced actions_intent_prefix (migration 00030), and no other.
 func TestIntentPrefixSearchReadsTheAttempts(t *testing.T) {
 	t.Parallel()
-	pool := pgtest.Open(t).Pool()
-	tx, err := pool.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(t.Context()) }()
-	if _, err := tx.Exec(t.Context(), `INSERT INTO actions (id, tool, class, intent_key, attempt, state,
+	tx := planTx(t, `INSERT INTO actions (id, tool, class, intent_key, attempt, state,
 		payload, requested_by, created_at, spec)
 		SELECT gen_random_uuid(), 'plan_tool', c.class, c.prefix || g, 1, c.state, '{}',
 			'agent:plan', now() - g * interval '1 second', '{"name": "plan_tool"}'
 		FROM generate_series(1, 3000) g,
-			(VALUES ('at-most-once', 'pending', 'email:'), ('at-least-once', 'recorded', 'cache:')) c(class, state, prefix)`); err != nil {
-		t.Fatal(err)
-	}
-	for _, stmt := range []string{"ANALYZE actions", "SET LOCAL enable_seqscan = off"} {
-		if _, err := tx.Exec(t.Context(), stmt); err != nil {
-			t.Fatal(err)
-		}
-	}
+			(VALUES ('at-most-once', 'pending', 'email:'), ('at-least-once', 'recorded', 'cache:')) c(class, state, prefix)`,
+		"ANALYZE actions", "SET LOCAL enable_seqscan = off")
 	sql, args := postgres.ActionListSQL(queue.ActionListParams{IntentKeyPrefix: "email:29", Limit: 200})
 	text := strings.Join(explain(t, tx, "EXPLAIN "+sql, args...), "\n")
 	for _, want := range []string{"actions_intent_attempt", "actions_intent_prefix_recorded"} {
@@ -48,18 +35,7 @@ func TestIntentPrefixSearchReadsTheAttempts(t *testing.T) {
 			t.Errorf("the search by prefix reads %s:\n%s", not, text)
 		}
 	}
-	rows, err := tx.Query(t.Context(), sql, args...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	for rows.Next() {
-		n++
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	if n != 111 { // email:29, email:290 to email:299, email:2900 to email:2999
+	if n := countRows(t, tx, sql, args...); n != 111 { // email:29, email:290 to email:299, email:2900 to email:2999
 		t.Fatalf("the search for email:29 found %d actions, want 111", n)
 	}
 }

@@ -1,6 +1,7 @@
 package postgres_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 	"time"
@@ -56,6 +57,41 @@ func TestRoutingDueUsesRuleIndexes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// planTx opens a transaction on a fresh schema, rolled back when the test
+// ends, and runs each statement of setup in it: the rows a plan is to be
+// read against, ANALYZE, the planner's settings.
+func planTx(t *testing.T, setup ...string) pgx.Tx {
+	t.Helper()
+	tx, err := pgtest.Open(t).Pool().Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	for _, stmt := range setup {
+		if _, err := tx.Exec(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	return tx
+}
+
+// countRows runs sql in tx and counts the rows it answers.
+func countRows(t *testing.T, tx pgx.Tx, sql string, args ...any) int {
+	t.Helper()
+	rows, err := tx.Query(t.Context(), sql, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		n++
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // explain runs an EXPLAIN statement in tx and returns its plan's lines.
