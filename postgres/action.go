@@ -199,20 +199,22 @@ func actionListSQL(p queue.ActionListParams) (string, []any) {
 		}
 		where = append(where, "a.id = ANY("+arg(uuidArray(ids))+"::uuid[])")
 	}
+	// The keys are in two indexes by class (migration 00030): the unique
+	// index of attempts holds every class but at-least-once,
+	// actions_intent_prefix_recorded the rest. A condition on the key has
+	// an arm for each, naming its class, so the planner can prove each
+	// index's predicate and read both. The value is given twice: one
+	// parameter in both arms would be taken out of the OR as a common
+	// factor, and the arms left without an indexable condition.
+	byClass := func(cond string, v any) string {
+		return "((a.class <> 'at-least-once' AND a.intent_key " + cond + " " + arg(v) +
+			") OR (a.class = 'at-least-once' AND a.intent_key " + cond + " " + arg(v) + "))"
+	}
 	if p.IntentKey != "" {
-		where = append(where, "a.intent_key = "+arg(p.IntentKey))
+		where = append(where, byClass("=", p.IntentKey))
 	}
 	if p.IntentKeyPrefix != "" {
-		// The keys are in two indexes by class (migration 00030): the
-		// unique index of attempts holds every class but at-least-once,
-		// actions_intent_prefix_recorded the rest. Each arm names its
-		// class, so the planner can prove each index's predicate and read
-		// both. The pattern is given twice: one parameter in both arms
-		// would be taken out of the OR as a common factor, and the arms
-		// left without an indexable condition.
-		like := likePrefix(p.IntentKeyPrefix)
-		where = append(where, "((a.class <> 'at-least-once' AND a.intent_key LIKE "+arg(like)+
-			") OR (a.class = 'at-least-once' AND a.intent_key LIKE "+arg(like)+"))")
+		where = append(where, byClass("LIKE", likePrefix(p.IntentKeyPrefix)))
 	}
 	if p.State != "" {
 		// A known state is written as a literal, so the plan of each state

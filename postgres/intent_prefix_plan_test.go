@@ -9,8 +9,8 @@ import (
 )
 
 // TestIntentPrefixSearchReadsTheAttempts runs EXPLAIN on the search by
-// intent key prefix over a table of many actions of each class, with
-// sequential scans priced out: it reads the unique index of attempts (the
+// intent key prefix, and on the list by key, over a table of many actions
+// of each class, with sequential scans priced out: each reads the unique index of attempts (the
 // keys of every class but at-least-once, in text_pattern_ops order) and
 // actions_intent_prefix_recorded (the at-least-once keys), the two indexes
 // that replaced actions_intent_prefix (migration 00030), and no other.
@@ -23,19 +23,29 @@ func TestIntentPrefixSearchReadsTheAttempts(t *testing.T) {
 		FROM generate_series(1, 3000) g,
 			(VALUES ('at-most-once', 'pending', 'email:'), ('at-least-once', 'recorded', 'cache:')) c(class, state, prefix)`,
 		"ANALYZE actions", "SET LOCAL enable_seqscan = off")
-	sql, args := postgres.ActionListSQL(queue.ActionListParams{IntentKeyPrefix: "email:29", Limit: 200})
-	text := strings.Join(explain(t, tx, "EXPLAIN "+sql, args...), "\n")
-	for _, want := range []string{"actions_intent_attempt", "actions_intent_prefix_recorded"} {
-		if !strings.Contains(text, want) {
-			t.Errorf("the search by prefix does not read %s:\n%s", want, text)
+	for _, c := range []struct {
+		name string
+		p    queue.ActionListParams
+		n    int
+	}{
+		// email:29, email:290 to email:299, email:2900 to email:2999
+		{"by prefix", queue.ActionListParams{IntentKeyPrefix: "email:29", Limit: 200}, 111},
+		{"by key", queue.ActionListParams{IntentKey: "cache:29", Limit: 200}, 1},
+	} {
+		sql, args := postgres.ActionListSQL(c.p)
+		text := strings.Join(explain(t, tx, "EXPLAIN "+sql, args...), "\n")
+		for _, want := range []string{"actions_intent_attempt", "actions_intent_prefix_recorded"} {
+			if !strings.Contains(text, want) {
+				t.Errorf("the search %s does not read %s:\n%s", c.name, want, text)
+			}
 		}
-	}
-	for _, not := range []string{"actions_created", "actions_tool_created", "Seq Scan on actions"} {
-		if strings.Contains(text, not) {
-			t.Errorf("the search by prefix reads %s:\n%s", not, text)
+		for _, not := range []string{"actions_created", "actions_tool_created", "Seq Scan on actions"} {
+			if strings.Contains(text, not) {
+				t.Errorf("the search %s reads %s:\n%s", c.name, not, text)
+			}
 		}
-	}
-	if n := countRows(t, tx, sql, args...); n != 111 { // email:29, email:290 to email:299, email:2900 to email:2999
-		t.Fatalf("the search for email:29 found %d actions, want 111", n)
+		if n := countRows(t, tx, sql, args...); n != c.n {
+			t.Errorf("the search %s found %d actions, want %d", c.name, n, c.n)
+		}
 	}
 }

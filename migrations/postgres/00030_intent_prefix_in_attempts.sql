@@ -6,8 +6,9 @@
 -- attempts now keeps its keys in text_pattern_ops order, which serves
 -- equality (the attempt lookups, the uniqueness) exactly as before and the
 -- search by prefix as well; the at-least-once actions' keys, which it does
--- not hold, have an index of their own, and the search reads both
--- (postgres/action.go, TestIntentPrefixSearchReadsTheAttempts). A claim
+-- not hold, have an index of their own, and the list by key and the search
+-- by prefix read both (postgres/action.go,
+-- TestIntentPrefixSearchReadsTheAttempts). A claim
 -- cycle writes two index entries fewer (17 instead of 19), a new
 -- at-most-once or exactly-once submission one.
 CREATE UNIQUE INDEX actions_intent_attempt_pattern ON actions (intent_key text_pattern_ops, attempt)
