@@ -394,3 +394,34 @@ func TestPlanQuorum(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanStepWithWarningNeedsNobody: an exactly-once or at-least-once
+// step with invisible characters and no rule counts as human, so a person
+// approves the plan; performed under it, the step goes on as its class
+// says (claimed, recorded), decided by the plan, as every step does.
+func TestPlanStepWithWarningNeedsNobody(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		refund := apptest.RefundBody("o-w", 5)
+		refund["payload"].(map[string]any)["reason"] = "late\u200b"
+		cache := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-w\u200b"}, "intent_key": "cache:o-w"}
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "hidden", "steps": []any{refund, cache}}))
+		if pl.State != queue.PlanPending || pl.Steps[0].Decision != queue.StepHuman || pl.Steps[1].Decision != queue.StepHuman {
+			t.Fatalf("steps with invisible characters: %+v", pl)
+		}
+		if _, err := approvePlan(t, e, pl.ID, "ann@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]queue.State{"issue_refund": queue.StateInProgress, "invalidate_cache": queue.StateRecorded}
+		for _, step := range []map[string]any{refund, cache} {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(step, pl.ID))
+			tool := step["tool"].(string)
+			if r.Status != http.StatusCreated {
+				t.Fatalf("%s: %d %s, want 201", tool, r.Status, r.Body)
+			}
+			if a := r.Action(t); a.State != want[tool] || apptest.Deref(a.DecidedBy) != "plan:"+pl.ID {
+				t.Fatalf("%s: %s", tool, r.Body)
+			}
+		}
+	})
+}
