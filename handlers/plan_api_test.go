@@ -425,3 +425,36 @@ func TestPlanStepWithWarningNeedsNobody(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanKeylessSteps: an at-least-once step's intent key is optional, so
+// a plan may have several steps without one; each is used once.
+func TestPlanKeylessSteps(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		a := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-k"}}
+		b := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "customer:c-k"}}
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "keyless", "steps": []any{a, b}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("propose two key-less steps: %d %s, want 201", r.Status, r.Body)
+		}
+		pl := planOf(t, r)
+		if pl.State != queue.PlanApproved || len(pl.Steps) != 2 || pl.Steps[0].IntentKey != "" || pl.Steps[1].IntentKey != "" {
+			t.Fatalf("plan %+v", pl)
+		}
+		for _, step := range []map[string]any{b, a} {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(step, pl.ID))
+			if r.Status != http.StatusCreated || r.Action(t).State != queue.StateRecorded {
+				t.Fatalf("%v: %d %s, want 201", step["payload"], r.Status, r.Body)
+			}
+		}
+		got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil))
+		if got.State != queue.PlanDone || got.Steps[0].ActionID == "" || got.Steps[1].ActionID == "" {
+			t.Fatalf("plan after both steps: %+v", got)
+		}
+		// Two steps with one key are still refused.
+		keyed := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "x"}, "intent_key": "cache:x"}
+		if r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "dup", "steps": []any{keyed, keyed}}); r.Status != http.StatusBadRequest {
+			t.Fatalf("two steps with one key: %d %s, want 400", r.Status, r.Body)
+		}
+	})
+}
