@@ -458,3 +458,30 @@ func TestPlanKeylessSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanIdenticalSteps: two equal at-least-once steps without an intent
+// key are two steps: the second submission uses the unused one.
+func TestPlanIdenticalSteps(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		cache := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-i"}}
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "twice", "steps": []any{cache, cache}}))
+		if pl.State != queue.PlanApproved || len(pl.Steps) != 2 {
+			t.Fatalf("plan %+v", pl)
+		}
+		for i := range 2 {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(cache, pl.ID))
+			if r.Status != http.StatusCreated || r.Action(t).State != queue.StateRecorded {
+				t.Fatalf("submission %d: %d %s, want 201", i+1, r.Status, r.Body)
+			}
+		}
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(cache, pl.ID))
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t).Code != queue.CodeNotInPlan {
+			t.Fatalf("a third submission: %d %s, want 422 not_in_plan", r.Status, r.Body)
+		}
+		got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil))
+		if got.State != queue.PlanDone || got.Steps[0].ActionID == "" || got.Steps[1].ActionID == "" {
+			t.Fatalf("plan after both steps: %+v", got)
+		}
+	})
+}

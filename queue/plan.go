@@ -550,14 +550,21 @@ func DecidePlanRule(pl *Plan, d Decider, to PlanState, note, channel string, now
 }
 
 // stepMatch finds the step a submission equals: the same tool, intent key
-// and payload (as JSON values).
+// and payload (as JSON values), an unused one first (key-less at-least-once
+// steps may be equal), else the used one.
 func (pl *Plan) stepMatch(tool, key string, payload json.RawMessage) *PlanStep {
+	var used *PlanStep
 	for _, st := range pl.Steps {
 		if st.Tool == tool && st.IntentKey == key && JSONEqual(st.Payload, payload) {
-			return st
+			if st.ActionID == "" {
+				return st
+			}
+			if used == nil {
+				used = st
+			}
 		}
 	}
-	return nil
+	return used
 }
 
 // notInPlan is the refusal of a submission that equals no unused step: it
