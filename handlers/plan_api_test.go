@@ -485,3 +485,35 @@ func TestPlanIdenticalSteps(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanStepDryRun: a dry run of a submission naming a plan has the
+// checks and errors of that submission: refused while the plan is not
+// approved or when it matches no step, and once approved it says what the
+// plan would make of the step; nothing is stored.
+func TestPlanStepDryRun(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		mail := mailStep("c-d", "refund", "c@customer.org")
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "dry", "steps": []any{mail}}))
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(mail, pl.ID))
+		if r.Status != http.StatusConflict || r.Problem(t).Code != queue.CodePlanNotApproved {
+			t.Fatalf("dry run of a step of a pending plan: %d %s, want 409 as its submission", r.Status, r.Body)
+		}
+		if _, err := approvePlan(t, e, pl.ID, "ann@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		other := mailStep("c-d", "refund", "someone@customer.org")
+		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(other, pl.ID))
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t).Code != queue.CodeNotInPlan {
+			t.Fatalf("dry run of a call the plan does not hold: %d %s, want 422 not_in_plan", r.Status, r.Body)
+		}
+		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(mail, pl.ID))
+		var dry dryAnswer
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &dry) != nil || dry.Outcome != queue.DryRunApprove || apptest.Deref(dry.Action.DecidedBy) != "plan:"+pl.ID {
+			t.Fatalf("dry run of a step of the approved plan: %d %s, want approve by the plan", r.Status, r.Body)
+		}
+		if got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil)); got.Steps[0].ActionID != "" {
+			t.Fatalf("a dry run used the step: %+v", got.Steps[0])
+		}
+	})
+}
