@@ -61,7 +61,7 @@ func (h *API) dryRun(c echo.Context, sb SubmitBody) error {
 		}
 	}
 	res, err := h.Service.DryRun(c.Request().Context(), queue.SubmitRequest{
-		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api"})
+		Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey, Agent: agent(c), Channel: "api", Plan: sb.Plan})
 	if err != nil {
 		return err
 	}

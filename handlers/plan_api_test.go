@@ -394,3 +394,126 @@ func TestPlanQuorum(t *testing.T) {
 		}
 	})
 }
+
+// TestPlanStepWithWarningNeedsNobody: an exactly-once or at-least-once
+// step with invisible characters and no rule counts as human, so a person
+// approves the plan; performed under it, the step goes on as its class
+// says (claimed, recorded), decided by the plan, as every step does.
+func TestPlanStepWithWarningNeedsNobody(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		refund := apptest.RefundBody("o-w", 5)
+		refund["payload"].(map[string]any)["reason"] = "late\u200b"
+		cache := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-w\u200b"}, "intent_key": "cache:o-w"}
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "hidden", "steps": []any{refund, cache}}))
+		if pl.State != queue.PlanPending || pl.Steps[0].Decision != queue.StepHuman || pl.Steps[1].Decision != queue.StepHuman {
+			t.Fatalf("steps with invisible characters: %+v", pl)
+		}
+		if _, err := approvePlan(t, e, pl.ID, "ann@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]queue.State{"issue_refund": queue.StateInProgress, "invalidate_cache": queue.StateRecorded}
+		for _, step := range []map[string]any{refund, cache} {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(step, pl.ID))
+			tool := step["tool"].(string)
+			if r.Status != http.StatusCreated {
+				t.Fatalf("%s: %d %s, want 201", tool, r.Status, r.Body)
+			}
+			if a := r.Action(t); a.State != want[tool] || apptest.Deref(a.DecidedBy) != "plan:"+pl.ID {
+				t.Fatalf("%s: %s", tool, r.Body)
+			}
+		}
+	})
+}
+
+// TestPlanKeylessSteps: an at-least-once step's intent key is optional, so
+// a plan may have several steps without one; each is used once.
+func TestPlanKeylessSteps(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		a := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-k"}}
+		b := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "customer:c-k"}}
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "keyless", "steps": []any{a, b}})
+		if r.Status != http.StatusCreated {
+			t.Fatalf("propose two key-less steps: %d %s, want 201", r.Status, r.Body)
+		}
+		pl := planOf(t, r)
+		if pl.State != queue.PlanApproved || len(pl.Steps) != 2 || pl.Steps[0].IntentKey != "" || pl.Steps[1].IntentKey != "" {
+			t.Fatalf("plan %+v", pl)
+		}
+		for _, step := range []map[string]any{b, a} {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(step, pl.ID))
+			if r.Status != http.StatusCreated || r.Action(t).State != queue.StateRecorded {
+				t.Fatalf("%v: %d %s, want 201", step["payload"], r.Status, r.Body)
+			}
+		}
+		got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil))
+		if got.State != queue.PlanDone || got.Steps[0].ActionID == "" || got.Steps[1].ActionID == "" {
+			t.Fatalf("plan after both steps: %+v", got)
+		}
+		// Two steps with one key are still refused.
+		keyed := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "x"}, "intent_key": "cache:x"}
+		if r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "dup", "steps": []any{keyed, keyed}}); r.Status != http.StatusBadRequest {
+			t.Fatalf("two steps with one key: %d %s, want 400", r.Status, r.Body)
+		}
+	})
+}
+
+// TestPlanIdenticalSteps: two equal at-least-once steps without an intent
+// key are two steps: the second submission uses the unused one.
+func TestPlanIdenticalSteps(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		cache := map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"key": "order:o-i"}}
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "twice", "steps": []any{cache, cache}}))
+		if pl.State != queue.PlanApproved || len(pl.Steps) != 2 {
+			t.Fatalf("plan %+v", pl)
+		}
+		for i := range 2 {
+			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(cache, pl.ID))
+			if r.Status != http.StatusCreated || r.Action(t).State != queue.StateRecorded {
+				t.Fatalf("submission %d: %d %s, want 201", i+1, r.Status, r.Body)
+			}
+		}
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", stepBody(cache, pl.ID))
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t).Code != queue.CodeNotInPlan {
+			t.Fatalf("a third submission: %d %s, want 422 not_in_plan", r.Status, r.Body)
+		}
+		got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil))
+		if got.State != queue.PlanDone || got.Steps[0].ActionID == "" || got.Steps[1].ActionID == "" {
+			t.Fatalf("plan after both steps: %+v", got)
+		}
+	})
+}
+
+// TestPlanStepDryRun: a dry run of a submission naming a plan has the
+// checks and errors of that submission: refused while the plan is not
+// approved or when it matches no step, and once approved it says what the
+// plan would make of the step; nothing is stored.
+func TestPlanStepDryRun(t *testing.T) {
+	t.Parallel()
+	policyAPI(t, func(t *testing.T, e *apptest.API) {
+		mail := mailStep("c-d", "refund", "c@customer.org")
+		pl := planOf(t, e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", map[string]any{"title": "dry", "steps": []any{mail}}))
+		r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(mail, pl.ID))
+		if r.Status != http.StatusConflict || r.Problem(t).Code != queue.CodePlanNotApproved {
+			t.Fatalf("dry run of a step of a pending plan: %d %s, want 409 as its submission", r.Status, r.Body)
+		}
+		if _, err := approvePlan(t, e, pl.ID, "ann@example.com"); err != nil {
+			t.Fatal(err)
+		}
+		other := mailStep("c-d", "refund", "someone@customer.org")
+		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(other, pl.ID))
+		if r.Status != http.StatusUnprocessableEntity || r.Problem(t).Code != queue.CodeNotInPlan {
+			t.Fatalf("dry run of a call the plan does not hold: %d %s, want 422 not_in_plan", r.Status, r.Body)
+		}
+		r = e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions?dry_run=true", stepBody(mail, pl.ID))
+		var dry dryAnswer
+		if r.Status != http.StatusOK || json.Unmarshal(r.Body, &dry) != nil || dry.Outcome != queue.DryRunApprove || apptest.Deref(dry.Action.DecidedBy) != "plan:"+pl.ID {
+			t.Fatalf("dry run of a step of the approved plan: %d %s, want approve by the plan", r.Status, r.Body)
+		}
+		if got := planOf(t, e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans/"+pl.ID, nil)); got.Steps[0].ActionID != "" {
+			t.Fatalf("a dry run used the step: %+v", got.Steps[0])
+		}
+	})
+}

@@ -91,3 +91,24 @@ func TestPlanOnDashboard(t *testing.T) {
 		})
 	}
 }
+
+// TestPlanPageMarksInvisibleCharacters: the plan page, where a person
+// approves every step, marks where a step's payload holds invisible
+// characters, as the action page does: what an approver reads must be
+// what is sent.
+func TestPlanPageMarksInvisibleCharacters(t *testing.T) {
+	t.Parallel()
+	d := apptest.StartDashboard(t, apptest.Options{SQLite: true, Tools: apptest.ParseTools(t, apptest.PolicyTools, classify.Options{})})
+	res, err := d.Service.Plans().Propose(t.Context(), queue.PlanRequest{Title: "hidden", Agent: "bot", Channel: "api",
+		Steps: []queue.PlanStepRequest{{Tool: "send_customer_email",
+			Payload: []byte(`{"customer_id":"c-1","topic":"refund","to":"c@customer.org","subject":"Refunded","body":"pay \u202eevil\u202c to acct"}`)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := d.SignIn("ann@example.com", accounts.RoleApprover).Get("/plans/" + res.Plan.ID)
+	page.WantStatus(t, http.StatusOK)
+	page.WantContains(t, `data-testid="invisible"`, "[U+202E]", "[U+202C]")
+	if strings.Contains(page.Body, "\u202e") {
+		t.Fatal("the plan page shows a step's bidirectional control as is")
+	}
+}

@@ -2,6 +2,7 @@ package queue
 
 import (
 	"context"
+	"strings"
 
 	"github.com/approvals/approvals/classify"
 )
@@ -42,6 +43,17 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 	}
 	a := sub.a
 	held := sub.held
+	if req.Plan != "" {
+		// A step of a plan: the plan's refusals, its replay, or what it
+		// makes of the step, as the submission would meet them.
+		_, used, err := s.applyPlan(ctx, req, sub)
+		if err != nil {
+			return DryRunResult{}, err
+		}
+		if used != nil {
+			held = used
+		}
+	}
 	if held == nil {
 		if held, err = s.heldAction(ctx, tool, a.IntentKey); err != nil {
 			return DryRunResult{}, err
@@ -70,6 +82,9 @@ func (s *Service) DryRun(ctx context.Context, req SubmitRequest) (DryRunResult, 
 		a.Warnings = []string{} // as a store answers it
 	}
 	rule := a.DecidedByRule()
+	if a.DecidedBy != nil && strings.HasPrefix(*a.DecidedBy, PlanActorPrefix) {
+		rule = "" // the plan decides, not the rule its step was judged by
+	}
 	switch a.State {
 	case StateApproved:
 		return DryRunResult{Outcome: DryRunApprove, Action: a, Rule: rule}, nil

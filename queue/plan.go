@@ -550,14 +550,21 @@ func DecidePlanRule(pl *Plan, d Decider, to PlanState, note, channel string, now
 }
 
 // stepMatch finds the step a submission equals: the same tool, intent key
-// and payload (as JSON values).
+// and payload (as JSON values), an unused one first (key-less at-least-once
+// steps may be equal), else the used one.
 func (pl *Plan) stepMatch(tool, key string, payload json.RawMessage) *PlanStep {
+	var used *PlanStep
 	for _, st := range pl.Steps {
 		if st.Tool == tool && st.IntentKey == key && JSONEqual(st.Payload, payload) {
-			return st
+			if st.ActionID == "" {
+				return st
+			}
+			if used == nil {
+				used = st
+			}
 		}
 	}
-	return nil
+	return used
 }
 
 // notInPlan is the refusal of a submission that equals no unused step: it
@@ -628,12 +635,11 @@ func (s *Service) applyPlan(ctx context.Context, req SubmitRequest, sub *submiss
 	}
 	claim := &PlanStepClaim{PlanID: pl.ID, N: st.N, Now: a.CreatedAt}
 	sub.grant = nil
-	if len(UnseenRisks(a.Warnings)) > 0 || sub.verdict.Failed != nil {
+	if a.State == StatePending && (len(UnseenRisks(a.Warnings)) > 0 || sub.verdict.Failed != nil) {
 		// What no person saw, no plan approves: the step is used by an
-		// action a person decides.
-		if a.State != StatePending {
-			return nil, nil, Errorf(CodeInvalidRequest, "step %d of plan %s carries a warning now (%s); submit it without the plan", st.N, pl.ID, strings.Join(a.Warnings, ", "))
-		}
+		// action a person decides. One its class lets through without a
+		// person (an exactly-once step no rule gates, an at-least-once
+		// one) goes on as its class says, below.
 		return claim, nil, nil
 	}
 	if a.State == StateRejected {
