@@ -307,20 +307,27 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 	if out.Verdict == classify.VerdictNotDone {
 		outcome = StateFailed
 	}
-	switch {
-	case a.State != StateInProgress && a.State != outcome && (a.State == StateDone || a.State == StateFailed):
-		// A proof that contradicts the stored outcome: a person looks.
-		ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
-			Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
-		if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
-			return check, fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
+	// The answer may have taken its timeout: a report or an operator may
+	// have settled the action since it was read, and a proof that
+	// contradicts what they stored is a conflict all the same.
+	if a.State == StateInProgress {
+		fresh, err := s.store.ActionGetByID(ctx, a.ID)
+		if err != nil {
+			return check, fmt.Errorf("settle %s: %w", a.ID, err)
 		}
-	case v.Resolve == classify.ResolveAuto && ticketID != "" && a.Ticket.Kind == TicketStale && a.State == StateInProgress:
+		a, check.Action = fresh, fresh
+	}
+	switch {
+	case contradicts(a, outcome):
+		return check, s.verifiedConflict(ctx, a, outcome, by, now, out)
+	case v.Resolve == classify.ResolveAuto && ticketID != "" && a.Ticket != nil && a.Ticket.Kind == TicketStale && a.State == StateInProgress:
 		res, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: ticketID, Now: now, By: by, Outcome: outcome,
 			Result: out.Result, Note: VerifiedNote(out), Channel: ChannelVerifier})
 		switch {
 		case errors.Is(err, ErrTicketNotOpen):
-			// An operator or the agent's late report resolved it first: theirs stands.
+			// An operator or the agent's late report resolved it first:
+			// theirs stands, and a proof against it is a conflict.
+			return check, s.verifiedConflictIfContradicted(ctx, res.Action, a.ID, outcome, by, now, out)
 		case err != nil:
 			return check, fmt.Errorf("resolve ticket %s: %w", ticketID, err)
 		default:
@@ -346,7 +353,9 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 		moved, err := s.store.ActionTransition(ctx, p)
 		switch {
 		case errors.Is(err, ErrStateMismatch):
-			// The agent's report or an operator came first: theirs stands.
+			// The agent's report or an operator came first: theirs
+			// stands, and a proof against it is a conflict.
+			return check, s.verifiedConflictIfContradicted(ctx, moved, a.ID, outcome, by, now, out)
 		case err != nil:
 			return check, fmt.Errorf("settle %s: %w", a.ID, err)
 		default:
@@ -357,6 +366,41 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 		}
 	}
 	return check, nil
+}
+
+// contradicts reports whether a stored outcome of a contradicts a proof of
+// outcome.
+func contradicts(a *Action, outcome State) bool {
+	return a != nil && (a.State == StateDone || a.State == StateFailed) && a.State != outcome
+}
+
+// verifiedConflict keeps a proof that contradicts the action's stored
+// outcome in its timeline and opens a conflict ticket: a person looks, and
+// no state changes.
+func (s *Service) verifiedConflict(ctx context.Context, a *Action, outcome State, by string, now time.Time, out classify.VerifyOutcome) error {
+	ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
+		Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
+	if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
+		return fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// verifiedConflictIfContradicted opens the conflict of a proof of outcome
+// when the action, as a lost race left it (a, else read again), stores
+// the other outcome.
+func (s *Service) verifiedConflictIfContradicted(ctx context.Context, a *Action, actionID string, outcome State, by string, now time.Time, out classify.VerifyOutcome) error {
+	if a == nil || a.State == StateInProgress {
+		fresh, err := s.store.ActionGetByID(ctx, actionID)
+		if err != nil {
+			return fmt.Errorf("settle %s: %w", actionID, err)
+		}
+		a = fresh
+	}
+	if !contradicts(a, outcome) {
+		return nil
+	}
+	return s.verifiedConflict(ctx, a, outcome, by, now, out)
 }
 
 // AskVerifier asks tool's verifier about a through asker and judges the
