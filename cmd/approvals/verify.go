@@ -48,6 +48,10 @@ func verifyCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		m := upstream.Start(ctx, ups, upstream.Options{})
 		defer m.Close()
 		vc.Upstream = m
+		// As the server does: a verifier's upstream tool that is missing
+		// or not read-only is never called (tools check's refusal); the
+		// check answers unknown, saying why.
+		vc.Refuse = func(tool string) error { return reg.VerifierUpstreamProblem(tool, m.Listings()) }
 	}
 	asker, err := verifier.New(vc)
 	if err != nil {
