@@ -2,6 +2,7 @@ package verifier_test
 
 import (
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -75,6 +76,11 @@ func TestVerifierProofContradictingAReportMadeMeanwhile(t *testing.T) {
 				}
 				if got.Ticket == nil || got.Ticket.Kind != queue.TicketConflict || got.Ticket.State != queue.TicketOpen {
 					t.Fatalf("%s: ticket %+v, want an open conflict ticket: the provider has the refund the agent reported failed", c.name, got.Ticket)
+				}
+				// The conflict holds the released intent: a new attempt could refund twice.
+				raw, _ := json.Marshal(a.Payload)
+				if _, err := e.Service.Submit(ctx, queue.SubmitRequest{Tool: c.tool, Payload: raw, Agent: "bot"}); queue.ErrorCode(err) != queue.CodeIntentUnderReview {
+					t.Fatalf("%s: a new submission of the intent: %v, want intent_under_review", c.name, err)
 				}
 			}
 		})
