@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -426,6 +427,13 @@ func AskVerifier(ctx context.Context, asker VerifyAsker, tool classify.Tool, a *
 	askCtx, cancel := context.WithTimeout(ctx, v.Timeout)
 	answer, askErr := asker.Ask(askCtx, tool, VerifyQuestion{Body: body, MessageID: NewID(now), Payload: payloadMap, Action: a})
 	cancel()
+	if !utf8.Valid(answer) {
+		// Bytes that are not UTF-8 (inside a string, in an otherwise
+		// readable answer) are what text can hold of them, as an executor's
+		// result is (ResultOf): PostgreSQL stores no other text, so the
+		// evidence and a result taken from it would never be written.
+		answer = json.RawMessage(strings.ToValidUTF8(string(answer), "\uFFFD"))
+	}
 	var response any
 	switch {
 	case askErr != nil:
