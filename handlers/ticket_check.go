@@ -89,5 +89,16 @@ func (d *Dashboard) verifyChecks(ctx context.Context, row *templates.TicketRow) 
 	if len(row.Checks) > 0 && row.Checks[0].Outcome != "" && row.Ticket.Kind == queue.TicketStale {
 		row.Suggested = &row.Checks[0]
 	}
+	if row.Verifier && row.Ticket.State == queue.TicketOpen {
+		// An unknown verdict changes nothing and shows when the next check is due.
+		sched, err := d.Store.TicketCheckGet(ctx, row.Ticket.ID)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+		case err != nil:
+			return err
+		case sched.Verdict == classify.VerdictUnknown:
+			row.NextCheck = &sched.NextAt
+		}
+	}
 	return nil
 }

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
 )
 
 // A suggest verifier's proof shows on the ticket with its answer; "Resolve
@@ -82,5 +84,45 @@ tools:
 	}
 	if got.Ticket.ResolvedBy == nil || *got.Ticket.ResolvedBy != "user:ops@example.com" {
 		t.Fatalf("resolved by %v", got.Ticket.ResolvedBy)
+	}
+}
+
+// While its answers prove nothing, the ticket shows when the verifier is
+// asked next: a minute after the sweep's first round, then two minutes
+// after the second.
+func TestTicketShowsNextVerifierCheck(t *testing.T) {
+	t.Parallel()
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(provider.Close)
+	reg, err := classify.Parse([]byte(`
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      webhook: `+provider.URL+`
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+`), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
+	d.StaleTicket("o-down") // the sweep asks at once: unknown
+	first := d.Now()
+	next := regexp.MustCompile(`data-testid="verifier-next-check">([^<]*)<`)
+	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(time.Minute)) {
+		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(time.Minute)))
+	}
+	d.Advance(time.Minute)
+	if _, err := d.Sweeper.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(3*time.Minute)) {
+		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(3*time.Minute)))
 	}
 }

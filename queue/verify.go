@@ -96,6 +96,15 @@ type TicketChecks interface {
 	TicketCheckRecord(ctx context.Context, p TicketCheckRecordParams) error
 }
 
+// TicketCheck is a ticket's verifier schedule: the sweep's rounds so far,
+// when the next is due, and the latest verdict (the sweep asks again only
+// while it is unknown).
+type TicketCheck struct {
+	Checks  int
+	NextAt  time.Time
+	Verdict string
+}
+
 // TicketCheckDueParams select the checks due.
 type TicketCheckDueParams struct {
 	Now   time.Time

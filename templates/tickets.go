@@ -37,6 +37,9 @@ type TicketRow struct {
 	Verifier  bool
 	Checks    []VerifyCheckView
 	Suggested *VerifyCheckView
+	// NextCheck is when the sweep asks the verifier again, while its
+	// answers prove nothing (nil: not scheduled).
+	NextCheck *time.Time
 }
 
 // VerifyCheckView is one check of a verifier, as its verified event says.
