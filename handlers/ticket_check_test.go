@@ -126,3 +126,36 @@ tools:
 		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(3*time.Minute)))
 	}
 }
+
+// The ticket page is /tickets/{id}: the one ticket, its verifier's checks
+// with the answer pretty-printed, "Check now" and "Resolve as verified";
+// an unknown ticket is 404.
+func TestTicketPage(t *testing.T) {
+	t.Parallel()
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"refunds":[{"id":"re_88","line_id":1}]}`)
+	}))
+	t.Cleanup(provider.Close)
+	reg, err := classify.Parse([]byte(`
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      webhook: `+provider.URL+`
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+`), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
+	_, tk := d.StaleTicket("o-page")
+	page := ops.Get("/tickets/" + tk.ID)
+	page.WantStatus(t, http.StatusOK)
+	page.WantContains(t, `id="ticket-`+tk.ID+`"`, `data-testid="verifier-check"`, `&#34;re_88&#34;`, "Resolve as verified (done)", "Check now")
+	ops.Get("/tickets/"+queue.NewID(d.Now())).WantStatus(t, http.StatusNotFound)
+	ops.Get("/tickets/not-an-id").WantStatus(t, http.StatusNotFound)
+}
