@@ -89,7 +89,7 @@ tools:
 
 // While its answers prove nothing, the ticket shows when the verifier is
 // asked next: a minute after the sweep's first round, then two minutes
-// after the second.
+// after the second; the ticket page shows every check.
 func TestTicketShowsNextVerifierCheck(t *testing.T) {
 	t.Parallel()
 	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +125,31 @@ tools:
 	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(3*time.Minute)) {
 		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(3*time.Minute)))
 	}
+
+	// A ticket open for long has many checks: the list shows the newest
+	// 20, the ticket page every one.
+	tk := ticketOf(t, d)
+	for range 28 {
+		if _, err := d.Service.Tickets().Verify(t.Context(), queue.VerifyRequest{ActionID: tk.ActionID, By: "user:ops@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(ops.Get("/tickets").Body, `data-testid="verifier-check"`); n != 20 {
+		t.Fatalf("the list shows %d checks, want the newest 20", n)
+	}
+	if n := strings.Count(ops.Get("/tickets/"+tk.ID).Body, `data-testid="verifier-check"`); n != 30 {
+		t.Fatalf("the ticket page shows %d checks, want all 30", n)
+	}
+}
+
+// ticketOf is the dashboard's one ticket.
+func ticketOf(t *testing.T, d *apptest.Dashboard) *queue.Ticket {
+	t.Helper()
+	list, err := d.Store.TicketList(t.Context(), queue.TicketListParams{Limit: 2})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("tickets: %v, %d", err, len(list))
+	}
+	return list[0]
 }
 
 // The ticket page is /tickets/{id}: the one ticket, its verifier's checks

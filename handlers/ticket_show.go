@@ -22,7 +22,7 @@ func (d *Dashboard) ShowTicket(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	row, err := d.ticketRow(ctx, t)
+	row, err := d.ticketRow(ctx, t, allChecks)
 	if err != nil {
 		return err
 	}
