@@ -40,7 +40,8 @@ const MaxVerifyAnswer = 64 << 10
 // VerifyAsker asks a tool's system of record. Ask returns the answer's
 // body (a webhook's 2xx body, an upstream tool's structured result); any
 // other status, a timeout, or no answer is an error saying why, which
-// makes the verdict unknown.
+// makes the verdict unknown, with what was said if anything (kept as the
+// check's evidence, never judged).
 type VerifyAsker interface {
 	Ask(ctx context.Context, t classify.Tool, q VerifyQuestion) (json.RawMessage, error)
 }
