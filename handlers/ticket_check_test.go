@@ -57,7 +57,8 @@ tools:
 	}
 	page := ops.Get("/tickets")
 	page.WantStatus(t, http.StatusOK)
-	page.WantContains(t, `data-testid="verifier"`, "Resolve as verified (done)", "re_77", "Check now")
+	page.WantContains(t, `data-testid="verifier"`, "Resolve as verified (done)", "re_77", "Check now",
+		`data-testid="ticket-waiting">waiting for a person<`)
 
 	// Check now asks at once and records a second check.
 	ops.Post("/tickets/"+tk.ID+"/check", nil).WantRedirect(t, "/tickets")
@@ -114,6 +115,7 @@ tools:
 	ops := d.SignIn("ops@example.com", accounts.RoleOps)
 	d.StaleTicket("o-down") // the sweep asks at once: unknown
 	first := d.Now()
+	ops.Get("/tickets").WantContains(t, `data-testid="ticket-waiting">a verifier is still asking<`)
 	next := regexp.MustCompile(`data-testid="verifier-next-check">([^<]*)<`)
 	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(time.Minute)) {
 		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(time.Minute)))
