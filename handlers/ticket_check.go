@@ -38,7 +38,7 @@ func (d *Dashboard) CheckTicket(c echo.Context) error {
 	if t, err = d.Store.TicketGetByID(ctx, id); err != nil {
 		return err
 	}
-	row, err := d.ticketRow(ctx, t)
+	row, err := d.ticketRow(ctx, t, listedChecks)
 	if err != nil {
 		return err
 	}
@@ -47,14 +47,29 @@ func (d *Dashboard) CheckTicket(c echo.Context) error {
 }
 
 // verifyChecks adds the verifier's checks of the row's action, newest
-// first, and the proof a person may accept with one click.
-func (d *Dashboard) verifyChecks(ctx context.Context, row *templates.TicketRow) error {
+// first (at most limit of them; 0: all), and the proof a person may accept
+// with one click.
+func (d *Dashboard) verifyChecks(ctx context.Context, row *templates.TicketRow, limit int) error {
 	a := row.Action
 	tool, _ := d.Service.Registry().Lookup(a.Tool)
 	row.Verifier = tool.HasVerifier()
-	events, err := d.Store.EventList(ctx, queue.EventListParams{ActionID: a.ID, Kind: queue.EventVerified, Limit: 20})
-	if err != nil {
-		return err
+	var events []queue.Event
+	for {
+		p := queue.EventListParams{ActionID: a.ID, Kind: queue.EventVerified, Limit: 500}
+		if limit > 0 {
+			p.Limit = limit
+		}
+		if n := len(events); n > 0 {
+			p.BeforeID = events[n-1].ID
+		}
+		page, err := d.Store.EventList(ctx, p)
+		if err != nil {
+			return err
+		}
+		events = append(events, page...)
+		if limit > 0 || len(page) < p.Limit {
+			break
+		}
 	}
 	if !row.Verifier && len(events) == 0 {
 		return nil
@@ -88,6 +103,17 @@ func (d *Dashboard) verifyChecks(ctx context.Context, row *templates.TicketRow) 
 	}
 	if len(row.Checks) > 0 && row.Checks[0].Outcome != "" && row.Ticket.Kind == queue.TicketStale {
 		row.Suggested = &row.Checks[0]
+	}
+	if row.Verifier && row.Ticket.State == queue.TicketOpen {
+		// An unknown verdict changes nothing and shows when the next check is due.
+		sched, err := d.Store.TicketCheckGet(ctx, row.Ticket.ID)
+		switch {
+		case errors.Is(err, queue.ErrNotFound):
+		case err != nil:
+			return err
+		case sched.Verdict == classify.VerdictUnknown:
+			row.NextCheck = &sched.NextAt
+		}
 	}
 	return nil
 }

@@ -10,11 +10,13 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/approvals/approvals/accounts"
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
 	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
 )
 
 // A suggest verifier's proof shows on the ticket with its answer; "Resolve
@@ -55,7 +57,8 @@ tools:
 	}
 	page := ops.Get("/tickets")
 	page.WantStatus(t, http.StatusOK)
-	page.WantContains(t, `data-testid="verifier"`, "Resolve as verified (done)", "re_77", "Check now")
+	page.WantContains(t, `data-testid="verifier"`, "Resolve as verified (done)", "re_77", "Check now",
+		`data-testid="ticket-waiting">waiting for a person<`)
 
 	// Check now asks at once and records a second check.
 	ops.Post("/tickets/"+tk.ID+"/check", nil).WantRedirect(t, "/tickets")
@@ -83,4 +86,103 @@ tools:
 	if got.Ticket.ResolvedBy == nil || *got.Ticket.ResolvedBy != "user:ops@example.com" {
 		t.Fatalf("resolved by %v", got.Ticket.ResolvedBy)
 	}
+}
+
+// While its answers prove nothing, the ticket shows when the verifier is
+// asked next: a minute after the sweep's first round, then two minutes
+// after the second; the ticket page shows every check.
+func TestTicketShowsNextVerifierCheck(t *testing.T) {
+	t.Parallel()
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		http.Error(w, "down for maintenance", http.StatusServiceUnavailable)
+	}))
+	t.Cleanup(provider.Close)
+	reg, err := classify.Parse([]byte(`
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      webhook: `+provider.URL+`
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+`), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
+	d.StaleTicket("o-down") // the sweep asks at once: unknown
+	first := d.Now()
+	ops.Get("/tickets").WantContains(t, `data-testid="ticket-waiting">a verifier is still asking<`)
+	next := regexp.MustCompile(`data-testid="verifier-next-check">([^<]*)<`)
+	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(time.Minute)) {
+		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(time.Minute)))
+	}
+	d.Advance(time.Minute)
+	if _, err := d.Sweeper.Sweep(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if m := next.FindStringSubmatch(ops.Get("/tickets").Body); m == nil || m[1] != templates.FormatTime(first.Add(3*time.Minute)) {
+		t.Fatalf("next check shown %q, want %s", m, templates.FormatTime(first.Add(3*time.Minute)))
+	}
+
+	// A ticket open for long has many checks: the list shows the newest
+	// 20, the ticket page every one.
+	tk := ticketOf(t, d)
+	for range 28 {
+		if _, err := d.Service.Tickets().Verify(t.Context(), queue.VerifyRequest{ActionID: tk.ActionID, By: "user:ops@example.com"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(ops.Get("/tickets").Body, `data-testid="verifier-check"`); n != 20 {
+		t.Fatalf("the list shows %d checks, want the newest 20", n)
+	}
+	if n := strings.Count(ops.Get("/tickets/"+tk.ID).Body, `data-testid="verifier-check"`); n != 30 {
+		t.Fatalf("the ticket page shows %d checks, want all 30", n)
+	}
+}
+
+// ticketOf is the dashboard's one ticket.
+func ticketOf(t *testing.T, d *apptest.Dashboard) *queue.Ticket {
+	t.Helper()
+	list, err := d.Store.TicketList(t.Context(), queue.TicketListParams{Limit: 2})
+	if err != nil || len(list) != 1 {
+		t.Fatalf("tickets: %v, %d", err, len(list))
+	}
+	return list[0]
+}
+
+// The ticket page is /tickets/{id}: the one ticket, its verifier's checks
+// with the answer pretty-printed, "Check now" and "Resolve as verified";
+// an unknown ticket is 404.
+func TestTicketPage(t *testing.T) {
+	t.Parallel()
+	provider := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		_, _ = io.WriteString(w, `{"refunds":[{"id":"re_88","line_id":1}]}`)
+	}))
+	t.Cleanup(provider.Close)
+	reg, err := classify.Parse([]byte(`
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      webhook: `+provider.URL+`
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+`), classify.Options{WebhookSecretSet: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := apptest.StartDashboard(t, apptest.Options{Tools: reg, WebhookSecret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	ops := d.SignIn("ops@example.com", accounts.RoleOps)
+	_, tk := d.StaleTicket("o-page")
+	page := ops.Get("/tickets/" + tk.ID)
+	page.WantStatus(t, http.StatusOK)
+	page.WantContains(t, `id="ticket-`+tk.ID+`"`, `data-testid="verifier-check"`, `&#34;re_88&#34;`, "Resolve as verified (done)", "Check now")
+	ops.Get("/tickets/"+queue.NewID(d.Now())).WantStatus(t, http.StatusNotFound)
+	ops.Get("/tickets/not-an-id").WantStatus(t, http.StatusNotFound)
 }

@@ -69,7 +69,7 @@ func (d *Dashboard) ticketsView(c echo.Context, state string) (templates.Tickets
 	})
 	for _, t := range tickets {
 		row := templates.TicketRow{Ticket: t, Action: actions[t.ActionID]}
-		if err := d.ticketContext(ctx, &row); err != nil {
+		if err := d.ticketContext(ctx, &row, listedChecks); err != nil {
 			return v, err
 		}
 		v.Tickets = append(v.Tickets, row)
@@ -84,16 +84,24 @@ func ticketRank(t *queue.Ticket) int {
 	return 1
 }
 
+// listedChecks is how many of a ticket's verifier checks the list shows
+// (the newest); the ticket page shows them all (allChecks).
+const (
+	listedChecks = 20
+	allChecks    = 0
+)
+
 // ticketContext adds what an operator needs to settle the ticket without
 // looking it up: for a conflict, which report contradicted which outcome,
-// and any newer attempt of the intent.
-func (d *Dashboard) ticketContext(ctx context.Context, row *templates.TicketRow) error {
+// and any newer attempt of the intent; checks is how many of the
+// verifier's checks (listedChecks or allChecks).
+func (d *Dashboard) ticketContext(ctx context.Context, row *templates.TicketRow, checks int) error {
 	a := row.Action
 	if a == nil {
 		return nil
 	}
 	row.Title = a.Tool + ": " + preview.Headline(a)
-	if err := d.verifyChecks(ctx, row); err != nil {
+	if err := d.verifyChecks(ctx, row, checks); err != nil {
 		return err
 	}
 	if row.Ticket.Kind == queue.TicketConflict {
@@ -163,11 +171,11 @@ func jsonField(raw []byte, key string) (json.RawMessage, bool) {
 
 // ticketRow joins a ticket with its action. Tickets are few (each is an
 // operator's to-do), so one read per ticket is cheap enough.
-func (d *Dashboard) ticketRow(ctx context.Context, t *queue.Ticket) (templates.TicketRow, error) {
+func (d *Dashboard) ticketRow(ctx context.Context, t *queue.Ticket, checks int) (templates.TicketRow, error) {
 	a, err := d.Store.ActionGetByID(ctx, t.ActionID)
 	if err != nil && !errors.Is(err, queue.ErrNotFound) {
 		return templates.TicketRow{}, err
 	}
 	row := templates.TicketRow{Ticket: t, Action: a}
-	return row, d.ticketContext(ctx, &row)
+	return row, d.ticketContext(ctx, &row, checks)
 }

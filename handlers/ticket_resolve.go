@@ -62,7 +62,7 @@ func (d *Dashboard) resolveFailed(c echo.Context, id string, err error, form tem
 	if qe.Code == queue.CodeTicketResolved {
 		form.Error = "Nothing was changed: " + qe.Detail + "."
 	}
-	row, rerr := d.ticketRow(ctx, t)
+	row, rerr := d.ticketRow(ctx, t, listedChecks)
 	if rerr != nil {
 		return rerr
 	}

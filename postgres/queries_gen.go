@@ -1225,6 +1225,10 @@ const ticketCheckDueSQL = `WITH due AS (
 SELECT t.id::text, t.action_id::text, t.kind, t.state, t.opened_at, t.resolved_at, t.resolved_by, t.outcome, t.note
 FROM claimed JOIN tickets t ON t.id = claimed.ticket_id`
 
+// ticketCheckGetSQL reads ticket $1's verifier schedule.
+// (sql/ticket.sql)
+const ticketCheckGetSQL = `SELECT checks, next_at, verdict FROM ticket_checks WHERE ticket_id = $1`
+
 // ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
 // keeps its verdict $8 as the latest of ticket $7 (none when $7 is ”),
 // if the action exists: the count of events appended, 0 when it does not

@@ -228,6 +228,23 @@ func (s *Store) TicketCheckDue(ctx context.Context, p queue.TicketCheckDueParams
 	return out, nil
 }
 
+// TicketCheckGet implements queue.Reader.
+func (s *Store) TicketCheckGet(ctx context.Context, id string) (queue.TicketCheck, error) {
+	var c queue.TicketCheck
+	if !queue.ValidID(id) {
+		return c, queue.ErrNotFound
+	}
+	err := s.pool.QueryRow(ctx, ticketCheckGetSQL, id).Scan(&c.Checks, &c.NextAt, &c.Verdict)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return c, queue.ErrNotFound
+	}
+	if err != nil {
+		return c, fmt.Errorf("get the verifier schedule of ticket %s: %w", id, err)
+	}
+	c.NextAt = c.NextAt.UTC()
+	return c, nil
+}
+
 // TicketCheckRecord implements queue.Store.
 func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecordParams) error {
 	ev := p.Event

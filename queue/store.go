@@ -23,6 +23,9 @@ type Reader interface {
 	TicketGetByID(ctx context.Context, id string) (*Ticket, error)
 	// TicketList returns tickets matching p, oldest first.
 	TicketList(ctx context.Context, p TicketListParams) ([]*Ticket, error)
+	// TicketCheckGet returns ticket id's verifier schedule, or ErrNotFound
+	// when no verifier was asked about it yet.
+	TicketCheckGet(ctx context.Context, id string) (TicketCheck, error)
 	// TicketCountOpen counts open tickets.
 	TicketCountOpen(ctx context.Context) (int64, error)
 	// NotificationList returns an action's notifications, oldest first.

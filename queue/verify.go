@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -39,7 +40,8 @@ const MaxVerifyAnswer = 64 << 10
 // VerifyAsker asks a tool's system of record. Ask returns the answer's
 // body (a webhook's 2xx body, an upstream tool's structured result); any
 // other status, a timeout, or no answer is an error saying why, which
-// makes the verdict unknown.
+// makes the verdict unknown, with what was said if anything (kept as the
+// check's evidence, never judged).
 type VerifyAsker interface {
 	Ask(ctx context.Context, t classify.Tool, q VerifyQuestion) (json.RawMessage, error)
 }
@@ -93,6 +95,15 @@ type TicketChecks interface {
 	// TicketCheckRecord appends p.Event (kind verified) and, for a ticket,
 	// keeps p.Verdict as its latest verdict, in one transaction.
 	TicketCheckRecord(ctx context.Context, p TicketCheckRecordParams) error
+}
+
+// TicketCheck is a ticket's verifier schedule: the sweep's rounds so far,
+// when the next is due, and the latest verdict (the sweep asks again only
+// while it is unknown).
+type TicketCheck struct {
+	Checks  int
+	NextAt  time.Time
+	Verdict string
 }
 
 // TicketCheckDueParams select the checks due.
@@ -307,20 +318,27 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 	if out.Verdict == classify.VerdictNotDone {
 		outcome = StateFailed
 	}
-	switch {
-	case a.State != StateInProgress && a.State != outcome && (a.State == StateDone || a.State == StateFailed):
-		// A proof that contradicts the stored outcome: a person looks.
-		ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
-			Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
-		if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
-			return check, fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
+	// The answer may have taken its timeout: a report or an operator may
+	// have settled the action since it was read, and a proof that
+	// contradicts what they stored is a conflict all the same.
+	if a.State == StateInProgress {
+		fresh, err := s.store.ActionGetByID(ctx, a.ID)
+		if err != nil {
+			return check, fmt.Errorf("settle %s: %w", a.ID, err)
 		}
-	case v.Resolve == classify.ResolveAuto && ticketID != "" && a.Ticket.Kind == TicketStale && a.State == StateInProgress:
+		a, check.Action = fresh, fresh
+	}
+	switch {
+	case contradicts(a, outcome):
+		return check, s.verifiedConflict(ctx, a, outcome, by, now, out)
+	case v.Resolve == classify.ResolveAuto && ticketID != "" && a.Ticket != nil && a.Ticket.Kind == TicketStale && a.State == StateInProgress:
 		res, err := s.store.TicketResolve(ctx, TicketResolveParams{TicketID: ticketID, Now: now, By: by, Outcome: outcome,
 			Result: out.Result, Note: VerifiedNote(out), Channel: ChannelVerifier})
 		switch {
 		case errors.Is(err, ErrTicketNotOpen):
-			// An operator or the agent's late report resolved it first: theirs stands.
+			// An operator or the agent's late report resolved it first:
+			// theirs stands, and a proof against it is a conflict.
+			return check, s.verifiedConflictIfContradicted(ctx, res.Action, a.ID, outcome, by, now, out)
 		case err != nil:
 			return check, fmt.Errorf("resolve ticket %s: %w", ticketID, err)
 		default:
@@ -346,7 +364,9 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 		moved, err := s.store.ActionTransition(ctx, p)
 		switch {
 		case errors.Is(err, ErrStateMismatch):
-			// The agent's report or an operator came first: theirs stands.
+			// The agent's report or an operator came first: theirs
+			// stands, and a proof against it is a conflict.
+			return check, s.verifiedConflictIfContradicted(ctx, moved, a.ID, outcome, by, now, out)
 		case err != nil:
 			return check, fmt.Errorf("settle %s: %w", a.ID, err)
 		default:
@@ -357,6 +377,41 @@ func (s *Service) writeCheck(ctx context.Context, w *checkWrite) (VerifyCheck, e
 		}
 	}
 	return check, nil
+}
+
+// contradicts reports whether a stored outcome of a contradicts a proof of
+// outcome.
+func contradicts(a *Action, outcome State) bool {
+	return a != nil && (a.State == StateDone || a.State == StateFailed) && a.State != outcome
+}
+
+// verifiedConflict keeps a proof that contradicts the action's stored
+// outcome in its timeline and opens a conflict ticket: a person looks, and
+// no state changes.
+func (s *Service) verifiedConflict(ctx context.Context, a *Action, outcome State, by string, now time.Time, out classify.VerifyOutcome) error {
+	ev := Event{ActionID: a.ID, Kind: EventOutcomeConflict, Actor: by, Channel: ChannelVerifier, At: now,
+		Data: mustJSON(map[string]any{"report": outcome, "stored_state": a.State, "reason": out.Reason, "result": out.Result})}
+	if _, err := s.store.TicketOpenConflict(ctx, TicketOpenConflictParams{ActionID: a.ID, Now: now, Event: ev}); err != nil {
+		return fmt.Errorf("open conflict ticket for %s: %w", a.ID, err)
+	}
+	return nil
+}
+
+// verifiedConflictIfContradicted opens the conflict of a proof of outcome
+// when the action, as a lost race left it (a, else read again), stores
+// the other outcome.
+func (s *Service) verifiedConflictIfContradicted(ctx context.Context, a *Action, actionID string, outcome State, by string, now time.Time, out classify.VerifyOutcome) error {
+	if a == nil || a.State == StateInProgress {
+		fresh, err := s.store.ActionGetByID(ctx, actionID)
+		if err != nil {
+			return fmt.Errorf("settle %s: %w", actionID, err)
+		}
+		a = fresh
+	}
+	if !contradicts(a, outcome) {
+		return nil
+	}
+	return s.verifiedConflict(ctx, a, outcome, by, now, out)
 }
 
 // AskVerifier asks tool's verifier about a through asker and judges the
@@ -382,6 +437,13 @@ func AskVerifier(ctx context.Context, asker VerifyAsker, tool classify.Tool, a *
 	askCtx, cancel := context.WithTimeout(ctx, v.Timeout)
 	answer, askErr := asker.Ask(askCtx, tool, VerifyQuestion{Body: body, MessageID: NewID(now), Payload: payloadMap, Action: a})
 	cancel()
+	if !utf8.Valid(answer) {
+		// Bytes that are not UTF-8 (inside a string, in an otherwise
+		// readable answer) are what text can hold of them, as an executor's
+		// result is (ResultOf): PostgreSQL stores no other text, so the
+		// evidence and a result taken from it would never be written.
+		answer = json.RawMessage(strings.ToValidUTF8(string(answer), "\uFFFD"))
+	}
 	var response any
 	switch {
 	case askErr != nil:

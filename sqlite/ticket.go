@@ -358,6 +358,24 @@ func (s *Store) TicketCheckDue(ctx context.Context, p queue.TicketCheckDueParams
 	return claimed, nil
 }
 
+// TicketCheckGet implements queue.Reader.
+func (s *Store) TicketCheckGet(ctx context.Context, id string) (queue.TicketCheck, error) {
+	var c queue.TicketCheck
+	var next string
+	err := s.read.QueryRowContext(ctx, `SELECT checks, next_at, verdict FROM ticket_checks WHERE ticket_id = ?`, id).
+		Scan(&c.Checks, &next, &c.Verdict)
+	if errors.Is(err, sql.ErrNoRows) {
+		return c, queue.ErrNotFound
+	}
+	if err == nil {
+		c.NextAt, err = parseTime(next)
+	}
+	if err != nil {
+		return c, fmt.Errorf("get the verifier schedule of ticket %s: %w", id, err)
+	}
+	return c, nil
+}
+
 // TicketCheckRecord implements queue.Store.
 func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecordParams) error {
 	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {

@@ -72,8 +72,12 @@ var verifyTests = []test{
 		// each ticket's round is claimed by one of them, and the next round
 		// comes 1, 2, 4 … minutes later while the verdict stays unknown.
 		const tickets, sweeps = 12, 4
+		var one *queue.Ticket
 		for i := range tickets {
-			staleTicket(t, s, fmt.Sprintf("verify:due:%d", i))
+			_, one = staleTicket(t, s, fmt.Sprintf("verify:due:%d", i))
+		}
+		if _, err := s.TicketCheckGet(t.Context(), one.ID); !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("schedule of a ticket never asked about: %v, want ErrNotFound", err)
 		}
 		tools := []string{"issue_refund"}
 		claim := func(now time.Time) map[string]int {
@@ -111,6 +115,13 @@ var verifyTests = []test{
 		first3 := claim(base.Add(time.Minute))
 		eq(t, len(first)+len(first2)+len(first3), tickets, "second rounds (after 1 minute)")
 		eq(t, len(claim(base.Add(2*time.Minute))), 0, "third rounds before 2 more minutes")
+		sched, err := s.TicketCheckGet(t.Context(), one.ID)
+		noErr(t, err, "schedule")
+		eq(t, sched.Checks, 2, "rounds of a ticket")
+		eq(t, sched.Verdict, "unknown", "verdict of a ticket")
+		if !sched.NextAt.Equal(base.Add(3 * time.Minute)) {
+			t.Fatalf("next round at %s, want %s (2 minutes after the second)", sched.NextAt, base.Add(3*time.Minute))
+		}
 		// One ticket proven done: never asked again.
 		var proven string
 		for id := range first {
@@ -122,6 +133,9 @@ var verifyTests = []test{
 		noErr(t, s.TicketCheckRecord(t.Context(), queue.TicketCheckRecordParams{TicketID: proven, Verdict: "done",
 			Event: queue.Event{ActionID: tk.ActionID, Kind: queue.EventVerified, Actor: "verifier:issue_refund",
 				Channel: queue.ChannelVerifier, At: base, Data: []byte(`{"verdict":"done"}`)}}), "record")
+		sched, err = s.TicketCheckGet(t.Context(), proven)
+		noErr(t, err, "schedule")
+		eq(t, sched.Verdict, "done", "verdict of a ticket proven done")
 		later := map[string]int{}
 		for range tickets {
 			for id, n := range claim(base.Add(3 * time.Minute)) {

@@ -37,6 +37,9 @@ type TicketRow struct {
 	Verifier  bool
 	Checks    []VerifyCheckView
 	Suggested *VerifyCheckView
+	// NextCheck is when the sweep asks the verifier again, while its
+	// answers prove nothing (nil: not scheduled).
+	NextCheck *time.Time
 }
 
 // VerifyCheckView is one check of a verifier, as its verified event says.
@@ -72,6 +75,14 @@ func ticketPayload(a *queue.Action) string {
 		return PrettyJSON(a.ApprovedPayload)
 	}
 	return PrettyJSON(a.Payload)
+}
+
+// ticketVerifierAsking says an open ticket is a verifier's to settle yet:
+// a stale claim whose tool's verifier has proved nothing so far (the sweep
+// asks again). Any other open ticket waits for a person: a conflict, a
+// tool without a verifier, or a proof a person accepts.
+func ticketVerifierAsking(t TicketRow) bool {
+	return t.Verifier && t.Ticket.Kind == queue.TicketStale && t.Suggested == nil
 }
 
 // ticketKindHelp explains a ticket's kind in words.

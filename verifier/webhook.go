@@ -139,11 +139,13 @@ func (a *Asker) Ask(ctx context.Context, t classify.Tool, q queue.VerifyQuestion
 	if err != nil {
 		return nil, fmt.Errorf("reading the answer: %s", classify.RedactURLsIn(err.Error()))
 	}
+	// What it said is kept as the check's evidence (capped at 64 KiB) even
+	// when it proves nothing.
 	if res.StatusCode < 200 || res.StatusCode > 299 {
-		return nil, fmt.Errorf("status %d: %s", res.StatusCode, queue.Excerpt(body, 512))
+		return body, fmt.Errorf("status %d: %s", res.StatusCode, queue.Excerpt(body, 512))
 	}
 	if len(body) > queue.MaxVerifyAnswer {
-		return nil, fmt.Errorf("the answer is longer than %d bytes", queue.MaxVerifyAnswer)
+		return body, fmt.Errorf("the answer is longer than %d bytes", queue.MaxVerifyAnswer)
 	}
 	return body, nil
 }

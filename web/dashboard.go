@@ -104,6 +104,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.POST("/plans/:id/reject", d.RejectPlan, with(decide)...)
 	e.POST("/plans/:id/request_changes", d.RequestPlanChanges, with(decide)...)
 	e.GET("/tickets", d.TicketList, staff...)
+	e.GET("/tickets/:id", d.ShowTicket, staff...)
 	e.POST("/tickets/:id/resolve", d.ResolveTicket, with(resolve)...)
 	e.POST("/tickets/:id/check", d.CheckTicket, with(resolve)...)
 	e.GET("/audit", d.AuditList, staff...)

@@ -307,6 +307,10 @@ func dashRoutes() []dashRoute {
 			return "", nil
 		}, http.StatusSeeOther, resolvers},
 		{"tickets", "GET /tickets", http.MethodGet, fixed("/tickets"), http.StatusOK, allStaff},
+		{"ticket", "GET /tickets/:id", http.MethodGet, func(d *apptest.Dashboard, n int) (string, url.Values) {
+			_, tk := d.StaleTicket(fmt.Sprintf("show%d", n))
+			return "/tickets/" + tk.ID, nil
+		}, http.StatusOK, allStaff},
 		{"overview", "GET /overview", http.MethodGet, fixed("/overview"), http.StatusOK, allStaff},
 		{"request changes", "POST /actions/:id/request-changes", http.MethodPost, func(d *apptest.Dashboard, n int) (string, url.Values) {
 			return "/actions/" + pending(d, n) + "/request-changes", url.Values{"note": {"shorter, please"}}

@@ -48,6 +48,19 @@ func verifyCmd(ctx context.Context, args []string, stdout io.Writer) error {
 		m := upstream.Start(ctx, ups, upstream.Options{})
 		defer m.Close()
 		vc.Upstream = m
+		// As the server does: a verifier's upstream tool that is missing
+		// or not read-only is never called (tools check's refusal); the
+		// check answers unknown, saying why. The tools the upstreams list
+		// are imported first, as tools check does: one classed
+		// at-least-once counts as read-only.
+		vc.Refuse = func(tool string) error {
+			listings := m.Listings()
+			imported, err := reg.Import(listings)
+			if err != nil {
+				return err
+			}
+			return imported.VerifierUpstreamProblem(tool, listings)
+		}
 	}
 	asker, err := verifier.New(vc)
 	if err != nil {

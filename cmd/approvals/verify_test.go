@@ -2,13 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/internal/apptest"
@@ -73,5 +78,54 @@ tools:
 		if after := storeState(t, e); after != before {
 			t.Fatalf("verify test wrote:\nbefore %s\nafter  %s", before, after)
 		}
+	}
+}
+
+// approvals verify test never calls an upstream verifier's tool that is not
+// read-only, as the server never does (tools check's refusal): asking must
+// not be the effect itself. It says why instead.
+func TestVerifyTestRefusesAWritingUpstreamTool(t *testing.T) {
+	t.Parallel()
+	var called atomic.Int32
+	srv := mcp.NewServer(&mcp.Implementation{Name: "payments", Version: "1"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "refund_line", Description: "Refund an order's line.",
+		InputSchema: json.RawMessage(`{"type":"object","properties":{"order_id":{"type":"string"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			called.Add(1)
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "refunded"}},
+				StructuredContent: map[string]any{"refunds": []any{map[string]any{"line_id": 1}}}}, nil
+		})
+	ts := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(func() { ts.CloseClientConnections(); ts.Close() })
+	file := `
+upstreams:
+  payments:
+    url: ` + ts.URL + `
+tools:
+  issue_refund:
+    class: exactly-once
+    intent: "refund:{order_id}:{line_id}"
+    claim_timeout: 2m
+    verify:
+      upstream: payments
+      tool: refund_line
+      arguments: { order_id: "{order_id}" }
+      done: 'response.refunds.exists(r, r.line_id == payload.line_id)'
+`
+	e := apptest.NewEnv(t, apptest.EnvOptions{SQLite: true, Tools: apptest.ParseTools(t, file, classify.Options{})})
+	a := e.Submit("issue_refund", map[string]any{"order_id": "o-1", "line_id": 1})
+	tools := filepath.Join(t.TempDir(), "tools.yaml")
+	if err := os.WriteFile(tools, []byte(file), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run(t.Context(), []string{"verify", "test", "--database-url", "sqlite:" + e.SQLitePath, tools, a.ID}, strings.NewReader(""), &out, &errOut); code != 0 {
+		t.Fatalf("verify test: exit %d\n%s%s", code, out.String(), errOut.String())
+	}
+	if n := called.Load(); n != 0 {
+		t.Fatalf("verify test called the upstream's writing tool refund_line %d times:\n%s", n, out.String())
+	}
+	if got := out.String(); !strings.Contains(got, a.ID+"  issue_refund  in_progress: unknown") || !strings.Contains(got, "not read-only") {
+		t.Fatalf("output does not say why nothing was asked:\n%s", got)
 	}
 }

@@ -89,6 +89,10 @@ WITH due AS (
 SELECT {{ticketRow}}
 FROM claimed JOIN tickets t ON t.id = claimed.ticket_id;
 
+-- name: ticketCheckGetSQL
+-- ticketCheckGetSQL reads ticket $1's verifier schedule.
+SELECT checks, next_at, verdict FROM ticket_checks WHERE ticket_id = $1;
+
 -- name: ticketCheckRecordSQL
 -- ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
 -- keeps its verdict $8 as the latest of ticket $7 (none when $7 is ''),

@@ -1,0 +1,34 @@
+package handlers
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/approvals/approvals/queue"
+	"github.com/approvals/approvals/templates"
+)
+
+// ShowTicket handles GET /tickets/{id}: the ticket page, one ticket with its
+// action, the verifier's checks and the forms to resolve it.
+func (d *Dashboard) ShowTicket(c echo.Context) error {
+	ctx := c.Request().Context()
+	id := c.Param("id")
+	t, err := d.Store.TicketGetByID(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return notFound("ticket", id)
+	}
+	if err != nil {
+		return err
+	}
+	row, err := d.ticketRow(ctx, t, allChecks)
+	if err != nil {
+		return err
+	}
+	p, err := d.page(c, "Ticket", "tickets")
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, templates.TicketPage(p, d.ticketsBase(c, ""), row))
+}
