@@ -1229,6 +1229,20 @@ FROM claimed JOIN tickets t ON t.id = claimed.ticket_id`
 // (sql/ticket.sql)
 const ticketCheckGetSQL = `SELECT checks, next_at, verdict FROM ticket_checks WHERE ticket_id = $1`
 
+// verifySlotTakeSQL takes the agents' slot to ask the verifier of action
+// $1 at $2 if it was never taken or last taken at $3 or before (the
+// interval before $2): the conflicting row is re-checked after a
+// concurrent taker commits, so of several asks at once one takes it. No
+// row when it is held.
+// (sql/ticket.sql)
+const verifySlotTakeSQL = `INSERT INTO verify_slots AS v (action_id, asked_at) VALUES ($1, $2)
+ON CONFLICT (action_id) DO UPDATE SET asked_at = excluded.asked_at WHERE v.asked_at <= $3
+RETURNING asked_at`
+
+// verifySlotGetSQL reads when action $1's slot was last taken.
+// (sql/ticket.sql)
+const verifySlotGetSQL = `SELECT asked_at FROM verify_slots WHERE action_id = $1`
+
 // ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
 // keeps its verdict $8 as the latest of ticket $7 (none when $7 is ”),
 // if the action exists: the count of events appended, 0 when it does not

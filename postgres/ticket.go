@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -262,4 +263,27 @@ func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecord
 		return fmt.Errorf("record the verifier's check of %s: %w", ev.ActionID, err)
 	}
 	return nil
+}
+
+// VerifySlotTake implements queue.Store.
+func (s *Store) VerifySlotTake(ctx context.Context, p queue.VerifySlotTakeParams) (queue.VerifySlot, error) {
+	if !queue.ValidID(p.ActionID) {
+		return queue.VerifySlot{}, queue.ActionNotFound(p.ActionID)
+	}
+	var at time.Time
+	err := s.pool.QueryRow(ctx, verifySlotTakeSQL, p.ActionID, p.Now, p.Now.Add(-p.Interval)).Scan(&at)
+	if err == nil {
+		return queue.VerifySlot{Taken: true, AskedAt: at.UTC()}, nil
+	}
+	if isForeignKeyViolation(err) {
+		return queue.VerifySlot{}, queue.ActionNotFound(p.ActionID)
+	}
+	if !errors.Is(err, pgx.ErrNoRows) {
+		return queue.VerifySlot{}, fmt.Errorf("take the verifier slot of %s: %w", p.ActionID, err)
+	}
+	// Held: when it was taken says when it frees.
+	if err := s.pool.QueryRow(ctx, verifySlotGetSQL, p.ActionID).Scan(&at); err != nil {
+		return queue.VerifySlot{}, fmt.Errorf("read the verifier slot of %s: %w", p.ActionID, err)
+	}
+	return queue.VerifySlot{AskedAt: at.UTC()}, nil
 }

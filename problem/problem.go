@@ -62,7 +62,7 @@ func Write(w http.ResponseWriter, e *queue.Error) error {
 	if e.Code == queue.CodeUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="approvals"`)
 	}
-	if d := queue.RetryAfter(e.Code); d > 0 {
+	if d := queue.ErrorRetryAfter(e); d > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))
 	}
 	p := Details{Type: "about:blank", Title: http.StatusText(status), Status: status, Detail: e.Detail, Code: e.Code, Guidance: Guidance(e.Code, FaceREST), Action: e.Action}

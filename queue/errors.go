@@ -63,6 +63,9 @@ type Error struct {
 	Code   Code
 	Detail string
 	Action *Action
+	// After, when set, is this refusal's own Retry-After (when the
+	// verifier's slot frees), in place of its code's.
+	After time.Duration
 }
 
 func (e *Error) Error() string { return string(e.Code) + ": " + e.Detail }
@@ -139,6 +142,16 @@ func RetryAfter(code Code) time.Duration {
 		return VerifyAgentInterval
 	}
 	return 0
+}
+
+// ErrorRetryAfter is how long the caller refused with e should wait: its
+// own After when set, else its code's (RetryAfter). A part of a second
+// counts as a whole one, so a caller that waits it is not refused again.
+func ErrorRetryAfter(e *Error) time.Duration {
+	if e.After > 0 {
+		return (e.After + time.Second - 1).Truncate(time.Second)
+	}
+	return RetryAfter(e.Code)
 }
 
 // InProgressRetryAfter is when to look again at an action in progress.

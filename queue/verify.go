@@ -95,6 +95,27 @@ type TicketChecks interface {
 	// TicketCheckRecord appends p.Event (kind verified) and, for a ticket,
 	// keeps p.Verdict as its latest verdict, in one transaction.
 	TicketCheckRecord(ctx context.Context, p TicketCheckRecordParams) error
+	// VerifySlotTake takes the agents' slot to ask the verifier of action
+	// p.ActionID at p.Now, if it was never taken or last taken at least
+	// p.Interval before p.Now, in one statement (PostgreSQL: a conditional
+	// upsert; SQLite: its one writer), so of several asks at once, in one
+	// process or several, one takes it. It returns whether the caller took
+	// it and when it was last taken (p.Now when taken).
+	VerifySlotTake(ctx context.Context, p VerifySlotTakeParams) (VerifySlot, error)
+}
+
+// VerifySlotTakeParams take an action's slot for an agent's check.
+type VerifySlotTakeParams struct {
+	ActionID string
+	Now      time.Time
+	Interval time.Duration
+}
+
+// VerifySlot is the outcome of VerifySlotTake: whether the caller took
+// the slot, and when it was last taken (it frees Interval later).
+type VerifySlot struct {
+	Taken   bool
+	AskedAt time.Time
 }
 
 // TicketCheck is a ticket's verifier schedule: the sweep's rounds so far,
@@ -235,17 +256,31 @@ func (ts Tickets) verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 			return VerifyCheck{}, &Error{Code: CodeInvalidTransition, Action: a,
 				Detail: fmt.Sprintf("action %s is %s: only an in_progress action's outcome is asked about", a.ID, a.State)}
 		}
+	}
+	now := s.Now()
+	if r.Agent != "" {
+		// Any check (the sweep's, an operator's) counts; the agents' slot
+		// is then taken in one statement before asking, so asks at once
+		// (the answer takes up to the verifier's timeout) reach it once.
+		// A slot taken for an ask that then fails (the database away, the
+		// verifier silent) stays taken: it counts as the check and frees
+		// after the interval as any other.
 		last, ok, err := LatestVerifyCheck(ctx, s.store, a.ID)
 		if err != nil {
 			return VerifyCheck{}, err
 		}
-		if ok && s.Now().Sub(last.At) < VerifyAgentInterval {
-			return VerifyCheck{}, &Error{Code: CodeTooManyChecks, Action: a,
-				Detail: fmt.Sprintf("the verifier of action %s was asked at %s; an agent may ask once every %s", a.ID, fmtTime(&last.At), VerifyAgentInterval)}
+		if ok && now.Sub(last.At) < VerifyAgentInterval {
+			return VerifyCheck{}, tooManyChecks(a, last.At, now)
+		}
+		slot, err := s.store.VerifySlotTake(ctx, VerifySlotTakeParams{ActionID: a.ID, Now: now, Interval: VerifyAgentInterval})
+		if err != nil {
+			return VerifyCheck{}, fmt.Errorf("take the verifier slot of %s: %w", a.ID, err)
+		}
+		if !slot.Taken {
+			return VerifyCheck{}, tooManyChecks(a, slot.AskedAt, now)
 		}
 	}
 	v := tool.Verify
-	now := s.Now()
 	out, answer := AskVerifier(ctx, s.opts.Verifier, tool, a, now)
 	by := "verifier:" + a.Tool
 	data := map[string]any{"verdict": out.Verdict, "reason": out.Reason, "asked_by": r.By,
@@ -281,6 +316,14 @@ func (ts Tickets) verify(ctx context.Context, r VerifyRequest) (VerifyCheck, err
 		return err
 	})
 	return check, err
+}
+
+// tooManyChecks refuses an agent's ask about a whose verifier was asked
+// at askedAt, with the Retry-After of when it may ask again.
+func tooManyChecks(a *Action, askedAt, now time.Time) *Error {
+	wait := min(max(askedAt.Add(VerifyAgentInterval).Sub(now), time.Second), VerifyAgentInterval)
+	return &Error{Code: CodeTooManyChecks, Action: a, After: wait,
+		Detail: fmt.Sprintf("the verifier of action %s was asked at %s; an agent may ask once every %s", a.ID, fmtTime(&askedAt), VerifyAgentInterval)}
 }
 
 // checkWrite is one verifier check to write: its event, then what its

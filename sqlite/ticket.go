@@ -394,3 +394,34 @@ func (s *Store) TicketCheckRecord(ctx context.Context, p queue.TicketCheckRecord
 	}
 	return nil
 }
+
+// VerifySlotTake implements queue.Store: the one writer makes the test of
+// when the slot was last taken and its taking a single step.
+func (s *Store) VerifySlotTake(ctx context.Context, p queue.VerifySlotTakeParams) (queue.VerifySlot, error) {
+	var slot queue.VerifySlot
+	err := s.withTx(ctx, func(ctx context.Context, tx querier) error {
+		slot = queue.VerifySlot{}
+		var at string
+		err := tx.QueryRowContext(ctx, `INSERT INTO verify_slots AS v (action_id, asked_at) VALUES (?1, ?2)
+		ON CONFLICT (action_id) DO UPDATE SET asked_at = excluded.asked_at WHERE v.asked_at <= ?3
+		RETURNING asked_at`, p.ActionID, fmtTime(p.Now), fmtTime(p.Now.Add(-p.Interval))).Scan(&at)
+		switch {
+		case err == nil:
+			slot.Taken = true
+		case isForeignKeyViolation(err):
+			return queue.ActionNotFound(p.ActionID)
+		case errors.Is(err, sql.ErrNoRows):
+			// Held: when it was taken says when it frees.
+			err = tx.QueryRowContext(ctx, `SELECT asked_at FROM verify_slots WHERE action_id = ?`, p.ActionID).Scan(&at)
+		}
+		if err != nil {
+			return err
+		}
+		slot.AskedAt, err = parseTime(at)
+		return err
+	})
+	if err != nil {
+		return queue.VerifySlot{}, fmt.Errorf("take the verifier slot of %s: %w", p.ActionID, err)
+	}
+	return slot, nil
+}

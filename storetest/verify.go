@@ -150,4 +150,53 @@ var verifyTests = []test{
 		eq(t, len(got), 0, "rounds of tools without a verifier")
 		eq(t, countKind(eventKinds(t, s, tk.ActionID), queue.EventVerified), 1, "verified events")
 	}},
+	{"VerifySlotOncePerInterval", func(t *testing.T, s Store) {
+		// Many agent asks about one action take its verifier slot at once:
+		// one takes it, the others learn when it was taken; after the
+		// interval one more takes it.
+		const askers = 16
+		a, _ := staleTicket(t, s, "verify:slot")
+		take := func(now time.Time) (taken int, askedAt []time.Time) {
+			slots := make([]queue.VerifySlot, askers)
+			errs := make([]error, askers)
+			race(askers, func(i int) {
+				slots[i], errs[i] = s.VerifySlotTake(t.Context(), queue.VerifySlotTakeParams{ActionID: a.ID, Now: now, Interval: queue.VerifyAgentInterval})
+			})
+			for i, sl := range slots {
+				noErr(t, errs[i], "take the slot")
+				if sl.Taken {
+					taken++
+				}
+				askedAt = append(askedAt, sl.AskedAt)
+			}
+			return taken, askedAt
+		}
+		wantAt := func(got []time.Time, want time.Time, what string) {
+			t.Helper()
+			for _, at := range got {
+				if !at.Equal(want) {
+					t.Fatalf("%s: slot taken at %s, want %s", what, at, want)
+				}
+			}
+		}
+		base := at(time.Hour)
+		n, asked := take(base)
+		eq(t, n, 1, "asks that took the slot at once")
+		wantAt(asked, base, "at once")
+		n, asked = take(base.Add(queue.VerifyAgentInterval - time.Millisecond))
+		eq(t, n, 0, "asks that took the slot before the interval")
+		wantAt(asked, base, "before the interval")
+		n, asked = take(base.Add(queue.VerifyAgentInterval))
+		eq(t, n, 1, "asks that took the slot after the interval")
+		wantAt(asked, base.Add(queue.VerifyAgentInterval), "after the interval")
+		// Another action's slot is its own; an unknown action has none.
+		b, _ := staleTicket(t, s, "verify:slot:other")
+		sl, err := s.VerifySlotTake(t.Context(), queue.VerifySlotTakeParams{ActionID: b.ID, Now: base, Interval: queue.VerifyAgentInterval})
+		noErr(t, err, "take another action's slot")
+		eq(t, sl.Taken, true, "another action's slot taken")
+		_, err = s.VerifySlotTake(t.Context(), queue.VerifySlotTakeParams{ActionID: queue.NewID(base), Now: base, Interval: queue.VerifyAgentInterval})
+		if !errors.Is(err, queue.ErrNotFound) {
+			t.Fatalf("slot of an unknown action: %v, want ErrNotFound", err)
+		}
+	}},
 }

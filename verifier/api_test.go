@@ -120,3 +120,67 @@ func TestVerifyEndpoint(t *testing.T) {
 		p.check(t)
 	}
 }
+
+// Six agent asks about one action at once, on two processes over one
+// PostgreSQL database and on SQLite: the verifier is asked once, the
+// other five are 429 too_many_checks with a Retry-After of when the slot
+// frees (the clock is frozen: the whole interval); after it one more ask
+// is answered. The slot is taken before the verifier is asked (its answer
+// takes up to its timeout), not judged from the checks written after.
+func TestVerifyEndpointOncePerIntervalUnderConcurrency(t *testing.T) {
+	t.Parallel()
+	for _, sqlite := range []bool{false, true} {
+		p := newProvider(t)
+		reg, err := classify.Parse([]byte(strings.ReplaceAll(verifyTools, "URL", p.srv.URL)), classify.Options{WebhookSecretSet: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		api := apptest.StartAPI(t, apptest.Options{SQLite: sqlite, Tools: reg, WebhookSecret: secret, Clock: testclock.Frozen()})
+		bases := []string{api.URL}
+		if !sqlite {
+			bases = append(bases, api.AddServerURL())
+		}
+		// "slow-…" answers after the verifier's 300 ms timeout: each ask
+		// that reaches it holds its check open that long.
+		a := api.Do(api.URL, api.AgentToken, http.MethodPost, "/api/v1/actions", map[string]any{"tool": "issue_refund",
+			"payload": map[string]any{"order_id": "slow-race", "line_id": "l-1", "amount": 3}}).Action(t)
+		got := apptest.RunConcurrently(6, func(i int) apptest.Resp {
+			return api.Do(bases[i%len(bases)], api.AgentToken, http.MethodPost, "/api/v1/actions/"+a.ID+"/verify", nil)
+		})
+		ok := 0
+		for _, r := range got {
+			switch {
+			case r.Status == http.StatusOK:
+				ok++
+			case r.Status == http.StatusTooManyRequests && r.Problem(t).Code == queue.CodeTooManyChecks:
+				if ra := r.Header.Get("Retry-After"); ra != "10" {
+					t.Fatalf("sqlite %v: Retry-After %q, want 10 (the clock is frozen)", sqlite, ra)
+				}
+			default:
+				t.Fatalf("sqlite %v: concurrent verify: %d %s", sqlite, r.Status, r.Body)
+			}
+		}
+		if n := p.count("slow-race"); ok != 1 || n != 1 {
+			t.Fatalf("sqlite %v: %d asks answered, the verifier asked %d times; want 1 and 1", sqlite, ok, n)
+		}
+		api.Clock.Advance(4 * time.Second)
+		r := api.Do(api.URL, api.AgentToken, http.MethodPost, "/api/v1/actions/"+a.ID+"/verify", nil)
+		if r.Status != http.StatusTooManyRequests || r.Header.Get("Retry-After") != "6" {
+			t.Fatalf("sqlite %v: 4 s later: %d %v %s, want 429 with Retry-After 6", sqlite, r.Status, r.Header, r.Body)
+		}
+		api.Clock.Advance(6 * time.Second)
+		again := apptest.RunConcurrently(4, func(i int) apptest.Resp {
+			return api.Do(bases[i%len(bases)], api.AgentToken, http.MethodPost, "/api/v1/actions/"+a.ID+"/verify", nil)
+		})
+		ok = 0
+		for _, r := range again {
+			if r.Status == http.StatusOK {
+				ok++
+			}
+		}
+		if n := p.count("slow-race"); ok != 1 || n != 2 {
+			t.Fatalf("sqlite %v: after 10 s %d asks answered, the verifier asked %d times in all; want 1 and 2", sqlite, ok, n)
+		}
+		p.check(t)
+	}
+}

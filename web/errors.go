@@ -33,7 +33,7 @@ func (s *Server) errorHandler(err error, c echo.Context) {
 	default:
 		qe = queue.ErrorOf(c.Request().Context(), err, s.cfg.Store, s.log, "method", c.Request().Method, "path", c.Request().URL.Path)
 	}
-	if d := queue.RetryAfter(qe.Code); d > 0 {
+	if d := queue.ErrorRetryAfter(qe); d > 0 {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(d.Seconds())))
 	}
 	if isDashboard(c) {

@@ -93,6 +93,20 @@ FROM claimed JOIN tickets t ON t.id = claimed.ticket_id;
 -- ticketCheckGetSQL reads ticket $1's verifier schedule.
 SELECT checks, next_at, verdict FROM ticket_checks WHERE ticket_id = $1;
 
+-- name: verifySlotTakeSQL
+-- verifySlotTakeSQL takes the agents' slot to ask the verifier of action
+-- $1 at $2 if it was never taken or last taken at $3 or before (the
+-- interval before $2): the conflicting row is re-checked after a
+-- concurrent taker commits, so of several asks at once one takes it. No
+-- row when it is held.
+INSERT INTO verify_slots AS v (action_id, asked_at) VALUES ($1, $2)
+ON CONFLICT (action_id) DO UPDATE SET asked_at = excluded.asked_at WHERE v.asked_at <= $3
+RETURNING asked_at;
+
+-- name: verifySlotGetSQL
+-- verifySlotGetSQL reads when action $1's slot was last taken.
+SELECT asked_at FROM verify_slots WHERE action_id = $1;
+
 -- name: ticketCheckRecordSQL
 -- ticketCheckRecordSQL appends a verifier's verified event ($1…$6) and
 -- keeps its verdict $8 as the latest of ticket $7 (none when $7 is ''),
