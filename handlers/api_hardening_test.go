@@ -296,3 +296,29 @@ func TestInvisibleIntentKeysRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestQueryTextRefused: a query parameter holding a NUL character or bytes
+// that are not UTF-8 is 400 invalid_request naming it, never a 5xx
+// (PostgreSQL refuses both in a filter), on both stores.
+func TestQueryTextRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			held := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-text", 1)).Action(t)
+			cases := []struct{ path, param string }{
+				{"/api/v1/actions?intent_key=refund%00", "intent_key"},
+				{"/api/v1/actions?tool=%ff", "tool"},
+				{"/api/v1/actions?intent_key=%C0%80", "intent_key"},
+				{"/api/v1/actions/" + held.ID + "?wait=1s&state=in%00progress", "state"},
+			}
+			for _, tc := range cases {
+				r := e.Do(e.URL, e.AgentToken, "GET", tc.path, nil)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.Problem(t).Detail, `"`+tc.param+`"`) {
+					t.Errorf("GET %s: %d %s, want 400 invalid_request naming %s", tc.path, r.Status, r.Body, tc.param)
+				}
+			}
+		})
+	}
+}

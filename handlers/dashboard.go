@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -249,6 +251,9 @@ func (d *Dashboard) RequireUser(next echo.HandlerFunc) echo.HandlerFunc {
 func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		if err := checkText(r.URL.Query(), "query parameter"); err != nil {
+			return err
+		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return next(c)
@@ -278,6 +283,9 @@ func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := checkFieldLengths(r.PostForm); err != nil {
 			return err
 		}
+		if err := checkText(r.PostForm, "form field"); err != nil {
+			return err
+		}
 		return next(c)
 	}
 }
@@ -299,6 +307,29 @@ func checkFieldLengths(form url.Values) error {
 		for _, v := range vals {
 			if n := utf8.RuneCountInString(v); n > MaxFieldLen {
 				return queue.Errorf(queue.CodeInvalidRequest, "the form field %s has %d characters; at most %d are allowed", name, n, MaxFieldLen)
+			}
+		}
+	}
+	return nil
+}
+
+// checkText refuses a query parameter or form field (what says which)
+// whose value is not valid UTF-8 or holds a NUL character, naming it:
+// storage holds neither (PostgreSQL refuses both), so such a value would
+// fail as an internal error where it is searched for or written. The JSON
+// fields are left to their own check (queue.StorableJSON), which names the
+// path inside the document.
+func checkText(vals url.Values, what string) error {
+	for _, name := range slices.Sorted(maps.Keys(vals)) {
+		if jsonFields[name] && what == "form field" {
+			continue
+		}
+		for _, v := range vals[name] {
+			switch {
+			case !utf8.ValidString(v):
+				return queue.Errorf(queue.CodeInvalidRequest, "the %s %s is not valid UTF-8", what, name)
+			case strings.IndexByte(v, 0) >= 0:
+				return queue.Errorf(queue.CodeInvalidRequest, "the %s %s contains a NUL character", what, name)
 			}
 		}
 	}
