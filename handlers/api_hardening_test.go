@@ -322,3 +322,39 @@ func TestQueryTextRefused(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyDryRunRefused: dry_run given without a value (?dry_run, a flag
+// to many clients, or ?dry_run=) is 400 invalid_request naming it, not a
+// real submission or plan: whoever wrote it asked for something, and
+// refusing is the only answer that writes nothing by mistake. On both
+// stores.
+func TestEmptyDryRunRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			plan := map[string]any{"title": "t", "steps": []any{map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"path": "/a"}}}}
+			for _, path := range []string{"/api/v1/actions?dry_run", "/api/v1/actions?dry_run=", "/api/v1/plans?dry_run", "/api/v1/plans?dry_run="} {
+				var body any = apptest.RefundBody("o-dry", 1)
+				if strings.HasPrefix(path, "/api/v1/plans") {
+					body = plan
+				}
+				r := e.Do(e.URL, e.AgentToken, "POST", path, body)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.Problem(t).Detail, "dry_run") {
+					t.Errorf("POST %s: %d %s, want 400 invalid_request naming dry_run", path, r.Status, r.Body)
+				}
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored by requests that asked for a dry run", len(list))
+			}
+			if r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans", nil); !strings.Contains(string(r.Body), `"plans":[]`) {
+				t.Fatalf("plans stored by requests that asked for a dry run: %s", r.Body)
+			}
+		})
+	}
+}

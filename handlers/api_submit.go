@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -19,7 +20,7 @@ func (h *API) Submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dry, err := dryRun(c.QueryParam("dry_run"))
+	dry, err := dryRun(c.QueryParams())
 	if err != nil {
 		return err
 	}
@@ -40,15 +41,22 @@ func (h *API) Submit(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, res.Action)
 }
 
-// dryRun reads the dry_run parameter: true, false, or absent (false).
-func dryRun(v string) (bool, error) {
-	switch v {
-	case "", "false":
+// dryRun reads the dry_run parameter: true, false, or absent (false). One
+// given without a value (?dry_run, a flag to many clients, or ?dry_run=)
+// is refused like any other value: taken as false it would submit for
+// real what its caller asked only to try.
+func dryRun(q url.Values) (bool, error) {
+	if !q.Has("dry_run") {
+		return false, nil
+	}
+	switch v := q.Get("dry_run"); v {
+	case "false":
 		return false, nil
 	case "true":
 		return true, nil
+	default:
+		return false, queue.Errorf(queue.CodeInvalidRequest, "dry_run must be true or false, not %q", v)
 	}
-	return false, queue.Errorf(queue.CodeInvalidRequest, "dry_run must be true or false, not %q", v)
 }
 
 // dryRun answers POST /api/v1/actions?dry_run=true: what the submission

@@ -80,7 +80,7 @@ func (h *API) ProposePlan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dry, err := dryRun(c.QueryParam("dry_run"))
+	dry, err := dryRun(c.QueryParams())
 	if err != nil {
 		return err
 	}
