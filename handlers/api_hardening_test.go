@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -354,6 +355,44 @@ func TestEmptyDryRunRefused(t *testing.T) {
 			}
 			if r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans", nil); !strings.Contains(string(r.Body), `"plans":[]`) {
 				t.Fatalf("plans stored by requests that asked for a dry run: %s", r.Body)
+			}
+		})
+	}
+}
+
+// TestTwoIdempotencyKeysRefused: two Idempotency-Key headers name two
+// intents, as a header and a body key that differ do: 400 invalid_request
+// naming the header, and nothing is stored (the first one was taken). On
+// both stores.
+func TestTwoIdempotencyKeysRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			req, err := http.NewRequest("POST", e.URL+"/api/v1/actions", strings.NewReader(`{"tool":"unlisted_mailer","payload":{"x":1}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+e.AgentToken)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Add("Idempotency-Key", "partner:1:hello")
+			req.Header.Add("Idempotency-Key", "partner:2:hello")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") || !strings.Contains(string(body), "Idempotency-Key") {
+				t.Fatalf("two Idempotency-Key headers: %d %s, want 400 invalid_request naming the header", res.StatusCode, body)
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored, the first under %q", len(list), list[0].IntentKey)
 			}
 		})
 	}

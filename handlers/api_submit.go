@@ -16,6 +16,11 @@ func (h *API) Submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Two keys name two intents: which one the agent meant is not for the
+	// server to guess, as with a header and a body key that differ.
+	if keys := c.Request().Header.Values("Idempotency-Key"); len(keys) > 1 {
+		return queue.Errorf(queue.CodeInvalidRequest, "the Idempotency-Key header is given %d times; send it once", len(keys))
+	}
 	sb, err := DecodeSubmit(body, c.Request().Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
