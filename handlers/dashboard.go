@@ -154,6 +154,28 @@ func actor(u *accounts.User) string { return "user:" + u.Email }
 
 func isHX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
 
+// RequestDeadline bounds how long a dashboard request (every one but the
+// event stream) may wait on storage, as the API's statements are bounded:
+// a database that stops answering on a connection already open (a hung
+// host, a partition) would otherwise hold the page until TCP gives up, where
+// it should be answered 503 unavailable.
+const RequestDeadline = 30 * time.Second
+
+// Deadline gives the handler RequestDeadline. The error it returns is
+// rendered after it, under the request's own context again (RenderError
+// reads no storage for a 503).
+func (d *Dashboard) Deadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		parent := c.Request().Context()
+		ctx, cancel := context.WithTimeout(parent, RequestDeadline)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		err := next(c)
+		c.SetRequest(c.Request().WithContext(parent))
+		return err
+	}
+}
+
 // LoadSession reads the session and, when it is signed in, its user. The
 // user is read on every request, so a role change takes effect at once and
 // a removed user (whose sessions the database deletes) is anonymous at once.
@@ -438,7 +460,7 @@ func (d *Dashboard) RenderError(c echo.Context, status int, e *queue.Error) erro
 		_ = d.loadSession(c)
 	}
 	p := templates.Page{Title: v.Title, Assets: d.Assets}
-	if session(c) != nil {
+	if session(c) != nil && status != http.StatusServiceUnavailable {
 		if full, err := d.page(c, v.Title, ""); err == nil {
 			p = full
 		}

@@ -1,11 +1,11 @@
 package app_test
 
 import (
-	"io"
 	"net"
 	"net/http"
 	"net/url"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +24,9 @@ type silentProxy struct {
 	mu     sync.Mutex
 	silent bool
 	conns  []net.Conn
+	frozen atomic.Bool
+	closed chan struct{}
+	once   sync.Once
 }
 
 func newSilentProxy(t *testing.T, target string) *silentProxy {
@@ -31,7 +34,7 @@ func newSilentProxy(t *testing.T, target string) *silentProxy {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &silentProxy{ln: ln, target: target}
+	p := &silentProxy{ln: ln, target: target, closed: make(chan struct{})}
 	t.Cleanup(p.Close)
 	go p.serve()
 	return p
@@ -58,14 +61,44 @@ func (p *silentProxy) serve() {
 		p.mu.Lock()
 		p.conns = append(p.conns, up)
 		p.mu.Unlock()
-		go func() { _, _ = io.Copy(up, c); _ = up.Close() }()
-		go func() { _, _ = io.Copy(c, up); _ = c.Close() }()
+		go p.pump(up, c)
+		go p.pump(c, up)
 	}
+}
+
+// pump copies src to dst; while the proxy is frozen it holds what it read.
+func (p *silentProxy) pump(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := src.Read(buf)
+		if n > 0 {
+			if p.frozen.Load() {
+				<-p.closed
+			}
+			if _, werr := dst.Write(buf[:n]); werr != nil {
+				break
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	_ = dst.Close()
+}
+
+// Freeze stops answering on the connections open now, keeping them open,
+// and answers no new one: a host that hangs, or a partition.
+func (p *silentProxy) Freeze() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.silent = true
+	p.frozen.Store(true)
 }
 
 // Close stops listening and drops every connection: a refused database.
 func (p *silentProxy) Close() {
 	_ = p.ln.Close()
+	p.once.Do(func() { close(p.closed) })
 	p.Silence()
 }
 
@@ -127,5 +160,39 @@ func TestSilentDatabaseAnswersUnavailable(t *testing.T) {
 		if took > 15*time.Second {
 			t.Errorf("GET %s took %v to answer 503", path, took.Round(time.Millisecond))
 		}
+	}
+}
+
+// TestFrozenDatabaseAnswersUnavailable: section 20 for a database that
+// stops answering on the connections already open (a hung host, a
+// partition): a dashboard page is answered 503 with Retry-After within the
+// request's deadline. Without one it waited on its statement until TCP gave
+// up, many minutes.
+func TestFrozenDatabaseAnswersUnavailable(t *testing.T) {
+	t.Parallel()
+	direct, err := url.Parse(pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy := newSilentProxy(t, direct.Host)
+	proxied := *direct
+	proxied.Host = proxy.ln.Addr().String()
+	a := apptest.StartOn(t, proxied.String(), apptest.Options{})
+	t.Cleanup(proxy.Close)
+	d := &apptest.Dashboard{App: a, Clock: a.Clock, T: t}
+	staff := d.SignIn("ann@example.com", accounts.RoleApprover)
+	staff.Get("/").WantStatus(t, http.StatusOK)
+
+	proxy.Freeze()
+	client := &http.Client{Timeout: time.Minute, Jar: staff.Client.Jar}
+	began := time.Now()
+	res, err := client.Get(a.URL + "/")
+	if err != nil {
+		t.Fatalf("GET / while the database is frozen: %v (after %v), want 503", err, time.Since(began).Round(time.Millisecond))
+	}
+	_ = res.Body.Close()
+	t.Logf("GET /: %d after %v", res.StatusCode, time.Since(began).Round(time.Millisecond))
+	if res.StatusCode != http.StatusServiceUnavailable || res.Header.Get("Retry-After") == "" {
+		t.Errorf("GET / while the database is frozen: %d Retry-After %q, want 503 with Retry-After", res.StatusCode, res.Header.Get("Retry-After"))
 	}
 }
