@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/longpoll"
@@ -156,7 +157,10 @@ func NewActionList(list []*queue.Action, next string) ActionList {
 // CheckQuery refuses a raw query string holding a parameter outside names,
 // or one twice, with an invalid_request naming it: every agent endpoint
 // (the REST routes, /mcp) names what it reads, and a parameter it does not
-// know is never silently ignored.
+// know is never silently ignored. A value that is not valid UTF-8 or holds
+// a NUL character is refused too, naming its parameter: storage holds
+// neither, so a filter such as intent_key would otherwise fail as an
+// internal error.
 func CheckQuery(raw string, names ...string) error {
 	if raw == "" {
 		return nil
@@ -173,6 +177,10 @@ func CheckQuery(raw string, names ...string) error {
 			return queue.Errorf(queue.CodeInvalidRequest, "unknown query parameter %q; this endpoint takes %s", k, strings.Join(names, ", "))
 		case len(q[k]) > 1:
 			return queue.Errorf(queue.CodeInvalidRequest, "query parameter %q is given %d times; give it once", k, len(q[k]))
+		case !utf8.ValidString(q[k][0]):
+			return queue.Errorf(queue.CodeInvalidRequest, "query parameter %q is not valid UTF-8", k)
+		case strings.IndexByte(q[k][0], 0) >= 0:
+			return queue.Errorf(queue.CodeInvalidRequest, "query parameter %q contains a NUL character", k)
 		}
 	}
 	return nil

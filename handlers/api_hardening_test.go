@@ -2,6 +2,7 @@ package handlers_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -292,6 +293,106 @@ func TestInvisibleIntentKeysRefused(t *testing.T) {
 				map[string]any{"tool": "post_partner_message", "intent_key": "partner:Zoë:\u2764", "payload": map[string]any{"text": "hi"}})
 			if ok.Status != http.StatusCreated || ok.Action(t).IntentKey != "partner:Zoë:\u2764" {
 				t.Fatalf("visible non-ASCII key: %d %s, want 201", ok.Status, ok.Body)
+			}
+		})
+	}
+}
+
+// TestQueryTextRefused: a query parameter holding a NUL character or bytes
+// that are not UTF-8 is 400 invalid_request naming it, never a 5xx
+// (PostgreSQL refuses both in a filter), on both stores.
+func TestQueryTextRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			held := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/actions", apptest.RefundBody("o-text", 1)).Action(t)
+			cases := []struct{ path, param string }{
+				{"/api/v1/actions?intent_key=refund%00", "intent_key"},
+				{"/api/v1/actions?tool=%ff", "tool"},
+				{"/api/v1/actions?intent_key=%C0%80", "intent_key"},
+				{"/api/v1/actions/" + held.ID + "?wait=1s&state=in%00progress", "state"},
+			}
+			for _, tc := range cases {
+				r := e.Do(e.URL, e.AgentToken, "GET", tc.path, nil)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.Problem(t).Detail, `"`+tc.param+`"`) {
+					t.Errorf("GET %s: %d %s, want 400 invalid_request naming %s", tc.path, r.Status, r.Body, tc.param)
+				}
+			}
+		})
+	}
+}
+
+// TestEmptyDryRunRefused: dry_run given without a value (?dry_run, a flag
+// to many clients, or ?dry_run=) is 400 invalid_request naming it, not a
+// real submission or plan: whoever wrote it asked for something, and
+// refusing is the only answer that writes nothing by mistake. On both
+// stores.
+func TestEmptyDryRunRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			plan := map[string]any{"title": "t", "steps": []any{map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"path": "/a"}}}}
+			for _, path := range []string{"/api/v1/actions?dry_run", "/api/v1/actions?dry_run=", "/api/v1/plans?dry_run", "/api/v1/plans?dry_run="} {
+				var body any = apptest.RefundBody("o-dry", 1)
+				if strings.HasPrefix(path, "/api/v1/plans") {
+					body = plan
+				}
+				r := e.Do(e.URL, e.AgentToken, "POST", path, body)
+				if r.Status != http.StatusBadRequest || r.Problem(t).Code != queue.CodeInvalidRequest || !strings.Contains(r.Problem(t).Detail, "dry_run") {
+					t.Errorf("POST %s: %d %s, want 400 invalid_request naming dry_run", path, r.Status, r.Body)
+				}
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored by requests that asked for a dry run", len(list))
+			}
+			if r := e.Do(e.URL, e.AgentToken, "GET", "/api/v1/plans", nil); !strings.Contains(string(r.Body), `"plans":[]`) {
+				t.Fatalf("plans stored by requests that asked for a dry run: %s", r.Body)
+			}
+		})
+	}
+}
+
+// TestTwoIdempotencyKeysRefused: two Idempotency-Key headers name two
+// intents, as a header and a body key that differ do: 400 invalid_request
+// naming the header, and nothing is stored (the first one was taken). On
+// both stores.
+func TestTwoIdempotencyKeysRefused(t *testing.T) {
+	t.Parallel()
+	for _, st := range apptest.APIStores {
+		t.Run(st.Name, func(t *testing.T) {
+			t.Parallel()
+			e := st.Start(t)
+			req, err := http.NewRequest("POST", e.URL+"/api/v1/actions", strings.NewReader(`{"tool":"unlisted_mailer","payload":{"x":1}}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Authorization", "Bearer "+e.AgentToken)
+			req.Header.Set("Content-Type", "application/json")
+			req.Header.Add("Idempotency-Key", "partner:1:hello")
+			req.Header.Add("Idempotency-Key", "partner:2:hello")
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			_ = res.Body.Close()
+			if res.StatusCode != http.StatusBadRequest || !strings.Contains(string(body), "invalid_request") || !strings.Contains(string(body), "Idempotency-Key") {
+				t.Fatalf("two Idempotency-Key headers: %d %s, want 400 invalid_request naming the header", res.StatusCode, body)
+			}
+			list, err := e.Store.ActionList(context.Background(), queue.ActionListParams{Limit: 10})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list) != 0 {
+				t.Fatalf("%d actions stored, the first under %q", len(list), list[0].IntentKey)
 			}
 		})
 	}

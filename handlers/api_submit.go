@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"net/http"
+	"net/url"
 
 	"github.com/labstack/echo/v4"
 
@@ -15,11 +16,16 @@ func (h *API) Submit(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	// Two keys name two intents: which one the agent meant is not for the
+	// server to guess, as with a header and a body key that differ.
+	if keys := c.Request().Header.Values("Idempotency-Key"); len(keys) > 1 {
+		return queue.Errorf(queue.CodeInvalidRequest, "the Idempotency-Key header is given %d times; send it once", len(keys))
+	}
 	sb, err := DecodeSubmit(body, c.Request().Header.Get("Idempotency-Key"))
 	if err != nil {
 		return err
 	}
-	dry, err := dryRun(c.QueryParam("dry_run"))
+	dry, err := dryRun(c.QueryParams())
 	if err != nil {
 		return err
 	}
@@ -40,15 +46,22 @@ func (h *API) Submit(c echo.Context) error {
 	return writeJSON(c, http.StatusOK, res.Action)
 }
 
-// dryRun reads the dry_run parameter: true, false, or absent (false).
-func dryRun(v string) (bool, error) {
-	switch v {
-	case "", "false":
+// dryRun reads the dry_run parameter: true, false, or absent (false). One
+// given without a value (?dry_run, a flag to many clients, or ?dry_run=)
+// is refused like any other value: taken as false it would submit for
+// real what its caller asked only to try.
+func dryRun(q url.Values) (bool, error) {
+	if !q.Has("dry_run") {
+		return false, nil
+	}
+	switch v := q.Get("dry_run"); v {
+	case "false":
 		return false, nil
 	case "true":
 		return true, nil
+	default:
+		return false, queue.Errorf(queue.CodeInvalidRequest, "dry_run must be true or false, not %q", v)
 	}
-	return false, queue.Errorf(queue.CodeInvalidRequest, "dry_run must be true or false, not %q", v)
 }
 
 // dryRun answers POST /api/v1/actions?dry_run=true: what the submission

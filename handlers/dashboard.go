@@ -6,8 +6,10 @@ import (
 	"crypto/subtle"
 	"errors"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -152,6 +154,28 @@ func actor(u *accounts.User) string { return "user:" + u.Email }
 
 func isHX(c echo.Context) bool { return c.Request().Header.Get("HX-Request") == "true" }
 
+// RequestDeadline bounds how long a dashboard request (every one but the
+// event stream) may wait on storage, as the API's statements are bounded:
+// a database that stops answering on a connection already open (a hung
+// host, a partition) would otherwise hold the page until TCP gives up, where
+// it should be answered 503 unavailable.
+const RequestDeadline = 30 * time.Second
+
+// Deadline gives the handler RequestDeadline. The error it returns is
+// rendered after it, under the request's own context again (RenderError
+// reads no storage for a 503).
+func (d *Dashboard) Deadline(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		parent := c.Request().Context()
+		ctx, cancel := context.WithTimeout(parent, RequestDeadline)
+		defer cancel()
+		c.SetRequest(c.Request().WithContext(ctx))
+		err := next(c)
+		c.SetRequest(c.Request().WithContext(parent))
+		return err
+	}
+}
+
 // LoadSession reads the session and, when it is signed in, its user. The
 // user is read on every request, so a role change takes effect at once and
 // a removed user (whose sessions the database deletes) is anonymous at once.
@@ -249,6 +273,9 @@ func (d *Dashboard) RequireUser(next echo.HandlerFunc) echo.HandlerFunc {
 func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		r := c.Request()
+		if err := checkText(r.URL.Query(), "query parameter"); err != nil {
+			return err
+		}
 		switch r.Method {
 		case http.MethodGet, http.MethodHead, http.MethodOptions:
 			return next(c)
@@ -278,6 +305,9 @@ func (d *Dashboard) CheckCSRF(next echo.HandlerFunc) echo.HandlerFunc {
 		if err := checkFieldLengths(r.PostForm); err != nil {
 			return err
 		}
+		if err := checkText(r.PostForm, "form field"); err != nil {
+			return err
+		}
 		return next(c)
 	}
 }
@@ -299,6 +329,29 @@ func checkFieldLengths(form url.Values) error {
 		for _, v := range vals {
 			if n := utf8.RuneCountInString(v); n > MaxFieldLen {
 				return queue.Errorf(queue.CodeInvalidRequest, "the form field %s has %d characters; at most %d are allowed", name, n, MaxFieldLen)
+			}
+		}
+	}
+	return nil
+}
+
+// checkText refuses a query parameter or form field (what says which)
+// whose value is not valid UTF-8 or holds a NUL character, naming it:
+// storage holds neither (PostgreSQL refuses both), so such a value would
+// fail as an internal error where it is searched for or written. The JSON
+// fields are left to their own check (queue.StorableJSON), which names the
+// path inside the document.
+func checkText(vals url.Values, what string) error {
+	for _, name := range slices.Sorted(maps.Keys(vals)) {
+		if jsonFields[name] && what == "form field" {
+			continue
+		}
+		for _, v := range vals[name] {
+			switch {
+			case !utf8.ValidString(v):
+				return queue.Errorf(queue.CodeInvalidRequest, "the %s %s is not valid UTF-8", what, name)
+			case strings.IndexByte(v, 0) >= 0:
+				return queue.Errorf(queue.CodeInvalidRequest, "the %s %s contains a NUL character", what, name)
 			}
 		}
 	}
@@ -407,7 +460,7 @@ func (d *Dashboard) RenderError(c echo.Context, status int, e *queue.Error) erro
 		_ = d.loadSession(c)
 	}
 	p := templates.Page{Title: v.Title, Assets: d.Assets}
-	if session(c) != nil {
+	if session(c) != nil && status != http.StatusServiceUnavailable {
 		if full, err := d.page(c, v.Title, ""); err == nil {
 			p = full
 		}

@@ -1,11 +1,13 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,6 +27,9 @@ type PlanBody struct {
 // invalid_request naming the field (a step's by its number from 1).
 func DecodePlan(body []byte) (PlanBody, error) {
 	var pb PlanBody
+	if err := stepNUL(body); err != nil {
+		return pb, err
+	}
 	raw, err := decodeObjectFields(body, map[string]bool{"title": true, "steps": true, "ordered": true, "expires_after": true})
 	if err != nil {
 		return pb, err
@@ -58,16 +63,46 @@ func DecodePlan(body []byte) (PlanBody, error) {
 		if err == nil && sb.Plan != "" {
 			err = queue.Errorf(queue.CodeInvalidRequest, "a step names no plan")
 		}
-		var e *queue.Error
-		if errors.As(err, &e) {
-			return pb, queue.Errorf(e.Code, "steps[%d]: %s", i+1, e.Detail)
-		}
 		if err != nil {
-			return pb, err
+			return pb, stepError(i, err)
 		}
 		pb.Steps = append(pb.Steps, queue.PlanStepRequest{Tool: sb.Tool, Payload: sb.Payload, IntentKey: sb.IntentKey})
 	}
 	return pb, nil
+}
+
+// stepError names the step at index i by its number from 1.
+func stepError(i int, err error) error {
+	var e *queue.Error
+	if errors.As(err, &e) {
+		return queue.Errorf(e.Code, "steps[%d]: %s", i+1, e.Detail)
+	}
+	return err
+}
+
+// stepNUL refuses a NUL character inside a step as that step's submission
+// would, naming the step by its number from 1 as every other fault of a
+// step is named; the body's own check would name it by its index from 0
+// ("steps[0].tool"), which reads as another step.
+func stepNUL(body []byte) error {
+	if !bytes.Contains(body, []byte(`\u0000`)) || !utf8.Valid(body) {
+		return nil
+	}
+	var top struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if json.Unmarshal(body, &top) != nil {
+		return nil // the body's own checks say what is wrong
+	}
+	for i, s := range top.Steps {
+		if !bytes.Contains(s, []byte(`\u0000`)) {
+			continue
+		}
+		if _, err := DecodeSubmit(s, ""); err != nil {
+			return stepError(i, err)
+		}
+	}
+	return nil
 }
 
 // ProposePlan handles POST /api/v1/plans (and ?dry_run=true).
@@ -80,7 +115,7 @@ func (h *API) ProposePlan(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	dry, err := dryRun(c.QueryParam("dry_run"))
+	dry, err := dryRun(c.QueryParams())
 	if err != nil {
 		return err
 	}

@@ -294,6 +294,10 @@ func TestPlanRefusalsOverHTTP(t *testing.T) {
 			{map[string]any{"title": "x", "steps": []any{mail, mail}}, "steps[2]"},
 			{map[string]any{"title": "x", "steps": []any{mail}, "expires_after": "169h"}, "expires_after"},
 			{map[string]any{"title": "x", "steps": []any{map[string]any{"tool": "send_customer_email", "payload": 3}}}, "steps[1]"},
+			// A NUL character is named by the step's number too, not by
+			// its index from 0 (which reads as the step before).
+			{map[string]any{"title": "x", "steps": []any{mail, map[string]any{"tool": "send\x00email", "payload": map[string]any{}}}}, "steps[2]: tool contains a NUL"},
+			{map[string]any{"title": "x", "steps": []any{map[string]any{"tool": "invalidate_cache", "payload": map[string]any{"a": []any{"\x00"}}}}}, "steps[1]: payload.a[0] contains a NUL"},
 		} {
 			r := e.Do(e.URL, e.AgentToken, "POST", "/api/v1/plans", tc.body)
 			if r.Status != http.StatusBadRequest || !strings.Contains(r.Problem(t).Detail, tc.want) {

@@ -3,6 +3,7 @@ package mcpserver
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -55,7 +56,38 @@ func decodeArguments(raw json.RawMessage, max int64) (arguments, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := stepNUL(raw); err != nil {
+		return nil, err
+	}
 	return objectArguments(raw)
+}
+
+// stepNUL refuses a NUL character inside one of propose_plan's steps
+// naming the step by its number from 1, as every other fault of a step is
+// named; the arguments' own check would name it by its index from 0
+// ("argument steps[0].tool"), which reads as another step. Only
+// propose_plan among the tools decoded here takes steps.
+func stepNUL(raw json.RawMessage) error {
+	if !bytes.Contains(raw, []byte(`\u0000`)) {
+		return nil
+	}
+	var top struct {
+		Steps []json.RawMessage `json:"steps"`
+	}
+	if json.Unmarshal(raw, &top) != nil {
+		return nil // the arguments' own check says what is wrong
+	}
+	for i, st := range top.Steps {
+		v, err := queue.DecodeJSON(st)
+		if err != nil {
+			continue
+		}
+		var e *queue.Error
+		if err := queue.RefuseNUL(v, ""); errors.As(err, &e) {
+			return queue.Errorf(e.Code, "steps[%d]: %s", i+1, e.Detail)
+		}
+	}
+	return nil
 }
 
 // objectArguments splits one JSON object, checked by rawArguments, into its

@@ -35,6 +35,12 @@ func TestPlanThroughMCP(t *testing.T) {
 			if dry.IsError || !strings.Contains(text(dry), "Dry run") {
 				t.Fatalf("dry run: %s", text(dry))
 			}
+			// A NUL character in a step is named by the step's number, as
+			// every other fault of a step is, not by its index from 0.
+			nul := []any{steps[0], map[string]any{"tool": "send_customer_email", "payload": map[string]any{"body": "x\x00"}}}
+			if r := wantRefusal(t, call(t, cs, "propose_plan", map[string]any{"title": "t", "steps": nul}), queue.CodeInvalidRequest); !strings.Contains(r.Detail, "steps[2]: payload.body contains a NUL") {
+				t.Fatalf("a NUL in step 2: %q, want it named steps[2]: payload.body", r.Detail)
+			}
 			res := call(t, cs, "propose_plan", map[string]any{"title": "refund and tell", "steps": steps})
 			if res.IsError {
 				t.Fatalf("propose_plan: %s", text(res))

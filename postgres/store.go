@@ -75,12 +75,22 @@ type Options struct {
 	BatchWorkers int
 }
 
+// DefaultConnectTimeout bounds one attempt to connect to a host unless the
+// URL sets connect_timeout (or PGCONNECT_TIMEOUT is set): a host that does
+// not answer at all (a partition, a hung server) would otherwise hold every
+// request that needs a new connection until its own deadline, or for ever,
+// where it should be answered 503 unavailable at once.
+const DefaultConnectTimeout = 5 * time.Second
+
 // Open connects, applies migrations under an advisory lock (so several
 // processes may start at once) and starts listening for changes.
 func Open(ctx context.Context, url string, opts Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("parse DATABASE_URL: %w", err)
+	}
+	if cfg.ConnConfig.ConnectTimeout == 0 && !strings.Contains(url, "connect_timeout") {
+		cfg.ConnConfig.ConnectTimeout = DefaultConnectTimeout
 	}
 	if !strings.Contains(url, "pool_max_conns") {
 		cfg.MaxConns = 16

@@ -69,7 +69,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 
 	e.GET("/static/:name", serveStatic)
 
-	anyone := []echo.MiddlewareFunc{d.LoadSession, d.CheckCSRF}
+	anyone := []echo.MiddlewareFunc{d.Deadline, d.LoadSession, d.CheckCSRF}
 	e.GET("/login", d.LoginPage, anyone...)
 	e.POST("/login", d.Login, anyone...)
 	e.POST("/logout", d.Logout, anyone...)
@@ -81,7 +81,9 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 	e.GET("/auth/oidc/login", d.SSOLogin, anyone...)
 	e.GET("/auth/oidc/callback", d.SSOCallback, anyone...)
 
-	staff := []echo.MiddlewareFunc{d.LoadSession, d.RequireUser, d.CheckCSRF}
+	staff := []echo.MiddlewareFunc{d.Deadline, d.LoadSession, d.RequireUser, d.CheckCSRF}
+	// The event stream lasts as long as the page is open: no deadline.
+	stream := []echo.MiddlewareFunc{d.LoadSession, d.RequireUser, d.CheckCSRF}
 	with := func(m ...echo.MiddlewareFunc) []echo.MiddlewareFunc {
 		return append(append([]echo.MiddlewareFunc{}, staff...), m...)
 	}
@@ -92,7 +94,7 @@ func (s *Server) registerDashboard(e *echo.Echo) error {
 		"revoke grants: the approver who granted one, ops and admins do")
 
 	e.GET("/", d.Queue, staff...)
-	e.GET("/events", d.Events, staff...)
+	e.GET("/events", d.Events, stream...)
 	e.GET("/actions", d.SearchActions, staff...)
 	e.GET("/actions/:id", d.ShowAction, staff...)
 	e.POST("/actions/bulk", d.BulkDecide, with(decide)...)
