@@ -364,22 +364,27 @@ class Approvals:
                 with self._opener.open(req, timeout=self._timeout + extra) as res:
                     return res.status, res.headers, _json(res.read())
             except urllib.error.HTTPError as e:
-                text = e.read()
-                if e.code in RETRYABLE_STATUS:
-                    wait = policy.next_retry(attempt, left(), parse_retry_after(e.headers.get("Retry-After")))
-                    if wait is not None:
-                        time.sleep(wait)
-                        continue
-                raise problem_error(_problem(e.code, text)) from None
+                try:
+                    text = e.read()
+                except (http.client.HTTPException, socket.timeout, OSError) as cut:
+                    lost: BaseException = cut  # the answer never arrived whole: a lost answer
+                else:
+                    if e.code in RETRYABLE_STATUS:
+                        wait = policy.next_retry(attempt, left(), parse_retry_after(e.headers.get("Retry-After")))
+                        if wait is not None:
+                            time.sleep(wait)
+                            continue
+                    raise problem_error(_problem(e.code, text)) from None
             except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as e:
-                wait = policy.next_retry(attempt, left())
-                if wait is not None:
-                    time.sleep(wait)
-                    continue
-                raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
-                    method, path, self.url,
-                    " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
-                    e)) from e
+                lost = e
+            wait = policy.next_retry(attempt, left())
+            if wait is not None:
+                time.sleep(wait)
+                continue
+            raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
+                method, path, self.url,
+                " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
+                lost)) from lost
 
 
 class ApprovedPlan:

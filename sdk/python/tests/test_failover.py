@@ -146,6 +146,20 @@ class FailoverTest(unittest.TestCase):
         finally:
             gate.close()
 
+    def test_an_answer_cut_short_is_retried_as_a_lost_one(self):
+        # A 503 whose body never arrives whole is a lost answer: the read is
+        # retried, as after a dropped connection, not raised as it came.
+        sub = Approvals(self.server.url, self.server.token).submit(
+            "send_customer_email", {"customer_id": order(), "topic": "welcome", "subject": "Hi"})
+        gate = _Gate(self.server.url)
+        gate.cut = True
+        try:
+            c = Approvals(gate.url, self.server.token)
+            self.assertEqual(c.get(sub.action["id"])["state"], "pending")
+            self.assertEqual([h[2] for h in gate.hits], [True, False], "cut once, then through")
+        finally:
+            gate.close()
+
 
 class _Gate:
     """A proxy to the server that answers 503 unavailable with Retry-After until open().
@@ -154,7 +168,8 @@ class _Gate:
 
     def __init__(self, target, late=False):
         gate = self
-        self.down, self.retry_after, self.hits = True, 1, []
+        # cut: the 503's body is cut short and the connection closed, once
+        self.down, self.retry_after, self.hits, self.cut = True, 1, [], False
         up = urllib.parse.urlsplit(target)
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -171,7 +186,12 @@ class _Gate:
                     self.send_response(503)
                     self.send_header("Content-Type", "application/problem+json")
                     self.send_header("Retry-After", str(gate.retry_after))
-                    self.send_header("Content-Length", str(len(data)))
+                    if gate.cut:
+                        gate.down, data = False, data[:10]
+                        self.close_connection = True
+                        self.send_header("Content-Length", str(len(data) + 100))
+                    else:
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                     return
