@@ -53,7 +53,7 @@ def seconds(d: Duration) -> float:
 class RetryPolicy:
     """How the calls that are safe to repeat are retried after a lost
     connection or a 429/5xx answer: for up to ``budget`` seconds from the first
-    try (default 60, longer than a database failover: docs/operations.md, "Replication and failover"),
+    try, a long-poll's wait not counted (default 60, longer than a database failover: docs/operations.md, "Replication and failover"),
     with exponential backoff and full jitter, waiting at least Retry-After.
     Unbounded retries only move the failure from duplicates to overload."""
 
@@ -345,6 +345,17 @@ class Approvals:
         self._trace_headers(headers)
         policy = self._retry if safe else NO_RETRY
         started = time.monotonic()
+        # The budget counts from the first try; a long-poll's wait is not part
+        # of it: it counts from the first failure, or from the wait's end when
+        # the answer came later, so that a read that meets the failover at the
+        # end of a minute's wait is retried as long as any other.
+        budget_from = [started]
+
+        def left() -> float:
+            if attempt == 1 and extra:
+                budget_from[0] = min(time.monotonic(), started + extra)
+            return budget_from[0] + policy.budget - time.monotonic()
+
         attempt = 0
         while True:
             attempt += 1
@@ -353,23 +364,27 @@ class Approvals:
                 with self._opener.open(req, timeout=self._timeout + extra) as res:
                     return res.status, res.headers, _json(res.read())
             except urllib.error.HTTPError as e:
-                text = e.read()
-                if e.code in RETRYABLE_STATUS:
-                    wait = policy.next_retry(attempt, started + policy.budget - time.monotonic(),
-                                             parse_retry_after(e.headers.get("Retry-After")))
-                    if wait is not None:
-                        time.sleep(wait)
-                        continue
-                raise problem_error(_problem(e.code, text)) from None
+                try:
+                    text = e.read()
+                except (http.client.HTTPException, socket.timeout, OSError) as cut:
+                    lost: BaseException = cut  # the answer never arrived whole: a lost answer
+                else:
+                    if e.code in RETRYABLE_STATUS:
+                        wait = policy.next_retry(attempt, left(), parse_retry_after(e.headers.get("Retry-After")))
+                        if wait is not None:
+                            time.sleep(wait)
+                            continue
+                    raise problem_error(_problem(e.code, text)) from None
             except (urllib.error.URLError, http.client.HTTPException, socket.timeout, OSError) as e:
-                wait = policy.next_retry(attempt, started + policy.budget - time.monotonic())
-                if wait is not None:
-                    time.sleep(wait)
-                    continue
-                raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
-                    method, path, self.url,
-                    " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
-                    e)) from e
+                lost = e
+            wait = policy.next_retry(attempt, left())
+            if wait is not None:
+                time.sleep(wait)
+                continue
+            raise ApprovalsConnectionError("approvals: %s %s got no answer from %s%s: %s" % (
+                method, path, self.url,
+                " after %d tries in %ds" % (attempt, round(time.monotonic() - started)) if attempt > 1 else "",
+                lost)) from lost
 
 
 class ApprovedPlan:

@@ -3,6 +3,7 @@ wrapped in the protocol (the README's "From your agent")."""
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import TYPE_CHECKING, Any, Callable, Dict, Optional, Union
 
 from ._openapi import Action
@@ -41,6 +42,13 @@ def guard(client: "Approvals", tool: str, *, wait_for: Duration = "10m",
     wait = seconds(wait_for)
 
     def decorate(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn) or inspect.isasyncgenfunction(fn):
+            # Called here, it would return its coroutine unrun: the claim
+            # taken, the effect never made, and the outcome reported unknown.
+            raise TypeError("approvals.guard: %s is an async function; the guard is synchronous and calls the "
+                            "function itself: guard a synchronous function (run the async effect inside it with "
+                            "asyncio.run)" % getattr(fn, "__name__", repr(fn)))
+
         @functools.wraps(fn)
         def guarded(*args: Any, **kwargs: Any) -> Any:
             if args and (len(args) != 1 or kwargs or not isinstance(args[0], dict)):

@@ -127,13 +127,49 @@ class FailoverTest(unittest.TestCase):
         finally:
             gate.close()
 
+    def test_long_poll_meeting_503_at_the_end_of_its_wait_is_retried(self):
+        # The budget does not count a long-poll's wait: a poll that waited
+        # longer than the budget and met the database gone at its end is
+        # retried as any other read.
+        c = Approvals(self.server.url, self.server.token)
+        sub = c.submit("send_customer_email", {"customer_id": order(), "topic": "welcome", "subject": "Hi"})
+        gate = _Gate(self.server.url, late=True)
+        try:
+            c = Approvals(gate.url, self.server.token, retry=RetryPolicy(budget=3.0))
+            started = time.monotonic()
+            later(5.5, gate.open)
+            a = c.get(sub.action["id"], wait=4, state="pending")
+            self.assertEqual(a["state"], "pending")
+            gets = [h for h in gate.hits if h[1].startswith("GET")]
+            self.assertTrue(len(gets) >= 2 and gets[0][2] and not gets[-1][2], gets)
+            self.assertGreaterEqual(time.monotonic() - started, 5.5, "the retries waited the outage out")
+        finally:
+            gate.close()
+
+    def test_an_answer_cut_short_is_retried_as_a_lost_one(self):
+        # A 503 whose body never arrives whole is a lost answer: the read is
+        # retried, as after a dropped connection, not raised as it came.
+        sub = Approvals(self.server.url, self.server.token).submit(
+            "send_customer_email", {"customer_id": order(), "topic": "welcome", "subject": "Hi"})
+        gate = _Gate(self.server.url)
+        gate.cut = True
+        try:
+            c = Approvals(gate.url, self.server.token)
+            self.assertEqual(c.get(sub.action["id"])["state"], "pending")
+            self.assertEqual([h[2] for h in gate.hits], [True, False], "cut once, then through")
+        finally:
+            gate.close()
+
 
 class _Gate:
-    """A proxy to the server that answers 503 unavailable with Retry-After until open()."""
+    """A proxy to the server that answers 503 unavailable with Retry-After until open().
+    ``late``: it passes each request on first and answers 503 in place of the server's
+    answer, as a long-poll that met the database gone at the end of its wait."""
 
-    def __init__(self, target):
+    def __init__(self, target, late=False):
         gate = self
-        self.down, self.retry_after, self.hits = True, 1, []
+        # cut: the 503's body is cut short and the connection closed, once
+        self.down, self.retry_after, self.hits, self.cut = True, 1, [], False
         up = urllib.parse.urlsplit(target)
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -141,30 +177,42 @@ class _Gate:
 
             def _any(self):
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                gate.hits.append((time.monotonic(), "%s %s" % (self.command, self.path), gate.down))
-                if gate.down:
+                answer = self._forward(body) if late else None
+                down = gate.down
+                gate.hits.append((time.monotonic(), "%s %s" % (self.command, self.path), down))
+                if down:
                     data = json.dumps({"type": "about:blank", "title": "Service Unavailable", "status": 503,
                                        "detail": "storage is unreachable", "code": "unavailable"}).encode()
                     self.send_response(503)
                     self.send_header("Content-Type", "application/problem+json")
                     self.send_header("Retry-After", str(gate.retry_after))
-                    self.send_header("Content-Length", str(len(data)))
+                    if gate.cut:
+                        gate.down, data = False, data[:10]
+                        self.close_connection = True
+                        self.send_header("Content-Length", str(len(data) + 100))
+                    else:
+                        self.send_header("Content-Length", str(len(data)))
                     self.end_headers()
                     self.wfile.write(data)
                     return
-                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=30)
-                conn.request(self.command, self.path, body=body or None,
-                             headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
-                res = conn.getresponse()
-                data = res.read()
-                self.send_response(res.status)
-                for k, v in res.getheaders():
+                status, headers, data = answer or self._forward(body)
+                self.send_response(status)
+                for k, v in headers:
                     if k.lower() not in ("content-length", "transfer-encoding", "connection"):
                         self.send_header(k, v)
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
-                conn.close()
+
+            def _forward(self, body):
+                conn = http.client.HTTPConnection(up.hostname, up.port, timeout=90)
+                try:
+                    conn.request(self.command, self.path, body=body or None,
+                                 headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                    res = conn.getresponse()
+                    return res.status, res.getheaders(), res.read()
+                finally:
+                    conn.close()
 
             do_GET = do_POST = _any
 

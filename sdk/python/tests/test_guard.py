@@ -201,6 +201,22 @@ class GuardTest(unittest.TestCase):
         invalidate({"key": "k"})
         self.assertEqual(len(calls), 2)
 
+    def test_an_async_function_is_refused_when_decorated(self):
+        # The guard is synchronous: an async function would return its
+        # coroutine unrun while the guard took the claim and reported the
+        # effect as performed. It is refused before anything is submitted.
+        with self.assertRaises(TypeError) as cm:
+            @fx.approvals.guard("issue_refund")
+            async def issue_refund(payload):
+                return {"refund_id": "re_1"}
+
+            o = key()
+            try:
+                issue_refund({"order_id": o, "line_id": 1, "amount": 1})
+            finally:
+                self.assertEqual(fx.approvals.find(intent_key="refund:%s:1" % o)["actions"], [])
+        self.assertIn("async", str(cm.exception))
+
     def test_payload_is_one_dict_or_keywords(self):
         @fx.approvals.guard("invalidate_cache")
         def invalidate(payload):

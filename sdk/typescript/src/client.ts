@@ -417,8 +417,16 @@ export class Approvals {
     }
     const policy: RetryPolicy = req.repeat === 'safe' ? this.retry : { ...this.retry, attempts: 1 };
     const started = Date.now();
-    const deadline = started + policy.budgetMs;
-    for (let attempt = 1; ; attempt++) {
+    // The budget counts from the first try; a long-poll's wait is not part
+    // of it: it counts from the first failure, or from the wait's end when
+    // the answer came later, so that a read that meets the failover at the
+    // end of a minute's wait is retried as long as any other.
+    let deadline = started + policy.budgetMs;
+    const failed = () => {
+      if (attempt === 1 && req.extraMs) deadline = Math.min(Date.now(), started + req.extraMs) + policy.budgetMs;
+    };
+    let attempt = 1;
+    for (; ; attempt++) {
       req.signal?.throwIfAborted();
       const timeout = AbortSignal.timeout(this.timeoutMs + (req.extraMs ?? 0));
       const signal = req.signal ? AbortSignal.any([req.signal, timeout]) : timeout;
@@ -429,6 +437,7 @@ export class Approvals {
         text = await res.text();
       } catch (err) {
         if (req.signal?.aborted) throw req.signal.reason;
+        failed();
         const wait = nextRetry(policy, attempt, deadline);
         if (wait !== undefined) {
           await sleep(wait, req.signal);
@@ -445,6 +454,7 @@ export class Approvals {
         return { status: res.status, headers: res.headers, body: (text ? JSON.parse(text) : null) as T };
       }
       if (retryableStatus(res.status)) {
+        failed();
         const wait = nextRetry(policy, attempt, deadline, parseRetryAfter(res.headers.get('retry-after')));
         if (wait !== undefined) {
           await sleep(wait, req.signal);

@@ -17,7 +17,10 @@ export interface GuardOptions<P> {
   waitFor?: Duration;
   /** The intent key, or how to compute it from the payload; omit it when the tool's template derives it. */
   intentKey?: string | ((payload: P) => string);
-  /** Aborts the submission and the wait (the action stays as it is). */
+  /**
+   * Aborts the submission and the wait (the action stays as it is). Never
+   * the report of a function that ran: its complete or fail is sent anyway.
+   */
   signal?: AbortSignal;
   /**
    * How a pending action becomes decided; default: long-poll the server for
@@ -98,13 +101,16 @@ export function guard<P extends Record<string, unknown>, R>(
           // The one report that releases the intent: only for a definite non-effect.
           // A report that does not arrive leaves the action in progress for
           // an operator; the caller still learns the truth.
-          await client.fail(claimed.id, err.message || 'not performed', { signal }).catch(() => undefined);
+          // Not aborted by the signal: the function ran and knows.
+          await client.fail(claimed.id, err.message || 'not performed').catch(() => undefined);
           throw err;
         }
         return settle(new OutcomeUnknownError(claimed, err, false, undefined, client));
       }
       try {
-        await client.complete(claimed.id, result, { signal });
+        // Not aborted by the signal: the effect happened, and only this
+        // report spares an operator the ticket.
+        await client.complete(claimed.id, result);
       } catch (err) {
         // fn ran and returned: the effect happened, whatever the report
         // meets. Never report fail from here; say performed, with the result.

@@ -9,7 +9,9 @@
 export interface RetryPolicy {
   /**
    * How long a call that is safe to repeat keeps being retried, from its
-   * first try (default 60 s): no retry starts, and no wait ends, later.
+   * first try (default 60 s): no retry starts, and no wait ends, later. A
+   * long-poll's wait is not counted: its budget runs from its first failure,
+   * or from the end of the wait when the answer came later.
    */
   budgetMs: number;
   /** Tries in all, the first included (default: as many as fit in budgetMs). */

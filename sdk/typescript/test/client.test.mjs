@@ -90,6 +90,29 @@ test('guard: a claim calls fn once and completes; the next call replays the stor
   assert.equal(effects, 1);
 });
 
+// The signal aborts the submission and the wait, never the report of a
+// function that ran: its effect happened (or definitely did not), and only
+// the report spares an operator a ticket.
+test('guard: an abort while fn runs still reports its outcome: complete after an effect, fail after NotPerformedError', async () => {
+  let ctl;
+  const refund = fx.approvals.guard('issue_refund', async (p) => {
+    ctl.abort(new Error('agent stopped'));
+    if (p.line_id === 2) throw new NotPerformedError('card declined');
+    return { refund_id: 're_aborted' };
+  });
+  const payload = { order_id: order(), line_id: 1, amount: 5 };
+  ctl = new AbortController();
+  assert.deepEqual(await refund(payload, { signal: ctl.signal }), { refund_id: 're_aborted' });
+  const [done] = (await fx.approvals.find({ intentKey: `refund:${payload.order_id}:1` })).actions;
+  assert.deepEqual([done.state, done.result], ['done', { refund_id: 're_aborted' }]);
+
+  const declined = { ...payload, line_id: 2 };
+  ctl = new AbortController();
+  await assert.rejects(refund(declined, { signal: ctl.signal }), NotPerformedError);
+  const [failed] = (await fx.approvals.find({ intentKey: `refund:${payload.order_id}:2` })).actions;
+  assert.deepEqual([failed.state, failed.error], ['failed', 'card declined']);
+});
+
 test('guard: NotPerformedError reports fail and releases the intent; the next call is attempt 2', async () => {
   let calls = 0;
   const refund = fx.approvals.guard('issue_refund', async () => {

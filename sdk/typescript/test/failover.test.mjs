@@ -141,3 +141,59 @@ test('the retries stop at the budget; a Retry-After past it is not waited for', 
     await gate.close();
   }
 });
+
+/**
+ * A proxy that passes every request to the server and, while `down` is
+ * true, answers 503 unavailable with Retry-After 1 in place of the server's
+ * answer: a long-poll that waited its full time and met the database gone
+ * at its end, as the server's last read of the action would.
+ */
+async function startLateGate(target) {
+  const gate = { down: false, hits: [] };
+  const unavailable = (res) => {
+    res.writeHead(503, { 'content-type': 'application/problem+json', 'retry-after': '1' });
+    res.end(JSON.stringify({ type: 'about:blank', title: 'Service Unavailable', status: 503, detail: 'storage is unreachable', code: 'unavailable' }));
+  };
+  const stub = http.createServer((req, res) => {
+    const up = new URL(target);
+    const fwd = http.request({ host: up.hostname, port: up.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+      const chunks = [];
+      answer.on('data', (c) => chunks.push(c));
+      answer.on('end', () => {
+        gate.hits.push({ at: Date.now(), line: `${req.method} ${req.url}`, down: gate.down });
+        if (gate.down) return unavailable(res);
+        res.writeHead(answer.statusCode, answer.headers);
+        res.end(Buffer.concat(chunks));
+      });
+    });
+    req.pipe(fwd);
+  });
+  await new Promise((r) => stub.listen(0, '127.0.0.1', r));
+  gate.url = `http://127.0.0.1:${stub.address().port}`;
+  gate.close = () =>
+    new Promise((r) => {
+      stub.closeAllConnections();
+      stub.close(r);
+    });
+  return gate;
+}
+
+test("a long-poll that meets a 503 at the end of its wait is retried for the whole budget: the wait is not part of it", async () => {
+  const gate = await startLateGate(server.url);
+  try {
+    const client = new Approvals({ url: gate.url, token: server.token, retry: { budgetMs: 3_000 } });
+    const { action } = await client.submit('send_customer_email', { customer_id: order(), topic: 'welcome', subject: 'Hi' });
+    gate.down = true;
+    const started = Date.now();
+    // The poll waits 4 s (longer than the budget), meets the 503, and the
+    // database is back 1.5 s later.
+    setTimeout(() => (gate.down = false), 5_500);
+    const a = await client.get(action.id, { wait: 4_000, state: 'pending' });
+    assert.equal(a.state, 'pending');
+    const gets = gate.hits.filter((h) => h.line.startsWith('GET'));
+    assert.ok(gets.length >= 2 && gets[0].down && !gets.at(-1).down, `tries: ${JSON.stringify(gets)}`);
+    assert.ok(Date.now() - started >= 5_500, 'the retries waited the outage out');
+  } finally {
+    await gate.close();
+  }
+});
