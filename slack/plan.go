@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	slackapi "github.com/slack-go/slack"
 
@@ -38,7 +37,7 @@ func PlanHidden(pl *queue.Plan, steps []*queue.Action) []string {
 	budget := 0
 	for _, a := range steps {
 		for _, f := range preview.Of(a).Fields {
-			budget += min(utf8.RuneCountInString(f.Value), maxFieldRunes)
+			budget += min(room.Length(f.Value), maxFieldRunes)
 		}
 	}
 	if budget > planFieldBudget {
