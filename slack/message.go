@@ -158,7 +158,7 @@ func Outcome(a *queue.Action) string {
 		when = " " + slackDate(*a.DecidedAt)
 	}
 	if a.DecisionNote != nil && *a.DecisionNote != "" {
-		note = "\n" + quote(escapeText(cut(*a.DecisionNote, 1500)))
+		note = "\n" + quote(escapeText(cutQuoted(*a.DecisionNote, 1500)))
 	}
 	switch a.State {
 	case queue.StateApproved:
@@ -266,8 +266,12 @@ func escapeText(s string) string { return textEscaper.Replace(s) }
 
 // cutField cuts a preview field's value to what a message shows of it (room), marking the
 // cut with "…".
-func cutField(s string) string {
-	if shown := room.Cut(s); shown != s {
+func cutField(s string) string { return cutQuoted(s, maxFieldRunes) }
+
+// cutQuoted cuts s so that, escaped and quoted, it is at most limit characters (room's
+// measure), marking the cut with "…".
+func cutQuoted(s string, limit int) string {
+	if shown := (preview.Room{FieldRunes: limit, Length: room.Length}).Cut(s); shown != s {
 		return shown + "…"
 	}
 	return s

@@ -127,7 +127,7 @@ func PlanOutcome(pl *queue.Plan) string {
 		when = " " + slackDate(*pl.DecidedAt)
 	}
 	if pl.DecisionNote != nil && *pl.DecisionNote != "" {
-		note = "\n" + quote(escapeText(cut(*pl.DecisionNote, 1500)))
+		note = "\n" + quote(escapeText(cutQuoted(*pl.DecisionNote, 1500)))
 	}
 	switch pl.State {
 	case queue.PlanApproved:
