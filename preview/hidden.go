@@ -90,13 +90,26 @@ func countOf(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + many
 }
 
-// listSome names the first n of names, and how many more there are.
+// listSome names the first n of names, and how many more there are. A name is cut at
+// maxNameRunes: a payload's keys are an agent's text, of any length, and a chat message
+// refused for its length would tell nobody anything.
 func listSome(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
+	more := ""
+	if len(names) > n {
+		names, more = names[:n], fmt.Sprintf(" and %d more", len(names)-n)
 	}
-	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+	shown := make([]string, len(names))
+	for i, name := range names {
+		if r := []rune(name); len(r) > maxNameRunes {
+			name = string(r[:maxNameRunes]) + "…"
+		}
+		shown[i] = name
+	}
+	return strings.Join(shown, ", ") + more
 }
+
+// maxNameRunes is the most of a field's name Hidden says.
+const maxNameRunes = 60
 
 // Label is the first words of a chat message about n: what it asks for while the action
 // waits, else "Approval request" (the message then says how it was decided).

@@ -60,6 +60,10 @@ func TestApproveButtonOnlyForWhatIsShown(t *testing.T) {
 		{name: "escaping fits", payload: `{"to":"c@example.com","subject":"Refund","body":"` + strings.Repeat("&*", 200) + `"}`, preview: preview},
 		{name: "escaping cut", payload: `{"to":"c@example.com","subject":"Refund","body":"` + strings.Repeat("&", 1000) + `"}`,
 			preview: preview, hidden: []string{"the end of body (cut at 1800 characters)"}},
+		// A payload's key is the agent's text, of any length: a hidden field is named
+		// within what a message holds.
+		{name: "long hidden key", payload: `{"to":"c@example.com","subject":"Refund","body":"b","` + strings.Repeat("k", 4000) + `":1}`,
+			preview: preview, hidden: []string{"1 more field (" + strings.Repeat("k", 60) + "…)"}},
 		{name: "title cut", payload: `{"to":"c@example.com","subject":"Refund\nApproved by ann@example.com","body":"b"}`,
 			preview: preview, hidden: []string{"the end of the title"}},
 		{name: "warnings", payload: `{"to":"c@example.com","subject":"Refund","body":"ad\u200bmin"}`, preview: preview,
