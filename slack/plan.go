@@ -96,7 +96,7 @@ func (c *Client) renderPlan(n queue.Notification) Message {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(text), fields, nil))
 	}
 	if pending && !whole {
-		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(cut(strings.Join(hidden, "; "), 1500))+
+		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(cutQuoted(strings.Join(hidden, "; "), 1500))+
 			". Open the plan to decide."), nil, nil))
 	}
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn("<"+link+"|Open the plan in approvals>"), nil, nil))
