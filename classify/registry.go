@@ -549,6 +549,11 @@ func (p *toolParser) schema(n *yaml.Node) []byte {
 				p.fail("schema", n.Line, "property %q is reserved for the intent key; rename the payload field", FieldIntentKey)
 				return nil
 			}
+			if _, ok := props[FieldPlan]; ok {
+				// Likewise the plan argument: it names an approved plan.
+				p.fail("schema", n.Line, "property %q is reserved for the plan a call is a step of; rename the payload field", FieldPlan)
+				return nil
+			}
 		}
 	}
 	return js

@@ -18,6 +18,11 @@ const (
 	webhookSecretVariable = "APPROVALS_WEBHOOK_SECRET"
 )
 
+// FieldPlan is the argument that names an approved plan in an MCP call of a guarded tool,
+// beside intent_key; like it, it is not part of the payload, so no schema may define a
+// payload field of that name.
+const FieldPlan = "plan"
+
 // Annotations are MCP tool annotation hints; nil means absent (MCP defaults: readOnly false,
 // idempotent false, openWorld true).
 type Annotations struct {

@@ -518,6 +518,9 @@ func upstreamSchema(raw json.RawMessage) (json.RawMessage, error) {
 		if _, ok := top.Properties[FieldIntentKey]; ok {
 			return nil, fmt.Errorf("property %q is reserved for the intent key", FieldIntentKey)
 		}
+		if _, ok := top.Properties[FieldPlan]; ok {
+			return nil, fmt.Errorf("property %q is reserved for the plan a call is a step of", FieldPlan)
+		}
 	}
 	return js, nil
 }

@@ -62,6 +62,9 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	add("refuse", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(context.Context) *mcp.CallToolResult { // exactly-once
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card declined"}}}
 	})
+	add("refuse_nul", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(context.Context) *mcp.CallToolResult { // exactly-once
+		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card\x00declined"}}}
+	})
 	add("hang", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(ctx context.Context) *mcp.CallToolResult { // exactly-once
 		select {
 		case <-ctx.Done():
@@ -96,6 +99,8 @@ tools:
     check: "List payments of the order."
   up_refuse:
     intent: "refuse:{order}"
+  up_refuse_nul:
+    intent: "refuse_nul:{order}"
   up_hang:
     intent: "hang:{order}"
   up_send:
@@ -327,6 +332,27 @@ func TestRemovedUpstreamToolCannotBeApproved(t *testing.T) {
 			}
 			if _, err := e.submitRaw("up_send", `{"to":"c"}`); queue.ErrorCode(err) != queue.CodeUpstreamUnavailable {
 				t.Errorf("submit: %v, want upstream_unavailable", err)
+			}
+		})
+	}
+}
+
+// An upstream's error text is the upstream's to choose, NUL characters
+// included, which the stores cannot hold: an isError answer still fails the
+// action with its text (the NUL replaced), rather than leaving it in_progress
+// for an operator as if the outcome were unknown.
+func TestUpstreamErrorTextWithNUL(t *testing.T) {
+	t.Parallel()
+	for name, sqlite := range gatewayStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := startGateway(t, sqlite)
+			res, err := e.submitRaw("up_refuse_nul", `{"order":"o-1"}`)
+			if err != nil || res.Action.State != queue.StateFailed || apptest.Deref(res.Action.Error) != "card\uFFFDdeclined" {
+				t.Fatalf("isError with a NUL: %v %+v", err, res.Action)
+			}
+			if n := e.up.count("refuse_nul"); n != 1 {
+				t.Errorf("upstream calls %d, want 1", n)
 			}
 		})
 	}

@@ -19,7 +19,7 @@ const argIntentKey = "intent_key"
 // argPlan is the argument of a guarded tool that names the approved plan
 // the call is a step of (queue.SubmitRequest.Plan); like intent_key it is
 // not part of the payload.
-const argPlan = "plan"
+const argPlan = classify.FieldPlan
 
 // guardedTool describes one registered tool as an MCP tool: the tool's own
 // schema plus intent_key, its description followed by its class's guidance,

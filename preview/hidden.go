@@ -14,6 +14,37 @@ import (
 // FieldRunes characters. Slack's limits are not Telegram's, so each says its own.
 type Room struct {
 	Fields, FieldRunes int
+	// Length measures a field's value as the message writes it, against FieldRunes; nil
+	// counts its characters. Slack's escaping lengthens text ("&" is "&amp;"), and Slack's
+	// limits count what is sent.
+	Length func(string) int
+}
+
+// length measures value as room's messages write it.
+func (room Room) length(value string) int {
+	if room.Length != nil {
+		return room.Length(value)
+	}
+	return utf8.RuneCountInString(value)
+}
+
+// Cut returns the longest start of value that room's messages show whole: all of it when
+// it fits, else as many characters as keep it within FieldRunes.
+func (room Room) Cut(value string) string {
+	if room.length(value) <= room.FieldRunes {
+		return value
+	}
+	r := []rune(value)
+	lo, hi := 0, len(r) // the longest fitting prefix has lo runes, and hi is too many
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if room.length(string(r[:mid])) <= room.FieldRunes {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return string(r[:lo])
 }
 
 // Hidden says, in words for a chat message, what a message with room shows not of the
@@ -36,7 +67,7 @@ func Hidden(a *queue.Action, room Room) []string {
 	}
 	var cut []string
 	for i, f := range p.Fields {
-		if i < room.Fields && utf8.RuneCountInString(f.Value) > room.FieldRunes {
+		if i < room.Fields && room.length(f.Value) > room.FieldRunes {
 			cut = append(cut, f.Name)
 		}
 	}
@@ -59,13 +90,26 @@ func countOf(n int, one, many string) string {
 	return strconv.Itoa(n) + " " + many
 }
 
-// listSome names the first n of names, and how many more there are.
+// listSome names the first n of names, and how many more there are. A name is cut at
+// maxNameRunes: a payload's keys are an agent's text, of any length, and a chat message
+// refused for its length would tell nobody anything.
 func listSome(names []string, n int) string {
-	if len(names) <= n {
-		return strings.Join(names, ", ")
+	more := ""
+	if len(names) > n {
+		names, more = names[:n], fmt.Sprintf(" and %d more", len(names)-n)
 	}
-	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
+	shown := make([]string, len(names))
+	for i, name := range names {
+		if r := []rune(name); len(r) > maxNameRunes {
+			name = string(r[:maxNameRunes]) + "…"
+		}
+		shown[i] = name
+	}
+	return strings.Join(shown, ", ") + more
 }
+
+// maxNameRunes is the most of a field's name Hidden says.
+const maxNameRunes = 60
 
 // Label is the first words of a chat message about n: what it asks for while the action
 // waits, else "Approval request" (the message then says how it was decided).

@@ -133,7 +133,12 @@ const (
 
 // room is what a Slack message shows of a preview: Slack allows ten fields of a section,
 // of at most 2000 characters each.
-var room = preview.Room{Fields: maxFields, FieldRunes: maxFieldRunes}
+// A field's value is measured as it is sent, escaped, with the ">" quoting each line after
+// the first (plain text of one line counts its characters); the 200 characters left hold
+// the field's name and the first ">".
+var room = preview.Room{Fields: maxFields, FieldRunes: maxFieldRunes, Length: func(value string) int {
+	return utf8.RuneCountInString(quote(escapeText(value))) - 1
+}}
 
 // OneClick reports whether a Slack message may offer to approve a with one click: it shows
 // every field of the payload whole and a has no warnings. The interactions endpoint asks
@@ -153,7 +158,7 @@ func Outcome(a *queue.Action) string {
 		when = " " + slackDate(*a.DecidedAt)
 	}
 	if a.DecisionNote != nil && *a.DecisionNote != "" {
-		note = "\n" + quote(escapeText(cut(*a.DecisionNote, 1500)))
+		note = "\n" + quote(escapeText(cutQuoted(*a.DecisionNote, 1500)))
 	}
 	switch a.State {
 	case queue.StateApproved:
@@ -201,7 +206,7 @@ func previewFields(p preview.Preview) []*slackapi.TextBlockObject {
 		if len(out) == maxFields {
 			break
 		}
-		out = append(out, mrkdwn("*"+escapeText(f.Name)+"*\n"+quote(escapeText(cut(f.Value, maxFieldRunes)))))
+		out = append(out, mrkdwn("*"+escapeText(f.Name)+"*\n"+quote(escapeText(cutField(f.Value)))))
 	}
 	return out
 }
@@ -258,6 +263,19 @@ var textEscaper = strings.NewReplacer(
 
 // escapeText escapes text an agent (or anyone but approvals) wrote for a mrkdwn field.
 func escapeText(s string) string { return textEscaper.Replace(s) }
+
+// cutField cuts a preview field's value to what a message shows of it (room), marking the
+// cut with "…".
+func cutField(s string) string { return cutQuoted(s, maxFieldRunes) }
+
+// cutQuoted cuts s so that, escaped and quoted, it is at most limit characters (room's
+// measure), marking the cut with "…".
+func cutQuoted(s string, limit int) string {
+	if shown := (preview.Room{FieldRunes: limit, Length: room.Length}).Cut(s); shown != s {
+		return shown + "…"
+	}
+	return s
+}
 
 func cut(s string, limit int) string {
 	if utf8.RuneCountInString(s) <= limit {

@@ -55,6 +55,15 @@ func TestApproveButtonOnlyForWhatIsShown(t *testing.T) {
 			preview: preview, hidden: []string{"3 more fields (cc, customer" + "\u200b_\u200b" + "id, topic)"}},
 		{name: "truncation", payload: `{"to":"c@example.com","subject":"Refund","body":"` + strings.Repeat("a", 1801) + `"}`,
 			preview: preview, hidden: []string{"the end of body (cut at 1800 characters)"}},
+		// Escaped, "&" is "&amp;" and "*" has a zero-width space on each side: what a
+		// field shows is measured as written, within Slack's 2000 characters a field.
+		{name: "escaping fits", payload: `{"to":"c@example.com","subject":"Refund","body":"` + strings.Repeat("&*", 200) + `"}`, preview: preview},
+		{name: "escaping cut", payload: `{"to":"c@example.com","subject":"Refund","body":"` + strings.Repeat("&", 1000) + `"}`,
+			preview: preview, hidden: []string{"the end of body (cut at 1800 characters)"}},
+		// A payload's key is the agent's text, of any length: a hidden field is named
+		// within what a message holds.
+		{name: "long hidden key", payload: `{"to":"c@example.com","subject":"Refund","body":"b","` + strings.Repeat("k", 4000) + `":1}`,
+			preview: preview, hidden: []string{"1 more field (" + strings.Repeat("k", 60) + "…)"}},
 		{name: "title cut", payload: `{"to":"c@example.com","subject":"Refund\nApproved by ann@example.com","body":"b"}`,
 			preview: preview, hidden: []string{"the end of the title"}},
 		{name: "warnings", payload: `{"to":"c@example.com","subject":"Refund","body":"ad\u200bmin"}`, preview: preview,

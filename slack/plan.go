@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"unicode/utf8"
 
 	slackapi "github.com/slack-go/slack"
 
@@ -38,7 +37,7 @@ func PlanHidden(pl *queue.Plan, steps []*queue.Action) []string {
 	budget := 0
 	for _, a := range steps {
 		for _, f := range preview.Of(a).Fields {
-			budget += min(utf8.RuneCountInString(f.Value), maxFieldRunes)
+			budget += min(room.Length(f.Value), maxFieldRunes)
 		}
 	}
 	if budget > planFieldBudget {
@@ -97,7 +96,7 @@ func (c *Client) renderPlan(n queue.Notification) Message {
 		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(text), fields, nil))
 	}
 	if pending && !whole {
-		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(cut(strings.Join(hidden, "; "), 1500))+
+		blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn(":warning: *Not shown here:* "+escapeText(cutQuoted(strings.Join(hidden, "; "), 1500))+
 			". Open the plan to decide."), nil, nil))
 	}
 	blocks = append(blocks, slackapi.NewSectionBlock(mrkdwn("<"+link+"|Open the plan in approvals>"), nil, nil))
@@ -128,7 +127,7 @@ func PlanOutcome(pl *queue.Plan) string {
 		when = " " + slackDate(*pl.DecidedAt)
 	}
 	if pl.DecisionNote != nil && *pl.DecisionNote != "" {
-		note = "\n" + quote(escapeText(cut(*pl.DecisionNote, 1500)))
+		note = "\n" + quote(escapeText(cutQuoted(*pl.DecisionNote, 1500)))
 	}
 	switch pl.State {
 	case queue.PlanApproved:

@@ -274,3 +274,34 @@ func sweepRace(t *testing.T, app *apptest.Env) {
 		}
 	}
 }
+
+// What a plan's message does not show is cut as it is sent, escaped: steps whose hidden keys
+// are all "&" ("&amp;" escaped) would make a section longer than Slack's 3000 characters, and
+// Slack would refuse the plan's message (invalid_blocks).
+func TestSlackPlanHiddenListFits(t *testing.T) {
+	t.Parallel()
+	slackStores(t, func(t *testing.T, e *slackEnv) {
+		var steps []queue.PlanStepRequest
+		for i := range 30 {
+			steps = append(steps, queue.PlanStepRequest{Tool: "post_note",
+				Payload: []byte(fmt.Sprintf(`{"slug":"s%d","text":"Hello","%s":1}`, i, strings.Repeat("&", 60)))})
+		}
+		res, err := e.svc.Plans().Propose(context.Background(), queue.PlanRequest{Title: "Launch week", Steps: steps, Agent: "bot", Channel: "api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		e.deliver()
+		posts := e.slack.Calls("chat.postMessage")
+		if len(posts) == 0 {
+			t.Fatal("no message posted")
+		}
+		for _, p := range posts {
+			for _, b := range p.Blocks() {
+				text, _ := b["text"].(map[string]any)
+				if s, _ := text["text"].(string); len([]rune(s)) > 3000 {
+					t.Fatalf("plan %s: a section of %d characters, past Slack's 3000", res.Plan.ID, len([]rune(s)))
+				}
+			}
+		}
+	})
+}

@@ -128,6 +128,21 @@ func TestNoLongerPendingPostsDecidedForm(t *testing.T) {
 	}
 }
 
+// A decision's note is cut as it is sent, escaped: a note of 1500 "&" is 7500 characters
+// escaped, past Slack's 3000 a section, and Slack would refuse the message (invalid_blocks),
+// leaving the old buttons in place.
+func TestLongEscapedNoteFits(t *testing.T) {
+	t.Parallel()
+	f, log := slacktest.New(t, botToken), &messageLog{}
+	a := decided(pendingAction(), queue.StateRejected, "user:ann@example.com", strings.Repeat("&", 1500))
+	if err := newClient(t, f, log, botToken).Notify(context.Background(), notification("n1", classify.EventActionPending, a)); err != nil {
+		t.Fatal(err)
+	}
+	if text := blockText(f.Calls("chat.postMessage")[0].Blocks()); !strings.Contains(text, "UTC>\n>&amp;&amp;") {
+		t.Fatalf("decided form does not say who rejected and why:\n%s", text)
+	}
+}
+
 // A decision rewrites every message posted to the channel for the action (the first post and
 // a reminder), without buttons, saying who decided what; other channels' messages are theirs
 // to update.

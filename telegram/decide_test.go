@@ -448,6 +448,9 @@ func TestTelegramApproveOnlyOnWhatWasShown(t *testing.T) {
 		if told := e.press(ann, msg, "approve:"+a.ID); !strings.Contains(told, "does not show all of this action") {
 			t.Fatalf("told %q", told)
 		}
+		if answers := e.bot.Calls("answerCallbackQuery"); answers[len(answers)-1].Refused != "" {
+			t.Fatalf("Telegram refused the answer saying why: %s", answers[len(answers)-1].Refused)
+		}
 		if got := e.action(a.ID); got.State != queue.StatePending {
 			t.Fatalf("a hidden action was approved in one click: %s", got.State)
 		}
@@ -591,4 +594,28 @@ func TestTelegramPromptNotRecorded(t *testing.T) {
 	if got := e.action(a.ID); got.State != queue.StatePending {
 		t.Fatalf("a reply to an unrecorded prompt decided: %s by %s", got.State, decidedBy(got))
 	}
+}
+
+// Telegram refuses an answerCallbackQuery text over 200 characters (MESSAGE_TOO_LONG), and
+// the user would then be told nothing: a long refusal is cut to fit, still saying why. Here a
+// message sent before the one-click rules offered Approve on an action whose body a message
+// cuts and whose text holds an invisible character.
+func TestTelegramLongRefusalStillTold(t *testing.T) {
+	t.Parallel()
+	onBothStores(t, func(t *testing.T, e *env) {
+		res, err := e.svc.Submit(context.Background(), queue.SubmitRequest{Tool: "post_comment",
+			Payload: []byte(`{"slug":"s-1","text":"` + strings.Repeat("long ", 60) + "\u200b" + `"}`), Agent: "bot"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := res.Action
+		told := e.press(ann, e.message(a), "approve:"+a.ID)
+		answers := e.bot.Calls("answerCallbackQuery")
+		if last := answers[len(answers)-1]; last.Refused != "" || !strings.Contains(told, "does not show all of this action") {
+			t.Fatalf("told %q (%d characters), Telegram answered %q", told, len([]rune(told)), last.Refused)
+		}
+		if got := e.action(a.ID); got.State != queue.StatePending {
+			t.Fatalf("state %s", got.State)
+		}
+	})
 }

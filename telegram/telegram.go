@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf16"
 
 	"github.com/approvals/approvals/classify"
 	"github.com/approvals/approvals/queue"
@@ -201,13 +202,33 @@ func (c *Client) EditMessageText(ctx context.Context, chat string, messageID int
 }
 
 // AnswerCallbackQuery ends the spinner of a pressed button; text, when not empty, is shown to
-// the user who pressed it (as an alert when alert is set).
+// the user who pressed it (as an alert when alert is set), cut to the Bot API's 200
+// characters: Telegram refuses a longer one, and the user would be told nothing.
 func (c *Client) AnswerCallbackQuery(ctx context.Context, id, text string, alert bool) error {
 	params := map[string]any{"callback_query_id": id}
 	if text != "" {
-		params["text"], params["show_alert"] = text, alert
+		params["text"], params["show_alert"] = cutUTF16(text, maxCallbackText), alert
 	}
 	return c.call(ctx, "answerCallbackQuery", params, nil)
+}
+
+// maxCallbackText is the most text answerCallbackQuery takes.
+const maxCallbackText = 200
+
+// cutUTF16 cuts s to at most limit UTF-16 code units (as Telegram counts characters), ending
+// it with "…" when it cuts.
+func cutUTF16(s string, limit int) string {
+	units := 0
+	for i, r := range s {
+		units += utf16.RuneLen(r)
+		if units > limit-1 { // room for the "…"
+			if len(utf16.Encode([]rune(s))) <= limit {
+				return s
+			}
+			return s[:i] + "…"
+		}
+	}
+	return s
 }
 
 // SetWebhook registers url as the bot's webhook, with secret in every request's

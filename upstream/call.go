@@ -51,8 +51,10 @@ type Outcome struct {
 func (m *Manager) Call(ctx context.Context, upstream, tool string, args json.RawMessage) Outcome {
 	out := m.call(ctx, upstream, tool, args)
 	// Errors can quote the upstream's URL (a connection error does): the
-	// text is stored on the action and shown to agents and staff.
-	out.Error = cutText(classify.RedactURLsIn(out.Error), MaxErrorText)
+	// text is stored on the action and shown to agents and staff. It is
+	// the upstream's text, and may hold NUL characters, which the stores
+	// cannot hold: they become U+FFFD, as in a stored result.
+	out.Error = cutText(strings.ReplaceAll(classify.RedactURLsIn(out.Error), "\x00", "\uFFFD"), MaxErrorText)
 	return out
 }
 

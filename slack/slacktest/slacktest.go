@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 // Call is one request the server received.
@@ -164,6 +165,10 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.WriteString(w, fl.Body)
 		return
 	}
+	if (c.Method == "chat.postMessage" || c.Method == "chat.update") && !blocksFit(c.Blocks()) {
+		_, _ = io.WriteString(w, `{"ok":false,"error":"invalid_blocks"}`)
+		return
+	}
 	switch c.Method {
 	case "chat.postMessage":
 		_ = json.NewEncoder(w).Encode(map[string]any{"ok": true, "channel": c.Form.Get("channel"), "ts": ts})
@@ -174,6 +179,32 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	default:
 		_, _ = io.WriteString(w, `{"ok":false,"error":"unknown_method"}`)
 	}
+}
+
+// blocksFit reports whether blocks keep Slack's limits on a section's text: at most 3000
+// characters, and at most 2000 in each of its fields (Slack refuses the message with
+// invalid_blocks otherwise).
+func blocksFit(blocks []map[string]any) bool {
+	length := func(o any) int {
+		m, _ := o.(map[string]any)
+		t, _ := m["text"].(string)
+		return utf8.RuneCountInString(t)
+	}
+	for _, b := range blocks {
+		if b["type"] != "section" {
+			continue
+		}
+		if length(b["text"]) > 3000 {
+			return false
+		}
+		fields, _ := b["fields"].([]any)
+		for _, f := range fields {
+			if length(f) > 2000 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // Sign returns the headers Slack sends with body at ts, signed under secret.

@@ -18,6 +18,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf16"
 )
 
 // Call is one Bot API request received.
@@ -26,6 +27,8 @@ type Call struct {
 	Params map[string]any
 	// MessageID is the id sendMessage answered with (0 for other methods).
 	MessageID int64
+	// Refused is why Telegram refused the call ("" when it answered ok).
+	Refused string
 }
 
 // Text is the call's text parameter.
@@ -166,6 +169,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if fl == nil && !hold {
 		result, bad = s.answer(&c)
 	}
+	if c.Refused = bad; fl != nil {
+		c.Refused = fl.Description
+	}
 	s.calls = append(s.calls, c)
 	close(s.changed)
 	s.changed = make(chan struct{})
@@ -215,6 +221,9 @@ func (s *Server) answer(c *Call) (any, string) {
 	case "answerCallbackQuery":
 		if c.Params["callback_query_id"] == nil {
 			return nil, "query id is empty"
+		}
+		if len(utf16.Encode([]rune(c.Text()))) > 200 { // the Bot API's limit: 0-200 characters
+			return nil, "MESSAGE_TOO_LONG"
 		}
 		return true, ""
 	case "setWebhook":
