@@ -174,6 +174,15 @@ func TestPolicyRuntimeErrorsFailClosed(t *testing.T) {
 		{"beyond-double-negative", `payload.amount < 0`, `{"amount":-1e309,"n":1}`, "does not fit a double"},
 		{"beyond-double-as-text", `string(payload.amount) == "1e309"`, `{"amount":1e309,"n":1}`, "does not fit a double"},
 		{"costly", `payload.items.all(x, payload.items.all(y, x == y || x != y))`, `{"n":1,"items":` + string(list) + `}`, "cost limit exceeded"},
+		// A list or object holding such a number compares, as a whole,
+		// never equal by skipping it (cel-go's list and map equality take
+		// an element's error for "equal").
+		{"beyond-double-in-list", `payload.amounts == [5, 2]`, `{"amounts":[1e309,2],"n":1}`, "does not fit a double"},
+		{"beyond-double-in-object", `payload.limits == {"max": 10}`, `{"limits":{"max":1e309},"n":1}`, "does not fit a double"},
+		{"beyond-double-deep", `payload.a == {"b": [{"c": 1}]}`, `{"a":{"b":[{"c":-1e309}]},"n":1}`, "does not fit a double"},
+		{"beyond-double-whole-payload", `payload == {"amount": 5, "n": 1}`, `{"amount":1e309,"n":1}`, "does not fit a double"},
+		{"beyond-double-lists-differ", `payload.a == payload.b`, `{"a":[1e309],"b":[-1e309],"n":1}`, "does not fit a double"},
+		{"beyond-double-in-list-in", `!(5 in payload.amounts)`, `{"amounts":[1e309],"n":1}`, "does not fit a double"},
 	} {
 		for _, decide := range []string{"human", "reject", "approve"} {
 			note := ""
