@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,6 +37,12 @@ const (
 	// operation, and per character scanned by a string function): far above what a rule over
 	// a payload of the largest body costs, far below what would hold a submission up.
 	PolicyCostLimit = 1_000_000
+	// PolicyTimeLimit bounds one evaluation of one rule in time: cel-go's
+	// cost units leave out the work of reading a long string (an
+	// equality, size()), so a loop over a long list that reads a long
+	// field stays under the cost limit for seconds. Past it the rule
+	// fails (closed), as past the cost limit.
+	PolicyTimeLimit = time.Second
 	// DefaultGrantMax is how long a grant may last on a tool whose grants set no max.
 	DefaultGrantMax = 24 * time.Hour
 	// MaxRules caps the rules of one tool: each costs every submission of the tool.
@@ -152,8 +159,13 @@ func (r *Rule) eval(vars map[string]any) (bool, error) {
 	if r.prog == nil {
 		return false, errors.New("the rule was not compiled")
 	}
-	out, _, err := r.prog.Eval(vars)
+	ctx, cancel := context.WithTimeout(context.Background(), PolicyTimeLimit)
+	defer cancel()
+	out, _, err := r.prog.ContextEval(ctx, vars)
 	if err != nil {
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("the evaluation took longer than the time limit (%s)", PolicyTimeLimit)
+		}
 		return false, err
 	}
 	b, ok := out.(types.Bool)
@@ -324,12 +336,17 @@ func compileRule(expr string) (cel.Program, bool, error) {
 		}
 		return nil, false, fmt.Errorf("the expression is %s, not a bool%s", ast.OutputType(), hint)
 	}
-	prog, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.EvalOptions(cel.OptOptimize))
+	prog, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(policyInterruptEvery))
 	if err != nil {
 		return nil, false, err
 	}
 	return prog, referencesAttempt(ast), nil
 }
+
+// policyInterruptEvery is how many iterations of a comprehension pass
+// between two looks at the time limit.
+const policyInterruptEvery = 64
 
 // position says where in expr an error is: the column (1-based), and the line when the
 // expression has several.

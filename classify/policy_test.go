@@ -425,3 +425,25 @@ func TestPolicyEnvSharedByConcurrentCompiles(t *testing.T) {
 		t.Fatalf("a valid rule after the concurrent compiles: %v", iss.Err())
 	}
 }
+
+// An evaluation that the cost model undercounts (cel-go measures the
+// strings an equality or size() reads in time, not in cost units: a loop
+// over a long list reading a long field costs little and takes seconds)
+// stops at the time limit and fails closed, as the cost limit does.
+func TestPolicyTimeLimitFailsClosed(t *testing.T) {
+	t.Parallel()
+	items, _ := json.Marshal(make([]int, 40000))
+	payload := fmt.Sprintf(`{"items":%s,"note":%q,"n":1}`, items, strings.Repeat("A", 150000))
+	tool := policyTool(t, "at-most-once",
+		`{ name: slow, when: 'payload.items.all(i, payload.note != "")', decide: human }`,
+		`{ name: later-approve, when: 'payload.n == 1', decide: approve }`)
+	start := time.Now()
+	v := tool.Evaluate(input(t, payload))
+	took := time.Since(start)
+	if v.Rule != nil || v.Failed == nil || v.Failed.Name != "slow" || len(v.Errors) != 1 || !strings.Contains(v.Errors[0].Error, "time limit") {
+		t.Fatalf("took %s: rule %+v failed %+v errors %+v, want slow failed at the time limit", took, v.Rule, v.Failed, v.Errors)
+	}
+	if took > PolicyTimeLimit+time.Second {
+		t.Fatalf("took %s, want about %s", took, PolicyTimeLimit)
+	}
+}
