@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"cel.dev/cel-go/cel"
 	"cel.dev/cel-go/common/types"
 	"cel.dev/cel-go/common/types/ref"
+	"cel.dev/cel-go/common/types/traits"
 	"cel.dev/cel-go/ext"
 )
 
@@ -35,6 +37,12 @@ const (
 	// operation, and per character scanned by a string function): far above what a rule over
 	// a payload of the largest body costs, far below what would hold a submission up.
 	PolicyCostLimit = 1_000_000
+	// PolicyTimeLimit bounds one evaluation of one rule in time: cel-go's
+	// cost units leave out the work of reading a long string (an
+	// equality, size()), so a loop over a long list that reads a long
+	// field stays under the cost limit for seconds. Past it the rule
+	// fails (closed), as past the cost limit.
+	PolicyTimeLimit = time.Second
 	// DefaultGrantMax is how long a grant may last on a tool whose grants set no max.
 	DefaultGrantMax = 24 * time.Hour
 	// MaxRules caps the rules of one tool: each costs every submission of the tool.
@@ -127,7 +135,7 @@ func (t *Tool) Evaluate(in PolicyInput) Verdict {
 		return v
 	}
 	vars := map[string]any{
-		"payload": celValue(in.Payload), "tool": in.Tool, "agent": in.Agent,
+		"payload": payloadValue(in.Payload), "tool": in.Tool, "agent": in.Agent,
 		"intent_key": in.IntentKey, "attempt": int64(in.Attempt), "now": in.Now.UTC(),
 	}
 	for i := range t.Approval.Policy {
@@ -151,8 +159,13 @@ func (r *Rule) eval(vars map[string]any) (bool, error) {
 	if r.prog == nil {
 		return false, errors.New("the rule was not compiled")
 	}
-	out, _, err := r.prog.Eval(vars)
+	ctx, cancel := context.WithTimeout(context.Background(), PolicyTimeLimit)
+	defer cancel()
+	out, _, err := r.prog.ContextEval(ctx, vars)
 	if err != nil {
+		if ctx.Err() != nil {
+			return false, fmt.Errorf("the evaluation took longer than the time limit (%s)", PolicyTimeLimit)
+		}
 		return false, err
 	}
 	b, ok := out.(types.Bool)
@@ -169,20 +182,74 @@ func typeName(v ref.Val) string {
 	return v.Type().TypeName()
 }
 
+// topValue converts a variable's decoded JSON value for CEL: an object
+// as payloadValue does, anything else as celValue.
+func topValue(v any) any {
+	if m, ok := v.(map[string]any); ok {
+		return payloadValue(m)
+	}
+	return celValue(v)
+}
+
+// payloadValue converts the decoded payload for CEL (celValue). A payload
+// holding a number beyond a double becomes a map whose equality is that
+// error: cel-go's map equality takes a value's error for "equal", so
+// payload == {...} would otherwise match what differs. Reading a field
+// that does not hold it stays as it was.
+func payloadValue(p map[string]any) any {
+	out := make(map[string]any, len(p))
+	var bad ref.Val
+	for k, e := range p {
+		v := celValue(e)
+		if isErrVal(v) {
+			bad = v.(ref.Val)
+		}
+		out[k] = v
+	}
+	if bad == nil {
+		return out
+	}
+	return errEqualMap{Mapper: types.NewStringInterfaceMap(types.DefaultTypeAdapter, out), err: bad}
+}
+
+// errEqualMap is a map of the payload whose equality with anything is err.
+type errEqualMap struct {
+	traits.Mapper
+	err ref.Val
+}
+
+func (m errEqualMap) Equal(ref.Val) ref.Val { return m.err }
+
+func isErrVal(v any) bool {
+	r, ok := v.(ref.Val)
+	return ok && types.IsError(r)
+}
+
 // celValue converts a decoded JSON value for CEL: json.Number becomes an int when it is a
-// whole number that fits, else a double (CEL compares ints and doubles across types).
+// whole number that fits, else a double (CEL compares ints and doubles across types). A
+// number beyond a double is an error value, and so is a list or object holding one (at any
+// depth): cel-go's list and map equality and its "in" take an element's error for "equal"
+// or skip it, so [1e309, 2] == [5, 2] would match. Any use of such a list or object fails.
 func celValue(v any) any {
 	switch x := v.(type) {
 	case map[string]any:
 		out := make(map[string]any, len(x))
 		for k, e := range x {
-			out[k] = celValue(e)
+			c := celValue(e)
+			if isErrVal(c) {
+				return c
+			}
+			out[k] = c
 		}
 		return out
 	case []any:
 		out := make([]any, len(x))
 		for i, e := range x {
-			out[i] = celValue(e)
+			c := celValue(e)
+			if isErrVal(c) {
+				return c
+			}
+			out[i] = c
 		}
 		return out
 	case json.Number:
@@ -269,12 +336,17 @@ func compileRule(expr string) (cel.Program, bool, error) {
 		}
 		return nil, false, fmt.Errorf("the expression is %s, not a bool%s", ast.OutputType(), hint)
 	}
-	prog, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.EvalOptions(cel.OptOptimize))
+	prog, err := env.Program(ast, cel.CostLimit(PolicyCostLimit), cel.EvalOptions(cel.OptOptimize),
+		cel.InterruptCheckFrequency(policyInterruptEvery))
 	if err != nil {
 		return nil, false, err
 	}
 	return prog, referencesAttempt(ast), nil
 }
+
+// policyInterruptEvery is how many iterations of a comprehension pass
+// between two looks at the time limit.
+const policyInterruptEvery = 64
 
 // position says where in expr an error is: the column (1-based), and the line when the
 // expression has several.

@@ -174,6 +174,15 @@ func TestPolicyRuntimeErrorsFailClosed(t *testing.T) {
 		{"beyond-double-negative", `payload.amount < 0`, `{"amount":-1e309,"n":1}`, "does not fit a double"},
 		{"beyond-double-as-text", `string(payload.amount) == "1e309"`, `{"amount":1e309,"n":1}`, "does not fit a double"},
 		{"costly", `payload.items.all(x, payload.items.all(y, x == y || x != y))`, `{"n":1,"items":` + string(list) + `}`, "cost limit exceeded"},
+		// A list or object holding such a number compares, as a whole,
+		// never equal by skipping it (cel-go's list and map equality take
+		// an element's error for "equal").
+		{"beyond-double-in-list", `payload.amounts == [5, 2]`, `{"amounts":[1e309,2],"n":1}`, "does not fit a double"},
+		{"beyond-double-in-object", `payload.limits == {"max": 10}`, `{"limits":{"max":1e309},"n":1}`, "does not fit a double"},
+		{"beyond-double-deep", `payload.a == {"b": [{"c": 1}]}`, `{"a":{"b":[{"c":-1e309}]},"n":1}`, "does not fit a double"},
+		{"beyond-double-whole-payload", `payload == {"amount": 5, "n": 1}`, `{"amount":1e309,"n":1}`, "does not fit a double"},
+		{"beyond-double-lists-differ", `payload.a == payload.b`, `{"a":[1e309],"b":[-1e309],"n":1}`, "does not fit a double"},
+		{"beyond-double-in-list-in", `!(5 in payload.amounts)`, `{"amounts":[1e309],"n":1}`, "does not fit a double"},
 	} {
 		for _, decide := range []string{"human", "reject", "approve"} {
 			note := ""
@@ -414,5 +423,27 @@ func TestPolicyEnvSharedByConcurrentCompiles(t *testing.T) {
 	wg.Wait()
 	if _, iss := env.Compile(`payload.items.exists(i, i == "x")`); iss != nil && iss.Err() != nil {
 		t.Fatalf("a valid rule after the concurrent compiles: %v", iss.Err())
+	}
+}
+
+// An evaluation that the cost model undercounts (cel-go measures the
+// strings an equality or size() reads in time, not in cost units: a loop
+// over a long list reading a long field costs little and takes seconds)
+// stops at the time limit and fails closed, as the cost limit does.
+func TestPolicyTimeLimitFailsClosed(t *testing.T) {
+	t.Parallel()
+	items, _ := json.Marshal(make([]int, 40000))
+	payload := fmt.Sprintf(`{"items":%s,"note":%q,"n":1}`, items, strings.Repeat("A", 150000))
+	tool := policyTool(t, "at-most-once",
+		`{ name: slow, when: 'payload.items.all(i, payload.note != "")', decide: human }`,
+		`{ name: later-approve, when: 'payload.n == 1', decide: approve }`)
+	start := time.Now()
+	v := tool.Evaluate(input(t, payload))
+	took := time.Since(start)
+	if v.Rule != nil || v.Failed == nil || v.Failed.Name != "slow" || len(v.Errors) != 1 || !strings.Contains(v.Errors[0].Error, "time limit") {
+		t.Fatalf("took %s: rule %+v failed %+v errors %+v, want slow failed at the time limit", took, v.Rule, v.Failed, v.Errors)
+	}
+	if took > PolicyTimeLimit+time.Second {
+		t.Fatalf("took %s, want about %s", took, PolicyTimeLimit)
 	}
 }

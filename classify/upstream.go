@@ -356,6 +356,7 @@ const (
 	reasonUpstreamPrefix  = "upstream %s's " // followed by an annotation reason
 	reasonUpstreamUnknown = "upstream %s has not listed this tool, so its annotations are unknown: treated as at-most-once (fail closed)"
 	reasonUntrusted       = "upstream %s's annotations are its own claims and it has no trust_annotations: true, so at-most-once (fail closed; they alone would make it %s)"
+	reasonApprovalKept    = "the tools file gives it an approval rule, which at-least-once tools take none of, so at-most-once (fail closed; alone, %s)"
 )
 
 const fileOrigin = "defined in the tools file"
@@ -484,6 +485,11 @@ func (r *Registry) mergeUpstreamTool(t Tool, ut UpstreamTool) Tool {
 		case !r.upstreams[t.Upstream].TrustAnnotations && derived != AtMostOnce:
 			// The upstream's claim alone never spares an action the human.
 			t.Class, t.Reason = AtMostOnce, fmt.Sprintf(reasonUntrusted, t.Upstream, derived)
+		case derived == AtLeastOnce && r.set(t.Name, "approval"):
+			// At-least-once takes no approval rule: the file's rule (and
+			// its policy) would be dropped unseen, so the upstream's claim
+			// does not lower the tool below where the rule applies.
+			t.Class, t.Reason = AtMostOnce, fmt.Sprintf(reasonApprovalKept, reason)
 		default:
 			t.Class, t.Reason = derived, reason
 		}

@@ -459,3 +459,50 @@ func TestReimportKeepsAClassAcrossADroppedTool(t *testing.T) {
 		t.Fatalf("crm_send under a changed file: %s (%s), want at-least-once from the listing", got.Class, got.Reason)
 	}
 }
+
+// A tools-file approval rule (and so a policy) on an imported tool is never
+// dropped by a trusted upstream's annotations: at-least-once takes none, so
+// the tool stays at-most-once and its rules decide.
+func TestImportKeepsAnApprovalRule(t *testing.T) {
+	t.Parallel()
+	r := mustParse(t, `
+groups:
+  finance: [fin@example.com]
+upstreams:
+  crm:
+    url: http://crm/mcp
+    trust_annotations: true
+tools:
+  crm_refund:
+    upstream: crm
+    approval:
+      policy:
+        - { name: large, when: 'payload.amount > 500', decide: human, approvers: [finance] }
+  crm_lookup:
+    upstream: crm
+  crm_close:
+    upstream: crm
+    approval: { approvers: [finance] }
+`, Options{})
+	m, err := r.Import(map[string]UpstreamListing{"crm": {Tools: []UpstreamTool{
+		{Name: "refund", Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+		{Name: "lookup", Annotations: Annotations{ReadOnlyHint: ptr(true)}},
+		{Name: "close", Annotations: Annotations{OpenWorldHint: ptr(false)}},
+	}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	refund := mustLookup(t, m, "crm_refund")
+	if refund.Class != AtMostOnce || !refund.HasPolicy() || !strings.Contains(refund.Reason, "approval") {
+		t.Errorf("crm_refund: %s (%s), policy %v; want at-most-once with its policy, saying why", refund.Class, refund.Reason, refund.HasPolicy())
+	}
+	if v := refund.Evaluate(PolicyInput{Payload: map[string]any{"amount": json.Number("900")}}); v.Rule == nil || v.Rule.Name != "large" {
+		t.Errorf("crm_refund: the rule did not decide: %+v", v)
+	}
+	if got := mustLookup(t, m, "crm_lookup"); got.Class != AtLeastOnce {
+		t.Errorf("crm_lookup: %s, want at-least-once (no approval rule)", got.Class)
+	}
+	if got := mustLookup(t, m, "crm_close"); got.Class != ExactlyOnce {
+		t.Errorf("crm_close: %s, want exactly-once (its annotations; an approval rule takes no class down)", got.Class)
+	}
+}

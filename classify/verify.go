@@ -96,8 +96,8 @@ type VerifyOutcome struct {
 // answer as it came, stored as the result when there is no result
 // expression.
 func (v *Verify) Evaluate(t *Tool, in VerifyInput, raw json.RawMessage) VerifyOutcome {
-	vars := map[string]any{"response": celValue(in.Response), "payload": celValue(in.Payload),
-		"action": celValue(in.Action), "now": in.Now.UTC()}
+	vars := map[string]any{"response": topValue(in.Response), "payload": topValue(in.Payload),
+		"action": topValue(in.Action), "now": in.Now.UTC()}
 	done, err := v.holds(v.Done, vars)
 	if err != nil {
 		return VerifyOutcome{Verdict: VerdictUnknown, Reason: "the done expression failed: " + err.Error()}

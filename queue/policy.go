@@ -194,20 +194,30 @@ func (s *Service) evaluatePolicy(ctx context.Context, tool classify.Tool, payloa
 
 // nextAttempt is the attempt number a new action of key would get, as the
 // stores count it: one more than the highest attempt of the key among the
-// classes that hold intents. A release racing this read may make it one
-// short; the stored attempt is the store's.
+// classes that hold intents, which the newest such action has. It reads
+// past any number of at-least-once actions of the key (they take no
+// attempt, and an agent records as many as it likes). A release racing
+// this read may make it one short; the stored attempt is the store's.
 func (s *Service) nextAttempt(ctx context.Context, key string) (int, error) {
-	list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: 20})
-	if err != nil {
-		return 0, err
-	}
-	n := 0
-	for _, a := range list {
-		if a.Class != classify.AtLeastOnce {
-			n = max(n, a.Attempt)
+	const page = 100
+	var after *Cursor
+	for {
+		list, err := s.store.ActionList(ctx, ActionListParams{IntentKey: key, Limit: page, After: after})
+		if err != nil {
+			return 0, err
 		}
+		n := 0
+		for _, a := range list {
+			if a.Class != classify.AtLeastOnce {
+				n = max(n, a.Attempt)
+			}
+		}
+		if n > 0 || len(list) < page {
+			return n + 1, nil
+		}
+		last := list[len(list)-1]
+		after = &Cursor{CreatedAt: last.CreatedAt, ID: last.ID}
 	}
-	return n + 1, nil
 }
 
 // policyWarnings are the warnings of the rules that could not be evaluated.

@@ -194,3 +194,55 @@ func TestUnseenRisksGoToAPerson(t *testing.T) {
 		}
 	})
 }
+
+// attemptTools: a retry of a key needs a person (attempt reads the key's
+// history), and an at-least-once tool whose informational key is the
+// agent's to choose.
+const attemptTools = `
+groups:
+  support-leads: [ann@example.com]
+tools:
+  send:
+    approval:
+      approvers: [support-leads]
+      policy:
+        - { name: first-try, when: 'attempt == 1 && payload.n == 1', decide: approve }
+  ping:
+    class: at-least-once
+`
+
+// The attempt a rule reads is the one the new action is stored with, however
+// many at-least-once actions an agent recorded under the key since its last
+// attempt: they take no attempts and must not hide the key's history.
+func TestPolicyAttemptSeesTheKeysHistory(t *testing.T) {
+	t.Parallel()
+	opts := apptest.EnvOptions{Tools: apptest.ParseTools(t, attemptTools, classify.Options{}),
+		Clock: testclock.At(time.Date(2031, 3, 14, 9, 0, 0, 0, time.UTC))}
+	apptest.OnBothStores(t, opts, func(t *testing.T, e *apptest.Env) {
+		ctx, svc := t.Context(), e.Service
+		submit := func(tool, payload string) *queue.Action {
+			t.Helper()
+			e.Clock.Advance(time.Second)
+			res, err := svc.Submit(ctx, queue.SubmitRequest{Tool: tool, Payload: json.RawMessage(payload), IntentKey: "send:k1", Agent: "bot"})
+			if err != nil || !res.Created {
+				t.Fatalf("submit %s: %v %+v", tool, err, res)
+			}
+			return res.Action
+		}
+		first := submit("send", `{"n":0}`)
+		if first.State != queue.StatePending || first.Attempt != 1 {
+			t.Fatalf("first: %+v", first)
+		}
+		if _, err := svc.Decide(ctx, queue.DecideRequest{ID: first.ID, To: queue.StateChangesRequested, By: "user:ann@example.com", Note: "n must be 1"}); err != nil {
+			t.Fatal(err)
+		}
+		for range 105 {
+			submit("ping", `{}`)
+		}
+		second := submit("send", `{"n":1}`)
+		if second.Attempt != 2 || second.State != queue.StatePending || second.DecidedBy != nil {
+			t.Fatalf("second attempt: attempt %d state %s decided_by %v, want attempt 2 pending (first-try reads attempt 2)",
+				second.Attempt, second.State, apptest.Deref(second.DecidedBy))
+		}
+	})
+}

@@ -78,7 +78,10 @@ type ToolReplay struct {
 	// None counts the actions no rule would have decided; Errors those for
 	// which a rule could not be evaluated: evaluation stops there and a
 	// person decides, so they count under no rule and not under None.
-	None, Errors int
+	// Held counts those an approve rule matched that carry a warning only
+	// a person may accept (UnseenRisks): a person decides them, as at
+	// their submission, so they count under no rule either.
+	None, Errors, Held int
 }
 
 // RuleReplay is how many actions one rule would have decided.
@@ -187,12 +190,7 @@ func replayPlan(reg *classify.Registry, pl *Plan) PlanReplay {
 	human := false
 	for _, st := range pl.Steps {
 		tool, registered := reg.Lookup(st.Tool)
-		var warnings []string
-		for _, w := range st.Warnings {
-			if w != WarningToolNotRegistered && !strings.HasPrefix(w, WarningPolicyError+":") {
-				warnings = append(warnings, w)
-			}
-		}
+		warnings := fileFreeWarnings(st.Warnings)
 		if !registered {
 			warnings = append(warnings, WarningToolNotRegistered)
 		}
@@ -235,6 +233,19 @@ func replayPlan(reg *classify.Registry, pl *Plan) PlanReplay {
 	return pr
 }
 
+// fileFreeWarnings are the warnings of ws that do not come from the tools
+// file (invisible characters, a key that looks random): a replay under
+// another file keeps them and judges the rest anew.
+func fileFreeWarnings(ws []string) []string {
+	var out []string
+	for _, w := range ws {
+		if w != WarningToolNotRegistered && !strings.HasPrefix(w, WarningPolicyError+":") {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
 func replayOne(reg *classify.Registry, a *Action, byTool map[string]*ToolReplay, out *PolicyReplay) {
 	tool, ok := reg.Lookup(a.Tool)
 	if !ok || !tool.HasPolicy() {
@@ -256,6 +267,11 @@ func replayOne(reg *classify.Registry, a *Action, byTool map[string]*ToolReplay,
 	}
 	if v.Rule == nil {
 		tr.None++
+		return
+	}
+	if v.Rule.Decide == classify.DecideApprove && len(UnseenRisks(fileFreeWarnings(a.Warnings))) > 0 {
+		// What no person saw, no rule approves (routeAtSubmission).
+		tr.Held++
 		return
 	}
 	for i := range tr.Rules {

@@ -90,6 +90,9 @@ func writePolicyReplay(w io.Writer, rep queue.PolicyReplay, path, where string, 
 		if t.Errors > 0 {
 			fmt.Fprintf(w, "  %-28s %-8s %d\n", "(a rule failed: policy_error)", "human", t.Errors)
 		}
+		if t.Held > 0 {
+			fmt.Fprintf(w, "  %-28s %-8s %d\n", "(approve held: a warning)", "human", t.Held)
+		}
 	}
 	if len(rep.Disagreements) == 0 {
 		fmt.Fprintln(w, "people decided otherwise: none")

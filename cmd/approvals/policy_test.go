@@ -65,6 +65,11 @@ func TestPolicyTestOnSeededHistory(t *testing.T) {
 		decide(legalApproved, queue.StateApproved, nil)
 		legalRejected := mail("c-6", "lawsuit", "x@customer.org") // agreed
 		decide(legalRejected, queue.StateRejected, nil)
+		// internal-recipient matches, but live it approves nothing a
+		// person did not see (invisible_characters): a person decides, so
+		// no disagreement and no approval.
+		hidden := mail("c-9", "t", "e\u200b@example.com")
+		decide(hidden, queue.StateRejected, nil)
 		mail("vip-1", "t", "v@customer.org")   // vip-two-people: a person decides anyway
 		mail("c-7", "t", "plain@customer.org") // no rule
 		mail("c-8", "t", nil2())               // internal-recipient cannot be evaluated: a person decides
@@ -88,7 +93,7 @@ func TestPolicyTestOnSeededHistory(t *testing.T) {
 		got := out.String()
 		t.Log(got)
 		for _, want := range []string{
-			"12 submissions of tools with a policy in the last 36h",
+			"13 submissions of tools with a policy in the last 36h",
 			// The whole block of send_customer_email: c-8's internal-recipient
 			// fails, so a person decides and no later rule counts it.
 			"send_customer_email\n" +
@@ -96,7 +101,8 @@ func TestPolicyTestOnSeededHistory(t *testing.T) {
 				fmt.Sprintf("  %-28s %-8s %d\n", "legal-topics", "reject", 2) +
 				fmt.Sprintf("  %-28s %-8s %d\n", "vip-two-people", "human", 1) +
 				fmt.Sprintf("  %-28s %-8s %d\n", "(no rule)", "", 1) +
-				fmt.Sprintf("  %-28s %-8s %d\n", "(a rule failed: policy_error)", "human", 1),
+				fmt.Sprintf("  %-28s %-8s %d\n", "(a rule failed: policy_error)", "human", 1) +
+				fmt.Sprintf("  %-28s %-8s %d\n", "(approve held: a warning)", "human", 1),
 			"issue_refund\n",
 			fmt.Sprintf("  %-28s %-8s %d\n", "large-refund", "human", 1),
 			fmt.Sprintf("  %-28s %-8s %d\n", "no-crypto", "reject", 1),
@@ -110,7 +116,7 @@ func TestPolicyTestOnSeededHistory(t *testing.T) {
 				t.Errorf("the report lacks %q", want)
 			}
 		}
-		for _, not := range []string{old.ID, agreed.ID, legalRejected.ID} {
+		for _, not := range []string{old.ID, agreed.ID, legalRejected.ID, hidden.ID} {
 			if strings.Contains(got, not) {
 				t.Errorf("the report names %s, where people agree or which is outside the window", not)
 			}
