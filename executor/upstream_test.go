@@ -30,6 +30,9 @@ type countingUpstream struct {
 	calls   map[string]int
 	args    map[string][]string
 	release chan struct{}
+	// outage, when set, begins while pay_outage answers: the database goes
+	// away between the upstream call and its record.
+	outage *apptest.Outage
 }
 
 func newCountingUpstream(t *testing.T) *countingUpstream {
@@ -64,6 +67,10 @@ func newCountingUpstream(t *testing.T) *countingUpstream {
 	})
 	add("refuse_nul", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(context.Context) *mcp.CallToolResult { // exactly-once
 		return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "card\x00declined"}}}
+	})
+	add("pay_outage", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(ctx context.Context) *mcp.CallToolResult { // exactly-once
+		u.outage.Begin()
+		return ok("paid")(ctx)
 	})
 	add("hang", &mcp.ToolAnnotations{OpenWorldHint: &no}, func(ctx context.Context) *mcp.CallToolResult { // exactly-once
 		select {
@@ -101,6 +108,8 @@ tools:
     intent: "refuse:{order}"
   up_refuse_nul:
     intent: "refuse_nul:{order}"
+  up_pay_outage:
+    intent: "pay_outage:{order}"
   up_hang:
     intent: "hang:{order}"
   up_send:
@@ -124,6 +133,12 @@ type gatewayEnv struct {
 
 func startGateway(t *testing.T, sqlite bool) *gatewayEnv {
 	t.Helper()
+	return startGatewayWrapped(t, sqlite, nil)
+}
+
+// startGatewayWrapped is startGateway whose service uses wrap(store).
+func startGatewayWrapped(t *testing.T, sqlite bool, wrap func(queue.Store) queue.Store) *gatewayEnv {
+	t.Helper()
 	e := &gatewayEnv{up: newCountingUpstream(t)}
 	file, err := classify.Parse([]byte(gatewayTools(e.up.srv.URL)), classify.Options{})
 	if err != nil {
@@ -137,7 +152,7 @@ func startGateway(t *testing.T, sqlite bool) *gatewayEnv {
 		t.Fatal(err)
 	}
 	e.Env = apptest.NewEnv(t, apptest.EnvOptions{SQLite: sqlite, Tools: reg, WaitRecheck: time.Second,
-		Service: queue.Options{Upstream: e.manager}})
+		Service: queue.Options{Upstream: e.manager}, WrapStore: wrap})
 	return e
 }
 
@@ -352,6 +367,44 @@ func TestUpstreamErrorTextWithNUL(t *testing.T) {
 				t.Fatalf("isError with a NUL: %v %+v", err, res.Action)
 			}
 			if n := e.up.count("refuse_nul"); n != 1 {
+				t.Errorf("upstream calls %d, want 1", n)
+			}
+		})
+	}
+}
+
+// An upstream's answer learnt while the database is away is kept and
+// written once it answers again (docs/operations.md, "Replication and
+// failover"): once, not once for each of the record's tries, which each
+// kept it and, written later, added a delivery_unknown event for the
+// answer already stored.
+func TestUpstreamOutcomeKeptIsWrittenOnce(t *testing.T) {
+	t.Parallel()
+	for name, sqlite := range gatewayStores {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			var outage apptest.Outage
+			e := startGatewayWrapped(t, sqlite, outage.Wrap)
+			e.up.outage = &outage
+			res, err := e.submitRaw("up_pay_outage", `{"order":"o-1"}`)
+			if err != nil || res.Action.State != queue.StateInProgress {
+				t.Fatalf("submit during the outage: %v %+v", err, res.Action)
+			}
+			outage.End()
+			// Shutdown waits for the call's record and tries every kept
+			// outcome once more.
+			e.Service.Shutdown(t.Context())
+			a, err := e.Store.ActionGetByID(t.Context(), res.Action.ID)
+			if err != nil || a.State != queue.StateDone {
+				t.Fatalf("after the outage: %v %+v", err, a)
+			}
+			if n := e.EventCount(a.ID, queue.EventCompleted); n != 1 {
+				t.Errorf("%d completed events, want 1", n)
+			}
+			if n := e.EventCount(a.ID, queue.EventDeliveryResult); n != 0 {
+				t.Errorf("%d delivery_unknown events, want none: the answer was written more than once", n)
+			}
+			if n := e.up.count("pay_outage"); n != 1 {
 				t.Errorf("upstream calls %d, want 1", n)
 			}
 		})

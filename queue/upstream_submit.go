@@ -160,17 +160,22 @@ func (s *Service) callUpstreamNow(reqCtx context.Context, a *Action, startRecord
 			s.log.WarnContext(tctx, "upstream: outcome unknown; the action stays in_progress for an operator", "action", a.ID, "details", out.Details)
 		}
 		// An outcome that is not recorded becomes an operator's question:
-		// try again briefly, as the executors do.
+		// try again briefly, as the executors do. One the database did not
+		// take is kept and written once it answers (ErrOutcomeKept): trying
+		// again would keep it twice, and the second write record the
+		// answer once more.
 		for try := range 3 {
 			if try > 0 {
 				time.Sleep(time.Duration(try) * time.Second)
 			}
-			if err = d.Record(rctx, a, UpstreamChannel, out); err == nil {
+			if err = d.Record(rctx, a, UpstreamChannel, out); err == nil || errors.Is(err, ErrOutcomeKept) {
 				break
 			}
 		}
 	}
-	if err != nil {
+	if errors.Is(err, ErrOutcomeKept) {
+		s.log.WarnContext(tctx, "upstream: the outcome is kept until the database answers", "action", a.ID, "outcome", out.Outcome, "err", err)
+	} else if err != nil {
 		s.log.ErrorContext(tctx, "upstream: could not record the outcome", "action", a.ID, "outcome", out.Outcome, "err", err)
 	}
 	got, gerr := s.store.ActionGetByID(rctx, a.ID)
