@@ -21,10 +21,7 @@ import (
 func (d *Dashboard) CheckTicket(c echo.Context) error {
 	ctx := c.Request().Context()
 	id := c.Param("id")
-	t, err := d.Store.TicketGetByID(ctx, id)
-	if errors.Is(err, queue.ErrNotFound) {
-		return notFound("ticket", id)
-	}
+	t, err := d.ticketByID(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 	"net/http"
 
@@ -14,11 +15,7 @@ import (
 // action, the verifier's checks and the forms to resolve it.
 func (d *Dashboard) ShowTicket(c echo.Context) error {
 	ctx := c.Request().Context()
-	id := c.Param("id")
-	t, err := d.Store.TicketGetByID(ctx, id)
-	if errors.Is(err, queue.ErrNotFound) {
-		return notFound("ticket", id)
-	}
+	t, err := d.ticketByID(ctx, c.Param("id"))
 	if err != nil {
 		return err
 	}
@@ -31,4 +28,13 @@ func (d *Dashboard) ShowTicket(c echo.Context) error {
 		return err
 	}
 	return render(c, http.StatusOK, templates.TicketPage(p, d.ticketsBase(c, ""), row))
+}
+
+// ticketByID reads ticket id, or answers 404 naming it.
+func (d *Dashboard) ticketByID(ctx context.Context, id string) (*queue.Ticket, error) {
+	t, err := d.Store.TicketGetByID(ctx, id)
+	if errors.Is(err, queue.ErrNotFound) {
+		return nil, notFound("ticket", id)
+	}
+	return t, err
 }
