@@ -560,3 +560,28 @@ func TestDashboardUsesServiceClock(t *testing.T) {
 		t.Errorf("user created %v, want the Service's clock (after %v)", u.CreatedAt, ahead)
 	}
 }
+
+// TestDashboardSetupEmailTaken: the setup link used with the email of a
+// user who exists already (an approver added from the command line, or a
+// person who signed in with SSO first) re-shows the form with the error,
+// not a 5xx, and leaves the link working for another try.
+func TestDashboardSetupEmailTaken(t *testing.T) {
+	t.Parallel()
+	for _, sqlite := range []bool{false, true} {
+		d := apptest.StartDashboard(t, apptest.Options{SQLite: sqlite})
+		d.AddUser("ann@example.com", accounts.RoleApprover)
+		link, err := d.Server.SetupURL(context.Background(), d.URL)
+		if err != nil || link == "" {
+			t.Fatalf("setup link %q, %v", link, err)
+		}
+		u, _ := url.Parse(link)
+		tok := u.Query().Get("token")
+		b := d.Anonymous()
+		b.Get(strings.TrimPrefix(link, d.URL)).WantStatus(t, http.StatusOK)
+		r := b.Post("/setup", url.Values{"token": {tok}, "email": {"Ann@example.com"}, "password": {"a long password"}})
+		r.WantStatus(t, http.StatusUnprocessableEntity)
+		r.WantContains(t, "already has an account")
+		b.Post("/setup", url.Values{"token": {tok}, "email": {"boss@example.com"}, "password": {"a long password"}}).WantRedirect(t, "/")
+		b.Get("/admin/users").WantContains(t, "boss@example.com")
+	}
+}

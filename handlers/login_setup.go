@@ -106,6 +106,15 @@ func (d *Dashboard) Setup(c echo.Context) error {
 		v.Error = err.Error()
 		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
 	}
+	taken := func() error {
+		v.Error = email + " already has an account: use another email for the admin"
+		return d.renderSetup(c, http.StatusUnprocessableEntity, v)
+	}
+	if _, err := d.Accounts.UserGetByEmail(ctx, email); err == nil {
+		return taken()
+	} else if !errors.Is(err, accounts.ErrNotFound) {
+		return err
+	}
 	// Of two people using the link at once, exactly one takes it.
 	took, err := d.Accounts.SettingTake(ctx, accounts.SettingParams{Key: SetupTokenSetting, Value: token})
 	if err != nil {
@@ -117,6 +126,14 @@ func (d *Dashboard) Setup(c echo.Context) error {
 	now := d.Service.Now()
 	u, err := d.Accounts.UserCreate(ctx, &accounts.User{Email: email, PasswordHash: hash, Role: accounts.RoleAdmin,
 		CreatedAt: now, PasswordChangedAt: now})
+	if errors.Is(err, accounts.ErrExists) {
+		// Created a moment ago by someone else: the link was not used,
+		// so it is put back for another try.
+		if _, err := d.Accounts.SettingInit(ctx, accounts.SettingParams{Key: SetupTokenSetting, Value: token}); err != nil {
+			return err
+		}
+		return taken()
+	}
 	if err != nil {
 		return err
 	}
