@@ -14,8 +14,10 @@ import (
 // ruleKeys are the keys of one policy rule.
 var ruleKeys = []string{"approvers", "decide", "name", "note", "required", "when"}
 
-// policy reads approval.policy: a list of rules, each compiled now.
-func (p *toolParser) policy(n *yaml.Node, t *Tool) []Rule {
+// policy reads approval.policy: a list of rules, each compiled now. a is the
+// tool's rule as read so far (its approvers, required and escalation), whose
+// required or approvers a human rule that names none decides with.
+func (p *toolParser) policy(n *yaml.Node, t *Tool, a *Approval) []Rule {
 	if n.Kind != yaml.SequenceNode {
 		p.fail("approval.policy", n.Line, "must be a list of rules ({name, when, decide}), found %s", nodeKind(n))
 		return nil
@@ -105,10 +107,20 @@ func (p *toolParser) policy(n *yaml.Node, t *Tool) []Rule {
 		if r.Decide != DecideHuman && (fields["required"] != nil || fields["approvers"] != nil) {
 			fail("decide", item.Line, "required and approvers belong to a human rule: they say who decides what it leaves to a person")
 		}
-		// An identity provider group's members only the provider knows: with
-		// one among the approvers, the tools file cannot count them.
-		if len(r.Approvers) > 0 && len(r.ApproverIdPGroups) == 0 && r.Required > len(r.ApproverEmails) {
-			fail("required", fields["required"].Line, "%d approvals need %d different people, but its approvers have only %d", r.Required, r.Required, len(r.ApproverEmails))
+		// The rule's actions need what UnderRule gives them: the rule's required
+		// and approvers, else the tool's, and the tool's escalation. An identity
+		// provider group's members only the provider knows: with one among the
+		// eligible, the tools file cannot count them.
+		if under := a.UnderRule(&r); r.Decide == DecideHuman && len(under.Approvers) > 0 && under.CountsPeople() {
+			eligible := slices.Concat(under.ApproverEmails, under.EscalateEmails)
+			slices.Sort(eligible)
+			if people := len(slices.Compact(eligible)); under.Required > people {
+				line := item.Line
+				if f := fields["required"]; f != nil {
+					line = f.Line
+				}
+				fail("required", line, "%d approvals need %d different people, but its approvers and escalate_to have only %d", under.Required, under.Required, people)
+			}
 		}
 		if !p.scalarAt(fields, "when", field+".when", &r.When) || strings.TrimSpace(r.When) == "" {
 			fail("when", item.Line, "a rule needs when: a CEL expression over payload, tool, agent, intent_key, attempt and now")

@@ -405,7 +405,7 @@ func (p *toolParser) approval(n *yaml.Node, t *Tool) *Approval {
 	}
 
 	if v := fields["policy"]; v != nil && !isNull(v) {
-		a.Policy = p.policy(v, t)
+		a.Policy = p.policy(v, t, a)
 	}
 	if v := fields["grants"]; v != nil && !isNull(v) {
 		a.Grants = p.grants(v)

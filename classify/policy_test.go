@@ -446,3 +446,30 @@ func TestPolicyTimeLimitFailsClosed(t *testing.T) {
 		t.Fatalf("took %s: rule %+v failed %+v errors %+v, want slow failed at the time limit", took, v.Rule, v.Failed, v.Errors)
 	}
 }
+
+// A human rule decides with the tool's required or approvers where it names
+// none (UnderRule): the count of section 9 is of what the rule's actions
+// will need, so a rule's required above the tool's people, or the tool's
+// required above the rule's people, fails the file; the tool's escalate_to
+// people count as eligible, as for the tool's own rule.
+func TestPolicyRuleRequiredCountsWhatTheActionNeeds(t *testing.T) {
+	t.Parallel()
+	head := "groups:\n  leads: [ann@example.com, bob@example.com, cat@example.com]\n  finance: [fin@example.com]\n  night: [nia@example.com, ned@example.com]\ntools:\n  mail:\n    approval:\n"
+	for _, tc := range []struct {
+		name, approval string
+		want           string // "" accepted
+	}{
+		{"rule required over the tool's approvers", "      approvers: [finance]\n      policy:\n        - { name: big, when: 'true', required: 2 }\n", "2 approvals need 2 different people"},
+		{"tool required over the rule's approvers", "      approvers: [leads]\n      required: 2\n      policy:\n        - { name: big, when: 'true', approvers: [finance] }\n", "2 approvals need 2 different people"},
+		{"escalation people are eligible", "      approvers: [leads]\n      escalate_after: 1h\n      escalate_to: [night]\n      policy:\n        - { name: big, when: 'true', required: 3, approvers: [finance] }\n", ""},
+		{"enough", "      approvers: [leads]\n      required: 2\n      policy:\n        - { name: big, when: 'true', required: 1, approvers: [finance] }\n", ""},
+	} {
+		_, err := Parse([]byte(head+tc.approval), Options{})
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("%s: %v, want accepted", tc.name, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), `tool "mail"`)):
+			t.Errorf("%s: %v, want an error naming the tool and saying %q", tc.name, err, tc.want)
+		}
+	}
+}
