@@ -260,6 +260,21 @@ func VerifyFile(r io.Reader, pub ed25519.PublicKey, after *Checkpoint) (FileRepo
 		// is taken from that event's line; its seq is checked against the
 		// checkpoint's since.
 		from = Anchor{Seq: first.entry.Seq - 1, Hash: first.entry.PrevHash}
+	case first.entry != nil && first.entry.Malformed != "":
+		// An unreadable first line says nothing of where it stands: the
+		// line after it does (the entry after it, or the checkpoint's
+		// since), so the problem names the seq it holds, not seq 1.
+		second, err := lr.next()
+		if err != nil {
+			return FileReport{}, err
+		}
+		switch {
+		case second.checkpoint != nil:
+			from.Seq = second.checkpoint.Since
+		case second.entry != nil && second.entry.Malformed == "" && second.entry.Seq > 1:
+			from.Seq = second.entry.Seq - 2
+		}
+		lr.back = &second
 	}
 	entries := func(yield func(Entry, error) bool) {
 		l := first
@@ -354,13 +369,18 @@ type exportLine struct {
 }
 
 type lineReader struct {
-	r *bufio.Reader
-	n int // lines read
+	r    *bufio.Reader
+	n    int         // lines read
+	back *exportLine // a line read ahead, next returns it first
 }
 
 // next reads one line. A line that is not an entry or a checkpoint is an
 // entry with Malformed set; the error is a failure to read.
 func (lr *lineReader) next() (exportLine, error) {
+	if l := lr.back; l != nil {
+		lr.back = nil
+		return *l, nil
+	}
 	b, err := lr.r.ReadBytes('\n')
 	if err == io.EOF && len(b) == 0 {
 		return exportLine{eof: true}, nil
