@@ -118,6 +118,24 @@ func VerifyStore(ctx context.Context, st Store) (StoreReport, error) {
 	if err != nil {
 		return StoreReport{}, err
 	}
+	// The sealer goes on while the chain is read: links past the head read
+	// at the start are judged against the head as it is now, and only
+	// links past that one stand outside the chain.
+	for res.Problem == nil && res.Last.Seq > head.Seq {
+		now, err := st.AuditHeadGet(ctx)
+		if err != nil {
+			return StoreReport{}, fmt.Errorf("read the chain's head: %w", err)
+		}
+		if now.Seq < res.Last.Seq {
+			break
+		}
+		head = now
+		more, err := Verify(storeEntries(ctx, st, res.Last.Seq, head.Seq+pageSize), res.Last)
+		if err != nil {
+			return StoreReport{}, err
+		}
+		res.Last, res.Problem = more.Last, more.Problem
+	}
 	if res.Problem == nil {
 		res.Problem = checkEnd(res, head)
 	}
