@@ -118,6 +118,24 @@ func VerifyStore(ctx context.Context, st Store) (StoreReport, error) {
 	if err != nil {
 		return StoreReport{}, err
 	}
+	// The sealer goes on while the chain is read: links past the head read
+	// at the start are judged against the head as it is now, and only
+	// links past that one stand outside the chain.
+	for res.Problem == nil && res.Last.Seq > head.Seq {
+		now, err := st.AuditHeadGet(ctx)
+		if err != nil {
+			return StoreReport{}, fmt.Errorf("read the chain's head: %w", err)
+		}
+		if now.Seq < res.Last.Seq {
+			break
+		}
+		head = now
+		more, err := Verify(storeEntries(ctx, st, res.Last.Seq, head.Seq+pageSize), res.Last)
+		if err != nil {
+			return StoreReport{}, err
+		}
+		res.Last, res.Problem = more.Last, more.Problem
+	}
 	if res.Problem == nil {
 		res.Problem = checkEnd(res, head)
 	}
@@ -260,6 +278,21 @@ func VerifyFile(r io.Reader, pub ed25519.PublicKey, after *Checkpoint) (FileRepo
 		// is taken from that event's line; its seq is checked against the
 		// checkpoint's since.
 		from = Anchor{Seq: first.entry.Seq - 1, Hash: first.entry.PrevHash}
+	case first.entry != nil && first.entry.Malformed != "":
+		// An unreadable first line says nothing of where it stands: the
+		// line after it does (the entry after it, or the checkpoint's
+		// since), so the problem names the seq it holds, not seq 1.
+		second, err := lr.next()
+		if err != nil {
+			return FileReport{}, err
+		}
+		switch {
+		case second.checkpoint != nil:
+			from.Seq = second.checkpoint.Since
+		case second.entry != nil && second.entry.Malformed == "" && second.entry.Seq > 1:
+			from.Seq = second.entry.Seq - 2
+		}
+		lr.back = &second
 	}
 	entries := func(yield func(Entry, error) bool) {
 		l := first
@@ -354,13 +387,18 @@ type exportLine struct {
 }
 
 type lineReader struct {
-	r *bufio.Reader
-	n int // lines read
+	r    *bufio.Reader
+	n    int         // lines read
+	back *exportLine // a line read ahead, next returns it first
 }
 
 // next reads one line. A line that is not an entry or a checkpoint is an
 // entry with Malformed set; the error is a failure to read.
 func (lr *lineReader) next() (exportLine, error) {
+	if l := lr.back; l != nil {
+		lr.back = nil
+		return *l, nil
+	}
 	b, err := lr.r.ReadBytes('\n')
 	if err == io.EOF && len(b) == 0 {
 		return exportLine{eof: true}, nil

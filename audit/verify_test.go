@@ -274,3 +274,25 @@ func TestKeys(t *testing.T) {
 		t.Fatal("a public key of the wrong length was read")
 	}
 }
+
+func TestVerifyFileNamesAMalformedFirstLineOfAContinuation(t *testing.T) {
+	t.Parallel()
+	pub, key, _ := ed25519.GenerateKey(nil)
+	c := testChain(10)
+	for _, tc := range []struct {
+		name string
+		in   []Entry
+		seq  int64
+	}{
+		{"events after it", c[6:], 7},
+		{"the only event", c[9:], 10},
+	} {
+		l := lines(export(tc.in, key))
+		l[0] = l[0][:20] + "\n"
+		rep, err := VerifyFile(strings.NewReader(strings.Join(l, "")), pub, nil)
+		if err != nil || rep.Problem == nil || rep.Problem.Seq != tc.seq || rep.Problem.Kind != Changed {
+			t.Fatalf("%s: an export after seq %d whose first line is no JSON: %+v, %v; want seq %d changed",
+				tc.name, tc.in[0].Seq-1, rep.Problem, err, tc.seq)
+		}
+	}
+}

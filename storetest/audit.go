@@ -431,6 +431,36 @@ var auditTests = []test{
 		sealAll(t, s, holder)
 		eq(t, len(checkChain(t, s)), 8*12+8*4+8*3, "links")
 	}},
+	{"VerifyWhileSealing", func(t *testing.T, s Store) {
+		// The sealer of a running server goes on while the chain is
+		// verified: links it appends after the verification read the head
+		// are no links past the head.
+		stop := make(chan struct{})
+		var sealer sync.WaitGroup
+		sealer.Go(func() {
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				staffEvent(t, s, queue.EventTokenRevoked, queue.TokenSubject(fmt.Sprintf("t%d", i)), at(time.Minute))
+				if _, err := audit.Seal(t.Context(), s, sealParams("a")); err != nil {
+					t.Errorf("seal: %v", err)
+					return
+				}
+			}
+		})
+		defer sealer.Wait()
+		defer close(stop)
+		for range 300 {
+			rep, err := audit.VerifyStore(t.Context(), s)
+			noErr(t, err, "verify")
+			if rep.Problem != nil {
+				t.Fatalf("verification while the sealer runs: %v (head at seq %d)", rep.Problem, rep.Head.Seq)
+			}
+		}
+	}},
 	{"ExportAndVerify", func(t *testing.T, s Store) {
 		for i := range 4 {
 			a := submitNew(t, s, classify.AtMostOnce, "send_customer_email", fmt.Sprintf("audit:e%d", i), at(0))
