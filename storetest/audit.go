@@ -434,16 +434,15 @@ var auditTests = []test{
 	{"VerifyWhileSealing", func(t *testing.T, s Store) {
 		// The sealer of a running server goes on while the chain is
 		// verified: links it appends after the verification read the head
-		// are no links past the head.
-		stop := make(chan struct{})
+		// are no links past the head. The sealer stops after a fixed number
+		// of events: each verification reads the whole chain, so a sealer
+		// that never stops grows the chain faster than it is read.
+		const sealed = 150
+		done := make(chan struct{})
 		var sealer sync.WaitGroup
 		sealer.Go(func() {
-			for i := 0; ; i++ {
-				select {
-				case <-stop:
-					return
-				default:
-				}
+			defer close(done)
+			for i := range sealed {
 				staffEvent(t, s, queue.EventTokenRevoked, queue.TokenSubject(fmt.Sprintf("t%d", i)), at(time.Minute))
 				if _, err := audit.Seal(t.Context(), s, sealParams("a")); err != nil {
 					t.Errorf("seal: %v", err)
@@ -452,12 +451,21 @@ var auditTests = []test{
 			}
 		})
 		defer sealer.Wait()
-		defer close(stop)
-		for range 300 {
+		for verified := 0; ; verified++ {
+			finished := false
+			select {
+			case <-done:
+				finished = true
+			default:
+			}
 			rep, err := audit.VerifyStore(t.Context(), s)
 			noErr(t, err, "verify")
 			if rep.Problem != nil {
-				t.Fatalf("verification while the sealer runs: %v (head at seq %d)", rep.Problem, rep.Head.Seq)
+				t.Fatalf("verification %d while the sealer runs: %v (head at seq %d)", verified+1, rep.Problem, rep.Head.Seq)
+			}
+			if finished {
+				eq(t, rep.Head.Seq, int64(sealed), "head after the sealer stopped")
+				break
 			}
 		}
 	}},
