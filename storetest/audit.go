@@ -439,8 +439,7 @@ var auditTests = []test{
 		// that never stops grows the chain faster than it is read.
 		const sealed = 150
 		done := make(chan struct{})
-		var sealer sync.WaitGroup
-		sealer.Go(func() {
+		go func() {
 			defer close(done)
 			for i := range sealed {
 				staffEvent(t, s, queue.EventTokenRevoked, queue.TokenSubject(fmt.Sprintf("t%d", i)), at(time.Minute))
@@ -449,25 +448,30 @@ var auditTests = []test{
 					return
 				}
 			}
-		})
-		defer sealer.Wait()
-		for verified := 0; ; verified++ {
-			finished := false
-			select {
-			case <-done:
-				finished = true
-			default:
-			}
+		}()
+		defer func() { <-done }()
+		verify := func(when string) audit.StoreReport {
+			t.Helper()
 			rep, err := audit.VerifyStore(t.Context(), s)
 			noErr(t, err, "verify")
 			if rep.Problem != nil {
-				t.Fatalf("verification %d while the sealer runs: %v (head at seq %d)", verified+1, rep.Problem, rep.Head.Seq)
+				t.Fatalf("verification %s: %v (head at seq %d)", when, rep.Problem, rep.Head.Seq)
 			}
-			if finished {
-				eq(t, rep.Head.Seq, int64(sealed), "head after the sealer stopped")
-				break
-			}
+			return rep
 		}
+		for verified, running := 1, true; running; verified++ {
+			select {
+			case <-done:
+				running = false
+			default:
+			}
+			verify(fmt.Sprintf("%d while the sealer runs", verified))
+		}
+		// PostgreSQL seals only events below its snapshot's horizon, which a
+		// verification reading at the same time holds back: the sealer's
+		// last rounds may leave events for the next.
+		sealAll(t, s, "a")
+		eq(t, verify("after the sealer stopped").Head.Seq, int64(sealed), "head after the sealer stopped")
 	}},
 	{"ExportAndVerify", func(t *testing.T, s Store) {
 		for i := range 4 {
